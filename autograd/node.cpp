@@ -1,0 +1,154 @@
+#include "autograd/node.h"
+
+#include <atomic>
+#include <stdexcept>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+namespace ponder {
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_seq{0};
+
+AutogradMeta& meta(const Tensor& t) {
+  if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
+  return *t.impl()->autograd;
+}
+}  // namespace
+
+bool GradMode::enabled() { return t_grad_enabled; }
+void GradMode::set(bool on) { t_grad_enabled = on; }
+
+const char* op_name(Op op) {
+  static const char* names[] = {
+      "neg", "exp", "log", "sqrt", "rsqrt", "pow", "tanh", "sigmoid", "relu", "gelu_tanh", "silu", "abs", "clamp",
+      "affine", "add", "sub", "mul", "div", "maximum", "minimum", "where", "sum", "max", "sum_to", "expand",
+      "cumsum", "tri", "matmul", "reshape", "permute", "slice", "pad_slice", "cat", "index_select", "index_add",
+      "gather", "scatter_add", "to_dtype", "clone", "checkpoint"};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(Op::Count), "one name per Op");
+  return names[size_t(op)];
+}
+
+// ---- tensor autograd state
+
+bool requires_grad(const Tensor& t) { return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad; }
+
+Tensor& set_requires_grad(Tensor& t, bool on) {
+  if (!is_leaf(t)) throw std::invalid_argument("set_requires_grad: only leaf tensors can be marked (use detach())");
+  if (on && !is_float(t.dtype()))
+    throw std::invalid_argument(std::string("set_requires_grad: only floating tensors can require grad, got ") +
+                                dtype_name(t.dtype()));
+  meta(t).requires_grad = on;
+  return t;
+}
+
+Tensor grad_of(const Tensor& t) { return t.impl()->autograd ? t.impl()->autograd->grad : Tensor(); }
+void zero_grad(const Tensor& t) {
+  if (t.impl()->autograd) t.impl()->autograd->grad = Tensor();
+}
+void set_grad(const Tensor& t, const Tensor& g) { meta(t).grad = g; }
+
+std::shared_ptr<Node> grad_fn(const Tensor& t) { return t.impl()->autograd ? t.impl()->autograd->grad_fn : nullptr; }
+bool is_leaf(const Tensor& t) { return grad_fn(t) == nullptr; }
+void set_name(const Tensor& t, const std::string& name) { meta(t).name = name; }
+Tensor detach(const Tensor& t) { return t.alias(); }
+
+Edge gradient_edge(const Tensor& t) {
+  if (auto fn = grad_fn(t)) return {fn, t.impl()->autograd->output_nr};
+  if (!requires_grad(t)) return {};
+  AutogradMeta& m = meta(t);
+  if (!m.grad_acc) m.grad_acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  if (m.grad_acc->outputs.empty()) m.grad_acc->outputs.push_back({t.shape(), t.dtype(), t.device()});
+  return {m.grad_acc, 0};
+}
+
+// ---- saved tensors
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+  if (!t.defined()) return;
+  version_ = t.version();
+  if (is_output) {
+    data_ = t.alias();  // no grad_fn link: that would be a cycle node → saved → tensor → node
+    output_nr_ = t.impl()->autograd ? t.impl()->autograd->output_nr : 0;
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& self, const std::string& op) const {
+  if (!data_.defined()) return data_;
+  if (data_.version() != version_)
+    throw std::runtime_error("a tensor saved for the backward of '" + op + "' was modified in place (version " +
+                             std::to_string(version_) + ", now " + std::to_string(data_.version()) +
+                             "); clone it before modifying it");
+  if (!is_output_) return data_;
+  Tensor t = data_.alias();
+  auto m = std::make_shared<AutogradMeta>();
+  m->requires_grad = true;
+  m->grad_fn = self;
+  m->output_nr = output_nr_;
+  t.impl()->autograd = std::move(m);
+  return t;
+}
+
+// ---- nodes
+
+std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
+  if (released_)
+    throw std::runtime_error(std::string("backward through the graph a second time (op '") + op_name(op_) +
+                             "'): its saved tensors were freed after the first backward; pass retain_graph=true "
+                             "to the first call if you need to backward twice");
+  std::vector<Tensor> saved;
+  saved.reserve(saved_.size());
+  auto self = shared_from_this();
+  for (const SavedTensor& s : saved_) saved.push_back(s.unpack(self, op_name(op_)));
+  return fn_(grads[0], saved, needs);
+}
+
+void FunctionNode::release() {
+  saved_.clear();
+  released_ = true;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads, const std::vector<bool>&) {
+  auto impl = leaf_.lock();
+  if (!impl) return {};
+  Tensor leaf(impl);
+  AutogradMeta& m = meta(leaf);
+  const Tensor& g = grads[0];
+  if (!m.grad.defined()) m.grad = GradMode::enabled() ? g : raw::clone(g);
+  else m.grad = GradMode::enabled() ? add(m.grad, g) : raw::binary(BinaryOp::Add, m.grad, g);
+  return {};
+}
+
+// ---- recording
+
+OpRecorder::OpRecorder(Op op, std::vector<Tensor> inputs) : op_(op), inputs_(std::move(inputs)) {
+  active_ = false;
+  if (GradMode::enabled())
+    for (const Tensor& t : inputs_) active_ = active_ || requires_grad(t);
+}
+
+Tensor OpRecorder::done(Tensor out, std::vector<Tensor> saved, BackwardFn fn, bool save_output) {
+  if (!active_) return out;
+  // A result may be a view sharing the input's impl data; give it its own impl before attaching.
+  if (out.impl()->autograd) out = out.alias();
+  auto m = std::make_shared<AutogradMeta>();
+  m->requires_grad = true;
+  out.impl()->autograd = m;
+  std::vector<SavedTensor> st;
+  st.reserve(saved.size() + 1);
+  for (const Tensor& s : saved) st.emplace_back(s, false);
+  if (save_output) st.emplace_back(out, true);
+  auto node = std::make_shared<FunctionNode>(op_, std::move(st), std::move(fn));
+  for (const Tensor& t : inputs_) node->next.push_back(gradient_edge(t));
+  node->outputs.push_back({out.shape(), out.dtype(), out.device()});
+  node->seq = g_seq.fetch_add(1);
+  node->forward_flops = scope_.counts().total();
+  m->grad_fn = std::move(node);
+  return out;
+}
+
+}  // namespace ponder

@@ -1,0 +1,125 @@
+// Graph nodes. Ownership points backwards only (tensor → grad_fn → next edges → earlier nodes), so
+// graphs are acyclic in ownership; a node keeps its own output through a SavedTensor that drops
+// the grad_fn link and re-attaches it when unpacked.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/op_list.h"
+#include "tensor/flops.h"
+#include "tensor/tensor.h"
+
+namespace ponder {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;   // set on results of recorded ops
+  uint32_t output_nr = 0;
+  std::shared_ptr<Node> grad_acc;  // leaves: where backward() accumulates .grad
+  Tensor grad;                     // leaves: accumulated gradient
+  std::string name;                // optional, shown in graph dumps
+};
+
+struct OutputInfo {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  virtual ~Node() = default;
+  // grads: one per output (zeros filled in for outputs that got none); needs: one per next edge.
+  // Returns one gradient per next edge (undefined where not needed).
+  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) = 0;
+  virtual void release() {}
+  virtual std::string name() const = 0;
+
+  std::vector<Edge> next;
+  std::vector<OutputInfo> outputs;
+  uint64_t seq = 0;           // creation order; the engine runs later nodes first
+  uint64_t forward_flops = 0;  // work of the forward op that made this node (graph dumps)
+};
+
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, bool is_output);
+  // Checks the version counter; an output gets its grad_fn (`self`) back.
+  Tensor unpack(const std::shared_ptr<Node>& self, const std::string& op) const;
+ private:
+  Tensor data_;
+  uint32_t version_ = 0;
+  bool is_output_ = false;
+  uint32_t output_nr_ = 0;
+};
+
+// Backward rule of a primitive op: grad of the output, the unpacked saved tensors, and which
+// inputs need a gradient → one gradient per input.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<Tensor>& saved,
+                                                     const std::vector<bool>& needs)>;
+
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(Op op, std::vector<SavedTensor> saved, BackwardFn fn)
+      : op_(op), saved_(std::move(saved)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) override;
+  void release() override;
+  std::string name() const override { return op_name(op_); }
+ private:
+  Op op_;
+  std::vector<SavedTensor> saved_;
+  BackwardFn fn_;
+  bool released_ = false;
+};
+
+// Writes incoming gradients into a leaf's .grad (backward() only; grad() captures instead).
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) override;
+  std::string name() const override { return "accumulate_grad"; }
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// ---- autograd state of a tensor
+bool requires_grad(const Tensor& t);
+// Marks a leaf as a parameter (throws for a non-leaf).
+Tensor& set_requires_grad(Tensor& t, bool on = true);
+Tensor grad_of(const Tensor& t);      // a leaf's accumulated gradient (undefined if none)
+void zero_grad(const Tensor& t);      // drops the accumulated gradient
+void set_grad(const Tensor& t, const Tensor& g);
+std::shared_ptr<Node> grad_fn(const Tensor& t);
+bool is_leaf(const Tensor& t);
+void set_name(const Tensor& t, const std::string& name);
+Tensor detach(const Tensor& t);
+// The node and slot where gradient for t enters the graph (creates a leaf's accumulator).
+Edge gradient_edge(const Tensor& t);
+
+// Records a primitive op's result: if grad mode is on and an input requires grad, attaches a
+// FunctionNode with edges to `inputs` (in order), `saved` (and the output, when save_output) kept
+// for the backward rule. `flops` is the forward work, for graph dumps.
+class OpRecorder {
+ public:
+  OpRecorder(Op op, std::vector<Tensor> inputs);
+  bool active() const { return active_; }
+  Tensor done(Tensor out, std::vector<Tensor> saved, BackwardFn fn, bool save_output = false);
+ private:
+  Op op_;
+  std::vector<Tensor> inputs_;
+  bool active_;
+  FlopScope scope_;
+};
+
+}  // namespace ponder

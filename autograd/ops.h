@@ -1,0 +1,127 @@
+// Differentiable ops. Every backward rule is written with these same ops, so gradients recorded
+// under create_graph are themselves differentiable to any order.
+#pragma once
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/kernels.h"
+#include "tensor/tensor.h"
+
+namespace ponder {
+
+using Axes = std::vector<int64_t>;
+
+// ---- element-wise, one input
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double p);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu_tanh(const Tensor& x);  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+Tensor silu(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor clamp(const Tensor& x, double lo, double hi);
+Tensor affine(const Tensor& x, double scale, double shift);  // scale·x + shift
+
+// ---- element-wise, two inputs (NumPy broadcasting)
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// cond is a 0/1 tensor of the operands' dtype; it receives no gradient.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// Comparisons and masks: 0/1 results that carry no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor sign(const Tensor& x);
+
+// ---- reductions
+Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const Axes& axes = {}, bool keepdim = false);  // ties share the gradient
+Tensor min(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const Axes& axes = {}, int64_t correction = 0, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdim = false);
+Tensor softmax(const Tensor& x, int64_t axis);
+Tensor log_softmax(const Tensor& x, int64_t axis);
+Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false);
+Tensor sum_to(const Tensor& x, const Shape& shape);  // inverse of broadcasting
+
+// ---- masks
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+
+// ---- linear algebra: (…, m, k)·(…, k, n), batch axes broadcast
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- shape (views share storage)
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, int64_t start = 0, int64_t end = -1);
+Tensor permute(const Tensor& x, const std::vector<int>& perm);
+Tensor transpose(const Tensor& x, int a, int b);
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step = 1);
+Tensor pad_slice(const Tensor& src, const Shape& shape, int axis, int64_t start, int64_t step = 1);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor unsqueeze(const Tensor& x, int axis);
+Tensor squeeze(const Tensor& x, int axis);
+Tensor cat(const std::vector<Tensor>& xs, int axis);
+Tensor stack(const std::vector<Tensor>& xs, int axis);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int axis);
+// Moves x along `axis` by s (s > 0: later), filling with zeros.
+Tensor shift(const Tensor& x, int axis, int64_t s);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor to_dtype(const Tensor& x, DType dtype);
+
+// ---- indexing (int indices; the index receives no gradient)
+Tensor index_select(const Tensor& x, int axis, const Tensor& idx);
+Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
+Tensor gather(const Tensor& x, int axis, const Tensor& idx);
+Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
+Tensor embedding(const Tensor& weight, const Tensor& ids);  // (V, D), (…) → (…, D)
+Tensor one_hot(const Tensor& idx, int64_t n, DType dtype = DType::F32);
+
+// ---- neural-network functions
+// Causal depthwise conv over time: x (B, T, C), w (C, K), optional bias (C);
+// y[b,t,c] = Σ_k w[c,k]·x[b, t−K+1+k, c] (+ bias[c]), zeros before the start.
+Tensor causal_conv1d(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+// Mean next-token loss: logits (N, V), targets (N) ints.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+// Per-token loss (N).
+Tensor cross_entropy_per_token(const Tensor& logits, const Tensor& targets);
+
+// ---- in-place updates for optimisers (refuse tensors that require grad while grad mode is on)
+void copy_(const Tensor& dst, const Tensor& src);
+void fill_(const Tensor& dst, double value);
+
+// ---- operators
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(double s, const Tensor& a);
+
+// A scalar tensor with a's dtype and device.
+Tensor scalar_like(const Tensor& a, double v);
+Tensor zeros_like(const Tensor& a);
+Tensor ones_like(const Tensor& a);
+
+}  // namespace ponder

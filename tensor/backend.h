@@ -1,0 +1,66 @@
+// The kernels a device must provide. Callers never use a backend directly: tensor/kernels.h
+// allocates outputs, checks shapes, counts FLOPs and dispatches here by the tensors' device, so a
+// new backend (tensor/cuda/) plugs in by implementing this interface and registering itself.
+#pragma once
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace ponder {
+
+// Element-wise maps y = f(x; p0, p1). Every entry has a CPU reference in tensor/cpu/elementwise.cpp.
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, GeluTanh, Silu, Abs, Sign,
+  Pow,     // x^p0
+  Affine,  // p0·x + p1
+  Clamp,   // min(max(x, p0), p1)
+  Step,    // 1 where x > 0 else 0
+  InRange, // 1 where p0 < x < p1 else 0
+  Count
+};
+// Binary maps with NumPy broadcasting; comparisons return 1/0 in the inputs' dtype.
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Eq, Gt, Ge, Lt, Le, Count };
+enum class ReduceOp : uint8_t { Sum, Max, Min, Count };
+
+const char* unary_name(UnaryOp op);
+const char* binary_name(BinaryOp op);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual void* alloc(size_t nbytes) = 0;
+  virtual void free(void* p, size_t nbytes) = 0;
+  // Host <-> this device, contiguous bytes.
+  virtual void to_host(void* host, const void* dev, size_t nbytes) = 0;
+  virtual void from_host(void* dev, const void* host, size_t nbytes) = 0;
+
+  // dst[i] = src[i] with src broadcast to dst's shape and converted to dst's dtype.
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;
+  virtual void unary(UnaryOp op, double p0, double p1, const Tensor& out, const Tensor& x) = 0;
+  // a and b are broadcast to out's shape.
+  virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+  // Reduces x into out, which has x's rank with size 1 on every reduced axis.
+  virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& x) = 0;
+  virtual void cumsum(const Tensor& out, const Tensor& x, int axis, bool reverse) = 0;
+  // Keeps x[..., i, j] where j - i <= k (lower) or j - i >= k (upper), zero elsewhere.
+  virtual void tri(const Tensor& out, const Tensor& x, int64_t k, bool upper) = 0;
+  // out (..., m, n) = a (..., m, k) · b (..., k, n); batch dims already broadcast to out's.
+  virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // Index kernels take contiguous tensors and int64 indices.
+  virtual void index_select(const Tensor& out, const Tensor& x, int axis, const Tensor& idx) = 0;
+  virtual void index_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src) = 0;
+  virtual void gather(const Tensor& out, const Tensor& x, int axis, const Tensor& idx) = 0;
+  virtual void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src) = 0;
+  virtual void one_hot(const Tensor& out, const Tensor& idx) = 0;
+  // Counter-based draws into a contiguous tensor (see tensor/rng.h).
+  virtual void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) = 0;
+  virtual void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) = 0;
+};
+
+Backend& backend(Device d);
+bool backend_available(Device d);
+void register_backend(Device d, Backend* b);
+
+}  // namespace ponder

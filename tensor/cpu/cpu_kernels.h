@@ -1,0 +1,29 @@
+// CPU kernels (OpenMP + OpenBLAS). The CpuBackend in backend.cpp forwards to these.
+#pragma once
+#include "tensor/backend.h"
+
+namespace ponder::cpu {
+
+void copy(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& dst, double value);
+void unary(UnaryOp op, double p0, double p1, const Tensor& out, const Tensor& x);
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+void tri(const Tensor& out, const Tensor& x, int64_t k, bool upper);
+void reduce(ReduceOp op, const Tensor& out, const Tensor& x);
+void cumsum(const Tensor& out, const Tensor& x, int axis, bool reverse);
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+// Triple-loop reference GEMM (…, m, k)·(…, k, n) kept beside the BLAS path to validate it.
+void matmul_naive(const Tensor& out, const Tensor& a, const Tensor& b);
+void index_select(const Tensor& out, const Tensor& x, int axis, const Tensor& idx);
+void index_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src);
+void gather(const Tensor& out, const Tensor& x, int axis, const Tensor& idx);
+void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src);
+void one_hot(const Tensor& out, const Tensor& idx);
+
+// Thread count shared by OpenMP kernels and OpenBLAS (the OpenMP build of OpenBLAS uses the same
+// pool, so setting it once prevents oversubscription).
+void set_num_threads(int n);
+int num_threads();
+
+}  // namespace ponder::cpu

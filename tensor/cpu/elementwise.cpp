@@ -1,0 +1,162 @@
+// Element-wise CPU kernels: copy/convert, fill, unary and binary maps, where, triangular masks.
+#include <cmath>
+#include <stdexcept>
+
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/loop.h"
+
+namespace ponder::cpu {
+
+Shape broadcast_strides(const Tensor& t, const Shape& shape) {
+  Shape st(shape.size(), 0);
+  size_t lead = shape.size() - t.dim();
+  for (size_t i = 0; i < t.dim(); ++i) st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return st;
+}
+
+namespace {
+
+template <class TO, class TI, class F>
+void map1(const Tensor& out, const Tensor& x, F f) {
+  TO* y = out.data<TO>();
+  const TI* a = x.data<TI>();
+  strided_rows<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
+                  [&](int64_t n, const int64_t* o, const int64_t* s) {
+                    TO* yy = y + o[0];
+                    const TI* aa = a + o[1];
+                    if (s[0] == 1 && s[1] == 1)
+                      for (int64_t i = 0; i < n; ++i) yy[i] = f(aa[i]);
+                    else
+                      for (int64_t i = 0; i < n; ++i) yy[i * s[0]] = f(aa[i * s[1]]);
+                  });
+}
+
+template <class T, class F>
+void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  T* y = out.data<T>();
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  const Shape& sh = out.shape();
+  strided_rows<3>(sh, {out.strides(), broadcast_strides(a, sh), broadcast_strides(b, sh)},
+                  [&](int64_t n, const int64_t* o, const int64_t* s) {
+                    T* yy = y + o[0];
+                    const T* aa = pa + o[1];
+                    const T* bb = pb + o[2];
+                    if (s[0] == 1 && s[1] == 1 && s[2] == 1)
+                      for (int64_t i = 0; i < n; ++i) yy[i] = f(aa[i], bb[i]);
+                    else
+                      for (int64_t i = 0; i < n; ++i) yy[i * s[0]] = f(aa[i * s[1]], bb[i * s[2]]);
+                  });
+}
+
+template <class T>
+T gelu_tanh(T x) {
+  const T c = T(0.7978845608028654);  // sqrt(2/pi)
+  return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+}
+
+template <class T>
+void unary_t(UnaryOp op, T p0, T p1, const Tensor& out, const Tensor& x) {
+  switch (op) {
+    case UnaryOp::Neg: return map1<T, T>(out, x, [](T v) { return -v; });
+    case UnaryOp::Exp: return map1<T, T>(out, x, [](T v) { return std::exp(v); });
+    case UnaryOp::Log: return map1<T, T>(out, x, [](T v) { return std::log(v); });
+    case UnaryOp::Sqrt: return map1<T, T>(out, x, [](T v) { return std::sqrt(v); });
+    case UnaryOp::Rsqrt: return map1<T, T>(out, x, [](T v) { return T(1) / std::sqrt(v); });
+    case UnaryOp::Tanh: return map1<T, T>(out, x, [](T v) { return std::tanh(v); });
+    case UnaryOp::Sigmoid: return map1<T, T>(out, x, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
+    case UnaryOp::Relu: return map1<T, T>(out, x, [](T v) { return v > T(0) ? v : T(0); });
+    case UnaryOp::GeluTanh: return map1<T, T>(out, x, [](T v) { return gelu_tanh(v); });
+    case UnaryOp::Silu: return map1<T, T>(out, x, [](T v) { return v / (T(1) + std::exp(-v)); });
+    case UnaryOp::Abs: return map1<T, T>(out, x, [](T v) { return std::abs(v); });
+    case UnaryOp::Sign: return map1<T, T>(out, x, [](T v) { return T((v > T(0)) - (v < T(0))); });
+    case UnaryOp::Pow: return map1<T, T>(out, x, [p0](T v) { return std::pow(v, p0); });
+    case UnaryOp::Affine: return map1<T, T>(out, x, [p0, p1](T v) { return p0 * v + p1; });
+    case UnaryOp::Clamp: return map1<T, T>(out, x, [p0, p1](T v) { return v < p0 ? p0 : (v > p1 ? p1 : v); });
+    case UnaryOp::Step: return map1<T, T>(out, x, [](T v) { return v > T(0) ? T(1) : T(0); });
+    case UnaryOp::InRange: return map1<T, T>(out, x, [p0, p1](T v) { return v > p0 && v < p1 ? T(1) : T(0); });
+    case UnaryOp::Count: break;
+  }
+  throw std::invalid_argument("cpu::unary: unknown op");
+}
+
+template <class T>
+void binary_t(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (op) {
+    case BinaryOp::Add: return map2<T>(out, a, b, [](T x, T y) { return x + y; });
+    case BinaryOp::Sub: return map2<T>(out, a, b, [](T x, T y) { return x - y; });
+    case BinaryOp::Mul: return map2<T>(out, a, b, [](T x, T y) { return x * y; });
+    case BinaryOp::Div: return map2<T>(out, a, b, [](T x, T y) { return x / y; });
+    case BinaryOp::Maximum: return map2<T>(out, a, b, [](T x, T y) { return x > y ? x : y; });
+    case BinaryOp::Minimum: return map2<T>(out, a, b, [](T x, T y) { return x < y ? x : y; });
+    case BinaryOp::Eq: return map2<T>(out, a, b, [](T x, T y) { return T(x == y); });
+    case BinaryOp::Gt: return map2<T>(out, a, b, [](T x, T y) { return T(x > y); });
+    case BinaryOp::Ge: return map2<T>(out, a, b, [](T x, T y) { return T(x >= y); });
+    case BinaryOp::Lt: return map2<T>(out, a, b, [](T x, T y) { return T(x < y); });
+    case BinaryOp::Le: return map2<T>(out, a, b, [](T x, T y) { return T(x <= y); });
+    case BinaryOp::Count: break;
+  }
+  throw std::invalid_argument("cpu::binary: unknown op");
+}
+
+}  // namespace
+
+void copy(const Tensor& dst, const Tensor& src) {
+  PONDER_DISPATCH_ALL(dst.dtype(), "copy", [&] {
+    using out_t = scalar_t;
+    PONDER_DISPATCH_ALL(src.dtype(), "copy", [&] {
+      map1<out_t, scalar_t>(dst, src, [](scalar_t v) { return out_t(v); });
+    });
+  });
+}
+
+void fill(const Tensor& dst, double value) {
+  PONDER_DISPATCH_ALL(dst.dtype(), "fill", [&] {
+    scalar_t v = scalar_t(value);
+    map1<scalar_t, scalar_t>(dst, dst, [v](scalar_t) { return v; });
+  });
+}
+
+void unary(UnaryOp op, double p0, double p1, const Tensor& out, const Tensor& x) {
+  PONDER_DISPATCH_FLOAT(out.dtype(), "unary", [&] { unary_t<scalar_t>(op, scalar_t(p0), scalar_t(p1), out, x); });
+}
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  PONDER_DISPATCH_ALL(out.dtype(), "binary", [&] { binary_t<scalar_t>(op, out, a, b); });
+}
+
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  PONDER_DISPATCH_ALL(out.dtype(), "where", [&] {
+    using T = scalar_t;
+    T* y = out.data<T>();
+    const T* pc = cond.data<T>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    const Shape& sh = out.shape();
+    strided_rows<4>(sh, {out.strides(), broadcast_strides(cond, sh), broadcast_strides(a, sh), broadcast_strides(b, sh)},
+                    [&](int64_t n, const int64_t* o, const int64_t* s) {
+                      for (int64_t i = 0; i < n; ++i)
+                        y[o[0] + i * s[0]] = pc[o[1] + i * s[1]] != T(0) ? pa[o[2] + i * s[2]] : pb[o[3] + i * s[3]];
+                    });
+  });
+}
+
+void tri(const Tensor& out, const Tensor& x, int64_t k, bool upper) {
+  // out and x are contiguous with shape (…, R, C).
+  const int64_t R = out.shape()[out.dim() - 2], C = out.shape().back();
+  const int64_t batch = out.numel() / std::max<int64_t>(R * C, 1);
+  PONDER_DISPATCH_ALL(out.dtype(), "tri", [&] {
+    scalar_t* y = out.data<scalar_t>();
+    const scalar_t* a = x.data<scalar_t>();
+_Pragma("omp parallel for schedule(static) if (out.numel() >= kParallelMin)")
+    for (int64_t bi = 0; bi < batch * R; ++bi) {
+      int64_t i = bi % R;
+      for (int64_t j = 0; j < C; ++j) {
+        bool keep = upper ? (j - i >= k) : (j - i <= k);
+        y[bi * C + j] = keep ? a[bi * C + j] : scalar_t(0);
+      }
+    }
+  });
+}
+
+}  // namespace ponder::cpu

@@ -1,0 +1,111 @@
+// GEMM through OpenBLAS: no copies for transposed views (a view whose last two axes are swapped is
+// passed as a transposed operand). Batches of small products run in parallel over the batch with
+// single-threaded BLAS calls; large products use BLAS's own threads.
+#include <cblas.h>
+#include <omp.h>
+
+#include <stdexcept>
+
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/loop.h"
+
+namespace ponder::cpu {
+namespace {
+
+// How BLAS sees the last two axes (rows × cols) of an operand.
+struct MatLayout {
+  bool trans;
+  int64_t ld;
+};
+
+MatLayout layout_of(const Tensor& t) {
+  const size_t d = t.dim();
+  const int64_t rows = t.shape()[d - 2], cols = t.shape()[d - 1];
+  const int64_t rs = t.strides()[d - 2], cs = t.strides()[d - 1];
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1)))
+    return {false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1)))
+    return {true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  throw std::logic_error("cpu::matmul: operand is not BLAS-compatible (caller must pass a contiguous copy)");
+}
+
+void gemm(MatLayout la, MatLayout lb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, la.trans ? CblasTrans : CblasNoTrans, lb.trans ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), 1.0f, a, int(la.ld), b, int(lb.ld), 0.0f, c, int(n));
+}
+void gemm(MatLayout la, MatLayout lb, int64_t m, int64_t n, int64_t k, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, la.trans ? CblasTrans : CblasNoTrans, lb.trans ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), 1.0, a, int(la.ld), b, int(lb.ld), 0.0, c, int(n));
+}
+
+// Offsets of batch element `bi` in a and b (batch axes broadcast with stride 0).
+void batch_offsets(int64_t bi, const Tensor& out, const Shape& sa, const Shape& sb, int64_t& oa, int64_t& ob) {
+  oa = ob = 0;
+  for (int d = int(out.dim()) - 3; d >= 0; --d) {
+    int64_t i = bi % out.shape()[size_t(d)];
+    bi /= out.shape()[size_t(d)];
+    oa += i * sa[size_t(d)];
+    ob += i * sb[size_t(d)];
+  }
+}
+
+template <class T>
+void matmul_t(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const size_t d = out.dim();
+  const int64_t m = out.shape()[d - 2], n = out.shape()[d - 1], k = a.shape()[d - 1];
+  const int64_t batch = out.numel() / std::max<int64_t>(m * n, 1);
+  if (out.numel() == 0) return;
+  if (k == 0) { fill(out, 0.0); return; }
+  const MatLayout la = layout_of(a), lb = layout_of(b);
+  const Shape sa = broadcast_strides(a, out.shape()), sb = broadcast_strides(b, out.shape());
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* pc = out.data<T>();
+  // Small products: one BLAS call per thread (OpenBLAS runs single-threaded inside a parallel region).
+  const bool par_batch = batch > 1 && m * n * k <= 96 * 96 * 96;
+#pragma omp parallel for schedule(static) if (par_batch)
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t oa, ob;
+    batch_offsets(bi, out, sa, sb, oa, ob);
+    gemm(la, lb, m, n, k, pa + oa, pb + ob, pc + bi * m * n);
+  }
+}
+
+template <class T>
+void matmul_naive_t(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const size_t d = out.dim();
+  const int64_t m = out.shape()[d - 2], n = out.shape()[d - 1], k = a.shape()[d - 1];
+  const int64_t batch = out.numel() / std::max<int64_t>(m * n, 1);
+  const Shape sa = broadcast_strides(a, out.shape()), sb = broadcast_strides(b, out.shape());
+  const int64_t ar = a.strides()[d - 2], ac = a.strides()[d - 1], br = b.strides()[d - 2], bc = b.strides()[d - 1];
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t oa, ob;
+    batch_offsets(bi, out, sa, sb, oa, ob);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += double(a.data<T>()[oa + i * ar + p * ac]) * double(b.data<T>()[ob + p * br + j * bc]);
+        out.data<T>()[bi * m * n + i * n + j] = T(acc);
+      }
+  }
+}
+
+}  // namespace
+
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  PONDER_DISPATCH_FLOAT(out.dtype(), "matmul", [&] { matmul_t<scalar_t>(out, a, b); });
+}
+
+void matmul_naive(const Tensor& out, const Tensor& a, const Tensor& b) {
+  PONDER_DISPATCH_FLOAT(out.dtype(), "matmul_naive", [&] { matmul_naive_t<scalar_t>(out, a, b); });
+}
+
+void set_num_threads(int n) {
+  if (n < 1) throw std::invalid_argument("set_num_threads: need at least 1 thread, got " + std::to_string(n));
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace ponder::cpu

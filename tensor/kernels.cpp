@@ -1,0 +1,398 @@
+#include "tensor/kernels.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace ponder {
+
+const char* unary_name(UnaryOp op) {
+  static const char* names[] = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu_tanh",
+                                "silu", "abs", "sign", "pow", "affine", "clamp", "step", "in_range"};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(UnaryOp::Count), "one name per UnaryOp");
+  return names[size_t(op)];
+}
+
+const char* binary_name(BinaryOp op) {
+  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "eq", "gt", "ge", "lt", "le"};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(BinaryOp::Count), "one name per BinaryOp");
+  return names[size_t(op)];
+}
+
+namespace raw {
+namespace {
+
+Backend& be(const Tensor& t) { return backend(t.device()); }
+
+void need(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument(msg);
+}
+
+Tensor int64_contiguous(const Tensor& idx, const char* op) {
+  need(!is_float(idx.dtype()), std::string(op) + ": indices must be an integer tensor, got " + dtype_name(idx.dtype()));
+  return contiguous(idx.dtype() == DType::I64 ? idx : to_dtype(idx, DType::I64));
+}
+
+}  // namespace
+
+void check_same(const char* op, const Tensor& a, const Tensor& b) {
+  need(a.defined() && b.defined(), std::string(op) + ": undefined tensor");
+  need(a.device() == b.device(), std::string(op) + ": tensors are on different devices (" + device_name(a.device()) +
+                                     " and " + device_name(b.device()) + ")");
+  need(a.dtype() == b.dtype(), std::string(op) + ": dtype mismatch (" + dtype_name(a.dtype()) + " and " +
+                                   dtype_name(b.dtype()) + ")");
+}
+
+Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype(), t.device()); }
+
+Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  return clone(t);
+}
+
+Tensor clone(const Tensor& t) {
+  Tensor out = empty_like(t);
+  be(t).copy(out, t);
+  flops::add_bytes(uint64_t(t.numel()) * dtype_size(t.dtype()));
+  return out;
+}
+
+Tensor to_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = Tensor::empty(t.shape(), dtype, t.device());
+  be(t).copy(out, t);
+  return out;
+}
+
+Tensor to_device(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  Tensor c = contiguous(t);
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
+  size_t n = size_t(t.numel()) * dtype_size(t.dtype());
+  if (device == Device::CPU) be(c).to_host(out.data<char>(), c.data<char>(), n);
+  else backend(device).from_host(out.data<char>(), c.data<char>(), n);
+  return out;
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  need(dst.device() == src.device(), "copy_: tensors are on different devices");
+  broadcast_shapes(dst.shape(), src.shape(), "copy_");
+  need(shape_numel(broadcast_shapes(dst.shape(), src.shape(), "copy_")) == dst.numel(),
+       "copy_: source " + shape_str(src.shape()) + " does not broadcast to destination " + shape_str(dst.shape()));
+  be(dst).copy(dst, src);
+  dst.bump_version();
+}
+
+void fill_(const Tensor& dst, double value) {
+  be(dst).fill(dst, value);
+  dst.bump_version();
+}
+
+// ---- views
+
+Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
+  Shape s = shape;
+  int64_t known = 1, neg = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      need(neg < 0, std::string(op) + ": more than one -1 in shape " + shape_str(shape));
+      neg = int64_t(i);
+    } else {
+      need(s[i] >= 0, std::string(op) + ": invalid dimension in shape " + shape_str(shape));
+      known *= s[i];
+    }
+  }
+  if (neg >= 0) {
+    need(known > 0 && numel % known == 0,
+         std::string(op) + ": cannot infer -1 in " + shape_str(shape) + " for " + std::to_string(numel) + " elements");
+    s[size_t(neg)] = numel / known;
+  }
+  need(shape_numel(s) == numel, std::string(op) + ": shape " + shape_str(shape) + " does not hold " +
+                                    std::to_string(numel) + " elements");
+  return s;
+}
+
+Tensor reshape(const Tensor& t, const Shape& shape) {
+  Shape s = infer_shape(shape, t.numel(), "reshape");
+  Tensor c = contiguous(t);
+  return make_view(c, s, contiguous_strides(s), c.offset());
+}
+
+Tensor permute(const Tensor& t, const std::vector<int>& perm) {
+  need(perm.size() == t.dim(), "permute: permutation has " + std::to_string(perm.size()) + " axes for a " +
+                                   std::to_string(t.dim()) + "-d tensor");
+  std::vector<int> seen(perm.size(), 0);
+  Shape sh(perm.size()), st(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    int p = normalize_axis(perm[i], t.dim(), "permute");
+    need(!seen[size_t(p)]++, "permute: axis repeated in permutation");
+    sh[i] = t.shape()[size_t(p)];
+    st[i] = t.strides()[size_t(p)];
+  }
+  return make_view(t, sh, st, t.offset());
+}
+
+Tensor transpose(const Tensor& t, int a, int b) {
+  std::vector<int> perm(t.dim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[size_t(normalize_axis(a, t.dim(), "transpose"))], perm[size_t(normalize_axis(b, t.dim(), "transpose"))]);
+  return permute(t, perm);
+}
+
+Tensor slice(const Tensor& t, int axis, int64_t start, int64_t end, int64_t step) {
+  int ax = normalize_axis(axis, t.dim(), "slice");
+  need(step > 0, "slice: step must be positive, got " + std::to_string(step));
+  int64_t n = t.shape()[size_t(ax)];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sh = t.shape(), st = t.strides();
+  sh[size_t(ax)] = (end - start + step - 1) / step;
+  st[size_t(ax)] *= step;
+  return make_view(t, sh, st, t.offset() + start * t.strides()[size_t(ax)]);
+}
+
+Tensor expand(const Tensor& t, const Shape& shape) {
+  need(shape.size() >= t.dim(), "expand: cannot expand " + shape_str(t.shape()) + " to fewer axes " + shape_str(shape));
+  size_t lead = shape.size() - t.dim();
+  Shape sh(shape.size()), st(shape.size(), 0);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i < lead) {
+      need(shape[i] >= 0, "expand: invalid target " + shape_str(shape));
+      sh[i] = shape[i];
+      continue;
+    }
+    int64_t have = t.shape()[i - lead];
+    int64_t want = shape[i] == -1 ? have : shape[i];
+    need(have == want || have == 1, "expand: cannot expand " + shape_str(t.shape()) + " to " + shape_str(shape));
+    sh[i] = want;
+    st[i] = have == want ? t.strides()[i - lead] : 0;
+  }
+  return make_view(t, sh, st, t.offset());
+}
+
+Tensor unsqueeze(const Tensor& t, int axis) {
+  int ax = normalize_axis(axis, t.dim() + 1, "unsqueeze");
+  Shape sh = t.shape(), st = t.strides();
+  int64_t s = size_t(ax) < t.dim() ? t.strides()[size_t(ax)] * t.shape()[size_t(ax)] : 1;
+  sh.insert(sh.begin() + ax, 1);
+  st.insert(st.begin() + ax, s);
+  return make_view(t, sh, st, t.offset());
+}
+
+Tensor squeeze(const Tensor& t, int axis) {
+  int ax = normalize_axis(axis, t.dim(), "squeeze");
+  need(t.shape()[size_t(ax)] == 1, "squeeze: axis " + std::to_string(axis) + " of " + shape_str(t.shape()) +
+                                       " has size " + std::to_string(t.shape()[size_t(ax)]) + ", not 1");
+  Shape sh = t.shape(), st = t.strides();
+  sh.erase(sh.begin() + ax);
+  st.erase(st.begin() + ax);
+  return make_view(t, sh, st, t.offset());
+}
+
+// ---- compute
+
+Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
+  need(is_float(x.dtype()), std::string(unary_name(op)) + ": needs a floating tensor, got " + dtype_name(x.dtype()));
+  Tensor out = empty_like(x);
+  be(x).unary(op, p0, p1, out, x);
+  flops::add(FlopCat::Elementwise, uint64_t(out.numel()));
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_same(binary_name(op), a, b);
+  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), binary_name(op)), a.dtype(), a.device());
+  be(a).binary(op, out, a, b);
+  flops::add(FlopCat::Elementwise, uint64_t(out.numel()));
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_same("where", a, b);
+  check_same("where", cond, a);
+  Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  be(a).where(out, cond, a, b);
+  flops::add(FlopCat::Elementwise, uint64_t(out.numel()));
+  return out;
+}
+
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  std::vector<int> ax = normalize_axes(axes, x.dim(), "reduce");
+  if (op != ReduceOp::Sum)
+    for (int a : ax)
+      need(x.shape()[size_t(a)] > 0, "max/min: cannot reduce over an empty axis of " + shape_str(x.shape()));
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), ax, true), x.dtype(), x.device());
+  be(x).reduce(op, out, x);
+  flops::add(FlopCat::Reduction, uint64_t(x.numel()));
+  return keepdim ? out : make_view(out, reduced_shape(x.shape(), ax, false),
+                                   contiguous_strides(reduced_shape(x.shape(), ax, false)), 0);
+}
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  need(t.dim() >= shape.size(), "sum_to: cannot sum " + shape_str(t.shape()) + " to " + shape_str(shape));
+  size_t lead = t.dim() - shape.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < t.dim(); ++i) {
+    if (i < lead) { axes.push_back(int64_t(i)); continue; }
+    int64_t want = shape[i - lead];
+    need(want == t.shape()[i] || want == 1, "sum_to: cannot sum " + shape_str(t.shape()) + " to " + shape_str(shape));
+    if (want == 1 && t.shape()[i] != 1) axes.push_back(int64_t(i));
+  }
+  if (axes.empty()) return reshape(t, shape);
+  return reshape(reduce(ReduceOp::Sum, t, axes, true), shape);
+}
+
+Tensor cumsum(const Tensor& x, int axis, bool reverse) {
+  int ax = normalize_axis(axis, x.dim(), "cumsum");
+  Tensor out = empty_like(x);
+  be(x).cumsum(out, x, ax, reverse);
+  flops::add(FlopCat::Reduction, uint64_t(x.numel()));
+  return out;
+}
+
+Tensor tri(const Tensor& x, int64_t k, bool upper) {
+  need(x.dim() >= 2, std::string(upper ? "triu" : "tril") + ": needs at least 2 axes, got " + shape_str(x.shape()));
+  Tensor c = contiguous(x);
+  Tensor out = empty_like(c);
+  be(x).tri(out, c, k, upper);
+  flops::add(FlopCat::Elementwise, uint64_t(out.numel()));
+  return out;
+}
+
+namespace {
+// A view BLAS can read directly: one of the last two axes has unit stride.
+bool blas_ready(const Tensor& t) {
+  size_t d = t.dim();
+  int64_t rows = t.shape()[d - 2], cols = t.shape()[d - 1], rs = t.strides()[d - 2], cs = t.strides()[d - 1];
+  bool plain = (cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1));
+  bool trans = (rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1));
+  return plain || trans;
+}
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_same("matmul", a, b);
+  need(is_float(a.dtype()), "matmul: needs floating tensors");
+  need(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need at least 2 axes, got " + shape_str(a.shape()) + " and " +
+                                         shape_str(b.shape()));
+  const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
+  need(b.shape()[b.dim() - 2] == k, "matmul: inner dimensions differ: " + shape_str(a.shape()) + " · " +
+                                        shape_str(b.shape()));
+  // (…, m, k)·(k, n) with a row-contiguous a is one GEMM over all rows.
+  if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
+    Shape os(a.shape().begin(), a.shape().end() - 1);
+    os.push_back(n);
+    return reshape(matmul(reshape(a, {-1, k}), b), os);
+  }
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul (batch axes)");
+  Shape sa = batch, sb = batch, so = batch;
+  sa.insert(sa.end(), {m, k});
+  sb.insert(sb.end(), {k, n});
+  so.insert(so.end(), {m, n});
+  Tensor ea = expand(blas_ready(a) ? a : contiguous(a), sa);
+  Tensor eb = expand(blas_ready(b) ? b : contiguous(b), sb);
+  Tensor out = Tensor::empty(so, a.dtype(), a.device());
+  be(a).matmul(out, ea, eb);
+  flops::add(FlopCat::Matmul, uint64_t(2 * m * k * n * shape_numel(batch)));
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& ts, int axis) {
+  need(!ts.empty(), "cat: no tensors given");
+  int ax = normalize_axis(axis, ts[0].dim(), "cat");
+  Shape s = ts[0].shape();
+  int64_t total = 0;
+  for (const Tensor& t : ts) {
+    check_same("cat", ts[0], t);
+    need(t.dim() == s.size(), "cat: rank mismatch " + shape_str(s) + " vs " + shape_str(t.shape()));
+    for (size_t d = 0; d < s.size(); ++d)
+      need(int(d) == ax || t.shape()[d] == s[d], "cat: shapes " + shape_str(s) + " and " + shape_str(t.shape()) +
+                                                    " differ off the concatenation axis");
+    total += t.shape()[size_t(ax)];
+  }
+  s[size_t(ax)] = total;
+  Tensor out = Tensor::empty(s, ts[0].dtype(), ts[0].device());
+  int64_t at = 0;
+  for (const Tensor& t : ts) {
+    int64_t len = t.shape()[size_t(ax)];
+    if (len) be(t).copy(slice(out, ax, at, at + len), t);
+    at += len;
+  }
+  flops::add_bytes(uint64_t(out.numel()) * dtype_size(out.dtype()));
+  return out;
+}
+
+Tensor pad_slice(const Tensor& src, const Shape& shape, int axis, int64_t start, int64_t step) {
+  int ax = normalize_axis(axis, shape.size(), "pad_slice");
+  Tensor out = Tensor::zeros(shape, src.dtype(), src.device());
+  Tensor view = slice(out, ax, start, start + src.shape()[size_t(ax)] * step, step);
+  need(view.shape() == src.shape(), "pad_slice: slice " + shape_str(view.shape()) + " of " + shape_str(shape) +
+                                        " does not match source " + shape_str(src.shape()));
+  be(src).copy(view, src);
+  return out;
+}
+
+Tensor index_select(const Tensor& x, int axis, const Tensor& idx) {
+  int ax = normalize_axis(axis, x.dim(), "index_select");
+  Tensor i = int64_contiguous(idx, "index_select");
+  need(i.dim() == 1, "index_select: indices must be 1-d, got " + shape_str(i.shape()));
+  Shape s = x.shape();
+  s[size_t(ax)] = i.numel();
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
+  be(x).index_select(out, contiguous(x), ax, i);
+  return out;
+}
+
+Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src) {
+  int ax = normalize_axis(axis, shape.size(), "index_add");
+  Tensor i = int64_contiguous(idx, "index_add");
+  Shape expect = shape;
+  expect[size_t(ax)] = i.numel();
+  need(src.shape() == expect, "index_add: source " + shape_str(src.shape()) + " should be " + shape_str(expect));
+  Tensor out = Tensor::zeros(shape, src.dtype(), src.device());
+  be(src).index_add(out, ax, i, contiguous(src));
+  flops::add(FlopCat::Elementwise, uint64_t(src.numel()));
+  return out;
+}
+
+Tensor gather(const Tensor& x, int axis, const Tensor& idx) {
+  int ax = normalize_axis(axis, x.dim(), "gather");
+  Tensor i = int64_contiguous(idx, "gather");
+  need(i.dim() == x.dim(), "gather: index rank differs from input rank");
+  for (size_t d = 0; d < x.dim(); ++d)
+    need(int(d) == ax || i.shape()[d] == x.shape()[d], "gather: index " + shape_str(i.shape()) + " and input " +
+                                                          shape_str(x.shape()) + " differ off the gather axis");
+  Tensor out = Tensor::empty(i.shape(), x.dtype(), x.device());
+  be(x).gather(out, contiguous(x), ax, i);
+  return out;
+}
+
+Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src) {
+  int ax = normalize_axis(axis, shape.size(), "scatter_add");
+  Tensor i = int64_contiguous(idx, "scatter_add");
+  need(i.shape() == src.shape(), "scatter_add: index " + shape_str(i.shape()) + " and source " +
+                                     shape_str(src.shape()) + " differ");
+  Tensor out = Tensor::zeros(shape, src.dtype(), src.device());
+  be(src).scatter_add(out, ax, i, contiguous(src));
+  flops::add(FlopCat::Elementwise, uint64_t(src.numel()));
+  return out;
+}
+
+Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {
+  Tensor i = int64_contiguous(idx, "one_hot");
+  need(n > 0, "one_hot: number of classes must be positive");
+  Shape s = i.shape();
+  s.push_back(n);
+  Tensor out = Tensor::empty(s, dtype, i.device());
+  be(i).one_hot(out, i);
+  return out;
+}
+
+}  // namespace raw
+}  // namespace ponder

@@ -1,0 +1,57 @@
+// Raw tensor functions: shape checks, output allocation, FLOP accounting and device dispatch.
+// Nothing here records autograd history; autograd/ops.h wraps these into differentiable ops.
+#pragma once
+#include <vector>
+
+#include "tensor/backend.h"
+#include "tensor/flops.h"
+#include "tensor/tensor.h"
+
+namespace ponder::raw {
+
+// ---- creation and conversion
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor contiguous(const Tensor& t);
+Tensor clone(const Tensor& t);
+Tensor to_dtype(const Tensor& t, DType dtype);
+Tensor to_device(const Tensor& t, Device device);
+
+// ---- in-place (each bumps the storage version)
+void copy_(const Tensor& dst, const Tensor& src);
+void fill_(const Tensor& dst, double value);
+
+// ---- views (share storage; no copy)
+Tensor reshape(const Tensor& t, const Shape& shape);  // a view when strides allow, else a copy
+Tensor permute(const Tensor& t, const std::vector<int>& perm);
+Tensor transpose(const Tensor& t, int a, int b);
+Tensor slice(const Tensor& t, int axis, int64_t start, int64_t end, int64_t step = 1);
+Tensor expand(const Tensor& t, const Shape& shape);
+Tensor unsqueeze(const Tensor& t, int axis);
+Tensor squeeze(const Tensor& t, int axis);
+// Resolves one -1 in `shape` against numel; throws on mismatch.
+Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
+
+// ---- compute
+Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0);
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim);
+// Sums t down to `shape` (the inverse of broadcasting `shape` up to t's shape).
+Tensor sum_to(const Tensor& t, const Shape& shape);
+Tensor cumsum(const Tensor& x, int axis, bool reverse);
+Tensor tri(const Tensor& x, int64_t k, bool upper);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor cat(const std::vector<Tensor>& ts, int axis);
+// Zero tensor of `shape` with `src` written into the slice [start:end:step) of `axis`.
+Tensor pad_slice(const Tensor& src, const Shape& shape, int axis, int64_t start, int64_t step);
+Tensor index_select(const Tensor& x, int axis, const Tensor& idx);
+Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
+Tensor gather(const Tensor& x, int axis, const Tensor& idx);
+Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
+Tensor one_hot(const Tensor& idx, int64_t n, DType dtype);
+
+// Throws std::invalid_argument naming `op` when devices or dtypes of the operands differ.
+void check_same(const char* op, const Tensor& a, const Tensor& b);
+
+}  // namespace ponder::raw
