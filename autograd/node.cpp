@@ -125,6 +125,8 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads, cons
 
 // ---- recording
 
+uint64_t next_node_seq() { return g_seq.fetch_add(1); }
+
 OpRecorder::OpRecorder(Op op, std::vector<Tensor> inputs) : op_(op), inputs_(std::move(inputs)) {
   active_ = false;
   if (GradMode::enabled())
@@ -145,7 +147,7 @@ Tensor OpRecorder::done(Tensor out, std::vector<Tensor> saved, BackwardFn fn, bo
   auto node = std::make_shared<FunctionNode>(op_, std::move(st), std::move(fn));
   for (const Tensor& t : inputs_) node->next.push_back(gradient_edge(t));
   node->outputs.push_back({out.shape(), out.dtype(), out.device()});
-  node->seq = g_seq.fetch_add(1);
+  node->seq = next_node_seq();
   node->forward_flops = scope_.counts().total();
   m->grad_fn = std::move(node);
   return out;

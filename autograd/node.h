@@ -107,6 +107,9 @@ Tensor detach(const Tensor& t);
 // The node and slot where gradient for t enters the graph (creates a leaf's accumulator).
 Edge gradient_edge(const Tensor& t);
 
+// A fresh creation-order number for a new node (the engine runs later nodes first).
+uint64_t next_node_seq();
+
 // Records a primitive op's result: if grad mode is on and an input requires grad, attaches a
 // FunctionNode with edges to `inputs` (in order), `saved` (and the output, when save_output) kept
 // for the backward rule. `flops` is the forward work, for graph dumps.

@@ -1,1 +1,109 @@
-// (being written)
+// Optimisers. Updates are raw kernels under NoGradGuard written back with raw::copy_, which bumps
+// each parameter's version so a graph that saved the old value refuses to backward (C6). Every
+// kernel used is element-wise or a fixed-order reduction, so results do not depend on thread count.
+#include "autograd/optim.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace ponder {
+namespace {
+
+Tensor scale(const Tensor& x, double a, double b = 0) { return raw::unary(UnaryOp::Affine, x, a, b); }
+Tensor plus(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Add, a, b); }
+Tensor times(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Mul, a, b); }
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.defined()) throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " is undefined");
+    if (!is_leaf(p) || !is_float(p.dtype()))
+      throw std::invalid_argument("optimizer: parameter " + std::to_string(i) + " (" + shape_str(p.shape()) + ", " +
+                                  dtype_name(p.dtype()) + ") must be a floating leaf tensor");
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : params_) ponder::zero_grad(p);
+}
+
+// ---- SGD
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum) : Optimizer(std::move(params)), momentum_(momentum) {
+  lr_ = lr;
+  // Zero buffers make the first step v = μ·0 + g = g, PyTorch's rule, with no special case.
+  if (momentum_ != 0)
+    for (const Tensor& p : params_) velocity_.push_back(raw::zeros_like(p));
+}
+
+void SGD::step() {
+  NoGradGuard ng;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    Tensor g = grad_of(p);
+    if (!g.defined()) continue;
+    if (momentum_ != 0) {
+      raw::copy_(velocity_[i], plus(scale(velocity_[i], momentum_), g));
+      g = velocity_[i];
+    }
+    raw::copy_(p, plus(p, scale(g, -lr_)));
+  }
+}
+
+// ---- AdamW
+
+AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : Optimizer(std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay) {
+  lr_ = lr;
+  for (const Tensor& p : params_) {
+    m_.push_back(raw::zeros_like(p));
+    v_.push_back(raw::zeros_like(p));
+  }
+}
+
+void AdamW::step() {
+  NoGradGuard ng;
+  ++t_;
+  const double bc1 = 1 - std::pow(beta1_, double(t_)), bc2 = 1 - std::pow(beta2_, double(t_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const Tensor g = grad_of(p);
+    if (!g.defined()) continue;
+    raw::copy_(m_[i], plus(scale(m_[i], beta1_), scale(g, 1 - beta1_)));
+    raw::copy_(v_[i], plus(scale(v_[i], beta2_), scale(times(g, g), 1 - beta2_)));
+    // sqrt(v̂) + eps, then lr·m̂ / that; the decay factor multiplies p before the Adam step (PyTorch order).
+    Tensor denom = scale(raw::unary(UnaryOp::Sqrt, scale(v_[i], 1 / bc2)), 1, eps_);
+    Tensor update = raw::binary(BinaryOp::Div, scale(m_[i], lr_ / bc1), denom);
+    raw::copy_(p, raw::binary(BinaryOp::Sub, scale(p, 1 - lr_ * wd_), update));
+  }
+}
+
+// ---- gradient clipping
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  if (!(max_norm >= 0))
+    throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " + std::to_string(max_norm));
+  NoGradGuard ng;
+  // Squared norms summed in float64 on the host in parameter order: exact enough and order-fixed.
+  double total = 0;
+  for (const Tensor& p : params) {
+    Tensor g = grad_of(p);
+    if (!g.defined()) continue;
+    Tensor g64 = raw::to_dtype(g, DType::F64);
+    total += raw::reduce(ReduceOp::Sum, times(g64, g64), {}, false).item();
+  }
+  const double norm = std::sqrt(total);
+  if (norm > max_norm) {
+    const double coef = max_norm / (norm + 1e-6);
+    for (const Tensor& p : params) {
+      Tensor g = grad_of(p);
+      if (g.defined()) set_grad(p, scale(g, coef));
+    }
+  }
+  return norm;
+}
+
+}  // namespace ponder
