@@ -1,1 +1,434 @@
-// (being written)
+#include "autograd/op_table.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "tensor/rng.h"
+
+namespace ponder {
+namespace {
+
+using ref::Dense;
+using Ins = std::vector<Tensor>;
+using Refs = std::vector<Dense>;
+
+// Deterministic float input: uniform in [lo, hi), drawn in float64 then cast.
+Tensor U(const Shape& s, double lo, double hi, uint64_t seed, DType dt) {
+  Generator g(seed);
+  return raw::to_dtype(g.uniform(s, lo, hi, DType::F64), dt);
+}
+// Values with |x| in [0.2, 1.5] and random sign: keeps kinks of relu/abs/sign away.
+Tensor away_from_zero(const Shape& s, uint64_t seed, DType dt) {
+  Generator g(seed);
+  auto mag = g.uniform(s, 0.2, 1.5, DType::F64).to_vector();
+  auto sg = g.uniform(s, 0, 1, DType::F64).to_vector();
+  for (size_t i = 0; i < mag.size(); ++i) mag[i] *= sg[i] < 0.5 ? -1 : 1;
+  return Tensor::from_vector(mag, s, dt);
+}
+// Distinct, well separated values (no ties for max/min): a shuffled grid.
+Tensor distinct(const Shape& s, uint64_t seed, DType dt) {
+  Generator g(seed);
+  auto p = g.permutation(shape_numel(s));
+  std::vector<double> v;
+  for (int64_t i : p) v.push_back(-1.0 + 0.173 * double(i));
+  return Tensor::from_vector(v, s, dt);
+}
+// The (r, c) transpose view of a contiguous (c, r) tensor: a non-contiguous input.
+Tensor T(const Tensor& t) { return raw::transpose(t, 0, 1); }
+Tensor ints(const std::vector<int64_t>& v, const Shape& s) { return Tensor::from_ints(v, s); }
+
+OpCase unary(const std::string& name, Op op, std::function<Tensor(const Tensor&)> f, std::function<double(double)> rf,
+             std::function<Tensor(DType)> make) {
+  return {name, {op}, [make](DType dt) { return Ins{make(dt)}; }, {true},
+          [f](const Ins& x) { return f(x[0]); }, [rf](const Refs& r) { return ref::map(r[0], rf); }, {}};
+}
+OpCase binary(const std::string& name, Op op, std::function<Tensor(const Tensor&, const Tensor&)> f,
+              std::function<double(double, double)> rf, std::function<Ins(DType)> make) {
+  return {name, {op}, make, {true, true}, [f](const Ins& x) { return f(x[0], x[1]); },
+          [rf](const Refs& r) { return ref::zip(r[0], r[1], rf); }, {}};
+}
+
+// Slice reference along one axis.
+Dense ref_slice(const Dense& x, int axis, int64_t start, int64_t len, int64_t step) {
+  Dense r{x.shape, {}};
+  r.shape[size_t(axis)] = len;
+  r.v.resize(size_t(shape_numel(r.shape)));
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    auto idx = r.index(i);
+    idx[size_t(axis)] = start + idx[size_t(axis)] * step;
+    r.v[size_t(i)] = x.v[size_t(x.flat(idx))];
+  }
+  return r;
+}
+
+std::vector<OpCase> build() {
+  std::vector<OpCase> t;
+  auto std35 = [](DType dt) { return T(U({5, 3}, -2, 2, 11, dt)); };  // (3, 5), non-contiguous
+  auto pos35 = [](DType dt) { return T(U({5, 3}, 0.2, 3, 12, dt)); };
+
+  // ---- element-wise unary
+  t.push_back(unary("neg", Op::Neg, [](auto& x) { return neg(x); }, [](double v) { return -v; }, std35));
+  t.push_back(unary("exp", Op::Exp, [](auto& x) { return exp(x); }, [](double v) { return std::exp(v); }, std35));
+  t.push_back(unary("log", Op::Log, [](auto& x) { return log(x); }, [](double v) { return std::log(v); }, pos35));
+  t.push_back(unary("sqrt", Op::Sqrt, [](auto& x) { return sqrt(x); }, [](double v) { return std::sqrt(v); }, pos35));
+  t.push_back(unary("rsqrt", Op::Rsqrt, [](auto& x) { return rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); }, pos35));
+  t.push_back(unary("pow (x^3)", Op::Pow, [](auto& x) { return pow(x, 3); }, [](double v) { return v * v * v; }, std35));
+  t.push_back(unary("pow (x^-1.5)", Op::Pow, [](auto& x) { return pow(x, -1.5); },
+                    [](double v) { return std::pow(v, -1.5); }, pos35));
+  t.push_back(unary("tanh", Op::Tanh, [](auto& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, std35));
+  t.push_back(unary("sigmoid", Op::Sigmoid, [](auto& x) { return sigmoid(x); },
+                    [](double v) { return 1 / (1 + std::exp(-v)); }, std35));
+  t.push_back(unary("relu", Op::Relu, [](auto& x) { return relu(x); }, [](double v) { return v > 0 ? v : 0; },
+                    [](DType dt) { return away_from_zero({4, 5}, 13, dt); }));
+  t.push_back(unary("gelu_tanh", Op::GeluTanh, [](auto& x) { return gelu_tanh(x); },
+                    [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); },
+                    std35));
+  t.push_back(unary("silu", Op::Silu, [](auto& x) { return silu(x); }, [](double v) { return v / (1 + std::exp(-v)); },
+                    std35));
+  t.push_back(unary("abs", Op::Abs, [](auto& x) { return abs(x); }, [](double v) { return std::abs(v); },
+                    [](DType dt) { return T(away_from_zero({5, 3}, 14, dt)); }));
+  t.push_back(unary("clamp", Op::Clamp, [](auto& x) { return clamp(x, -0.5, 0.7); },
+                    [](double v) { return std::min(std::max(v, -0.5), 0.7); },
+                    [](DType dt) {  // keep samples 0.05 away from the bounds
+                      auto v = U({3, 7}, -1.5, 1.5, 15, DType::F64).to_vector();
+                      for (double& e : v)
+                        if (std::abs(e + 0.5) < 0.05 || std::abs(e - 0.7) < 0.05) e += 0.11;
+                      return Tensor::from_vector(v, {3, 7}, dt);
+                    }));
+  t.push_back(unary("affine", Op::Affine, [](auto& x) { return affine(x, 2.5, -1); },
+                    [](double v) { return 2.5 * v - 1; }, std35));
+
+  // ---- element-wise binary (broadcasting, non-contiguous)
+  t.push_back(binary("add (broadcast)", Op::Add, [](auto& a, auto& b) { return add(a, b); },
+                     [](double a, double b) { return a + b; },
+                     [](DType dt) { return Ins{U({2, 3, 4}, -1, 1, 21, dt), U({3, 1}, -1, 1, 22, dt)}; }));
+  t.push_back(binary("sub (non-contiguous)", Op::Sub, [](auto& a, auto& b) { return sub(a, b); },
+                     [](double a, double b) { return a - b; },
+                     [](DType dt) { return Ins{T(U({5, 3}, -1, 1, 23, dt)), U({5}, -1, 1, 24, dt)}; }));
+  t.push_back(binary("mul (outer broadcast)", Op::Mul, [](auto& a, auto& b) { return mul(a, b); },
+                     [](double a, double b) { return a * b; },
+                     [](DType dt) { return Ins{U({4, 1}, -1, 1, 25, dt), U({1, 5}, -1, 1, 26, dt)}; }));
+  t.push_back(binary("div", Op::Div, [](auto& a, auto& b) { return div(a, b); },
+                     [](double a, double b) { return a / b; },
+                     [](DType dt) { return Ins{U({3, 4}, -1, 1, 27, dt), away_from_zero({4}, 28, dt)}; }));
+  auto sep = [](DType dt) {  // a and b separated by at least 0.05 everywhere
+    auto a = distinct({3, 4}, 29, DType::F64), b = distinct({3, 4}, 30, DType::F64);
+    auto bv = b.to_vector(), av = a.to_vector();
+    for (size_t i = 0; i < bv.size(); ++i)
+      if (std::abs(av[i] - bv[i]) < 0.05) bv[i] += 0.09;
+    return Ins{raw::to_dtype(a, dt), Tensor::from_vector(bv, {3, 4}, dt)};
+  };
+  t.push_back(binary("maximum", Op::Maximum, [](auto& a, auto& b) { return maximum(a, b); },
+                     [](double a, double b) { return std::max(a, b); }, sep));
+  t.push_back(binary("minimum", Op::Minimum, [](auto& a, auto& b) { return minimum(a, b); },
+                     [](double a, double b) { return std::min(a, b); }, sep));
+  t.push_back({"where (broadcast cond)", {Op::Where},
+               [](DType dt) {
+                 return Ins{Tensor::from_vector({1, 0, 1}, {3, 1}, dt), U({3, 4}, -1, 1, 31, dt), U({4}, -1, 1, 32, dt)};
+               },
+               {false, true, true}, [](const Ins& x) { return where(x[0], x[1], x[2]); },
+               [](const Refs& r) {
+                 Dense ab = ref::zip(r[1], r[2], [](double a, double) { return a; });
+                 Dense out = ab;
+                 for (int64_t i = 0; i < out.numel(); ++i) {
+                   auto idx = out.index(i);
+                   out.v[size_t(i)] = r[0].at_broadcast(idx) != 0 ? r[1].at_broadcast(idx) : r[2].at_broadcast(idx);
+                 }
+                 return out;
+               },
+               {}});
+  t.push_back({"masked_fill", {Op::Where},
+               [](DType dt) { return Ins{U({3, 4}, -1, 1, 33, dt), Tensor::from_vector({0, 1, 1, 0}, {4}, dt)}; },
+               {true, false}, [](const Ins& x) { return masked_fill(x[0], x[1], -2.0); },
+               [](const Refs& r) { return ref::zip(r[0], r[1], [](double a, double m) { return m != 0 ? -2.0 : a; }); },
+               {}});
+
+  // ---- reductions and scans
+  auto x234 = [](DType dt) { return Ins{U({2, 3, 4}, -1, 1, 41, dt)}; };
+  t.push_back({"sum (axis 1, keepdim)", {Op::Sum}, x234, {true}, [](const Ins& x) { return sum(x[0], {1}, true); },
+               [](const Refs& r) { return ref::reduce(r[0], {1}, true, 's'); }, {}});
+  t.push_back({"sum (all, non-contiguous)", {Op::Sum}, [](DType dt) { return Ins{T(U({5, 3}, -1, 1, 42, dt))}; },
+               {true}, [](const Ins& x) { return sum(x[0]); },
+               [](const Refs& r) { return ref::reduce(r[0], {}, false, 's'); }, {}});
+  t.push_back({"mean (axes 0, 2)", {Op::Sum, Op::Affine}, x234, {true},
+               [](const Ins& x) { return mean(x[0], {0, 2}); },
+               [](const Refs& r) { return ref::map(ref::reduce(r[0], {0, 2}, false, 's'), [](double v) { return v / 8; }); },
+               {}});
+  t.push_back({"max (last axis)", {Op::Max}, [](DType dt) { return Ins{distinct({3, 5}, 43, dt)}; }, {true},
+               [](const Ins& x) { return max(x[0], {-1}); },
+               [](const Refs& r) { return ref::reduce(r[0], {-1}, false, 'm'); }, {}});
+  t.push_back({"min (axis 0, keepdim)", {Op::Max, Op::Neg}, [](DType dt) { return Ins{T(distinct({5, 3}, 44, dt))}; },
+               {true}, [](const Ins& x) { return min(x[0], {0}, true); },
+               [](const Refs& r) { return ref::reduce(r[0], {0}, true, 'n'); }, {}});
+  t.push_back({"var (axis 1, correction 1)", {Op::Sum, Op::Sub, Op::Mul}, x234, {true},
+               [](const Ins& x) { return var(x[0], {1}, 1); },
+               [](const Refs& r) {
+                 Dense m = ref::map(ref::reduce(r[0], {1}, true, 's'), [](double v) { return v / 3; });
+                 Dense d2 = ref::zip(r[0], m, [](double a, double b) { return (a - b) * (a - b); });
+                 return ref::map(ref::reduce(d2, {1}, false, 's'), [](double v) { return v / 2; });
+               },
+               {}});
+  t.push_back({"logsumexp (last axis)", {Op::Exp, Op::Log, Op::Sum}, x234, {true},
+               [](const Ins& x) { return logsumexp(x[0], {-1}); },
+               [](const Refs& r) {
+                 Dense e = ref::map(r[0], [](double v) { return std::exp(v); });
+                 return ref::map(ref::reduce(e, {-1}, false, 's'), [](double v) { return std::log(v); });
+               },
+               {}});
+  t.push_back({"softmax (non-contiguous)", {Op::Exp, Op::Sub}, [](DType dt) { return Ins{T(U({5, 3}, -2, 2, 45, dt))}; },
+               {true}, [](const Ins& x) { return softmax(x[0], -1); },
+               [](const Refs& r) { return ref::softmax(r[0], false); }, {}});
+  t.push_back({"log_softmax", {Op::Sub, Op::Log}, x234, {true}, [](const Ins& x) { return log_softmax(x[0], -1); },
+               [](const Refs& r) { return ref::softmax(r[0], true); }, {}});
+  t.push_back({"sum_to", {Op::SumTo}, x234, {true}, [](const Ins& x) { return sum_to(x[0], {3, 1}); },
+               [](const Refs& r) {
+                 Dense s = ref::reduce(r[0], {0, 2}, false, 's');
+                 s.shape = {3, 1};
+                 return s;
+               },
+               {}});
+  t.push_back({"expand", {Op::Expand}, [](DType dt) { return Ins{U({3, 1}, -1, 1, 46, dt)}; }, {true},
+               [](const Ins& x) { return expand(x[0], {2, 3, 4}); },
+               [](const Refs& r) {
+                 Dense z{{2, 3, 4}, std::vector<double>(24, 0.0)};
+                 return ref::zip(z, r[0], [](double, double b) { return b; });
+               },
+               {}});
+  t.push_back({"cumsum (axis 1)", {Op::Cumsum}, x234, {true}, [](const Ins& x) { return cumsum(x[0], 1); },
+               [](const Refs& r) { return ref::cumsum(r[0], 1, false); }, {}});
+  t.push_back({"cumsum (reverse, non-contiguous)", {Op::Cumsum}, [](DType dt) { return Ins{T(U({5, 3}, -1, 1, 47, dt))}; },
+               {true}, [](const Ins& x) { return cumsum(x[0], 1, true); },
+               [](const Refs& r) { return ref::cumsum(r[0], 1, true); }, {}});
+  auto tri_ref = [](bool upper, int64_t k) {
+    return [upper, k](const Refs& r) {
+      Dense o = r[0];
+      for (int64_t i = 0; i < o.numel(); ++i) {
+        auto idx = o.index(i);
+        int64_t d = idx.back() - idx[idx.size() - 2];
+        if (upper ? d < k : d > k) o.v[size_t(i)] = 0;
+      }
+      return o;
+    };
+  };
+  t.push_back({"tril", {Op::Tri}, [](DType dt) { return Ins{U({2, 4, 4}, -1, 1, 48, dt)}; }, {true},
+               [](const Ins& x) { return tril(x[0]); }, tri_ref(false, 0), {}});
+  t.push_back({"triu (k=1, non-contiguous)", {Op::Tri}, [](DType dt) { return Ins{T(U({5, 4}, -1, 1, 49, dt))}; }, {true},
+               [](const Ins& x) { return triu(x[0], 1); }, tri_ref(true, 1), {}});
+
+  // ---- matmul
+  auto mm_ref = [](const Refs& r) { return ref::matmul(r[0], r[1]); };
+  auto mm = [](const Ins& x) { return matmul(x[0], x[1]); };
+  t.push_back({"matmul (odd sizes)", {Op::Matmul}, [](DType dt) { return Ins{U({3, 5}, -1, 1, 51, dt), U({5, 4}, -1, 1, 52, dt)}; },
+               {true, true}, mm, mm_ref, {}});
+  t.push_back({"matmul (transposed views)", {Op::Matmul},
+               [](DType dt) { return Ins{T(U({5, 3}, -1, 1, 53, dt)), T(U({4, 5}, -1, 1, 54, dt))}; }, {true, true}, mm,
+               mm_ref, {}});
+  t.push_back({"matmul (batched · matrix)", {Op::Matmul},
+               [](DType dt) { return Ins{U({2, 3, 4}, -1, 1, 55, dt), U({4, 5}, -1, 1, 56, dt)}; }, {true, true}, mm,
+               mm_ref, {}});
+  t.push_back({"matmul (batch broadcast)", {Op::Matmul},
+               [](DType dt) { return Ins{U({2, 1, 3, 4}, -1, 1, 57, dt), U({3, 4, 2}, -1, 1, 58, dt)}; }, {true, true},
+               mm, mm_ref, {}});
+
+  // ---- shape and layout
+  t.push_back({"reshape (non-contiguous)", {Op::Reshape}, [](DType dt) { return Ins{T(U({4, 3}, -1, 1, 61, dt))}; },
+               {true}, [](const Ins& x) { return reshape(x[0], {2, -1}); },
+               [](const Refs& r) { Dense o = r[0]; o.shape = {2, 6}; return o; }, {}});
+  t.push_back({"permute", {Op::Permute}, x234, {true}, [](const Ins& x) { return permute(x[0], {2, 0, 1}); },
+               [](const Refs& r) { return ref::permute(r[0], {2, 0, 1}); }, {}});
+  t.push_back({"slice (step 2)", {Op::Slice, Op::PadSlice}, [](DType dt) { return Ins{U({3, 7}, -1, 1, 62, dt)}; }, {true},
+               [](const Ins& x) { return slice(x[0], 1, 1, 6, 2); },
+               [](const Refs& r) { return ref_slice(r[0], 1, 1, 3, 2); }, {}});
+  t.push_back({"slice (negative start)", {Op::Slice}, x234, {true}, [](const Ins& x) { return slice(x[0], -1, -3, 4); },
+               [](const Refs& r) { return ref_slice(r[0], 2, 1, 3, 1); }, {}});
+  t.push_back({"pad_slice", {Op::PadSlice, Op::Slice}, [](DType dt) { return Ins{U({2, 3}, -1, 1, 63, dt)}; }, {true},
+               [](const Ins& x) { return pad_slice(x[0], {2, 7}, 1, 1, 2); },
+               [](const Refs& r) {
+                 Dense o{{2, 7}, std::vector<double>(14, 0.0)};
+                 for (int64_t i = 0; i < 2; ++i)
+                   for (int64_t j = 0; j < 3; ++j) o.v[size_t(i * 7 + 1 + 2 * j)] = r[0].v[size_t(i * 3 + j)];
+                 return o;
+               },
+               {}});
+  auto cat_ref = [](const Refs& r) {  // concatenation along axis 1 of 2-d inputs
+    int64_t rows = r[0].shape[0], cols = 0;
+    for (auto& d : r) cols += d.shape[1];
+    Dense o{{rows, cols}, {}};
+    for (int64_t i = 0; i < rows; ++i)
+      for (auto& d : r)
+        for (int64_t j = 0; j < d.shape[1]; ++j) o.v.push_back(d.v[size_t(i * d.shape[1] + j)]);
+    return o;
+  };
+  t.push_back({"cat (axis 1)", {Op::Cat},
+               [](DType dt) { return Ins{U({2, 3}, -1, 1, 64, dt), U({2, 1}, -1, 1, 65, dt), T(U({2, 2}, -1, 1, 66, dt))}; },
+               {true, true, true}, [](const Ins& x) { return cat(x, 1); }, cat_ref, {}});
+  t.push_back({"stack (axis 1) as cat", {Op::Cat, Op::Reshape},
+               [](DType dt) { return Ins{U({2}, -1, 1, 67, dt), U({2}, -1, 1, 68, dt)}; }, {true, true},
+               [](const Ins& x) { return stack(x, 1); },
+               [](const Refs& r) {
+                 Refs cols;
+                 for (auto& d : r) cols.push_back({{2, 1}, d.v});
+                 Dense o{{2, 2}, {}};
+                 for (int64_t i = 0; i < 2; ++i)
+                   for (auto& c : cols) o.v.push_back(c.v[size_t(i)]);
+                 return o;
+               },
+               {}});
+  t.push_back({"split and recombine", {Op::Slice, Op::Mul, Op::Cat}, [](DType dt) { return Ins{U({2, 5}, -1, 1, 69, dt)}; },
+               {true},
+               [](const Ins& x) {
+                 auto p = split(x[0], {2, 3}, 1);
+                 return cat({mul(p[1], p[1]), p[0]}, 1);
+               },
+               [cat_ref](const Refs& r) {
+                 Dense a = ref_slice(r[0], 1, 0, 2, 1), b = ref_slice(r[0], 1, 2, 3, 1);
+                 return cat_ref({ref::map(b, [](double v) { return v * v; }), a});
+               },
+               {}});
+  auto shift_ref = [](int64_t s) {
+    return [s](const Refs& r) {
+      Dense o = r[0];
+      for (int64_t i = 0; i < o.numel(); ++i) {
+        auto idx = o.index(i);
+        int64_t src = idx[1] - s;
+        if (src < 0 || src >= o.shape[1]) { o.v[size_t(i)] = 0; continue; }
+        idx[1] = src;
+        o.v[size_t(i)] = r[0].v[size_t(r[0].flat(idx))];
+      }
+      return o;
+    };
+  };
+  t.push_back({"shift (+2)", {Op::Slice, Op::PadSlice}, x234, {true}, [](const Ins& x) { return shift(x[0], 1, 2); },
+               shift_ref(2), {}});
+  t.push_back({"shift (-1)", {Op::Slice, Op::PadSlice}, x234, {true}, [](const Ins& x) { return shift(x[0], 1, -1); },
+               shift_ref(-1), {}});
+  t.push_back({"clone / contiguous", {Op::Clone}, [](DType dt) { return Ins{T(U({4, 3}, -1, 1, 70, dt))}; }, {true},
+               [](const Ins& x) { return contiguous(x[0]); }, [](const Refs& r) { return r[0]; }, {}});
+  OpCase cast{"to_dtype (f64 → f32 → f64)", {Op::ToDtype}, [](DType dt) { return Ins{U({3, 4}, -1, 1, 71, dt)}; },
+              {true}, [](const Ins& x) { return mul(to_dtype(to_dtype(x[0], DType::F32), x[0].dtype()), x[0]); },
+              [](const Refs& r) { return ref::map(r[0], [](double v) { return double(float(v)) * v; }); }, {}};
+  cast.check.eps = 1e-2;  // the cast rounds to float32; a large step keeps that error small
+  cast.check.atol = 1e-4;
+  cast.check.rtol = 1e-2;
+  t.push_back(cast);
+
+  // ---- indexing
+  t.push_back({"index_select (repeats)", {Op::IndexSelect, Op::IndexAdd},
+               [](DType dt) { return Ins{U({5, 3}, -1, 1, 81, dt), ints({4, 0, 4, 2}, {4})}; }, {true, false},
+               [](const Ins& x) { return index_select(x[0], 0, x[1]); },
+               [](const Refs& r) {
+                 Dense o{{4, 3}, {}};
+                 for (double i : r[1].v)
+                   for (int64_t j = 0; j < 3; ++j) o.v.push_back(r[0].v[size_t(int64_t(i) * 3 + j)]);
+                 return o;
+               },
+               {}});
+  t.push_back({"index_add (duplicates)", {Op::IndexAdd, Op::IndexSelect},
+               [](DType dt) { return Ins{ints({1, 1, 3}, {3}), U({3, 3}, -1, 1, 82, dt)}; }, {false, true},
+               [](const Ins& x) { return index_add({5, 3}, 0, x[0], x[1]); },
+               [](const Refs& r) {
+                 Dense o{{5, 3}, std::vector<double>(15, 0.0)};
+                 for (size_t k = 0; k < 3; ++k)
+                   for (int64_t j = 0; j < 3; ++j) o.v[size_t(int64_t(r[0].v[k]) * 3 + j)] += r[1].v[k * 3 + size_t(j)];
+                 return o;
+               },
+               {}});
+  t.push_back({"gather (axis 1)", {Op::Gather, Op::ScatterAdd},
+               [](DType dt) { return Ins{U({3, 4}, -1, 1, 83, dt), ints({0, 3, 2, 2, 1, 0}, {3, 2})}; }, {true, false},
+               [](const Ins& x) { return gather(x[0], 1, x[1]); },
+               [](const Refs& r) {
+                 Dense o{{3, 2}, {}};
+                 for (int64_t i = 0; i < 3; ++i)
+                   for (int64_t j = 0; j < 2; ++j) o.v.push_back(r[0].v[size_t(i * 4 + int64_t(r[1].v[size_t(i * 2 + j)]))]);
+                 return o;
+               },
+               {}});
+  t.push_back({"scatter_add (duplicates)", {Op::ScatterAdd, Op::Gather},
+               [](DType dt) { return Ins{ints({1, 1, 0, 3, 2, 2}, {3, 2}), U({3, 2}, -1, 1, 84, dt)}; }, {false, true},
+               [](const Ins& x) { return scatter_add({3, 4}, 1, x[0], x[1]); },
+               [](const Refs& r) {
+                 Dense o{{3, 4}, std::vector<double>(12, 0.0)};
+                 for (int64_t i = 0; i < 3; ++i)
+                   for (int64_t j = 0; j < 2; ++j) o.v[size_t(i * 4 + int64_t(r[0].v[size_t(i * 2 + j)]))] += r[1].v[size_t(i * 2 + j)];
+                 return o;
+               },
+               {}});
+  t.push_back({"embedding", {Op::IndexSelect, Op::Reshape},
+               [](DType dt) { return Ins{U({6, 3}, -1, 1, 85, dt), ints({5, 0, 5, 2}, {2, 2})}; }, {true, false},
+               [](const Ins& x) { return embedding(x[0], x[1]); },
+               [](const Refs& r) {
+                 Dense o{{2, 2, 3}, {}};
+                 for (double i : r[1].v)
+                   for (int64_t j = 0; j < 3; ++j) o.v.push_back(r[0].v[size_t(int64_t(i) * 3 + j)]);
+                 return o;
+               },
+               {}});
+  t.push_back({"causal_conv1d", {Op::Mul, Op::Add, Op::Slice, Op::PadSlice, Op::Permute},
+               [](DType dt) { return Ins{U({2, 6, 3}, -1, 1, 86, dt), U({3, 4}, -1, 1, 87, dt), U({3}, -1, 1, 88, dt)}; },
+               {true, true, true}, [](const Ins& x) { return causal_conv1d(x[0], x[1], x[2]); },
+               [](const Refs& r) {
+                 const Dense &x = r[0], &w = r[1], &b = r[2];
+                 Dense o{x.shape, std::vector<double>(x.v.size(), 0.0)};
+                 for (int64_t bt = 0; bt < 2; ++bt)
+                   for (int64_t tt = 0; tt < 6; ++tt)
+                     for (int64_t c = 0; c < 3; ++c) {
+                       double acc = b.v[size_t(c)];
+                       for (int64_t k = 0; k < 4; ++k) {
+                         int64_t s = tt - 3 + k;
+                         if (s >= 0) acc += w.v[size_t(c * 4 + k)] * x.v[size_t((bt * 6 + s) * 3 + c)];
+                       }
+                       o.v[size_t((bt * 6 + tt) * 3 + c)] = acc;
+                     }
+                 return o;
+               },
+               {}});
+  t.push_back({"cross_entropy", {Op::Gather, Op::Sub, Op::Sum},
+               [](DType dt) { return Ins{U({5, 7}, -2, 2, 89, dt), ints({0, 6, 3, 3, 1}, {5})}; }, {true, false},
+               [](const Ins& x) { return cross_entropy(x[0], x[1]); },
+               [](const Refs& r) {
+                 Dense lp = ref::softmax(r[0], true);
+                 double s = 0;
+                 for (int64_t i = 0; i < 5; ++i) s -= lp.v[size_t(i * 7 + int64_t(r[1].v[size_t(i)]))];
+                 return Dense{{}, {s / 5}};
+               },
+               {}});
+  return t;
+}
+
+double max_rel_err(const ref::Dense& want, const std::vector<double>& got) {
+  double scale = 1e-12, err = 0;
+  for (double v : want.v) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - want.v[i]));
+  return err / scale;
+}
+
+}  // namespace
+
+const std::vector<OpCase>& op_table() {
+  static const std::vector<OpCase> table = build();
+  return table;
+}
+
+OpCaseReport run_op_case(const OpCase& c) {
+  OpCaseReport rep;
+  rep.name = c.name;
+  auto forward_err = [&](DType dt) {
+    NoGradGuard ng;
+    std::vector<Tensor> in = c.inputs(dt);
+    std::vector<ref::Dense> refs;
+    for (const Tensor& t : in) refs.push_back(ref::Dense::of(t));
+    ref::Dense want = c.reference(refs);
+    Tensor got = c.fn(in);
+    if (got.shape() != want.shape) return 1e300;
+    return max_rel_err(want, got.to_vector());
+  };
+  rep.fwd_f64_err = forward_err(DType::F64);
+  rep.fwd_f32_err = forward_err(DType::F32);
+  rep.fwd_ok = rep.fwd_f64_err <= 1e-12 && rep.fwd_f32_err <= c.f32_tol;
+  std::vector<Tensor> in = c.inputs(DType::F64);
+  rep.grad = gradcheck(c.fn, in, c.differentiable, c.check);
+  rep.gradgrad = gradgradcheck(c.fn, in, c.differentiable, c.check);
+  return rep;
+}
+
+}  // namespace ponder
