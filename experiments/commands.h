@@ -1,9 +1,22 @@
 // Each `ponder` subcommand lives in experiments/cmd_<name>.cpp and registers itself here.
+// A subcommand reports a bad argument or a broken invariant by throwing (main prints one line and exits
+// with 1); one that has already printed its own verdict signals failure with `throw CLI::RuntimeError(1)`.
 #pragma once
 #include <CLI/CLI.hpp>
 
 namespace ponder::cli {
 
+// For counts and rates. CLI11 2.1's PositiveNumber prints DBL_MAX in its message; this one names the value.
+inline const CLI::Validator kPositive(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v)) return "expected a number, got '" + text + "'";
+      return v > 0 ? "" : "must be positive, got " + text;
+    },
+    "POSITIVE");
+
+void register_bench(CLI::App& app);
+void register_demo(CLI::App& app);
 void register_gradcheck(CLI::App& app);
 
 }  // namespace ponder::cli

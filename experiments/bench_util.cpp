@@ -1,0 +1,82 @@
+#include "experiments/bench_util.h"
+
+#include <cblas.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <vector>
+
+namespace ponder::cli {
+namespace {
+
+double seconds(const std::function<void()>& fn, long calls) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < calls; ++i) fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Busy CPU-seconds of the whole machine since boot (all fields of the "cpu" line but idle and iowait).
+double machine_busy() {
+  std::ifstream in("/proc/stat");
+  std::string label;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  in >> label >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  return (user + nice + system + irq + softirq + steal) / double(sysconf(_SC_CLK_TCK));
+}
+
+double self_busy() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+}  // namespace
+
+OtherLoad::OtherLoad() : wall0_(wall_now()), busy0_(machine_busy()), self0_(self_busy()) {}
+
+double OtherLoad::cpus() const {
+  const double wall = wall_now() - wall0_;
+  const double other = (machine_busy() - busy0_) - (self_busy() - self0_);
+  return wall > 0 ? std::max(other / wall, 0.0) : 0.0;
+}
+
+MachineInfo machine_info() {
+  MachineInfo info;
+  info.cpu_model = "unknown";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 <= line.size()) info.cpu_model = line.substr(colon + 2);
+    break;
+  }
+  info.nproc = int(sysconf(_SC_NPROCESSORS_ONLN));
+  info.blas = openblas_get_config();
+  while (!info.blas.empty() && info.blas.back() == ' ') info.blas.pop_back();
+  return info;
+}
+
+Rate measure(const std::function<void()>& fn, double work, int reps, double min_seconds) {
+  fn();  // first touch of outputs, BLAS thread start-up
+  long calls = 1;
+  // Grow the call count until one repetition is long enough that timer noise does not matter.
+  for (double t = seconds(fn, calls); t < min_seconds; t = seconds(fn, calls))
+    calls = std::max(calls * 2, long(std::ceil(double(calls) * 1.2 * min_seconds / std::max(t, 1e-9))));
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) rates.push_back(work * double(calls) / seconds(fn, calls));
+  std::sort(rates.begin(), rates.end());
+  const size_t mid = rates.size() / 2;
+  const double median = rates.size() % 2 ? rates[mid] : 0.5 * (rates[mid - 1] + rates[mid]);
+  return {rates.back(), median, calls};
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,36 @@
+// Measurement helpers shared by the `ponder bench` runners: where the numbers came from, and a timer
+// that follows llm.c's habit of repeating a call until a repetition is long enough to trust.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace ponder::cli {
+
+struct MachineInfo {
+  std::string cpu_model;  // first "model name" in /proc/cpuinfo, "unknown" where absent
+  int nproc = 0;          // logical CPUs online
+  std::string blas;       // OpenBLAS build configuration
+};
+MachineInfo machine_info();
+
+// CPU time other processes used since construction, in CPUs (1 = one CPU busy the whole time): on a
+// small machine a compile job next door ruins multi-thread timings, so each result says how quiet it was.
+class OtherLoad {
+ public:
+  OtherLoad();
+  double cpus() const;
+ private:
+  double wall0_, busy0_, self0_;
+};
+
+struct Rate {
+  double best = 0;    // work per second of the fastest repetition
+  double median = 0;  // work per second of the median repetition
+  long calls = 0;     // calls per repetition
+};
+
+// Warms `fn` up, picks a call count so one repetition lasts at least `min_seconds`, then times `reps`
+// repetitions. `work` is the amount done by one call (e.g. FLOPs).
+Rate measure(const std::function<void()>& fn, double work, int reps, double min_seconds);
+
+}  // namespace ponder::cli

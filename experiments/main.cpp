@@ -1,0 +1,48 @@
+// `ponder`: the command-line front end. Global options take effect before any subcommand runs, and
+// every failure leaves as one line on stderr with exit status 1, so scripts can rely on both.
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "experiments/build_info.h"
+#include "experiments/commands.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace {
+
+int fail(std::string message) {
+  // Engine messages may span lines; the contract is one line per error.
+  for (char& c : message)
+    if (c == '\n') c = ' ';
+  std::cerr << "ponder: error: " << message << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ponder::cli;
+  CLI::App app{"PonderTTT: a C++ research engine for adaptive test-time training", "ponder"};
+  app.require_subcommand(1);
+  app.fallthrough();  // lets global options follow the subcommand too
+  app.set_version_flag("--version", std::string("ponder ") + version() + " (commit " + git_commit() + ", " +
+                                        build_type() + " build)");
+  // Runs while parsing, before any subcommand callback, so every kernel sees the setting.
+  app.add_option_function<int>(
+         "--threads", [](const int& n) { ponder::cpu::set_num_threads(n); },
+         "Threads for OpenMP kernels and OpenBLAS (default: OpenMP's, e.g. OMP_NUM_THREADS)")
+      ->check(kPositive);
+  register_bench(app);
+  register_demo(app);
+  register_gradcheck(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_name() == "RuntimeError") return e.get_exit_code();  // the subcommand has reported already
+    if (e.get_exit_code() == 0) return app.exit(e);                 // --help, --version
+    return fail(std::string(e.what()) + " (see ponder --help)");
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  return 0;
+}
