@@ -1,0 +1,226 @@
+// The TTT layer: dual form vs the engine-driven iterative path, outer gradients through inner
+// steps vs finite differences, causality, and inner-loop FLOPs vs ttt.md §4.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/gradcheck.h"
+#include "ttt/ttt_layer.h"
+
+using namespace ponder;
+using namespace ponder::ttt;
+
+namespace {
+
+TTTConfig tiny(bool mlp, int64_t b = 4, bool shared_qk = true) {
+  TTTConfig c;
+  c.d = 8;
+  c.heads = 2;
+  c.mini_batch = b;
+  c.mlp = mlp;
+  c.shared_qk = shared_qk;
+  c.base_lr = mlp ? 0.1 : 1.0;
+  c.init_std = 0.3;  // larger than 0.02 so inner steps move the outputs noticeably
+  return c;
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  auto x = a.to_vector(), y = b.to_vector();
+  REQUIRE(x.size() == y.size());
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+struct RunResult {
+  Tensor out;
+  InnerState state;
+  std::vector<Tensor> grads;
+};
+
+RunResult run_layer(const TTTLayer& layer, const Tensor& u, const Tensor& r, TTTRun run) {
+  RunResult res;
+  run.final_state = &res.state;
+  res.out = layer.forward(u, run);
+  res.grads = grad({sum(mul(res.out, r))}, layer.parameters(), {}, GradOptions{true, false, true, nullptr});
+  return res;
+}
+
+void check_same(const RunResult& a, const RunResult& b, double tol) {
+  CHECK(max_diff(a.out, b.out) < tol);
+  auto sa = a.state.tensors(), sb = b.state.tensors();
+  for (size_t i = 0; i < sa.size(); ++i) CHECK(max_diff(sa[i], sb[i]) < tol);
+  REQUIRE(a.grads.size() == b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    INFO("parameter ", i);
+    if (!a.grads[i].defined() || !b.grads[i].defined()) {
+      CHECK(a.grads[i].defined() == b.grads[i].defined());
+      continue;
+    }
+    CHECK(max_diff(a.grads[i], b.grads[i]) < tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dual form equals the iterative path with K = 1 (outputs, state, outer gradients)") {
+  for (bool mlp : {false, true})
+    for (StepMode mode : {StepMode::Carry, StepMode::Prefix}) {
+      INFO("mlp ", mlp, " prefix ", mode == StepMode::Prefix);
+      Generator gen(1);
+      TTTLayer layer(tiny(mlp), 0, gen, DType::F64);
+      Tensor u = gen.normal({2, 12, 8}, 0, 1, DType::F64), r = gen.normal({2, 12, 8}, 0, 1, DType::F64);
+      TTTRun dual, iter;
+      iter.path = InnerPath::Iterative;
+      iter.mode = mode;
+      check_same(run_layer(layer, u, r, dual), run_layer(layer, u, r, iter), 1e-11);
+    }
+}
+
+TEST_CASE("closed-form and engine carry steps agree under a schedule with skips") {
+  for (bool mlp : {false, true}) {
+    Generator gen(2);
+    TTTLayer layer(tiny(mlp), 0, gen, DType::F64);
+    Tensor u = gen.normal({2, 16, 8}, 0, 1, DType::F64), r = gen.normal({2, 16, 8}, 0, 1, DType::F64);
+    FixedSchedule sched({2, 0, 3, 1});
+    TTTRun dual, iter;
+    dual.schedule = iter.schedule = &sched;
+    iter.path = InnerPath::Iterative;
+    RunResult a = run_layer(layer, u, r, dual), b = run_layer(layer, u, r, iter);
+    check_same(a, b, 1e-11);
+    // extra carry steps change the state handed on (and so later outputs), SKIP keeps it
+    UniformSchedule one(1);
+    TTTRun plain;
+    plain.schedule = &one;
+    CHECK(max_diff(run_layer(layer, u, r, plain).out, a.out) > 1e-6);
+  }
+}
+
+TEST_CASE("rematerialised groups give the same outputs and gradients") {
+  Generator gen(3);
+  TTTLayer layer(tiny(true), 0, gen, DType::F64);
+  Tensor u = gen.normal({1, 16, 8}, 0, 1, DType::F64), r = gen.normal({1, 16, 8}, 0, 1, DType::F64);
+  FixedSchedule sched({1, 2, 0, 1});
+  for (InnerPath path : {InnerPath::Dual, InnerPath::Iterative}) {
+    TTTRun a, b;
+    a.schedule = b.schedule = &sched;
+    a.path = b.path = path;
+    b.remat_group = 2;
+    check_same(run_layer(layer, u, r, a), run_layer(layer, u, r, b), 1e-11);
+  }
+}
+
+TEST_CASE("outer gradients through K = 1, 2, 3 inner steps match finite differences") {
+  for (bool mlp : {false, true})
+    for (StepMode mode : {StepMode::Carry, StepMode::Prefix})
+      for (int K : {1, 2, 3}) {
+        INFO("mlp ", mlp, " prefix ", mode == StepMode::Prefix, " K ", K);
+        Generator gen(10 + K);
+        const TTTLayer base(tiny(mlp, 4, K % 2 == 1), 0, gen, DType::F64);
+        Tensor u = gen.normal({1, 8, 8}, 0, 1, DType::F64), r = gen.normal({1, 8, 8}, 0, 1, DType::F64);
+        UniformSchedule sched(K);
+        // Differentiate with respect to W0, b0, LN γ/β, the η parameters and the projections.
+        std::vector<Tensor*> fields = {const_cast<Tensor*>(&base.W1), const_cast<Tensor*>(&base.b1),
+                                       const_cast<Tensor*>(&base.ln_gamma), const_cast<Tensor*>(&base.ln_beta),
+                                       const_cast<Tensor*>(&base.lr_w), const_cast<Tensor*>(&base.lr_b),
+                                       const_cast<Tensor*>(&base.token_idx), const_cast<Tensor*>(&base.wq),
+                                       const_cast<Tensor*>(&base.wv)};
+        if (base.wk.defined()) fields.push_back(const_cast<Tensor*>(&base.wk));
+        if (mlp) fields.push_back(const_cast<Tensor*>(&base.W2));
+        std::vector<Tensor> inputs;
+        for (Tensor* f : fields) inputs.push_back(*f);
+        auto fn = [&](const std::vector<Tensor>& xs) {
+          TTTLayer l = base;
+          std::vector<Tensor*> lf = {&l.W1, &l.b1, &l.ln_gamma, &l.ln_beta, &l.lr_w, &l.lr_b, &l.token_idx, &l.wq,
+                                     &l.wv};
+          if (l.wk.defined()) lf.push_back(&l.wk);
+          if (mlp) lf.push_back(&l.W2);
+          for (size_t i = 0; i < lf.size(); ++i) *lf[i] = xs[i];
+          TTTRun run;
+          run.path = InnerPath::Iterative;
+          run.mode = mode;
+          run.schedule = &sched;
+          return sum(mul(l.forward(u, run), r));
+        };
+        CheckResult res = gradcheck(fn, inputs, std::vector<bool>(inputs.size(), true));
+        CHECK_MESSAGE(res.ok, res.message);
+        CHECK(res.checked > 100);
+      }
+}
+
+TEST_CASE("causality: later tokens never change earlier outputs") {
+  for (int64_t b : {1, 16, 64})
+    for (StepMode mode : {StepMode::Carry, StepMode::Prefix})
+      for (bool mlp : {false, true}) {
+        INFO("b ", b, " prefix ", mode == StepMode::Prefix, " mlp ", mlp);
+        Generator gen(uint64_t(b) + 7);
+        TTTLayer layer(tiny(mlp, b), 0, gen, DType::F64);
+        const int64_t N = b == 1 ? 12 : 2 * b;
+        Tensor u = gen.normal({1, N, 8}, 0, 1, DType::F64);
+        std::vector<int> ks;
+        for (int64_t i = 0; i < N / b; ++i) ks.push_back(int(gen.uniform01() * 4));  // zeros included
+        FixedSchedule sched(ks);
+        TTTRun run;
+        run.path = InnerPath::Iterative;
+        run.mode = mode;
+        run.schedule = &sched;
+        NoGradGuard ng;
+        Tensor y0 = layer.forward(u, run);
+        const int64_t t = N / 2 + (b > 2 ? b / 3 : 0) - 1;  // a position inside a unit
+        auto v = u.to_vector();
+        for (int64_t i = (t + 1) * 8; i < N * 8; ++i) v[size_t(i)] += 1.0;
+        Tensor y1 = layer.forward(Tensor::from_vector(v, u.shape(), DType::F64), run);
+        CHECK(max_diff(raw::slice(y0, 1, 0, t + 1), raw::slice(y1, 1, 0, t + 1)) < 1e-12);
+        CHECK(max_diff(raw::slice(y0, 1, t + 1, N), raw::slice(y1, 1, t + 1, N)) > 1e-6);  // later ones do change
+      }
+}
+
+TEST_CASE("inner-loop FLOPs equal ttt.md §4: 6bf² + 6b²f (linear), 56bf² + 30b²f (MLP) per head per unit") {
+  const uint64_t B = 2, H = 2, b = 16, f = 32;
+  for (bool mlp : {false, true}) {
+    Generator gen(5);
+    const int64_t h = mlp ? 4 * int64_t(f) : int64_t(f);
+    InnerState s{gen.normal({2, 2, int64_t(f), h}, 0, 0.1), gen.normal({2, 2, 1, h}, 0, 0.1), {}, {}};
+    if (mlp) {
+      s.W2 = gen.normal({2, 2, h, int64_t(f)}, 0, 0.1);
+      s.b2 = gen.normal({2, 2, 1, int64_t(f)}, 0, 0.1);
+    }
+    Tensor xq = gen.normal({2, 2, 16, 32}, 0, 1), xk = gen.normal({2, 2, 16, 32}, 0, 1);
+    Tensor xv = gen.normal({2, 2, 16, 32}, 0, 1), eta = gen.uniform({2, 2, 16, 16}, 0, 0.1);
+    InnerNorm n{Tensor::full({1, 2, 1, 32}, 1.0), Tensor::zeros({1, 2, 1, 32}), 1e-6};
+    InnerState next;
+    UnitCost cost;
+    CostMeter meter(&cost);
+    FlopScope scope;
+    dual_step(s, xq, xk, xv, eta, n, next, &meter);
+    const uint64_t want = mlp ? 56 * b * f * f + 30 * b * b * f : 6 * b * f * f + 6 * b * b * f;
+    CHECK(scope.counts().category(FlopCat::Matmul) == B * H * want);
+    CHECK(cost.total() == scope.counts().total());  // the phases partition the unit's work
+    CHECK(cost.inner_forward > 0);
+    CHECK(cost.inner_grad > 0);
+    CHECK(cost.update > 0);
+    CHECK(cost.output > 0);
+  }
+}
+
+TEST_CASE("per-unit costs add up and SKIP units spend only the query path") {
+  Generator gen(6);
+  TTTLayer layer(tiny(false), 3, gen, DType::F64);
+  Tensor u = gen.normal({1, 16, 8}, 0, 1, DType::F64);
+  FixedSchedule sched({0, 1, 2, 4});
+  std::vector<UnitCost> costs;
+  TTTRun run;
+  run.schedule = &sched;
+  run.costs = &costs;
+  NoGradGuard ng;
+  layer.forward(u, run);
+  REQUIRE(costs.size() == 4);
+  CHECK(costs[0].layer == 3);
+  CHECK(costs[0].steps == 0);
+  CHECK(costs[0].inner_grad == 0);
+  CHECK(costs[0].update == 0);
+  CHECK(costs[0].output > 0);
+  CHECK(costs[2].inner_grad == 2 * costs[1].inner_grad);  // every carry step costs the same
+  CHECK(costs[3].inner_grad == 4 * costs[1].inner_grad);
+}

@@ -1,0 +1,260 @@
+#include "ttt/inner.h"
+
+#include "autograd/engine.h"
+
+namespace ponder::ttt {
+
+std::vector<Tensor> InnerState::tensors() const {
+  if (mlp()) return {W1, b1, W2, b2};
+  return {W1, b1};
+}
+
+InnerState InnerState::from(const std::vector<Tensor>& t, bool mlp) {
+  if (mlp) return {t[0], t[1], t[2], t[3]};
+  return {t[0], t[1], {}, {}};
+}
+
+Tensor inner_ln(const Tensor& z, const InnerNorm& n) {
+  Tensor mu = mean(z, {-1}, true);
+  Tensor xc = sub(z, mu);
+  Tensor rstd = rsqrt(affine(mean(mul(xc, xc), {-1}, true), 1.0, n.eps));
+  return add(mul(mul(xc, rstd), n.gamma), n.beta);
+}
+
+Tensor f_res(const InnerState& s, const Tensor& x) {
+  Tensor z1 = add(matmul(x, s.W1), s.b1);
+  if (!s.mlp()) return z1;
+  return add(matmul(gelu_tanh(z1), s.W2), s.b2);
+}
+
+Tensor recon_loss_rows(const Tensor& z, const Tensor& target, const InnerNorm& n) {
+  Tensor r = sub(inner_ln(z, n), target);
+  return affine(sum(mul(r, r), {-1}), 0.5, 0);
+}
+
+Tensor inner_loss_rows(const InnerState& s, const Tensor& xk, const Tensor& target, const InnerNorm& n) {
+  return recon_loss_rows(f_res(s, xk), target, n);
+}
+
+Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const InnerNorm& n) {
+  const double D = double(z.shape().back());
+  Tensor mu = mean(z, {-1}, true);
+  Tensor xc = sub(z, mu);
+  Tensor stdv = sqrt(affine(mean(mul(xc, xc), {-1}, true), 1.0, n.eps));  // (…, rows, 1)
+  Tensor xhat = div(xc, stdv);
+  Tensor y = add(mul(xhat, n.gamma), n.beta);
+  Tensor gy = mul(sub(y, target), n.gamma);
+  // (D·gy − Σgy − x̂·Σ(gy⊙x̂)) / (D·σ)
+  Tensor num = sub(sub(affine(gy, D, 0), sum(gy, {-1}, true)), mul(xhat, sum(mul(gy, xhat), {-1}, true)));
+  return div(num, affine(stdv, D, 0));
+}
+
+Tensor gelu_grad(const Tensor& x) {
+  const double c = 0.7978845608028654, a = 0.044715;
+  Tensor x2 = mul(x, x);
+  Tensor t = tanh(mul(affine(x2, c * a, c), x));
+  return add(mul(mul(affine(x, 0.5, 0), affine(mul(t, t), -1, 1)), affine(x2, 3 * c * a, c)), affine(t, 0.5, 0.5));
+}
+
+Tensor inner_output(const InnerState& s, const Tensor& xq, const InnerNorm& n) {
+  return add(xq, inner_ln(f_res(s, xq), n));
+}
+
+namespace {
+
+// Given the per-token gradients at the start-of-mini-batch weights, the dual-form outputs and the
+// carried state (ttt.md §1.7–1.8). g1: ∂ℓ/∂Z1 (B,H,b,h); g2: ∂ℓ/∂Z2 (B,H,b,f) for the MLP.
+Tensor dual_combine(const InnerState& s, const Tensor& xq, const Tensor& x1, const Tensor& x2, const Tensor& g1,
+                    const Tensor& g2, const Tensor& eta, const InnerNorm& n, InnerState& next, CostMeter* meter) {
+  const int64_t b = xq.shape()[2];
+  Tensor eta_tril = tril(eta);                                            // (B,H,b,b): η[i,j], j ≤ i
+  // Layer 1: Z̄1 = XQ·W1 − (η ⊙ tril(XQ·X1ᵀ))·G1 + b1 − tril(η)·G1
+  Tensor a1 = mul(eta_tril, matmul(xq, transpose(x1, -1, -2)));
+  Tensor zbar1 = add(sub(matmul(xq, s.W1), matmul(a1, g1)), sub(s.b1, matmul(eta_tril, g1)));
+  Tensor out;
+  if (!s.mlp()) {
+    out = add(xq, inner_ln(zbar1, n));
+  } else {
+    Tensor xbar2 = gelu_tanh(zbar1);
+    Tensor a2 = mul(eta_tril, matmul(xbar2, transpose(x2, -1, -2)));
+    Tensor zbar2 = add(sub(matmul(xbar2, s.W2), matmul(a2, g2)), sub(s.b2, matmul(eta_tril, g2)));
+    out = add(xq, inner_ln(zbar2, n));
+  }
+  if (meter) meter->charge(&UnitCost::output);
+  Tensor eta_last = transpose(slice(eta, 2, b - 1, b), -1, -2);  // (B,H,b,1): ηlast_j
+  next.W1 = sub(s.W1, matmul(transpose(mul(eta_last, x1), -1, -2), g1));
+  next.b1 = sub(s.b1, sum(mul(eta_last, g1), {-2}, true));
+  if (s.mlp()) {
+    next.W2 = sub(s.W2, matmul(transpose(mul(eta_last, x2), -1, -2), g2));
+    next.b2 = sub(s.b2, sum(mul(eta_last, g2), {-2}, true));
+  }
+  if (meter) meter->charge(&UnitCost::update);
+  return out;
+}
+
+}  // namespace
+
+Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                 const InnerNorm& n, InnerState& next, CostMeter* meter) {
+  Tensor target = sub(xv, xk);
+  Tensor z1 = add(matmul(xk, s.W1), s.b1);
+  Tensor x2, z2, g1, g2;
+  if (s.mlp()) {
+    x2 = gelu_tanh(z1);
+    z2 = add(matmul(x2, s.W2), s.b2);
+  }
+  if (meter) meter->charge(&UnitCost::inner_forward);
+  if (!s.mlp()) {
+    g1 = ln_l2_grad(z1, target, n);
+  } else {
+    g2 = ln_l2_grad(z2, target, n);
+    g1 = mul(matmul(g2, transpose(s.W2, -1, -2)), gelu_grad(z1));
+  }
+  if (meter) meter->charge(&UnitCost::inner_grad);
+  return dual_combine(s, xq, xk, x2, g1, g2, eta, n, next, meter);
+}
+
+Tensor dual_step_autograd(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                          const Tensor& eta, const InnerNorm& n, InnerState& next, CostMeter* meter) {
+  // The inner loss is always recorded (grad() needs a graph); its gradients are recorded only when
+  // the outer pass is, so evaluation builds no second-order graph.
+  const bool outer = GradMode::enabled();
+  Tensor target = sub(xv, xk);
+  Tensor z1 = add(matmul(xk, s.W1), s.b1);
+  Tensor x2, g1, g2;
+  {
+    SetGradGuard on(true);
+    Tensor z = tracked(z1);
+    GradOptions go;
+    go.create_graph = outer;
+    go.retain_graph = true;
+    if (!s.mlp()) {
+      Tensor loss = sum(recon_loss_rows(z, target, n));
+      if (meter) meter->charge(&UnitCost::inner_forward);
+      g1 = grad({loss}, {z}, {}, go)[0];
+    } else {
+      x2 = gelu_tanh(z);
+      Tensor z2 = add(matmul(x2, s.W2), s.b2);
+      Tensor loss = sum(recon_loss_rows(z2, target, n));
+      if (meter) meter->charge(&UnitCost::inner_forward);
+      auto g = grad({loss}, {z, z2}, {}, go);
+      g1 = g[0];
+      g2 = g[1];
+    }
+    if (meter) meter->charge(&UnitCost::inner_grad);
+  }
+  return dual_combine(s, xq, xk, x2, g1, g2, eta, n, next, meter);
+}
+
+Tensor tracked(const Tensor& t) {
+  if (requires_grad(t)) return t;
+  Tensor leaf = detach(t);
+  set_requires_grad(leaf);
+  return leaf;
+}
+
+}  // namespace ponder::ttt
+
+namespace ponder::ttt {
+
+namespace {
+// ∂ℓ/∂Z1 (and ∂ℓ/∂Z2 for the MLP) at s, closed form; also returns the MLP's hidden activation.
+void closed_form_grads(const InnerState& s, const Tensor& xk, const Tensor& target, const InnerNorm& n, Tensor& g1,
+                       Tensor& x2, Tensor& g2, CostMeter* meter) {
+  Tensor z1 = add(matmul(xk, s.W1), s.b1), z2;
+  if (s.mlp()) {
+    x2 = gelu_tanh(z1);
+    z2 = add(matmul(x2, s.W2), s.b2);
+  }
+  if (meter) meter->charge(&UnitCost::inner_forward);
+  if (!s.mlp()) {
+    g1 = ln_l2_grad(z1, target, n);
+  } else {
+    g2 = ln_l2_grad(z2, target, n);
+    g1 = mul(matmul(g2, transpose(s.W2, -1, -2)), gelu_grad(z1));
+  }
+  if (meter) meter->charge(&UnitCost::inner_grad);
+}
+
+InnerState minus(const InnerState& s, const std::vector<Tensor>& g, CostMeter* meter) {
+  std::vector<Tensor> t = s.tensors();
+  for (size_t i = 0; i < t.size(); ++i) t[i] = sub(t[i], g[i]);
+  if (meter) meter->charge(&UnitCost::update);
+  return InnerState::from(t, s.mlp());
+}
+
+// Takes the gradient of `loss_fn(state)` with respect to the state by the engine. The loss is
+// always recorded; the gradient is recorded only when the outer pass is.
+template <class LossFn>
+std::vector<Tensor> engine_grad(const InnerState& s, LossFn loss_fn, CostMeter* meter) {
+  const bool outer = GradMode::enabled();
+  SetGradGuard on(true);
+  std::vector<Tensor> t = s.tensors();
+  for (Tensor& x : t) x = tracked(x);
+  Tensor loss = loss_fn(InnerState::from(t, s.mlp()));
+  if (meter) meter->charge(&UnitCost::inner_forward);
+  GradOptions go;
+  go.create_graph = outer;
+  go.retain_graph = true;
+  std::vector<Tensor> g = grad({loss}, t, {}, go);
+  if (!outer)
+    for (Tensor& x : g) x = detach(x);
+  if (meter) meter->charge(&UnitCost::inner_grad);
+  return g;
+}
+}  // namespace
+
+InnerState carry_step_closed(const InnerState& s, const Tensor& xk, const Tensor& xv, const Tensor& eta_last,
+                             const InnerNorm& n, CostMeter* meter) {
+  Tensor g1, x2, g2;
+  closed_form_grads(s, xk, sub(xv, xk), n, g1, x2, g2, meter);
+  InnerState next;
+  next.W1 = sub(s.W1, matmul(transpose(mul(eta_last, xk), -1, -2), g1));
+  next.b1 = sub(s.b1, sum(mul(eta_last, g1), {-2}, true));
+  if (s.mlp()) {
+    next.W2 = sub(s.W2, matmul(transpose(mul(eta_last, x2), -1, -2), g2));
+    next.b2 = sub(s.b2, sum(mul(eta_last, g2), {-2}, true));
+  }
+  if (meter) meter->charge(&UnitCost::update);
+  return next;
+}
+
+InnerState carry_step_autograd(const InnerState& s, const Tensor& xk, const Tensor& xv, const Tensor& eta_last,
+                               const InnerNorm& n, CostMeter* meter) {
+  Tensor target = sub(xv, xk);
+  Tensor w = reshape(eta_last, {eta_last.shape()[0], eta_last.shape()[1], -1});  // (B, H, b)
+  auto loss = [&](const InnerState& t) { return sum(mul(w, inner_loss_rows(t, xk, target, n))); };
+  return minus(s, engine_grad(s, loss, meter), meter);
+}
+
+InnerState per_position(const InnerState& s, int64_t b) {
+  std::vector<Tensor> t = s.tensors();
+  for (Tensor& x : t) {
+    Shape sh = x.shape();
+    sh.insert(sh.begin() + 2, b);
+    x = expand(unsqueeze(x, 2), sh);
+  }
+  return InnerState::from(t, s.mlp());
+}
+
+InnerState position(const InnerState& per_pos, int64_t i) {
+  std::vector<Tensor> t = per_pos.tensors();
+  for (Tensor& x : t) x = squeeze(slice(x, 2, i, i + 1), 2);
+  return InnerState::from(t, per_pos.mlp());
+}
+
+InnerState prefix_step(const InnerState& per_pos, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                       const InnerNorm& n5, CostMeter* meter) {
+  Tensor xk5 = unsqueeze(xk, 2);                // (B, H, 1, b, f): every position sees all b rows…
+  Tensor target5 = unsqueeze(sub(xv, xk), 2);
+  Tensor w = tril(eta);                          // …weighted by η[i, j] for j ≤ i only
+  auto loss = [&](const InnerState& t) { return sum(mul(w, inner_loss_rows(t, xk5, target5, n5))); };  // (B,H,b,b)
+  return minus(per_pos, engine_grad(per_pos, loss, meter), meter);
+}
+
+Tensor prefix_output(const InnerState& per_pos, const Tensor& xq, const InnerNorm& n5) {
+  Tensor q = unsqueeze(xq, 3);  // (B, H, b, 1, f)
+  return squeeze(inner_output(per_pos, q, n5), 3);
+}
+
+}  // namespace ponder::ttt

@@ -1,0 +1,26 @@
+#include "ttt/rope.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ponder::ttt {
+
+Tensor rope(const Tensor& x, int64_t period, double theta) {
+  const int64_t N = x.shape()[2], f = x.shape()[3], half = f / 2;
+  if (f % 2) throw std::invalid_argument("rope: head dim must be even, got " + std::to_string(f));
+  std::vector<double> c(size_t(N * half)), s(size_t(N * half));
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      double ang = double(t % period) * std::pow(theta, -2.0 * double(i) / double(f));
+      c[size_t(t * half + i)] = std::cos(ang);
+      s[size_t(t * half + i)] = std::sin(ang);
+    }
+  Tensor cs = raw::to_device(Tensor::from_vector(c, {N, half}, x.dtype()), x.device());  // (N, f/2)
+  Tensor sn = raw::to_device(Tensor::from_vector(s, {N, half}, x.dtype()), x.device());
+  Tensor a = slice(x, 3, 0, f, 2), b = slice(x, 3, 1, f, 2);  // (B, H, N, f/2)
+  Tensor even = sub(mul(a, cs), mul(b, sn));
+  Tensor odd = add(mul(a, sn), mul(b, cs));
+  return reshape(stack({even, odd}, 4), x.shape());
+}
+
+}  // namespace ponder::ttt

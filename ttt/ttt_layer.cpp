@@ -1,0 +1,212 @@
+#include "ttt/ttt_layer.h"
+
+#include <memory>
+#include <stdexcept>
+
+#include "autograd/checkpoint.h"
+#include "ttt/rope.h"
+
+namespace ponder::ttt {
+namespace {
+
+Tensor param(Tensor t) {
+  set_requires_grad(t);
+  return t;
+}
+
+// (B, N, d) → (B, H, N, f)
+Tensor heads(const Tensor& x, int64_t H) {
+  const Shape& s = x.shape();
+  return permute(reshape(x, {s[0], s[1], H, s[2] / H}), {0, 2, 1, 3});
+}
+
+Tensor units(const Tensor& x, int64_t u0, int64_t u1, int64_t b) { return slice(x, 2, u0 * b, u1 * b); }
+
+}  // namespace
+
+TTTLayer::TTTLayer(const TTTConfig& cfg, int layer_index, Generator& gen, DType dt) : cfg_(cfg), layer_(layer_index) {
+  const int64_t d = cfg.d, H = cfg.heads, f = cfg.head_dim(), h = cfg.hidden(), b = cfg.mini_batch, w = cfg.conv_width;
+  if (d % H != 0 || f % 2 != 0)
+    throw std::invalid_argument("TTT layer: width " + std::to_string(d) + " must split into " + std::to_string(H) +
+                                " heads of even size");
+  if (b < 1) throw std::invalid_argument("TTT layer: mini_batch must be positive, got " + std::to_string(b));
+  const double sd = cfg.init_std;
+  wq = param(gen.normal({d, d}, 0, sd, dt));
+  if (!cfg.shared_qk) wk = param(gen.normal({d, d}, 0, sd, dt));
+  wv = param(gen.normal({d, d}, 0, sd, dt));
+  wo = param(gen.normal({d, d}, 0, sd, dt));
+  if (cfg.gate) wg = param(gen.normal({d, d}, 0, sd, dt));
+  if (cfg.shared_qk) {
+    conv_q_w = param(gen.normal({d, w}, 0, sd, dt));
+    conv_q_b = param(Tensor::zeros({d}, dt));
+    conv_k_w = param(gen.normal({d, w}, 0, sd, dt));
+    conv_k_b = param(Tensor::zeros({d}, dt));
+  }
+  lr_w = param(gen.normal({d, H}, 0, sd, dt));
+  lr_b = param(Tensor::zeros({H}, dt));
+  token_idx = param(Tensor::zeros({b}, dt));
+  ln_gamma = param(Tensor::full({H, f}, 1.0, dt));
+  ln_beta = param(Tensor::zeros({H, f}, dt));
+  W1 = param(gen.normal({H, f, h}, 0, sd, dt));
+  b1 = param(Tensor::zeros({H, 1, h}, dt));
+  if (cfg.mlp) {
+    W2 = param(gen.normal({H, h, f}, 0, sd, dt));
+    b2 = param(Tensor::zeros({H, 1, f}, dt));
+  }
+  post_gamma = param(Tensor::full({d}, 1.0, dt));
+  post_beta = param(Tensor::zeros({d}, dt));
+}
+
+std::vector<Tensor> TTTLayer::parameters() const {
+  std::vector<Tensor> p;
+  for (const Tensor* t : {&wq, &wk, &wv, &wo, &wg, &conv_q_w, &conv_q_b, &conv_k_w, &conv_k_b, &lr_w, &lr_b,
+                          &token_idx, &ln_gamma, &ln_beta, &W1, &b1, &W2, &b2, &post_gamma, &post_beta})
+    if (t->defined()) p.push_back(*t);
+  return p;
+}
+
+Tensor TTTLayer::unit_step(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                           const Tensor& gamma, const Tensor& beta, int steps, const TTTRun& run,
+                           UnitCost& cost) const {
+  const int64_t H = cfg_.heads, f = cfg_.head_dim(), b = xq.shape()[2];
+  InnerNorm n4{reshape(gamma, {1, H, 1, f}), reshape(beta, {1, H, 1, f})};
+  CostMeter meter(&cost);
+  if (steps == 0) {  // SKIP: queries read the carried weights; nothing is learned
+    Tensor out = inner_output(state, xq, n4);
+    meter.charge(&UnitCost::output);
+    return out;
+  }
+  if (run.mode == StepMode::Prefix) {
+    InnerNorm n5{reshape(gamma, {1, H, 1, 1, f}), reshape(beta, {1, H, 1, 1, f})};
+    InnerState per = per_position(state, b);
+    for (int s = 0; s < steps; ++s) per = prefix_step(per, xk, xv, eta, n5, &meter);
+    Tensor out = prefix_output(per, xq, n5);
+    meter.charge(&UnitCost::output);
+    state = position(per, b - 1);
+    return out;
+  }
+  const bool dual = run.path == InnerPath::Dual;
+  InnerState next;
+  Tensor out = dual ? dual_step(state, xq, xk, xv, eta, n4, next, &meter)
+                    : dual_step_autograd(state, xq, xk, xv, eta, n4, next, &meter);
+  // Further carry steps improve only the state handed to later units.
+  Tensor eta_last = transpose(slice(eta, 2, b - 1, b), -1, -2);  // (B, H, b, 1)
+  for (int s = 1; s < steps; ++s)
+    next = dual ? carry_step_closed(next, xk, xv, eta_last, n4, &meter)
+                : carry_step_autograd(next, xk, xv, eta_last, n4, &meter);
+  state = next;
+  return out;
+}
+
+Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                      const Tensor& gamma, const Tensor& beta, int64_t u0, int64_t u1, const TTTRun& run,
+                      std::vector<int>& decided, bool replay) const {
+  const int64_t b = cfg_.mini_batch;
+  std::vector<Tensor> outs;
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t local = u - u0;
+    int steps = 1;
+    if (replay) {
+      steps = decided[size_t(local)];
+    } else {
+      if (run.schedule) steps = run.schedule->steps({layer_, u, u * b, b});
+      if (steps < 0) throw std::invalid_argument("step schedule gave " + std::to_string(steps) + " steps");
+      if (run.mode == StepMode::Prefix && run.path == InnerPath::Dual && steps > 1)
+        throw std::invalid_argument("prefix mode with more than one step needs the iterative path");
+      decided.push_back(steps);
+    }
+    UnitCost cost{layer_, u, steps, 0, 0, 0, 0};
+    Tensor e = squeeze(slice(eta, 2, local, local + 1), 2);  // (B, H, b, b)
+    outs.push_back(unit_step(state, units(xq, local, local + 1, b), units(xk, local, local + 1, b),
+                             units(xv, local, local + 1, b), e, gamma, beta, steps, run, cost));
+    if (run.costs && !replay) run.costs->push_back(cost);
+  }
+  return outs.size() == 1 ? outs[0] : cat(outs, 2);
+}
+
+Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
+  if (u.dim() != 3 || u.shape()[2] != cfg_.d)
+    throw std::invalid_argument("TTT layer: input must be (B, N, " + std::to_string(cfg_.d) + "), got " +
+                                shape_str(u.shape()));
+  const int64_t B = u.shape()[0], N = u.shape()[1], d = cfg_.d, H = cfg_.heads, f = cfg_.head_dim();
+  const int64_t b = cfg_.mini_batch, n = N / b;
+  if (N % b != 0)
+    throw std::invalid_argument("TTT layer: sequence length " + std::to_string(N) + " is not a multiple of the " +
+                                "mini-batch size " + std::to_string(b));
+  // Projections (ttt.md §1.2) and RoPE with in-mini-batch positions (§1.3).
+  Tensor xq, xk;
+  if (cfg_.shared_qk) {
+    Tensor xqk = matmul(u, wq);
+    xq = causal_conv1d(xqk, conv_q_w, conv_q_b);
+    xk = causal_conv1d(xqk, conv_k_w, conv_k_b);
+  } else {
+    xq = matmul(u, wq);
+    xk = matmul(u, wk);
+  }
+  xq = rope(heads(xq, H), b, cfg_.rope_theta);  // (B, H, N, f)
+  xk = rope(heads(xk, H), b, cfg_.rope_theta);
+  Tensor xv = heads(matmul(u, wv), H);
+  // η[b,h,m,i,j] = base_lr · lr_mult · tok[i] · σ(u_j·θ_lr + bias) / f   (§1.5)
+  Tensor lr = sigmoid(add(matmul(u, lr_w), lr_b));                     // (B, N, H)
+  lr = reshape(permute(lr, {0, 2, 1}), {B, H, n, 1, b});               // per source token j
+  std::vector<double> inv(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) inv[size_t(i)] = 1.0 / double(i + 1);
+  Tensor tok = relu(add(raw::to_device(Tensor::from_vector(inv, {b}, u.dtype()), u.device()), token_idx));
+  Tensor eta = mul(mul(lr, reshape(tok, {b, 1})), scalar_like(u, cfg_.base_lr * run.lr_mult / double(f)));
+
+  // The inner state starts from the learned W0 for every sequence.
+  auto batch = [&](const Tensor& p) {
+    Shape s = p.shape();
+    s.insert(s.begin(), B);
+    return expand(unsqueeze(p, 0), s);
+  };
+  InnerState state{batch(W1), batch(b1), W2.defined() ? batch(W2) : Tensor(), b2.defined() ? batch(b2) : Tensor()};
+
+  Tensor out;
+  const int64_t group = run.remat_group;
+  if (group <= 0 || !GradMode::enabled()) {
+    std::vector<int> decided;
+    out = scan(state, xq, xk, xv, eta, ln_gamma, ln_beta, 0, n, run, decided, false);
+  } else {
+    // Rematerialisation (ttt.md §1.9): keep only the state at group boundaries; the group's scan is
+    // re-run in backward, replaying the step counts decided the first time.
+    std::vector<Tensor> outs;
+    const bool mlp = cfg_.mlp;
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+      const int64_t g1 = std::min(n, g0 + group);
+      auto decided = std::make_shared<std::vector<int>>();
+      auto first = std::make_shared<bool>(true);
+      TTTRun r = run;
+      RegionFn fn = [this, r, g0, g1, b, mlp, decided, first](const std::vector<Tensor>& in) {
+        InnerState s = InnerState::from({in.begin(), in.begin() + (mlp ? 4 : 2)}, mlp);
+        const size_t k = mlp ? 4 : 2;
+        bool replay = !*first;
+        *first = false;
+        Tensor o = scan(s, in[k], in[k + 1], in[k + 2], in[k + 3], in[k + 4], in[k + 5], g0, g1, r, *decided,
+                        replay);
+        std::vector<Tensor> res{o};
+        for (const Tensor& t : s.tensors()) res.push_back(t);
+        return res;
+      };
+      std::vector<Tensor> inputs = state.tensors();
+      for (const Tensor& t : {units(xq, g0, g1, b), units(xk, g0, g1, b), units(xv, g0, g1, b),
+                              slice(eta, 2, g0, g1)})
+        inputs.push_back(t);
+      // The region reads the inner LayerNorm through its inputs, so its parameters get gradients.
+      inputs.push_back(ln_gamma);
+      inputs.push_back(ln_beta);
+      std::vector<Tensor> res = checkpoint(fn, inputs);
+      outs.push_back(res[0]);
+      state = InnerState::from({res.begin() + 1, res.end()}, mlp);
+    }
+    out = outs.size() == 1 ? outs[0] : cat(outs, 2);
+  }
+  if (run.final_state) *run.final_state = state;
+  // Heads back together, post-norm, gate, output projection (§1.10).
+  Tensor z = reshape(permute(out, {0, 2, 1, 3}), {B, N, d});
+  z = layer_norm(z, post_gamma, post_beta, 1e-6);
+  if (cfg_.gate) z = mul(gelu_tanh(matmul(u, wg)), z);
+  return matmul(z, wo);
+}
+
+}  // namespace ponder::ttt

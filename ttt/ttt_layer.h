@@ -1,0 +1,78 @@
+// The TTT layer (TTT-Linear / TTT-MLP) as the official JAX implementation defines it (ttt.md §1):
+// projections (shared Q/K with two causal convs on the Mamba backbone, separate on the Transformer
+// backbone), RoPE with in-mini-batch positions, the per-token learnable inner learning rate η, the
+// inner model f(x) = x + LN(f_res(x)) trained on XV − XK, post-norm, GELU gate, output projection.
+// The scan over units runs either the dual form (closed-form inner gradients) or the iterative
+// path (inner gradients from the engine), under a step schedule.
+#pragma once
+#include <vector>
+
+#include "autograd/nn.h"
+#include "ttt/inner.h"
+#include "ttt/schedule.h"
+
+namespace ponder::ttt {
+
+struct TTTConfig {
+  int64_t d = 128;          // width
+  int64_t heads = 2;        // H; head dim f = d / H
+  int64_t mini_batch = 16;  // b: tokens per unit
+  bool mlp = false;         // TTT-MLP (hidden 4f) instead of TTT-Linear
+  bool shared_qk = true;    // Mamba backbone: one Q/K projection followed by two causal convs
+  bool gate = true;         // GELU output gate
+  int64_t conv_width = 4;
+  double base_lr = 1.0;     // ttt_base_lr: 1.0 linear, 0.1 MLP
+  double rope_theta = 10000;
+  double init_std = 0.02;
+  int64_t head_dim() const { return d / heads; }
+  int64_t hidden() const { return mlp ? 4 * head_dim() : head_dim(); }
+};
+
+enum class InnerPath { Dual, Iterative };
+enum class StepMode { Carry, Prefix };
+
+// Options of one forward pass through a TTT layer, and what it reports.
+struct TTTRun {
+  InnerPath path = InnerPath::Dual;
+  StepMode mode = StepMode::Carry;
+  StepSchedule* schedule = nullptr;  // null: one step per unit (official TTT)
+  double lr_mult = 1.0;              // ttt_lr_mult (TTT-MLP warm-up)
+  int64_t remat_group = 0;           // units per rematerialised group; 0 = store everything
+  std::vector<UnitCost>* costs = nullptr;
+  InnerState* final_state = nullptr;  // receives the state after the last unit (B, H, …)
+};
+
+class TTTLayer : public Module {
+ public:
+  TTTLayer() = default;
+  TTTLayer(const TTTConfig& cfg, int layer_index, Generator& gen, DType dtype = DType::F32);
+  // u: (B, N, d) with N a multiple of the mini-batch size → (B, N, d).
+  Tensor forward(const Tensor& u, const TTTRun& run) const;
+  std::vector<Tensor> parameters() const override;
+  const TTTConfig& config() const { return cfg_; }
+
+  Tensor wq, wk, wv, wo, wg;           // (d, d); wk without shared_qk, wg with gate
+  Tensor conv_q_w, conv_q_b;           // (d, w), (d): shared_qk only
+  Tensor conv_k_w, conv_k_b;
+  Tensor lr_w;                         // (d, H): θ_lr
+  Tensor lr_b;                         // (H)
+  Tensor token_idx;                    // (b): learnable offsets of the 1/(i+1) token factor
+  Tensor ln_gamma, ln_beta;            // (H, f): the inner LayerNorm
+  Tensor W1, b1, W2, b2;               // (H, f, h), (H, 1, h), (H, h, f), (H, 1, f): inner init W0
+  Tensor post_gamma, post_beta;        // (d)
+
+ private:
+  // Runs units [u0, u1) from `state`; xq, xk, xv (B, H, (u1−u0)·b, f) and eta (B, H, u1−u0, b, b)
+  // hold just those units. Returns the outputs (B, H, (u1−u0)·b, f). `decided` receives the step
+  // counts, or supplies them when replaying a rematerialised group.
+  Tensor scan(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+              const Tensor& gamma, const Tensor& beta, int64_t u0, int64_t u1, const TTTRun& run,
+              std::vector<int>& decided, bool replay) const;
+  Tensor unit_step(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                   const Tensor& gamma, const Tensor& beta, int steps, const TTTRun& run, UnitCost& cost) const;
+
+  TTTConfig cfg_;
+  int layer_ = 0;
+};
+
+}  // namespace ponder::ttt
