@@ -1,0 +1,176 @@
+#include "ttt/model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "ttt/rope.h"
+
+namespace ponder::ttt {
+namespace {
+
+Tensor param(Tensor t) {
+  set_requires_grad(t);
+  return t;
+}
+
+void need(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument("model config: " + msg);
+}
+
+}  // namespace
+
+TTTConfig ModelConfig::ttt_config() const {
+  TTTConfig c;
+  c.d = d;
+  c.heads = heads;
+  c.mini_batch = mini_batch;
+  c.mlp = inner == "mlp";
+  c.shared_qk = backbone == "mamba";
+  c.gate = gate;
+  c.conv_width = conv_width;
+  c.base_lr = base_lr > 0 ? base_lr : (c.mlp ? 0.1 : 1.0);
+  c.rope_theta = rope_theta;
+  c.init_std = init_std;
+  return c;
+}
+
+void ModelConfig::validate() const {
+  need(vocab > 0, "vocab must be positive, got " + std::to_string(vocab));
+  need(d > 0 && heads > 0 && d % heads == 0 && (d / heads) % 2 == 0,
+       "d = " + std::to_string(d) + " must split into " + std::to_string(heads) + " heads of even size");
+  need(layers > 0, "layers must be positive, got " + std::to_string(layers));
+  need(mini_batch > 0, "mini_batch must be positive, got " + std::to_string(mini_batch));
+  need(inner == "linear" || inner == "mlp", "inner must be 'linear' or 'mlp', got '" + inner + "'");
+  need(backbone == "mamba" || backbone == "transformer",
+       "backbone must be 'mamba' or 'transformer', got '" + backbone + "'");
+  need(mixers.empty() || int64_t(mixers.size()) == layers,
+       "mixers lists " + std::to_string(mixers.size()) + " layers, the model has " + std::to_string(layers));
+  for (const std::string& m : mixers) need(m == "ttt" || m == "attention", "mixer must be 'ttt' or 'attention', got '" + m + "'");
+  need(conv_width > 0, "conv_width must be positive");
+}
+
+// ---- attention
+
+Attention::Attention(int64_t d, int64_t h, double theta, double sd, Generator& gen, DType dt)
+    : heads(h), rope_theta(theta) {
+  wq = param(gen.normal({d, d}, 0, sd, dt));
+  wk = param(gen.normal({d, d}, 0, sd, dt));
+  wv = param(gen.normal({d, d}, 0, sd, dt));
+  wo = param(gen.normal({d, d}, 0, sd, dt));
+}
+
+Tensor Attention::forward(const Tensor& x) const {
+  const int64_t B = x.shape()[0], N = x.shape()[1], d = x.shape()[2], f = d / heads;
+  auto split = [&](const Tensor& t) { return permute(reshape(t, {B, N, heads, f}), {0, 2, 1, 3}); };  // (B,H,N,f)
+  Tensor q = rope(split(matmul(x, wq)), N, rope_theta);
+  Tensor k = rope(split(matmul(x, wk)), N, rope_theta);
+  Tensor v = split(matmul(x, wv));
+  Tensor scores = affine(matmul(q, transpose(k, -1, -2)), 1.0 / std::sqrt(double(f)), 0);  // (B, H, N, N)
+  Tensor future = raw::tri(Tensor::full({N, N}, 1.0, x.dtype(), x.device()), 1, true);      // j > i
+  Tensor att = softmax(masked_fill(scores, future, -1e9), -1);
+  Tensor y = reshape(permute(matmul(att, v), {0, 2, 1, 3}), {B, N, d});
+  return matmul(y, wo);
+}
+
+std::vector<Tensor> Attention::parameters() const { return {wq, wk, wv, wo}; }
+
+// ---- SwiGLU
+
+SwiGLU::SwiGLU(int64_t d, int64_t hidden, double sd, Generator& gen, DType dt) {
+  w1 = param(gen.normal({d, hidden}, 0, sd, dt));
+  w3 = param(gen.normal({d, hidden}, 0, sd, dt));
+  w2 = param(gen.normal({hidden, d}, 0, sd, dt));
+}
+
+Tensor SwiGLU::forward(const Tensor& x) const { return matmul(mul(silu(matmul(x, w1)), matmul(x, w3)), w2); }
+std::vector<Tensor> SwiGLU::parameters() const { return {w1, w3, w2}; }
+
+std::vector<Tensor> Block::parameters() const {
+  std::vector<Tensor> p;
+  auto add_all = [&](const std::vector<Tensor>& v) { p.insert(p.end(), v.begin(), v.end()); };
+  if (conv_w.defined()) {
+    add_all(conv_norm.parameters());
+    p.push_back(conv_w);
+    p.push_back(conv_b);
+  }
+  add_all(seq_norm.parameters());
+  add_all(is_ttt ? ttt.parameters() : attn.parameters());
+  add_all(ffn_norm.parameters());
+  add_all(ffn.parameters());
+  return p;
+}
+
+// ---- model
+
+Model::Model(const ModelConfig& cfg, uint64_t seed, DType dt) : cfg_(cfg), dtype_(dt) {
+  cfg.validate();
+  Generator gen(seed);
+  emb_ = Embedding(cfg.vocab, cfg.d, gen, dt);
+  if (!cfg.tie_embeddings) head_ = param(gen.normal({cfg.d, cfg.vocab}, 0, cfg.init_std, dt));
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    Block b;
+    b.seq_norm = RMSNorm(cfg.d, cfg.rms_eps, dt);
+    b.ffn_norm = RMSNorm(cfg.d, cfg.rms_eps, dt);
+    if (cfg.pre_conv) {
+      b.conv_norm = RMSNorm(cfg.d, cfg.rms_eps, dt);
+      b.conv_w = param(gen.normal({cfg.d, cfg.conv_width}, 0, cfg.init_std, dt));
+      b.conv_b = param(Tensor::zeros({cfg.d}, dt));
+    }
+    b.is_ttt = cfg.mixer(l) == "ttt";
+    if (b.is_ttt) {
+      b.ttt_index = n_ttt_++;
+      b.ttt = TTTLayer(cfg.ttt_config(), b.ttt_index, gen, dt);
+    } else {
+      b.attn = Attention(cfg.d, cfg.heads, cfg.rope_theta, cfg.init_std, gen, dt);
+    }
+    b.ffn = SwiGLU(cfg.d, cfg.ffn_hidden(), cfg.init_std, gen, dt);
+    blocks_.push_back(std::move(b));
+  }
+  final_norm_ = RMSNorm(cfg.d, cfg.rms_eps, dt);
+}
+
+Tensor Model::forward(const Tensor& ids, const TTTRun& run) const {
+  if (ids.dim() != 2 || is_float(ids.dtype()))
+    throw std::invalid_argument("Model::forward: ids must be an integer (B, N) tensor, got " + shape_str(ids.shape()));
+  Tensor h = emb_.forward(ids);  // (B, N, d)
+  for (const Block& b : blocks_) {
+    if (b.conv_w.defined()) h = add(h, causal_conv1d(b.conv_norm.forward(h), b.conv_w, b.conv_b));
+    Tensor x = b.seq_norm.forward(h);
+    h = add(h, b.is_ttt ? b.ttt.forward(x, run) : b.attn.forward(x));
+    h = add(h, b.ffn.forward(b.ffn_norm.forward(h)));
+  }
+  h = final_norm_.forward(h);
+  return matmul(h, cfg_.tie_embeddings ? transpose(emb_.weight, 0, 1) : head_);  // (B, N, V)
+}
+
+Tensor Model::token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run) const {
+  Tensor logits = forward(inputs, run);
+  const int64_t B = inputs.shape()[0], N = inputs.shape()[1];
+  return reshape(cross_entropy_per_token(reshape(logits, {B * N, cfg_.vocab}), raw::reshape(targets, {B * N})), {B, N});
+}
+
+std::vector<Tensor> Model::parameters() const {
+  std::vector<Tensor> p;
+  for (auto& [name, t] : named_parameters()) p.push_back(t);
+  return p;
+}
+
+std::vector<std::pair<std::string, Tensor>> Model::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> p;
+  p.push_back({"emb", emb_.weight});
+  if (head_.defined()) p.push_back({"head", head_});
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    auto ps = blocks_[l].parameters();
+    for (size_t i = 0; i < ps.size(); ++i) p.push_back({"block" + std::to_string(l) + "." + std::to_string(i), ps[i]});
+  }
+  p.push_back({"final_norm", final_norm_.weight});
+  return p;
+}
+
+int64_t Model::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& t : parameters()) n += t.numel();
+  return n;
+}
+
+}  // namespace ponder::ttt

@@ -1,0 +1,94 @@
+// The language model: token embedding → blocks → final RMSNorm → tied head (ttt.md §1.1).
+// Block (pre-norm): [h += conv(RMSNorm(h))] ; h += mixer(RMSNorm(h)) ; h += SwiGLU(RMSNorm(h)),
+// where the mixer is a TTT layer or causal attention, chosen per layer (hybrids allowed).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ttt/ttt_layer.h"
+
+namespace ponder::ttt {
+
+struct ModelConfig {
+  int64_t vocab = 256;
+  int64_t d = 128;
+  int64_t layers = 2;
+  int64_t heads = 2;
+  int64_t mini_batch = 16;       // TTT unit size
+  std::string inner = "linear";  // TTT inner model: "linear" or "mlp"
+  std::string backbone = "transformer";  // "mamba": shared Q/K + convs; "transformer": separate Q/K/V
+  bool gate = true;              // GELU output gate of TTT layers
+  bool pre_conv = false;         // the extra conv residual sub-block of the official *-TTT configs
+  std::vector<std::string> mixers;  // per layer "ttt" or "attention"; empty = all "ttt"
+  int64_t swiglu_hidden = 0;     // 0: ceil(8d/3 / 32)·32
+  int64_t conv_width = 4;
+  double rope_theta = 10000;
+  double rms_eps = 1e-6;
+  double init_std = 0.02;
+  double base_lr = 0;            // 0: 1.0 for linear, 0.1 for mlp
+  bool tie_embeddings = true;
+
+  int64_t ffn_hidden() const { return swiglu_hidden > 0 ? swiglu_hidden : (8 * d / 3 + 31) / 32 * 32; }
+  std::string mixer(int64_t layer) const { return mixers.empty() ? "ttt" : mixers[size_t(layer)]; }
+  TTTConfig ttt_config() const;
+  void validate() const;  // throws naming the offending field
+};
+
+// Causal multi-head self-attention with RoPE on absolute positions.
+struct Attention : Module {
+  Tensor wq, wk, wv, wo;  // (d, d)
+  int64_t heads = 0;
+  double rope_theta = 10000;
+  Attention() = default;
+  Attention(int64_t d, int64_t heads, double rope_theta, double init_std, Generator& gen, DType dt);
+  Tensor forward(const Tensor& x) const;  // (B, N, d) → (B, N, d)
+  std::vector<Tensor> parameters() const override;
+};
+
+struct SwiGLU : Module {
+  Tensor w1, w3;  // (d, hidden)
+  Tensor w2;      // (hidden, d)
+  SwiGLU() = default;
+  SwiGLU(int64_t d, int64_t hidden, double init_std, Generator& gen, DType dt);
+  Tensor forward(const Tensor& x) const;  // w2(silu(x·w1) ⊙ x·w3)
+  std::vector<Tensor> parameters() const override;
+};
+
+struct Block {
+  RMSNorm conv_norm, seq_norm, ffn_norm;
+  Tensor conv_w, conv_b;  // (d, w), (d): pre_conv only
+  bool is_ttt = true;
+  int ttt_index = -1;     // index among the model's TTT layers (what schedules see as `layer`)
+  TTTLayer ttt;
+  Attention attn;
+  SwiGLU ffn;
+  std::vector<Tensor> parameters() const;
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, uint64_t seed, DType dtype = DType::F32);
+  // ids (B, N) integers → logits (B, N, vocab). `run` applies to every TTT layer.
+  Tensor forward(const Tensor& ids, const TTTRun& run = {}) const;
+  // Mean next-token cross-entropy of logits for ids[:, :-1] predicting ids[:, 1:] is the caller's
+  // business; this gives per-token losses (B, N) for inputs (B, N) and targets (B, N).
+  Tensor token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run = {}) const;
+  std::vector<Tensor> parameters() const;
+  // Named parameters in a fixed order (checkpoints).
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  int64_t num_parameters() const;
+  int num_ttt_layers() const { return n_ttt_; }
+  const ModelConfig& config() const { return cfg_; }
+  DType dtype() const { return dtype_; }
+
+ private:
+  ModelConfig cfg_;
+  DType dtype_;
+  Embedding emb_;
+  Tensor head_;  // (d, vocab) when embeddings are not tied
+  std::vector<Block> blocks_;
+  RMSNorm final_norm_;
+  int n_ttt_ = 0;
+};
+
+}  // namespace ponder::ttt
