@@ -70,9 +70,18 @@ Tensor to_device(const Tensor& t, Device device) {
   Tensor c = contiguous(t);
   Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
   size_t n = size_t(t.numel()) * dtype_size(t.dtype());
-  if (device == Device::CPU) be(c).to_host(out.data<char>(), c.data<char>(), n);
-  else backend(device).from_host(out.data<char>(), c.data<char>(), n);
+  // The view's offset counts elements, so the first byte is found through the storage, not data<char>().
+  const char* src = static_cast<const char*>(c.storage().data) + size_t(c.offset()) * dtype_size(c.dtype());
+  if (device == Device::CPU) be(c).to_host(out.data<char>(), src, n);
+  else backend(device).from_host(out.data<char>(), src, n);
   return out;
+}
+
+Tensor to_device_keep_layout(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  const int64_t elems = int64_t(t.storage().nbytes / dtype_size(t.dtype()));
+  Tensor moved = to_device(make_view(t, {elems}, {1}, 0), device);
+  return make_view(moved, t.shape(), t.strides(), t.offset());
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {

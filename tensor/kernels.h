@@ -16,6 +16,9 @@ Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 Tensor to_dtype(const Tensor& t, DType dtype);
 Tensor to_device(const Tensor& t, Device device);
+// Same, but keeps t's strides and offset by copying its whole storage: a view stays a view (for tests
+// that exercise a device's kernels on non-contiguous inputs).
+Tensor to_device_keep_layout(const Tensor& t, Device device);
 
 // ---- in-place (each bumps the storage version)
 void copy_(const Tensor& dst, const Tensor& src);
