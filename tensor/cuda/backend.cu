@@ -1,0 +1,229 @@
+// The CUDA backend: device 0, one stream shared by every kernel, copy and cuBLAS call (so work is
+// ordered without events and freed memory can be reused at once), a caching allocator, and the
+// registration with the tensor layer.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "tensor/cuda/allocator.h"
+#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/cuda.h"
+#include "tensor/cuda/cuda_kernels.h"
+
+namespace ponder {
+namespace cuda {
+
+void cuda_fail(cudaError_t err, const char* what, const char* file, int line) {
+  throw std::runtime_error(std::string("CUDA error: ") + cudaGetErrorString(err) + " (" + what + ") at " + file +
+                           ":" + std::to_string(line));
+}
+
+void cublas_fail(cublasStatus_t status, const char* what, const char* file, int line) {
+  throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusString(status) + " (" + what + ") at " +
+                           file + ":" + std::to_string(line));
+}
+
+namespace {
+
+struct Context {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  CachingAllocator* allocator = nullptr;  // never destroyed: tensors may outlive static destructors
+};
+
+Context* g_ctx = nullptr;  // set once cuda_init succeeds
+std::mutex g_init_mu;
+std::atomic<bool> g_tf32{false};
+
+Context& ctx() {
+  if (!g_ctx) throw std::runtime_error("CUDA is not initialised (call cuda_init first)");
+  return *g_ctx;
+}
+
+void set_math_mode(cublasHandle_t h) {
+  cublas_check(cublasSetMathMode(h, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+void* device_malloc(size_t n) {
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, n);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // clears the sticky error so the allocator can retry after emptying its cache
+    return nullptr;
+  }
+  cuda_check(err);
+  return p;
+}
+
+void device_free(void* p) {
+  // A kernel queued on the stream may still read the block; cudaFree is not ordered with that stream.
+  cuda_check(cudaStreamSynchronize(ctx().stream));
+  cuda_check(cudaFree(p));
+}
+
+class CudaBackend final : public Backend {
+ public:
+  void* alloc(size_t nbytes) override { return ctx().allocator->allocate(nbytes); }
+  void free(void* p, size_t) override { ctx().allocator->release(p); }
+  void to_host(void* host, const void* dev, size_t n) override {
+    if (n == 0) return;  // empty tensors have no storage pointer
+    cuda_check(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream()));
+    cuda_check(cudaStreamSynchronize(stream()));
+  }
+  void from_host(void* dev, const void* host, size_t n) override {
+    if (n == 0) return;
+    // Synchronised so the caller may free or reuse the host buffer as soon as this returns.
+    cuda_check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream()));
+    cuda_check(cudaStreamSynchronize(stream()));
+  }
+  void copy(const Tensor& d, const Tensor& s) override { cuda::copy(d, s); }
+  void fill(const Tensor& d, double v) override { cuda::fill(d, v); }
+  void unary(UnaryOp op, double p0, double p1, const Tensor& o, const Tensor& x) override {
+    cuda::unary(op, p0, p1, o, x);
+  }
+  void binary(BinaryOp op, const Tensor& o, const Tensor& a, const Tensor& b) override { cuda::binary(op, o, a, b); }
+  void where(const Tensor& o, const Tensor& c, const Tensor& a, const Tensor& b) override { cuda::where(o, c, a, b); }
+  void reduce(ReduceOp op, const Tensor& o, const Tensor& x) override { cuda::reduce(op, o, x); }
+  void cumsum(const Tensor& o, const Tensor& x, int axis, bool rev) override { cuda::cumsum(o, x, axis, rev); }
+  void tri(const Tensor& o, const Tensor& x, int64_t k, bool upper) override { cuda::tri(o, x, k, upper); }
+  void matmul(const Tensor& o, const Tensor& a, const Tensor& b) override { cuda::matmul(o, a, b); }
+  void index_select(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override {
+    cuda::index_select(o, x, axis, i);
+  }
+  void index_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
+    cuda::index_add(o, axis, i, s);
+  }
+  void gather(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override { cuda::gather(o, x, axis, i); }
+  void scatter_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
+    cuda::scatter_add(o, axis, i, s);
+  }
+  void one_hot(const Tensor& o, const Tensor& i) override { cuda::one_hot(o, i); }
+  void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
+    cuda::rng_uniform(out, seed, counter, lo, hi);
+  }
+  void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) override {
+    cuda::rng_normal(out, seed, counter, mean, std);
+  }
+};
+
+CudaBackend g_backend;
+
+// Throughput units per SM of the CUDA cores, by compute capability (NVIDIA's tuning guides); 0 means
+// the architecture is not in the table and the peak is reported as unknown.
+int fp32_lanes_per_sm(int major, int minor) {
+  if (major == 7 || (major == 8 && minor == 0)) return 64;
+  if (major == 8 || major == 9 || major == 10 || major == 12) return 128;
+  return 0;
+}
+int fp64_lanes_per_sm(int major, int minor) {
+  if ((major == 7 || major == 8) && minor == 0) return 32;
+  if (major == 9 && minor == 0) return 64;
+  if (major == 10 && minor == 0) return 64;
+  if (major >= 7) return 2;  // consumer and embedded parts run float64 at 1/64 of float32
+  return 0;
+}
+
+}  // namespace
+
+cudaStream_t stream() { return ctx().stream; }
+cublasHandle_t blas() { return ctx().blas; }
+
+}  // namespace cuda
+
+bool cuda_built() { return true; }
+
+bool cuda_init(std::string* why_not) {
+  using namespace cuda;
+  std::lock_guard<std::mutex> lk(g_init_mu);
+  if (g_ctx) return true;
+  auto no = [&](const std::string& reason) {
+    if (why_not) *why_not = reason;
+    return false;
+  };
+  int count = 0;
+  if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
+    (void)cudaGetLastError();
+    std::string reason = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(err);
+    // Also what a machine with no NVIDIA driver at all reports; say so rather than suggest an upgrade.
+    if (err == cudaErrorInsufficientDriver) reason += " (no NVIDIA driver is loaded, or it is older than the runtime)";
+    return no(reason);
+  }
+  if (count == 0) return no("no CUDA device found");
+  try {
+    auto c = std::make_unique<Context>();
+    cuda_check(cudaSetDevice(0));
+    cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    cublas_check(cublasCreate(&c->blas));
+    cublas_check(cublasSetStream(c->blas, c->stream));
+    set_math_mode(c->blas);
+    c->allocator = new CachingAllocator(device_malloc, device_free);
+    g_ctx = c.release();
+  } catch (const std::exception& e) {
+    return no(std::string("CUDA set-up failed: ") + e.what());
+  }
+  register_backend(Device::CUDA, &g_backend);
+  return true;
+}
+
+void cuda_set_tf32(bool on) {
+  std::lock_guard<std::mutex> lk(cuda::g_init_mu);
+  cuda::g_tf32 = on;
+  if (cuda::g_ctx) cuda::set_math_mode(cuda::g_ctx->blas);
+}
+
+bool cuda_tf32() { return cuda::g_tf32; }
+
+void cuda_synchronize() { cuda_check(cudaStreamSynchronize(cuda::stream())); }
+
+CudaDeviceInfo cuda_device_info() {
+  cuda::ctx();
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev));
+  cudaDeviceProp prop;
+  cuda_check(cudaGetDeviceProperties(&prop, dev));
+  CudaDeviceInfo info;
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.sm_count = prop.multiProcessorCount;
+  info.total_bytes = int64_t(prop.totalGlobalMem);
+  cuda_check(cudaRuntimeGetVersion(&info.runtime_version));
+  cuda_check(cudaDriverGetVersion(&info.driver_version));
+  // The clock rates left cudaDeviceProp in CUDA 13; the attributes remain (in kHz).
+  int clock_khz = 0, mem_clock_khz = 0, bus_bits = 0;
+  cuda_check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  cuda_check(cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, dev));
+  cuda_check(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+  const double sm_ghz_x_sms = double(info.sm_count) * clock_khz * 1e-6;
+  info.peak_fp32_gflops = 2.0 * cuda::fp32_lanes_per_sm(prop.major, prop.minor) * sm_ghz_x_sms;
+  info.peak_fp64_gflops = 2.0 * cuda::fp64_lanes_per_sm(prop.major, prop.minor) * sm_ghz_x_sms;
+  info.peak_bandwidth_gbs = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;  // double data rate
+  return info;
+}
+
+CudaAllocatorStats cuda_allocator_stats() {
+  const cuda::CachingAllocator::Stats s = cuda::ctx().allocator->stats();
+  return {s.reserved_bytes, s.cached_bytes, s.raw_allocs, s.cache_hits};
+}
+
+void cuda_empty_cache() { cuda::ctx().allocator->empty_cache(); }
+
+double cuda_time_memcpy_d2d(int64_t bytes, int reps) {
+  const int64_t words = bytes / int64_t(sizeof(int32_t));
+  Tensor src = Tensor::zeros({words}, DType::I32, Device::CUDA), dst = Tensor::empty({words}, DType::I32, Device::CUDA);
+  auto call = [&] {
+    cuda_check(cudaMemcpyAsync(dst.data<int32_t>(), src.data<int32_t>(), size_t(words) * sizeof(int32_t),
+                               cudaMemcpyDeviceToDevice, cuda::stream()));
+  };
+  call();
+  cuda_synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r) call();
+  cuda_synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+}  // namespace ponder

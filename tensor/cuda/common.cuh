@@ -1,0 +1,60 @@
+// Shared by the CUDA kernel files: error checks with file and line (llm.c's cudaCheck habit), the one
+// stream and cuBLAS handle, grid-stride launches and strided index arithmetic.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "tensor/cuda/plan.h"
+
+namespace ponder::cuda {
+
+[[noreturn]] void cuda_fail(cudaError_t err, const char* what, const char* file, int line);
+[[noreturn]] void cublas_fail(cublasStatus_t status, const char* what, const char* file, int line);
+
+inline void cuda_check_at(cudaError_t err, const char* what, const char* file, int line) {
+  if (err != cudaSuccess) cuda_fail(err, what, file, line);
+}
+inline void cublas_check_at(cublasStatus_t status, const char* what, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS) cublas_fail(status, what, file, line);
+}
+
+// Every CUDA runtime and cuBLAS call goes through these; a failure throws std::runtime_error naming the
+// call, the error string and where it was made.
+#define cuda_check(call) ::ponder::cuda::cuda_check_at((call), #call, __FILE__, __LINE__)
+#define cublas_check(call) ::ponder::cuda::cublas_check_at((call), #call, __FILE__, __LINE__)
+
+// The backend's single stream and cuBLAS handle (bound to that stream); defined in backend.cu.
+cudaStream_t stream();
+cublasHandle_t blas();
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535;  // kernels loop over the rest (grid-stride)
+
+// Launches `kernel` over n items on the stream, one thread per item up to kMaxBlocks blocks; a launch
+// error is reported with the kernel's `name`.
+template <class... Params, class... Args>
+void launch(const char* name, void (*kernel)(Params...), int64_t n, Args&&... args) {
+  if (n <= 0) return;
+  const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+  kernel<<<blocks, kThreads, 0, stream()>>>(std::forward<Args>(args)...);
+  cuda_check_at(cudaGetLastError(), name, __FILE__, __LINE__);
+}
+
+#define PONDER_GRID_STRIDE(i, n) \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
+
+// Element offsets of flat position i (row-major over g's axes) for each of the N operands.
+template <int N>
+__device__ inline void offsets(const Geometry<N>& g, int64_t i, int64_t (&off)[N]) {
+  for (int k = 0; k < N; ++k) off[k] = 0;
+  for (int d = g.ndim - 1; d >= 0; --d) {
+    const int64_t q = i / g.size[d], r = i - q * g.size[d];
+    i = q;
+    for (int k = 0; k < N; ++k) off[k] += r * g.stride[k][d];
+  }
+}
+
+}  // namespace ponder::cuda

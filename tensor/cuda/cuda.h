@@ -1,0 +1,60 @@
+// The CUDA device as the rest of the engine sees it: registration, settings, allocator statistics and
+// the facts `ponder` reports. Plain C++ (no CUDA headers), and every function exists in every build: a
+// build without nvcc or with -Dcuda=disabled links tensor/cuda/stub.cpp, whose cuda_init says why.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace ponder {
+
+// True when this binary contains the CUDA backend (it may still find no GPU at run time).
+bool cuda_built();
+
+// Looks for a GPU and, when there is one, registers the CUDA backend for Device::CUDA (device 0, one
+// stream, one cuBLAS handle). Idempotent. Returns false and says why (never empty) when it cannot.
+bool cuda_init(std::string* why_not);
+
+// TF32 tensor cores for float32 GEMMs: off by default so f32 results match the CPU to f32 accuracy.
+// May be called before cuda_init; it takes effect for every later matmul.
+void cuda_set_tf32(bool on);
+bool cuda_tf32();
+
+// Blocks until all queued GPU work has finished (kernels run asynchronously; timings need this).
+void cuda_synchronize();
+
+struct CudaDeviceInfo {
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int64_t total_bytes = 0;
+  int runtime_version = 0, driver_version = 0;  // e.g. 13000 for 13.0
+  // Peaks computed from the device's attributes; 0 where the architecture is not in our table.
+  double peak_fp32_gflops = 0;   // CUDA cores: SMs × FP32 lanes per SM × 2 × boost clock
+  double peak_fp64_gflops = 0;
+  double peak_bandwidth_gbs = 0;  // 2 × memory clock × bus width
+};
+// Throws when no CUDA backend is registered (call cuda_init first).
+CudaDeviceInfo cuda_device_info();
+
+// The caching allocator behind Device::CUDA storages. Live and peak bytes of tensors are in
+// memory_stats(Device::CUDA); these count what the cache holds on top of that.
+struct CudaAllocatorStats {
+  int64_t reserved_bytes = 0;  // obtained from cudaMalloc and not returned
+  int64_t cached_bytes = 0;    // reserved but free, waiting for reuse
+  int64_t device_mallocs = 0;  // cudaMalloc calls so far
+  int64_t cache_hits = 0;      // allocations served from the cache
+};
+CudaAllocatorStats cuda_allocator_stats();
+// Returns every cached block to the driver (tensors in use are untouched).
+void cuda_empty_cache();
+
+// Reference timings for `ponder bench`, measured the same way as engine calls (host clock around `reps`
+// calls, synchronised), in seconds per call.
+// out (m, n) = a (m, k) · b (k, n), all contiguous float32/float64 CUDA tensors: one direct cuBLAS call.
+double cuda_time_gemm_direct(const Tensor& out, const Tensor& a, const Tensor& b, int reps);
+// One cudaMemcpyAsync device-to-device of `bytes` (read and written once each).
+double cuda_time_memcpy_d2d(int64_t bytes, int reps);
+
+}  // namespace ponder

@@ -1,0 +1,25 @@
+// CUDA kernels with the semantics of tensor/cpu/cpu_kernels.h (strides, stride-0 broadcasting, int64
+// indices with the same out-of-range errors). The CudaBackend in backend.cu forwards to these.
+#pragma once
+#include "tensor/backend.h"
+
+namespace ponder::cuda {
+
+void copy(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& dst, double value);
+void unary(UnaryOp op, double p0, double p1, const Tensor& out, const Tensor& x);
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+void tri(const Tensor& out, const Tensor& x, int64_t k, bool upper);
+void reduce(ReduceOp op, const Tensor& out, const Tensor& x);
+void cumsum(const Tensor& out, const Tensor& x, int axis, bool reverse);
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+void index_select(const Tensor& out, const Tensor& x, int axis, const Tensor& idx);
+void index_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src);
+void gather(const Tensor& out, const Tensor& x, int axis, const Tensor& idx);
+void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src);
+void one_hot(const Tensor& out, const Tensor& idx);
+void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi);
+void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std);
+
+}  // namespace ponder::cuda

@@ -1,0 +1,145 @@
+// Index kernels on contiguous tensors with int64 indices, mirroring tensor/cpu/index.cpp. Adds that
+// may hit the same slot are owned by one thread each (a thread walks one line in index order), so
+// index_add and scatter_add are deterministic without atomics.
+#include <stdexcept>
+#include <string>
+
+#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/cuda_kernels.h"
+
+namespace ponder::cuda {
+namespace {
+
+// (outer, axis length, inner) of a contiguous shape around `axis`.
+void split_dims(const Shape& s, int axis, int64_t& outer, int64_t& len, int64_t& inner) {
+  outer = inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
+  len = s[size_t(axis)];
+}
+
+// first ← the smallest position whose index lies outside [0, n) (first starts at count: "none").
+__global__ void first_bad_kernel(const int64_t* idx, int64_t count, int64_t n, int64_t* first) {
+  PONDER_GRID_STRIDE(j, count) {
+    if (idx[j] < 0 || idx[j] >= n) atomicMin(reinterpret_cast<long long*>(first), static_cast<long long>(j));
+  }
+}
+
+// Throws the CPU kernels' std::out_of_range for the first index outside [0, n). Costs one small
+// synchronising read-back per index kernel.
+void check_indices(const Tensor& idx, int64_t n, const char* op) {
+  const int64_t count = idx.numel();
+  if (count == 0) return;
+  Tensor first = Tensor::full({}, double(count), DType::I64, Device::CUDA);
+  launch("check_indices", first_bad_kernel, count, idx.data<int64_t>(), count, n, first.data<int64_t>());
+  const int64_t bad = first.to_ints()[0];
+  if (bad == count) return;
+  const int64_t v = make_view(idx, {}, {}, idx.offset() + bad).to_ints()[0];
+  throw std::out_of_range(std::string(op) + ": index " + std::to_string(v) + " out of range [0, " +
+                          std::to_string(n) + ")");
+}
+
+// out (outer, ni, inner) = x (outer, len, inner) at rows idx (ni).
+template <class T>
+__global__ void index_select_kernel(T* out, const T* x, const int64_t* idx, int64_t total, int64_t ni, int64_t len,
+                                    int64_t inner) {
+  PONDER_GRID_STRIDE(e, total) {
+    const int64_t i = e % inner, j = (e / inner) % ni, o = e / (inner * ni);
+    out[e] = x[(o * len + idx[j]) * inner + i];
+  }
+}
+
+// out (outer, len, inner) += src (outer, ni, inner) into rows idx (ni); one thread per (outer, inner).
+template <class T>
+__global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64_t outer_inner, int64_t ni,
+                                 int64_t len, int64_t inner) {
+  PONDER_GRID_STRIDE(oi, outer_inner) {
+    const int64_t o = oi / inner, i = oi % inner;
+    for (int64_t j = 0; j < ni; ++j) out[(o * len + idx[j]) * inner + i] += src[(o * ni + j) * inner + i];
+  }
+}
+
+// out (outer, len, inner) = x (outer, xlen, inner) at idx (outer, len, inner) along the middle axis.
+template <class T>
+__global__ void gather_kernel(T* out, const T* x, const int64_t* idx, int64_t total, int64_t len, int64_t xlen,
+                              int64_t inner) {
+  PONDER_GRID_STRIDE(e, total) {
+    const int64_t i = e % inner, o = e / (inner * len);
+    out[e] = x[(o * xlen + idx[e]) * inner + i];
+  }
+}
+
+// out (outer, olen, inner) += src (outer, len, inner) at idx (outer, len, inner); one thread per line.
+template <class T>
+__global__ void scatter_add_kernel(T* out, const T* src, const int64_t* idx, int64_t outer_inner, int64_t len,
+                                   int64_t olen, int64_t inner) {
+  PONDER_GRID_STRIDE(oi, outer_inner) {
+    const int64_t o = oi / inner, i = oi % inner;
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t e = (o * len + j) * inner + i;
+      out[(o * olen + idx[e]) * inner + i] += src[e];
+    }
+  }
+}
+
+// out (count, n) already zero; out[j, idx[j]] = 1.
+template <class T>
+__global__ void one_hot_kernel(T* out, const int64_t* idx, int64_t count, int64_t n) {
+  PONDER_GRID_STRIDE(j, count) { out[j * n + idx[j]] = T(1); }
+}
+
+}  // namespace
+
+void index_select(const Tensor& out, const Tensor& x, int axis, const Tensor& idx) {
+  int64_t outer, len, inner;
+  split_dims(x.shape(), axis, outer, len, inner);
+  check_indices(idx, len, "index_select");
+  PONDER_DISPATCH_ALL(x.dtype(), "index_select", [&] {
+    launch("index_select", index_select_kernel<scalar_t>, out.numel(), out.data<scalar_t>(), x.data<scalar_t>(),
+           idx.data<int64_t>(), out.numel(), idx.numel(), len, inner);
+  });
+}
+
+void index_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src) {
+  int64_t outer, len, inner;
+  split_dims(out.shape(), axis, outer, len, inner);
+  check_indices(idx, len, "index_add");
+  PONDER_DISPATCH_ALL(out.dtype(), "index_add", [&] {
+    launch("index_add", index_add_kernel<scalar_t>, outer * inner, out.data<scalar_t>(), src.data<scalar_t>(),
+           idx.data<int64_t>(), outer * inner, idx.numel(), len, inner);
+  });
+}
+
+void gather(const Tensor& out, const Tensor& x, int axis, const Tensor& idx) {
+  int64_t outer, len, inner;
+  split_dims(idx.shape(), axis, outer, len, inner);
+  const int64_t xlen = x.shape()[size_t(axis)];
+  check_indices(idx, xlen, "gather");
+  PONDER_DISPATCH_ALL(x.dtype(), "gather", [&] {
+    launch("gather", gather_kernel<scalar_t>, out.numel(), out.data<scalar_t>(), x.data<scalar_t>(),
+           idx.data<int64_t>(), out.numel(), len, xlen, inner);
+  });
+}
+
+void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src) {
+  int64_t outer, len, inner;
+  split_dims(idx.shape(), axis, outer, len, inner);
+  const int64_t olen = out.shape()[size_t(axis)];
+  check_indices(idx, olen, "scatter_add");
+  PONDER_DISPATCH_ALL(out.dtype(), "scatter_add", [&] {
+    launch("scatter_add", scatter_add_kernel<scalar_t>, outer * inner, out.data<scalar_t>(), src.data<scalar_t>(),
+           idx.data<int64_t>(), outer * inner, len, olen, inner);
+  });
+}
+
+void one_hot(const Tensor& out, const Tensor& idx) {
+  const int64_t n = out.shape().back();
+  check_indices(idx, n, "one_hot");
+  fill(out, 0.0);
+  PONDER_DISPATCH_ALL(out.dtype(), "one_hot", [&] {
+    launch("one_hot", one_hot_kernel<scalar_t>, idx.numel(), out.data<scalar_t>(), idx.data<int64_t>(), idx.numel(),
+           n);
+  });
+}
+
+}  // namespace ponder::cuda

@@ -1,0 +1,116 @@
+#include "tensor/cuda/plan.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "tensor/cpu/loop.h"
+
+namespace ponder::cuda {
+
+Geometry<1> plan_map(const Tensor& out) { return collapse<1>(out.shape(), {out.strides()}); }
+
+Geometry<2> plan_map(const Tensor& out, const Tensor& x) {
+  return collapse<2>(out.shape(), {out.strides(), cpu::broadcast_strides(x, out.shape())});
+}
+
+Geometry<3> plan_map(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const Shape& s = out.shape();
+  return collapse<3>(s, {out.strides(), cpu::broadcast_strides(a, s), cpu::broadcast_strides(b, s)});
+}
+
+Geometry<4> plan_map(const Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b) {
+  const Shape& s = out.shape();
+  return collapse<4>(s, {out.strides(), cpu::broadcast_strides(c, s), cpu::broadcast_strides(a, s),
+                         cpu::broadcast_strides(b, s)});
+}
+
+ReducePlan plan_reduce(const Tensor& out, const Tensor& x) {
+  // An axis is reduced where out has size 1 and x does not (the rule of tensor/cpu/reduce.cpp).
+  Shape kept(x.dim(), 1), reduced(x.dim(), 1);
+  for (size_t d = 0; d < x.dim(); ++d) {
+    if (x.shape()[d] == 1) continue;
+    (out.shape()[d] == 1 ? reduced : kept)[d] = x.shape()[d];
+  }
+  return {collapse<2>(kept, {x.strides(), out.strides()}), collapse<1>(reduced, {x.strides()})};
+}
+
+CumsumPlan plan_cumsum(const Tensor& out, const Tensor& x, int axis) {
+  Shape lines = x.shape();
+  lines[size_t(axis)] = 1;
+  return {collapse<2>(lines, {x.strides(), out.strides()}), x.shape()[size_t(axis)], x.strides()[size_t(axis)],
+          out.strides()[size_t(axis)]};
+}
+
+MatLayout mat_layout(const Tensor& t) {
+  const size_t d = t.dim();
+  const int64_t rows = t.shape()[d - 2], cols = t.shape()[d - 1];
+  const int64_t rs = t.strides()[d - 2], cs = t.strides()[d - 1];
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1)))
+    return {false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1)))
+    return {true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  throw std::logic_error("cuda::matmul: operand is not BLAS-compatible (caller must pass a contiguous copy)");
+}
+
+namespace {
+
+// offset(bi) = Σ_d i_d·s[d] over the batch axes is `stride`·bi for every bi exactly when each axis of
+// size > 1 has stride = `stride` × (number of batch entries inside it).
+bool linear_batch(const Shape& batch, const Shape& s, int64_t& stride) {
+  stride = 0;
+  int64_t inner = 1;
+  bool seen = false;
+  for (size_t d = batch.size(); d-- > 0;) {
+    if (batch[d] == 1) continue;
+    if (!seen) stride = s[d];
+    else if (s[d] != stride * inner) return false;
+    seen = true;
+    inner *= batch[d];
+  }
+  return true;
+}
+
+void check_int(int64_t v, const char* what) {
+  if (v > INT_MAX) throw std::invalid_argument(std::string("cuda::matmul: ") + what + " " + std::to_string(v) +
+                                               " exceeds cuBLAS's 32-bit limit");
+}
+
+}  // namespace
+
+GemmPlan plan_gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const size_t d = out.dim();
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+  const MatLayout la = mat_layout(a), lb = mat_layout(b);
+  GemmPlan p;
+  p.transa = lb.trans;
+  p.transb = la.trans;
+  p.m = out.shape()[d - 1];
+  p.n = out.shape()[d - 2];
+  p.k = a.shape()[d - 1];
+  p.lda = lb.ld;
+  p.ldb = la.ld;
+  p.ldc = p.m;
+  p.batch = shape_numel(batch);
+  p.stride_c = p.m * p.n;
+  for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.batch}) check_int(v, "dimension");
+  // cuBLAS's A walks b's batch entries and its B walks a's.
+  const Shape sa = cpu::broadcast_strides(b, out.shape()), sb = cpu::broadcast_strides(a, out.shape());
+  p.uniform = linear_batch(batch, sa, p.stride_a) && linear_batch(batch, sb, p.stride_b);
+  if (p.uniform) return p;
+  p.offset_a.resize(size_t(p.batch));
+  p.offset_b.resize(size_t(p.batch));
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    int64_t r = bi, oa = 0, ob = 0;
+    for (size_t ax = batch.size(); ax-- > 0;) {
+      const int64_t i = r % batch[ax];
+      r /= batch[ax];
+      oa += i * sa[ax];
+      ob += i * sb[ax];
+    }
+    p.offset_a[size_t(bi)] = oa;
+    p.offset_b[size_t(bi)] = ob;
+  }
+  return p;
+}
+
+}  // namespace ponder::cuda

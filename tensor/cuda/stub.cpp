@@ -1,0 +1,35 @@
+// Builds without CUDA (nvcc not found at configure time, or -Dcuda=disabled): the same API, reporting
+// that this binary has no CUDA backend.
+#include <stdexcept>
+
+#include "tensor/cuda/cuda.h"
+
+namespace ponder {
+namespace {
+
+const char* const kNoCuda = "this build has no CUDA backend (nvcc was not found when it was configured, or it was "
+                            "configured with -Dcuda=disabled)";
+
+[[noreturn]] void no_cuda() { throw std::runtime_error(kNoCuda); }
+
+bool g_tf32 = false;
+
+}  // namespace
+
+bool cuda_built() { return false; }
+
+bool cuda_init(std::string* why_not) {
+  if (why_not) *why_not = kNoCuda;
+  return false;
+}
+
+void cuda_set_tf32(bool on) { g_tf32 = on; }
+bool cuda_tf32() { return g_tf32; }
+void cuda_synchronize() { no_cuda(); }
+CudaDeviceInfo cuda_device_info() { no_cuda(); }
+CudaAllocatorStats cuda_allocator_stats() { no_cuda(); }
+void cuda_empty_cache() { no_cuda(); }
+double cuda_time_gemm_direct(const Tensor&, const Tensor&, const Tensor&, int) { no_cuda(); }
+double cuda_time_memcpy_d2d(int64_t, int) { no_cuda(); }
+
+}  // namespace ponder
