@@ -58,7 +58,7 @@ CheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, cons
     GradOptions go;
     go.retain_graph = true;
     go.allow_unused = true;
-    auto g = grad({y}, wrt, {Tensor::from_vector(onehot, y.shape(), y.dtype())}, go);
+    auto g = grad({y}, wrt, {raw::to_device(Tensor::from_vector(onehot, y.shape(), y.dtype()), y.device())}, go);
     for (size_t i = 0; i < wrt.size(); ++i)
       ja[i][size_t(o)] = g[i].defined() ? g[i].to_vector() : std::vector<double>(size_t(wrt[i].numel()), 0.0);
   }
@@ -70,10 +70,11 @@ CheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, cons
       std::vector<Tensor> plus = fresh(inputs, std::vector<bool>(inputs.size(), false)), minus = plus;
       std::vector<double> base = inputs[wrt_idx[i]].to_vector();
       Shape s = inputs[wrt_idx[i]].shape();
+      Device dev = inputs[wrt_idx[i]].device();  // perturbed copies live where the input does
       base[size_t(e)] += opt.eps;
-      plus[wrt_idx[i]] = Tensor::from_vector(base, s, DType::F64);
+      plus[wrt_idx[i]] = raw::to_device(Tensor::from_vector(base, s, DType::F64), dev);
       base[size_t(e)] -= 2 * opt.eps;
-      minus[wrt_idx[i]] = Tensor::from_vector(base, s, DType::F64);
+      minus[wrt_idx[i]] = raw::to_device(Tensor::from_vector(base, s, DType::F64), dev);
       std::vector<double> yp = eval(f, plus), ym = eval(f, minus);
       for (int64_t o = 0; o < n_out; ++o) {
         double num = (yp[size_t(o)] - ym[size_t(o)]) / (2 * opt.eps);
@@ -97,13 +98,13 @@ CheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, cons
 CheckResult gradgradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, const std::vector<bool>& diff,
                           const CheckOptions& opt) {
   check_inputs(inputs, diff);
-  Shape out_shape;
+  Tensor y0;
   {
     NoGradGuard ng;
-    out_shape = f(inputs).shape();
+    y0 = f(inputs);
   }
   Generator gen(opt.seed);
-  Tensor v = gen.normal(out_shape, 0, 1, DType::F64);
+  Tensor v = raw::to_device(gen.normal(y0.shape(), 0, 1, DType::F64), y0.device());
   // G(x…, v) = flattened first-order gradients of <f(x), v>, recorded for differentiation.
   TensorFn G = [&](const std::vector<Tensor>& xv) {
     std::vector<Tensor> xs(xv.begin(), xv.end() - 1);

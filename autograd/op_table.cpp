@@ -409,14 +409,17 @@ const std::vector<OpCase>& op_table() {
   return table;
 }
 
-OpCaseReport run_op_case(const OpCase& c) {
+OpCaseReport run_op_case(const OpCase& c, Device device) {
   OpCaseReport rep;
   rep.name = c.name;
   auto forward_err = [&](DType dt) {
     NoGradGuard ng;
     std::vector<Tensor> in = c.inputs(dt);
     std::vector<ref::Dense> refs;
-    for (const Tensor& t : in) refs.push_back(ref::Dense::of(t));
+    for (Tensor& t : in) {
+      refs.push_back(ref::Dense::of(t));
+      t = raw::to_device_keep_layout(t, device);
+    }
     ref::Dense want = c.reference(refs);
     Tensor got = c.fn(in);
     if (got.shape() != want.shape) return 1e300;
@@ -426,6 +429,7 @@ OpCaseReport run_op_case(const OpCase& c) {
   rep.fwd_f32_err = forward_err(DType::F32);
   rep.fwd_ok = rep.fwd_f64_err <= 1e-12 && rep.fwd_f32_err <= c.f32_tol;
   std::vector<Tensor> in = c.inputs(DType::F64);
+  for (Tensor& t : in) t = raw::to_device_keep_layout(t, device);
   rep.grad = gradcheck(c.fn, in, c.differentiable, c.check);
   rep.gradgrad = gradgradcheck(c.fn, in, c.differentiable, c.check);
   return rep;

@@ -33,7 +33,9 @@ struct OpCaseReport {
   bool ok() const { return fwd_ok && grad.ok && gradgrad.ok; }
 };
 
-// Runs forward (f64 and f32 vs reference), gradcheck and gradgradcheck for one case.
-OpCaseReport run_op_case(const OpCase& c);
+// Runs forward (f64 and f32 vs reference), gradcheck and gradgradcheck for one case. On another device
+// the inputs are moved there with their strides kept (non-contiguous cases stay non-contiguous) and
+// compared against the same float64 reference, computed on the host.
+OpCaseReport run_op_case(const OpCase& c, Device device = Device::CPU);
 
 }  // namespace ponder
