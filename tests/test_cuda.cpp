@@ -1,0 +1,557 @@
+// The CUDA backend. Host-side logic (allocator buckets and reuse, strided-space collapsing, reduction
+// and cuBLAS call planning, the latter run through an emulation of cuBLAS's column-major GEMM) is
+// checked everywhere. GPU cases run only where cuda_init finds a device; elsewhere each says why it
+// skipped: the op table (f32/f64 forward against the float64 reference, gradcheck and gradgradcheck in
+// float64 on the GPU), every kernel against the CPU backend, RNG equality, flat memory over 1,000
+// create_graph steps, FLOP accounting.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "autograd/engine.h"
+#include "autograd/op_table.h"
+#include "autograd/ops.h"
+#include "tensor/cuda/allocator.h"
+#include "tensor/cuda/cuda.h"
+#include "tensor/cuda/plan.h"
+#include "tensor/rng.h"
+
+using namespace ponder;
+
+namespace {
+
+// True when a GPU is usable; otherwise records why in the calling test case's output.
+bool gpu() {
+  static std::string why;
+  static const bool ok = cuda_init(&why);
+  if (!ok) MESSAGE("no CUDA device: ", why, " (GPU checks skipped)");
+  return ok;
+}
+
+Tensor rnd(const Shape& s, double lo, double hi, DType dt, uint64_t seed) {
+  Generator g(seed);
+  return raw::to_dtype(g.uniform(s, lo, hi, DType::F64), dt);
+}
+
+Tensor on_gpu(const Tensor& t) { return raw::to_device_keep_layout(t, Device::CUDA); }
+
+// max |got − want| / max |want|: results of different kernels compared at the scale of the values.
+double rel_diff(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  auto g = got.to_vector(), w = want.to_vector();
+  double scale = 1e-300, err = 0;
+  for (double v : w) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]) && std::isnan(g[i])) continue;
+    err = std::max(err, std::abs(g[i] - w[i]));
+  }
+  return err / scale;
+}
+
+// Runs f on CPU inputs and on GPU copies with the same strides; returns their relative difference.
+double cuda_vs_cpu(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& in) {
+  Tensor want = f(in);
+  std::vector<Tensor> dev;
+  for (const Tensor& t : in) dev.push_back(on_gpu(t));
+  Tensor got = f(dev);
+  CHECK(got.device() == Device::CUDA);
+  CHECK(got.dtype() == want.dtype());
+  return rel_diff(got, want);
+}
+
+double tol(DType dt) { return dt == DType::F32 ? 2e-6 : dt == DType::F64 ? 1e-14 : 0.0; }
+
+// cuBLAS's gemm, column-major: C[i + j·ldc] = Σ_q op(A)(i, q) · op(B)(q, j).
+void emulated_gemm(const cuda::GemmPlan& p, const double* A, const double* B, double* C) {
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.n; ++j) {
+      double acc = 0;
+      for (int64_t q = 0; q < p.k; ++q)
+        acc += (p.transa ? A[q + i * p.lda] : A[i + q * p.lda]) * (p.transb ? B[j + q * p.ldb] : B[q + j * p.ldb]);
+      C[i + j * p.ldc] = acc;
+    }
+}
+
+// a·b through plan_gemm and the emulation, issued exactly as tensor/cuda/matmul.cu issues it.
+Tensor planned_matmul(const Tensor& a, const Tensor& b) {
+  Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                 Shape(b.shape().begin(), b.shape().end() - 2), "test");
+  Shape sa = batch, sb = batch, so = batch;
+  sa.insert(sa.end(), {a.shape()[a.dim() - 2], a.shape().back()});
+  sb.insert(sb.end(), {b.shape()[b.dim() - 2], b.shape().back()});
+  so.insert(so.end(), {a.shape()[a.dim() - 2], b.shape().back()});
+  Tensor ea = raw::expand(a, sa), eb = raw::expand(b, sb), out = Tensor::empty(so, DType::F64);
+  const cuda::GemmPlan p = cuda::plan_gemm(out, ea, eb);
+  const double *A = eb.data<double>(), *B = ea.data<double>();
+  double* C = out.data<double>();
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    const int64_t oa = p.uniform ? bi * p.stride_a : p.offset_a[size_t(bi)];
+    const int64_t ob = p.uniform ? bi * p.stride_b : p.offset_b[size_t(bi)];
+    emulated_gemm(p, A + oa, B + ob, C + bi * p.stride_c);
+  }
+  return out;
+}
+
+GradOptions create_graph() {
+  GradOptions o;
+  o.create_graph = true;
+  return o;
+}
+
+}  // namespace
+
+// ---- everywhere: the build and the host-side logic
+
+TEST_CASE("cuda: cuda_init reports availability, with a reason when there is no GPU") {
+#ifdef PONDER_HAVE_CUDA
+  CHECK(cuda_built());
+#else
+  CHECK_FALSE(cuda_built());
+#endif
+  std::string why;
+  const bool ok = cuda_init(&why);
+  if (!cuda_built()) CHECK_FALSE(ok);
+  if (!ok) {
+    CHECK_FALSE(why.empty());
+    CHECK_FALSE(backend_available(Device::CUDA));
+    CHECK_THROWS_WITH(Tensor::zeros({2}, DType::F32, Device::CUDA), doctest::Contains("not available"));
+    MESSAGE("no CUDA device: ", why);
+  } else {
+    CHECK(backend_available(Device::CUDA));
+    CHECK(cuda_init(&why));  // idempotent
+  }
+}
+
+TEST_CASE("cuda allocator: bucket sizes waste under a quarter and share nearby sizes") {
+  using cuda::CachingAllocator;
+  CHECK(CachingAllocator::bucket_size(1) == 256);
+  CHECK(CachingAllocator::bucket_size(256) == 256);
+  CHECK(CachingAllocator::bucket_size(257) == 320);
+  CHECK(CachingAllocator::bucket_size(512) == 512);
+  CHECK(CachingAllocator::bucket_size(513) == 640);
+  CHECK(CachingAllocator::bucket_size(1000) == 1024);
+  CHECK(CachingAllocator::bucket_size(size_t(1) << 30) == size_t(1) << 30);
+  CHECK(CachingAllocator::bucket_size((size_t(1) << 30) + 1) == (size_t(1) << 30) + (size_t(1) << 28));
+  size_t prev = 0;
+  for (size_t n = 1; n < 100000; n += 37) {
+    const size_t b = CachingAllocator::bucket_size(n);
+    CHECK(b >= n);
+    CHECK(b >= prev);  // monotone, so a bucket serves every size that rounds to it
+    if (n > 256) CHECK(double(b) < 1.25 * double(n));
+    CHECK(CachingAllocator::bucket_size(b) == b);
+    prev = b;
+  }
+}
+
+TEST_CASE("cuda allocator: blocks are reused, stats add up, the cache empties, out-of-memory retries") {
+  // malloc with a byte budget standing in for the device's memory.
+  std::map<void*, size_t> raw;
+  int64_t raw_live = 0, budget = 1 << 20;
+  cuda::CachingAllocator alloc(
+      [&](size_t n) -> void* {
+        if (raw_live + int64_t(n) > budget) return nullptr;
+        raw_live += int64_t(n);
+        void* p = std::malloc(n);
+        raw[p] = n;
+        return p;
+      },
+      [&](void* p) {
+        raw_live -= int64_t(raw.at(p));
+        raw.erase(p);
+        std::free(p);
+      });
+  void* a = alloc.allocate(1000);
+  void* b = alloc.allocate(900);  // same 1024-byte bucket, distinct block
+  CHECK(a != b);
+  alloc.release(a);
+  CHECK(alloc.allocate(1000) == a);
+  auto s = alloc.stats();
+  CHECK(s.raw_allocs == 2);
+  CHECK(s.cache_hits == 1);
+  CHECK(s.reserved_bytes == 2048);
+  CHECK(s.cached_bytes == 0);
+  alloc.release(a);
+  alloc.release(b);
+  CHECK(alloc.stats().cached_bytes == 2048);
+  CHECK_THROWS_AS(alloc.release(a), std::logic_error);
+  // A repeated pattern of requests stops reaching the raw allocator after its first round.
+  for (int round = 0; round < 100; ++round) {
+    void* x = alloc.allocate(1000);
+    void* y = alloc.allocate(1000);
+    alloc.release(y);
+    alloc.release(x);
+  }
+  CHECK(alloc.stats().raw_allocs == 2);
+  // Out of memory: the cached blocks go back to the raw allocator and the request is retried.
+  budget = 2048 + 4096;
+  alloc.release(alloc.allocate(4096));
+  CHECK(alloc.stats().cached_bytes == 6144);
+  void* c = alloc.allocate(2000);  // a new bucket, over budget until the cache is emptied
+  CHECK(alloc.stats().reserved_bytes == 2048);
+  CHECK(alloc.stats().cached_bytes == 0);
+  CHECK(raw_live == 2048);
+  CHECK_THROWS_WITH(alloc.allocate(1 << 20), doctest::Contains("out of device memory"));
+  alloc.release(c);
+  alloc.empty_cache();
+  CHECK(alloc.stats().reserved_bytes == 0);
+  CHECK(raw.empty());
+}
+
+TEST_CASE("cuda plan: strided spaces collapse like the CPU loops") {
+  Tensor x = Tensor::zeros({2, 3, 4}, DType::F32);
+  auto g = cuda::plan_map(x, x);
+  CHECK(g.ndim == 1);
+  CHECK(g.numel == 24);
+  CHECK(g.stride[0][0] == 1);
+  CHECK(g.stride[1][0] == 1);
+  Tensor t = raw::transpose(x, 1, 2);  // (2, 4, 3), strides (12, 1, 4)
+  auto gt = cuda::plan_map(Tensor::empty({2, 4, 3}), t);
+  CHECK(gt.ndim == 3);
+  CHECK(gt.stride[1][1] == 1);
+  CHECK(gt.stride[1][2] == 4);
+  Tensor row = Tensor::zeros({4}, DType::F32);  // broadcast over (2, 3, 4): stride 0 on the leading axes
+  auto gb = cuda::plan_map(x, x, row);
+  CHECK(gb.ndim == 2);
+  CHECK(gb.size[0] == 6);
+  CHECK(gb.stride[2][0] == 0);
+  CHECK(gb.stride[2][1] == 1);
+  auto gs = cuda::plan_map(Tensor::scalar(1.0));
+  CHECK(gs.ndim == 1);
+  CHECK(gs.numel == 1);
+  CHECK(cuda::plan_map(Tensor::empty({3, 0})).numel == 0);
+  Shape many(14, 2), strides(14);
+  for (size_t i = 0; i < 14; ++i) strides[i] = int64_t(1) << (2 * i);  // every axis gapped: none merge
+  CHECK_THROWS_WITH(cuda::collapse<1>(many, {strides}), doctest::Contains("more than 12"));
+}
+
+TEST_CASE("cuda plan: reductions split into kept and reduced axes; cumsum into lines") {
+  Tensor x = Tensor::zeros({2, 3, 4}, DType::F64);
+  Tensor out = Tensor::empty({2, 1, 4}, DType::F64);
+  auto p = cuda::plan_reduce(out, x);
+  CHECK(p.kept.numel == 8);
+  CHECK(p.reduced.numel == 3);
+  CHECK(p.reduced.ndim == 1);
+  CHECK(p.reduced.stride[0][0] == 4);
+  Tensor all = Tensor::empty({1, 1, 1}, DType::F64);
+  auto pa = cuda::plan_reduce(all, x);
+  CHECK(pa.kept.numel == 1);
+  CHECK(pa.reduced.numel == 24);
+  CHECK(pa.reduced.ndim == 1);
+  Tensor empty_axis = Tensor::zeros({2, 0}, DType::F64);
+  CHECK(cuda::plan_reduce(Tensor::empty({2, 1}, DType::F64), empty_axis).reduced.numel == 0);
+  auto c = cuda::plan_cumsum(Tensor::empty({2, 3, 4}, DType::F64), x, 1);
+  CHECK(c.lines.numel == 8);
+  CHECK(c.len == 3);
+  CHECK(c.x_stride == 4);
+}
+
+TEST_CASE("cuda plan: operand layouts and the cuBLAS calls of matmul reproduce the CPU product") {
+  CHECK_FALSE(cuda::mat_layout(Tensor::zeros({3, 5})).trans);
+  CHECK(cuda::mat_layout(Tensor::zeros({3, 5})).ld == 5);
+  CHECK(cuda::mat_layout(raw::transpose(Tensor::zeros({5, 3}), 0, 1)).trans);
+  CHECK(cuda::mat_layout(raw::transpose(Tensor::zeros({5, 3}), 0, 1)).ld == 3);
+  CHECK_THROWS_AS(cuda::mat_layout(raw::slice(Tensor::zeros({4, 6}), 1, 0, 6, 2)), std::logic_error);
+
+  auto T = [](const Tensor& t) { return raw::transpose(t, -1, -2); };
+  struct Case {
+    const char* name;
+    Tensor a, b;
+    bool uniform;
+  };
+  const Case cases[] = {
+      {"plain", rnd({3, 5}, -1, 1, DType::F64, 1), rnd({5, 4}, -1, 1, DType::F64, 2), true},
+      {"transposed views", T(rnd({5, 3}, -1, 1, DType::F64, 3)), T(rnd({4, 5}, -1, 1, DType::F64, 4)), true},
+      {"vector products", rnd({1, 4}, -1, 1, DType::F64, 5), rnd({4, 1}, -1, 1, DType::F64, 6), true},
+      {"batched", rnd({2, 3, 4}, -1, 1, DType::F64, 7), rnd({2, 4, 5}, -1, 1, DType::F64, 8), true},
+      {"shared right operand", rnd({2, 3, 4}, -1, 1, DType::F64, 9), rnd({4, 5}, -1, 1, DType::F64, 10), true},
+      {"shared left operand", rnd({3, 4}, -1, 1, DType::F64, 11), rnd({2, 4, 5}, -1, 1, DType::F64, 12), true},
+      {"batched transposed", T(rnd({2, 4, 3}, -1, 1, DType::F64, 13)), T(rnd({2, 5, 4}, -1, 1, DType::F64, 14)), true},
+      {"batch broadcast (not uniform)", rnd({2, 1, 3, 4}, -1, 1, DType::F64, 15), rnd({3, 4, 2}, -1, 1, DType::F64, 16),
+       false},
+      {"permuted batch axes (not uniform)", raw::permute(rnd({3, 2, 4, 5}, -1, 1, DType::F64, 17), {1, 0, 2, 3}),
+       rnd({2, 3, 5, 2}, -1, 1, DType::F64, 18), false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Tensor want = raw::matmul(c.a, c.b);
+    CHECK(rel_diff(planned_matmul(c.a, c.b), want) < 1e-14);
+    Shape batch = broadcast_shapes(Shape(c.a.shape().begin(), c.a.shape().end() - 2),
+                                   Shape(c.b.shape().begin(), c.b.shape().end() - 2), "test");
+    Shape so = batch;
+    so.insert(so.end(), {c.a.shape()[c.a.dim() - 2], c.b.shape().back()});
+    Shape sa = batch, sb = batch;
+    sa.insert(sa.end(), {c.a.shape()[c.a.dim() - 2], c.a.shape().back()});
+    sb.insert(sb.end(), {c.b.shape()[c.b.dim() - 2], c.b.shape().back()});
+    CHECK(cuda::plan_gemm(Tensor::empty(so, DType::F64), raw::expand(c.a, sa), raw::expand(c.b, sb)).uniform ==
+          c.uniform);
+  }
+}
+
+TEST_CASE("to_device_keep_layout keeps a view's strides and offset") {
+  Tensor x = rnd({4, 3}, -1, 1, DType::F64, 20);
+  Tensor v = raw::slice(raw::transpose(x, 0, 1), 1, 1, 4);
+  CHECK(raw::to_device_keep_layout(v, Device::CPU).same(v));
+  if (!gpu()) return;
+  Tensor d = raw::to_device_keep_layout(v, Device::CUDA);
+  CHECK(d.strides() == v.strides());
+  CHECK(d.offset() == v.offset());
+  CHECK(d.to_vector() == v.to_vector());
+  // A contiguous view with an offset (rows 1.. of x) crosses devices with the right elements.
+  Tensor rows = raw::slice(x, 0, 1, 4);
+  CHECK(raw::to_device(rows, Device::CUDA).to_vector() == rows.to_vector());
+  CHECK(raw::to_device(raw::to_device(x, Device::CUDA), Device::CPU).to_vector() == x.to_vector());
+}
+
+// ---- on a GPU
+
+TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and gradgradcheck in f64)") {
+  if (!gpu()) return;
+  for (const OpCase& c : op_table()) {
+    SUBCASE(c.name.c_str()) {
+      OpCaseReport r = run_op_case(c, Device::CUDA);
+      INFO("case: ", c.name);
+      CHECK_MESSAGE(r.fwd_f64_err <= 1e-12, "f64 forward error ", r.fwd_f64_err);
+      CHECK_MESSAGE(r.fwd_f32_err <= c.f32_tol, "f32 forward error ", r.fwd_f32_err);
+      CHECK_MESSAGE(r.grad.ok, "gradcheck: ", r.grad.message);
+      CHECK_MESSAGE(r.gradgrad.ok, "gradgradcheck: ", r.gradgrad.message);
+      CHECK(r.grad.checked > 0);
+      CHECK(r.gradgrad.checked > 0);
+    }
+  }
+}
+
+TEST_CASE("cuda: every unary op matches the CPU on strided inputs") {
+  if (!gpu()) return;
+  struct U {
+    UnaryOp op;
+    double p0, p1;
+    bool positive;  // domain (0, ∞)
+  };
+  const U ops[] = {{UnaryOp::Neg, 0, 0, false},    {UnaryOp::Exp, 0, 0, false},     {UnaryOp::Log, 0, 0, true},
+                   {UnaryOp::Sqrt, 0, 0, true},    {UnaryOp::Rsqrt, 0, 0, true},    {UnaryOp::Tanh, 0, 0, false},
+                   {UnaryOp::Sigmoid, 0, 0, false}, {UnaryOp::Relu, 0, 0, false},    {UnaryOp::GeluTanh, 0, 0, false},
+                   {UnaryOp::Silu, 0, 0, false},   {UnaryOp::Abs, 0, 0, false},     {UnaryOp::Sign, 0, 0, false},
+                   {UnaryOp::Pow, -1.5, 0, true},  {UnaryOp::Pow, 3, 0, false},     {UnaryOp::Affine, 2.5, -1, false},
+                   {UnaryOp::Clamp, -0.5, 0.7, false}, {UnaryOp::Step, 0, 0, false}, {UnaryOp::InRange, -0.5, 0.7, false}};
+  for (DType dt : {DType::F32, DType::F64})
+    for (const U& u : ops) {
+      INFO(unary_name(u.op), " ", dtype_name(dt));
+      Tensor x = raw::transpose(rnd({37, 29}, u.positive ? 0.1 : -3, 3, dt, 31), 0, 1);
+      CHECK(cuda_vs_cpu([&](const auto& in) { return raw::unary(u.op, in[0], u.p0, u.p1); }, {x}) <= 4 * tol(dt));
+    }
+}
+
+TEST_CASE("cuda: every binary op, every dtype, with broadcasting, matches the CPU") {
+  if (!gpu()) return;
+  for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64})
+    for (size_t i = 0; i < size_t(BinaryOp::Count); ++i) {
+      BinaryOp op = BinaryOp(i);
+      INFO(binary_name(op), " ", dtype_name(dt));
+      // Small integers in every dtype: equal pairs occur, and b ≥ 1 keeps integer division defined.
+      auto ints = [&](const Shape& s, double lo, uint64_t seed) {
+        return raw::to_dtype(raw::to_dtype(rnd(s, lo, 9, DType::F64, seed), DType::I32), dt);
+      };
+      auto f = [&](const auto& in) { return raw::binary(op, in[0], in[1]); };
+      Tensor a = ints({5, 1, 7}, 0, 41);
+      CHECK(cuda_vs_cpu(f, {a, ints({3, 1}, 1, 42)}) <= tol(dt));
+      CHECK(cuda_vs_cpu(f, {raw::transpose(a, 0, 2), raw::transpose(ints({5, 3}, 1, 43), 0, 1)}) <= tol(dt));
+    }
+}
+
+TEST_CASE("cuda: copy converts every dtype pair; fill, copy_ and where write strided views") {
+  if (!gpu()) return;
+  const DType all[] = {DType::F32, DType::F64, DType::I32, DType::I64};
+  for (DType from : all)
+    for (DType to : all) {
+      INFO(dtype_name(from), " -> ", dtype_name(to));
+      Tensor x = raw::transpose(raw::to_dtype(rnd({6, 5}, -50, 50, DType::F64, 51), from), 0, 1);
+      CHECK(cuda_vs_cpu([&](const auto& in) { return raw::to_dtype(raw::contiguous(in[0]), to); }, {x}) == 0.0);
+    }
+  for (DType dt : all) {
+    INFO(dtype_name(dt));
+    auto strided_writes = [&](const std::vector<Tensor>& in) {
+      Tensor t = raw::clone(in[0]);
+      raw::fill_(raw::slice(t, 1, 0, 7, 2), 3.0);
+      raw::copy_(raw::transpose(raw::slice(t, 0, 1, 3), 0, 1), raw::unsqueeze(in[1], 1));  // broadcast source
+      return t;
+    };
+    CHECK(cuda_vs_cpu(strided_writes, {raw::to_dtype(rnd({4, 7}, -9, 9, DType::F64, 52), dt),
+                                       raw::to_dtype(rnd({7}, -9, 9, DType::F64, 53), dt)}) == 0.0);
+    Tensor cond = raw::to_dtype(rnd({3, 1}, 0, 2, DType::F64, 54), DType::I64);
+    CHECK(cuda_vs_cpu([](const auto& in) { return raw::where(in[0], in[1], in[2]); },
+                      {raw::to_dtype(cond, dt), raw::to_dtype(rnd({3, 4}, -9, 9, DType::F64, 55), dt),
+                       raw::to_dtype(rnd({4}, -9, 9, DType::F64, 56), dt)}) == 0.0);
+  }
+}
+
+TEST_CASE("cuda: reductions, cumulative sums and triangular masks match the CPU") {
+  if (!gpu()) return;
+  for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+    INFO(dtype_name(dt));
+    Tensor x = raw::to_dtype(rnd({6, 5, 300}, -9, 9, DType::F64, 61), dt);
+    Tensor xt = raw::permute(x, {2, 0, 1});
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+      for (std::vector<int64_t> axes : {std::vector<int64_t>{}, {0}, {1}, {2}, {0, 2}})
+        for (const Tensor& in : {x, xt}) {
+          INFO("op ", int(op), " axes ", shape_str(axes));
+          double d = cuda_vs_cpu([&](const auto& v) { return raw::reduce(op, v[0], axes, false); }, {in});
+          CHECK(d <= (op == ReduceOp::Sum ? tol(dt) : 0.0));
+        }
+    for (int axis : {0, 1, 2})
+      for (bool rev : {false, true})
+        CHECK(cuda_vs_cpu([&](const auto& v) { return raw::cumsum(v[0], axis, rev); }, {xt}) <= tol(dt));
+    for (int64_t k : {-2, 0, 3})
+      for (bool upper : {false, true})
+        CHECK(cuda_vs_cpu([&](const auto& v) { return raw::tri(v[0], k, upper); }, {xt}) == 0.0);
+  }
+  // A long float64 sum: the tree order differs from the CPU's loop only in rounding.
+  Tensor big = rnd({1 << 20}, -1, 1, DType::F64, 62);
+  CHECK(cuda_vs_cpu([](const auto& v) { return raw::reduce(ReduceOp::Sum, v[0], {}, false); }, {big}) < 1e-12);
+  // The sum over an empty axis is 0 and the output keeps its shape.
+  CHECK(cuda_vs_cpu([](const auto& v) { return raw::reduce(ReduceOp::Sum, v[0], {1}, true); },
+                    {Tensor::zeros({3, 0}, DType::F32)}) == 0.0);
+}
+
+TEST_CASE("cuda: matmul through cuBLAS matches the CPU for every layout; TF32 is opt-in") {
+  if (!gpu()) return;
+  auto T = [](const Tensor& t) { return raw::transpose(t, -1, -2); };
+  auto mm = [](const auto& in) { return raw::matmul(in[0], in[1]); };
+  for (DType dt : {DType::F32, DType::F64}) {
+    INFO(dtype_name(dt));
+    auto r = [&](const Shape& s, uint64_t seed) { return rnd(s, -1, 1, dt, seed); };
+    const double t = dt == DType::F32 ? 1e-5 : 1e-13;
+    CHECK(cuda_vs_cpu(mm, {r({3, 5}, 71), r({5, 4}, 72)}) <= t);
+    CHECK(cuda_vs_cpu(mm, {T(r({5, 3}, 73)), T(r({4, 5}, 74))}) <= t);
+    CHECK(cuda_vs_cpu(mm, {r({2, 3, 4}, 75), r({4, 5}, 76)}) <= t);
+    CHECK(cuda_vs_cpu(mm, {r({3, 4}, 77), r({2, 4, 5}, 78)}) <= t);
+    CHECK(cuda_vs_cpu(mm, {r({2, 1, 3, 4}, 79), r({3, 4, 2}, 80)}) <= t);
+    CHECK(cuda_vs_cpu(mm, {raw::permute(r({3, 2, 4, 5}, 81), {1, 0, 2, 3}), T(r({2, 3, 2, 5}, 82))}) <= t);
+    CHECK(cuda_vs_cpu(mm, {raw::slice(r({4, 9}, 83), 1, 0, 9, 2), r({5, 3}, 84)}) <= t);  // copied first
+    CHECK(cuda_vs_cpu(mm, {r({257, 129}, 85), T(r({65, 129}, 86))}) <= t);
+    CHECK(cuda_vs_cpu(mm, {r({3, 0}, 87), r({0, 4}, 88)}) == 0.0);
+  }
+  Tensor a = rnd({256, 256}, -1, 1, DType::F32, 89), b = rnd({256, 256}, -1, 1, DType::F32, 90);
+  cuda_set_tf32(true);
+  const double with_tf32 = cuda_vs_cpu([](const auto& in) { return raw::matmul(in[0], in[1]); }, {a, b});
+  cuda_set_tf32(false);
+  CHECK(cuda_tf32() == false);
+  CHECK(with_tf32 < 1e-2);  // TF32 keeps 10 mantissa bits
+  MESSAGE("TF32 matmul error relative to the f32 CPU product: ", with_tf32);
+}
+
+TEST_CASE("cuda: index kernels match the CPU and reject out-of-range indices with the CPU's message") {
+  if (!gpu()) return;
+  Tensor idx = Tensor::from_ints({4, 0, 4, 2}, {4});
+  for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+    INFO(dtype_name(dt));
+    Tensor x = raw::to_dtype(rnd({5, 3, 2}, -9, 9, DType::F64, 91), dt);
+    CHECK(cuda_vs_cpu([](const auto& v) { return raw::index_select(v[0], 1, v[1]); },
+                      {x, Tensor::from_ints({2, 2, 0}, {3})}) == 0.0);
+    CHECK(cuda_vs_cpu([](const auto& v) { return raw::index_select(v[0], 0, v[1]); }, {x, idx}) == 0.0);
+    CHECK(cuda_vs_cpu([](const auto& v) { return raw::index_add({5, 3, 2}, 0, v[0], v[1]); },
+                      {idx, raw::to_dtype(rnd({4, 3, 2}, -9, 9, DType::F64, 92), dt)}) <= tol(dt));
+    Tensor gi = Tensor::from_ints({0, 2, 2, 1, 1, 0, 2, 2, 0, 1, 1, 1}, {2, 3, 2});
+    CHECK(cuda_vs_cpu([](const auto& v) { return raw::gather(v[0], 1, v[1]); },
+                      {raw::slice(x, 0, 0, 2), gi}) == 0.0);
+    CHECK(cuda_vs_cpu([](const auto& v) { return raw::scatter_add({2, 4, 2}, 1, v[0], v[1]); },
+                      {gi, raw::to_dtype(rnd({2, 3, 2}, -9, 9, DType::F64, 93), dt)}) <= tol(dt));
+    CHECK(cuda_vs_cpu([&](const auto& v) { return raw::one_hot(v[0], 6, dt); }, {idx}) == 0.0);
+  }
+  Tensor x = on_gpu(rnd({5, 3}, -1, 1, DType::F32, 94));
+  CHECK_THROWS_WITH_AS(raw::index_select(x, 0, on_gpu(Tensor::from_ints({4, 7, -1}, {3}))),
+                       "index_select: index 7 out of range [0, 5)", std::out_of_range);
+  CHECK_THROWS_WITH_AS(raw::gather(x, 1, on_gpu(Tensor::from_ints({0, 3, 0, 0, 0}, {5, 1}))),
+                       "gather: index 3 out of range [0, 3)", std::out_of_range);
+  CHECK_THROWS_WITH_AS(raw::one_hot(on_gpu(Tensor::from_ints({-2}, {1})), 4, DType::F32),
+                       "one_hot: index -2 out of range [0, 4)", std::out_of_range);
+  CHECK_THROWS_WITH(raw::binary(BinaryOp::Add, x, rnd({5, 3}, -1, 1, DType::F32, 95)),
+                    doctest::Contains("different devices"));
+}
+
+TEST_CASE("cuda: counter-based draws equal the CPU's") {
+  if (!gpu()) return;
+  for (DType dt : {DType::F32, DType::F64}) {
+    INFO(dtype_name(dt));
+    Tensor cpu = Tensor::empty({1000, 7}, dt), dev = Tensor::empty({1000, 7}, dt, Device::CUDA);
+    backend(Device::CPU).rng_uniform(cpu, 42, 12345, 0, 1);
+    backend(Device::CUDA).rng_uniform(dev, 42, 12345, 0, 1);
+    CHECK(dev.to_vector() == cpu.to_vector());  // bitwise
+    backend(Device::CPU).rng_uniform(cpu, 7, 0, -2, 3);
+    backend(Device::CUDA).rng_uniform(dev, 7, 0, -2, 3);
+    CHECK(rel_diff(dev, cpu) <= (dt == DType::F32 ? 1e-7 : 1e-16));
+    // Box–Muller through the device's log/sqrt/cos: equal up to their last-bit differences.
+    backend(Device::CPU).rng_normal(cpu, 9, 77, 0.5, 2);
+    backend(Device::CUDA).rng_normal(dev, 9, 77, 0.5, 2);
+    CHECK(rel_diff(dev, cpu) <= (dt == DType::F32 ? 1e-6 : 1e-14));
+  }
+}
+
+TEST_CASE("cuda: higher-order gradients and FLOP accounting are the CPU's") {
+  if (!gpu()) return;
+  for (double v : {-1.7, 0.5, 2.0}) {
+    Tensor x = on_gpu(Tensor::from_vector({v}, {1}, DType::F64));
+    set_requires_grad(x);
+    Tensor g1 = grad({sum(mul(mul(x, x), x))}, {x}, {}, create_graph())[0];
+    Tensor g2 = grad({sum(g1)}, {x}, {}, create_graph())[0];
+    Tensor g3 = grad({sum(g2)}, {x}, {}, create_graph())[0];
+    CHECK(g1.device() == Device::CUDA);
+    CHECK(g1.item() == doctest::Approx(3 * v * v));
+    CHECK(g2.item() == doctest::Approx(6 * v));
+    CHECK(g3.item() == doctest::Approx(6.0));
+  }
+  // One inner TTT-style step and an outer backward: same FLOPs and bytes on both devices, same grads.
+  auto step = [](Device d, FlopCounts& counts) {
+    Generator gen(3);
+    auto dev = [&](const Tensor& t) { return raw::to_device(t, d); };
+    Tensor w = dev(gen.normal({8, 8}, 0, 0.3, DType::F64)), x = dev(gen.normal({16, 8}, 0, 1, DType::F64));
+    set_requires_grad(w);
+    FlopScope scope;
+    Tensor inner = mean(pow(sub(matmul(x, w), x), 2));
+    Tensor g = grad({inner}, {w}, {}, create_graph())[0];
+    Tensor outer = sum(tanh(matmul(x, sub(w, affine(g, 0.1, 0)))));
+    Tensor gw = grad({outer}, {w})[0];
+    counts = scope.counts();
+    return gw;
+  };
+  FlopCounts on_cpu, on_cuda;
+  Tensor g_cpu = step(Device::CPU, on_cpu), g_cuda = step(Device::CUDA, on_cuda);
+  CHECK(rel_diff(g_cuda, g_cpu) < 1e-12);
+  CHECK(on_cuda.total() == on_cpu.total());
+  CHECK(on_cuda.bytes_moved == on_cpu.bytes_moved);
+}
+
+TEST_CASE("cuda: 1,000 create_graph inner/outer steps keep device memory flat") {
+  if (!gpu()) return;
+  Generator gen(1);
+  auto dev = [](const Tensor& t) { return raw::to_device(t, Device::CUDA); };
+  Tensor w0 = dev(gen.normal({8, 8}, 0, 0.1, DType::F64));
+  set_requires_grad(w0);
+  Tensor x = dev(gen.normal({16, 8}, 0, 1, DType::F64)), y = dev(gen.normal({16, 8}, 0, 1, DType::F64));
+  reset_peak_memory(Device::CUDA);
+  int64_t live_early = 0, reserved_early = 0, mallocs_early = 0;
+  for (int step = 0; step < 1000; ++step) {
+    Tensor inner = mean(pow(sub(matmul(x, w0), y), 2));
+    Tensor g = grad({inner}, {w0}, {}, create_graph())[0];
+    Tensor w1 = sub(w0, affine(g, 0.1, 0));
+    Tensor outer = mean(pow(sub(matmul(y, w1), x), 2));
+    backward(outer);
+    zero_grad(w0);
+    if (step == 9) {
+      live_early = memory_stats(Device::CUDA).live_bytes;
+      reserved_early = cuda_allocator_stats().reserved_bytes;
+      mallocs_early = cuda_allocator_stats().device_mallocs;
+    }
+  }
+  const MemoryStats m = memory_stats(Device::CUDA);
+  const CudaAllocatorStats a = cuda_allocator_stats();
+  CHECK(m.live_bytes <= live_early);
+  CHECK(a.reserved_bytes <= reserved_early);
+  CHECK(a.device_mallocs == mallocs_early);  // after warm-up every block comes from the cache
+  MESSAGE("CUDA memory over 1,000 create_graph steps: live ", m.live_bytes, " B, peak ", m.peak_bytes,
+          " B, reserved ", a.reserved_bytes, " B (", a.cached_bytes, " B cached), ", a.device_mallocs,
+          " cudaMalloc calls, ", a.cache_hits, " cache hits");
+}
