@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "ttt/conv.h"
 #include "ttt/rope.h"
 
 namespace ponder::ttt {
@@ -60,15 +61,28 @@ Attention::Attention(int64_t d, int64_t h, double theta, double sd, Generator& g
 }
 
 Tensor Attention::forward(const Tensor& x) const {
-  const int64_t B = x.shape()[0], N = x.shape()[1], d = x.shape()[2], f = d / heads;
-  auto split = [&](const Tensor& t) { return permute(reshape(t, {B, N, heads, f}), {0, 2, 1, 3}); };  // (B,H,N,f)
-  Tensor q = rope(split(matmul(x, wq)), N, rope_theta);
-  Tensor k = rope(split(matmul(x, wk)), N, rope_theta);
+  KVCache cache;
+  return forward_chunk(x, cache);
+}
+
+Tensor Attention::forward_chunk(const Tensor& x, KVCache& cache) const {
+  const int64_t B = x.shape()[0], n = x.shape()[1], d = x.shape()[2], f = d / heads, t0 = cache.len;
+  auto split = [&](const Tensor& t) { return permute(reshape(t, {B, n, heads, f}), {0, 2, 1, 3}); };  // (B,H,n,f)
+  Tensor q = rope(split(matmul(x, wq)), 0, rope_theta, t0);
+  Tensor k = rope(split(matmul(x, wk)), 0, rope_theta, t0);
   Tensor v = split(matmul(x, wv));
-  Tensor scores = affine(matmul(q, transpose(k, -1, -2)), 1.0 / std::sqrt(double(f)), 0);  // (B, H, N, N)
-  Tensor future = raw::tri(Tensor::full({N, N}, 1.0, x.dtype(), x.device()), 1, true);      // j > i
+  if (cache.k.defined()) {
+    k = cat({cache.k, k}, 2);
+    v = cat({cache.v, v}, 2);
+  }
+  cache.k = k;
+  cache.v = v;
+  cache.len += n;
+  const int64_t T = t0 + n;
+  Tensor scores = affine(matmul(q, transpose(k, -1, -2)), 1.0 / std::sqrt(double(f)), 0);  // (B, H, n, T)
+  Tensor future = raw::tri(Tensor::full({n, T}, 1.0, x.dtype(), x.device()), t0 + 1, true);  // key j > t0 + i
   Tensor att = softmax(masked_fill(scores, future, -1e9), -1);
-  Tensor y = reshape(permute(matmul(att, v), {0, 2, 1, 3}), {B, N, d});
+  Tensor y = reshape(permute(matmul(att, v), {0, 2, 1, 3}), {B, n, d});
   return matmul(y, wo);
 }
 
@@ -130,15 +144,27 @@ Model::Model(const ModelConfig& cfg, uint64_t seed, DType dt) : cfg_(cfg), dtype
 }
 
 Tensor Model::forward(const Tensor& ids, const TTTRun& run) const {
+  ModelState state;
+  return forward_chunk(ids, state, run);
+}
+
+Tensor Model::forward_chunk(const Tensor& ids, ModelState& st, const TTTRun& run) const {
   if (ids.dim() != 2 || is_float(ids.dtype()))
     throw std::invalid_argument("Model::forward: ids must be an integer (B, N) tensor, got " + shape_str(ids.shape()));
+  if (st.ttt.empty()) {
+    st.ttt.resize(blocks_.size());
+    st.kv.resize(blocks_.size());
+    st.pre_conv_hist.resize(blocks_.size());
+  }
   Tensor h = emb_.forward(ids);  // (B, N, d)
-  for (const Block& b : blocks_) {
-    if (b.conv_w.defined()) h = add(h, causal_conv1d(b.conv_norm.forward(h), b.conv_w, b.conv_b));
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& b = blocks_[l];
+    if (b.conv_w.defined()) h = add(h, causal_conv_chunk(b.conv_norm.forward(h), st.pre_conv_hist[l], b.conv_w, b.conv_b));
     Tensor x = b.seq_norm.forward(h);
-    h = add(h, b.is_ttt ? b.ttt.forward(x, run) : b.attn.forward(x));
+    h = add(h, b.is_ttt ? b.ttt.forward_chunk(x, st.ttt[l], run) : b.attn.forward_chunk(x, st.kv[l]));
     h = add(h, b.ffn.forward(b.ffn_norm.forward(h)));
   }
+  st.tokens += ids.shape()[1];
   h = final_norm_.forward(h);
   return matmul(h, cfg_.tie_embeddings ? transpose(emb_.weight, 0, 1) : head_);  // (B, N, V)
 }

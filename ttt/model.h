@@ -34,6 +34,12 @@ struct ModelConfig {
   void validate() const;  // throws naming the offending field
 };
 
+// Keys and values of the tokens seen so far (after RoPE), for chunked attention.
+struct KVCache {
+  Tensor k, v;  // (B, H, T, f)
+  int64_t len = 0;
+};
+
 // Causal multi-head self-attention with RoPE on absolute positions.
 struct Attention : Module {
   Tensor wq, wk, wv, wo;  // (d, d)
@@ -42,6 +48,8 @@ struct Attention : Module {
   Attention() = default;
   Attention(int64_t d, int64_t heads, double rope_theta, double init_std, Generator& gen, DType dt);
   Tensor forward(const Tensor& x) const;  // (B, N, d) → (B, N, d)
+  // x (B, n, d) continues the sequence cached in `cache` and is appended to it.
+  Tensor forward_chunk(const Tensor& x, KVCache& cache) const;
   std::vector<Tensor> parameters() const override;
 };
 
@@ -65,11 +73,22 @@ struct Block {
   std::vector<Tensor> parameters() const;
 };
 
+// Everything a model carries from one chunk of a sequence to the next.
+struct ModelState {
+  std::vector<TTTLayerState> ttt;    // per block (used by TTT blocks)
+  std::vector<KVCache> kv;           // per block (used by attention blocks)
+  std::vector<Tensor> pre_conv_hist; // per block: last inputs of the pre-conv
+  int64_t tokens = 0;
+};
+
 class Model {
  public:
   Model(const ModelConfig& cfg, uint64_t seed, DType dtype = DType::F32);
   // ids (B, N) integers → logits (B, N, vocab). `run` applies to every TTT layer.
   Tensor forward(const Tensor& ids, const TTTRun& run = {}) const;
+  // The same for a sequence fed in chunks (each a multiple of the mini-batch size), so a policy can
+  // look at the logits of one unit before the next is computed. Continues from and advances `state`.
+  Tensor forward_chunk(const Tensor& ids, ModelState& state, const TTTRun& run = {}) const;
   // Mean next-token cross-entropy of logits for ids[:, :-1] predicting ids[:, 1:] is the caller's
   // business; this gives per-token losses (B, N) for inputs (B, N) and targets (B, N).
   Tensor token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run = {}) const;

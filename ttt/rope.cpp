@@ -5,13 +5,14 @@
 
 namespace ponder::ttt {
 
-Tensor rope(const Tensor& x, int64_t period, double theta) {
+Tensor rope(const Tensor& x, int64_t period, double theta, int64_t offset) {
   const int64_t N = x.shape()[2], f = x.shape()[3], half = f / 2;
   if (f % 2) throw std::invalid_argument("rope: head dim must be even, got " + std::to_string(f));
   std::vector<double> c(size_t(N * half)), s(size_t(N * half));
   for (int64_t t = 0; t < N; ++t)
     for (int64_t i = 0; i < half; ++i) {
-      double ang = double(t % period) * std::pow(theta, -2.0 * double(i) / double(f));
+      const int64_t p = period > 0 ? (offset + t) % period : offset + t;
+      double ang = double(p) * std::pow(theta, -2.0 * double(i) / double(f));
       c[size_t(t * half + i)] = std::cos(ang);
       s[size_t(t * half + i)] = std::sin(ang);
     }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "autograd/checkpoint.h"
+#include "ttt/conv.h"
 #include "ttt/rope.h"
 
 namespace ponder::ttt {
@@ -125,6 +126,11 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
 }
 
 Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
+  TTTLayerState st;
+  return forward_chunk(u, st, run);
+}
+
+Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun& run) const {
   if (u.dim() != 3 || u.shape()[2] != cfg_.d)
     throw std::invalid_argument("TTT layer: input must be (B, N, " + std::to_string(cfg_.d) + "), got " +
                                 shape_str(u.shape()));
@@ -137,8 +143,9 @@ Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
   Tensor xq, xk;
   if (cfg_.shared_qk) {
     Tensor xqk = matmul(u, wq);
-    xq = causal_conv1d(xqk, conv_q_w, conv_q_b);
-    xk = causal_conv1d(xqk, conv_k_w, conv_k_b);
+    Tensor hist = st.conv_hist;  // both convs read the same history of xqk
+    xq = causal_conv_chunk(xqk, hist, conv_q_w, conv_q_b);
+    xk = causal_conv_chunk(xqk, st.conv_hist, conv_k_w, conv_k_b);
   } else {
     xq = matmul(u, wq);
     xk = matmul(u, wk);
@@ -160,13 +167,17 @@ Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
     s.insert(s.begin(), B);
     return expand(unsqueeze(p, 0), s);
   };
-  InnerState state{batch(W1), batch(b1), W2.defined() ? batch(W2) : Tensor(), b2.defined() ? batch(b2) : Tensor()};
+  if (!st.inner.W1.defined())
+    st.inner = {batch(W1), batch(b1), W2.defined() ? batch(W2) : Tensor(), b2.defined() ? batch(b2) : Tensor()};
+  InnerState& state = st.inner;
+  const int64_t u_base = st.units;
+  st.units += n;
 
   Tensor out;
   const int64_t group = run.remat_group;
   if (group <= 0 || !GradMode::enabled()) {
     std::vector<int> decided;
-    out = scan(state, xq, xk, xv, eta, ln_gamma, ln_beta, 0, n, run, decided, false);
+    out = scan(state, xq, xk, xv, eta, ln_gamma, ln_beta, u_base, u_base + n, run, decided, false);
   } else {
     // Rematerialisation (ttt.md §1.9): keep only the state at group boundaries; the group's scan is
     // re-run in backward, replaying the step counts decided the first time.
@@ -177,13 +188,13 @@ Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
       auto decided = std::make_shared<std::vector<int>>();
       auto first = std::make_shared<bool>(true);
       TTTRun r = run;
-      RegionFn fn = [this, r, g0, g1, b, mlp, decided, first](const std::vector<Tensor>& in) {
+      RegionFn fn = [this, r, g0, g1, u_base, mlp, decided, first](const std::vector<Tensor>& in) {
         InnerState s = InnerState::from({in.begin(), in.begin() + (mlp ? 4 : 2)}, mlp);
         const size_t k = mlp ? 4 : 2;
         bool replay = !*first;
         *first = false;
-        Tensor o = scan(s, in[k], in[k + 1], in[k + 2], in[k + 3], in[k + 4], in[k + 5], g0, g1, r, *decided,
-                        replay);
+        Tensor o = scan(s, in[k], in[k + 1], in[k + 2], in[k + 3], in[k + 4], in[k + 5], u_base + g0, u_base + g1,
+                        r, *decided, replay);
         std::vector<Tensor> res{o};
         for (const Tensor& t : s.tensors()) res.push_back(t);
         return res;

@@ -42,12 +42,22 @@ struct TTTRun {
   InnerState* final_state = nullptr;  // receives the state after the last unit (B, H, …)
 };
 
+// What the layer carries from one chunk of a sequence to the next.
+struct TTTLayerState {
+  InnerState inner;  // undefined until the first chunk: starts from the learned W0
+  Tensor conv_hist;  // (B, w−1, d): last inputs of the Q/K convs
+  int64_t units = 0;  // units already processed
+};
+
 class TTTLayer : public Module {
  public:
   TTTLayer() = default;
   TTTLayer(const TTTConfig& cfg, int layer_index, Generator& gen, DType dtype = DType::F32);
   // u: (B, N, d) with N a multiple of the mini-batch size → (B, N, d).
   Tensor forward(const Tensor& u, const TTTRun& run) const;
+  // The same computation for a sequence that arrives in chunks (each a multiple of the mini-batch
+  // size): a chunk continues from `state` and advances it. Chunked and whole-sequence outputs agree.
+  Tensor forward_chunk(const Tensor& u, TTTLayerState& state, const TTTRun& run) const;
   std::vector<Tensor> parameters() const override;
   const TTTConfig& config() const { return cfg_; }
 
