@@ -28,8 +28,11 @@ void need(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument(msg);
 }
 
-Tensor int64_contiguous(const Tensor& idx, const char* op) {
+// A device kernel would read indices on another device as its own memory, so the devices are checked here.
+Tensor int64_contiguous(const Tensor& idx, Device data_device, const char* op) {
   need(!is_float(idx.dtype()), std::string(op) + ": indices must be an integer tensor, got " + dtype_name(idx.dtype()));
+  need(idx.device() == data_device, std::string(op) + ": indices are on " + device_name(idx.device()) +
+                                        " but the data is on " + device_name(data_device));
   return contiguous(idx.dtype() == DType::I64 ? idx : to_dtype(idx, DType::I64));
 }
 
@@ -349,7 +352,7 @@ Tensor pad_slice(const Tensor& src, const Shape& shape, int axis, int64_t start,
 
 Tensor index_select(const Tensor& x, int axis, const Tensor& idx) {
   int ax = normalize_axis(axis, x.dim(), "index_select");
-  Tensor i = int64_contiguous(idx, "index_select");
+  Tensor i = int64_contiguous(idx, x.device(), "index_select");
   need(i.dim() == 1, "index_select: indices must be 1-d, got " + shape_str(i.shape()));
   Shape s = x.shape();
   s[size_t(ax)] = i.numel();
@@ -360,7 +363,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& idx) {
 
 Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src) {
   int ax = normalize_axis(axis, shape.size(), "index_add");
-  Tensor i = int64_contiguous(idx, "index_add");
+  Tensor i = int64_contiguous(idx, src.device(), "index_add");
   Shape expect = shape;
   expect[size_t(ax)] = i.numel();
   need(src.shape() == expect, "index_add: source " + shape_str(src.shape()) + " should be " + shape_str(expect));
@@ -372,7 +375,7 @@ Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& 
 
 Tensor gather(const Tensor& x, int axis, const Tensor& idx) {
   int ax = normalize_axis(axis, x.dim(), "gather");
-  Tensor i = int64_contiguous(idx, "gather");
+  Tensor i = int64_contiguous(idx, x.device(), "gather");
   need(i.dim() == x.dim(), "gather: index rank differs from input rank");
   for (size_t d = 0; d < x.dim(); ++d)
     need(int(d) == ax || i.shape()[d] == x.shape()[d], "gather: index " + shape_str(i.shape()) + " and input " +
@@ -384,7 +387,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& idx) {
 
 Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src) {
   int ax = normalize_axis(axis, shape.size(), "scatter_add");
-  Tensor i = int64_contiguous(idx, "scatter_add");
+  Tensor i = int64_contiguous(idx, src.device(), "scatter_add");
   need(i.shape() == src.shape(), "scatter_add: index " + shape_str(i.shape()) + " and source " +
                                      shape_str(src.shape()) + " differ");
   Tensor out = Tensor::zeros(shape, src.dtype(), src.device());
@@ -394,7 +397,7 @@ Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor
 }
 
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {
-  Tensor i = int64_contiguous(idx, "one_hot");
+  Tensor i = int64_contiguous(idx, idx.device(), "one_hot");
   need(n > 0, "one_hot: number of classes must be positive");
   Shape s = i.shape();
   s.push_back(n);

@@ -58,7 +58,7 @@ Tensor Generator::categorical(const Tensor& probs) {
     out[size_t(r)] = k;
   }
   Shape s(probs.shape().begin(), probs.shape().end() - 1);
-  return Tensor::from_ints(out, s);
+  return raw::to_device(Tensor::from_ints(out, s), probs.device());
 }
 
 std::vector<int64_t> Generator::permutation(int64_t n) {

@@ -17,7 +17,8 @@ class Generator {
 
   Tensor uniform(const Shape& shape, double lo, double hi, DType dtype = DType::F32);
   Tensor normal(const Shape& shape, double mean, double std, DType dtype = DType::F32);
-  // Samples one index per row of `probs` (…, n) (rows need not be normalised); returns int64 (…).
+  // Samples one index per row of `probs` (…, n) (rows need not be normalised); returns int64 (…) on
+  // probs' device.
   Tensor categorical(const Tensor& probs);
   std::vector<int64_t> permutation(int64_t n);
   double uniform01();  // one draw, for host-side decisions

@@ -470,6 +470,9 @@ TEST_CASE("cuda: index kernels match the CPU and reject out-of-range indices wit
                        "one_hot: index -2 out of range [0, 4)", std::out_of_range);
   CHECK_THROWS_WITH(raw::binary(BinaryOp::Add, x, rnd({5, 3}, -1, 1, DType::F32, 95)),
                     doctest::Contains("different devices"));
+  CHECK_THROWS_WITH(raw::index_select(x, 0, Tensor::from_ints({0}, {1})),
+                    doctest::Contains("indices are on cpu but the data is on cuda"));
+  CHECK(Generator(5).categorical(on_gpu(Tensor::full({2, 3}, 1.0))).device() == Device::CUDA);
 }
 
 TEST_CASE("cuda: counter-based draws equal the CPU's") {
