@@ -20,6 +20,9 @@ class CheckpointNode final : public Node {
   CheckpointNode(RegionFn fn, const std::vector<Tensor>& inputs) : fn_(std::move(fn)) {
     for (const Tensor& x : inputs) saved_.emplace_back(x, false);
   }
+  ~CheckpointNode() override {
+    for (SavedTensor& s : saved_) release_deferred(s.take());
+  }
 
   std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) override {
     if (released_)

@@ -93,6 +93,54 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& self, const std::string&
   return t;
 }
 
+// ---- destruction without recursion
+
+namespace {
+thread_local std::vector<std::shared_ptr<Node>>* t_pending = nullptr;
+
+// The outermost node destructor owns the queue and drains it; nested ones only enqueue.
+class ReleaseScope {
+ public:
+  ReleaseScope() : owner_(t_pending == nullptr) {
+    if (owner_) t_pending = &queue_;
+  }
+  ~ReleaseScope() {
+    if (!owner_) return;
+    while (!queue_.empty()) {
+      std::shared_ptr<Node> n = std::move(queue_.back());
+      queue_.pop_back();
+      n.reset();  // its destructor enqueues what it alone kept alive
+    }
+    t_pending = nullptr;
+  }
+ private:
+  bool owner_;
+  std::vector<std::shared_ptr<Node>> queue_;
+};
+
+void defer(std::shared_ptr<Node>& n) {
+  if (n && n.use_count() == 1) t_pending->push_back(std::move(n));
+}
+}  // namespace
+
+void release_deferred(Tensor&& t) {
+  ReleaseScope scope;  // declared first, so it drains after `held` is gone
+  Tensor held = std::move(t);
+  if (!held.defined() || held.impl_ptr().use_count() != 1) return;
+  auto& m = held.impl()->autograd;
+  if (m && m.use_count() == 1) defer(m->grad_fn);
+}
+
+Node::~Node() {
+  ReleaseScope scope;
+  for (Edge& e : next) defer(e.fn);
+}
+
+FunctionNode::~FunctionNode() {
+  ReleaseScope scope;
+  for (SavedTensor& s : saved_) release_deferred(s.take());
+}
+
 // ---- nodes
 
 std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) {

@@ -38,7 +38,9 @@ struct OutputInfo {
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
-  virtual ~Node() = default;
+  // Frees the nodes only this one keeps alive in a loop, not by recursion: dropping the last
+  // reference to a long unroll would otherwise overflow the stack.
+  virtual ~Node();
   // grads: one per output (zeros filled in for outputs that got none); needs: one per next edge.
   // Returns one gradient per next edge (undefined where not needed).
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) = 0;
@@ -57,6 +59,8 @@ class SavedTensor {
   SavedTensor(const Tensor& t, bool is_output);
   // Checks the version counter; an output gets its grad_fn (`self`) back.
   Tensor unpack(const std::shared_ptr<Node>& self, const std::string& op) const;
+  // Gives up the saved tensor (when its node is destroyed).
+  Tensor take() { return std::move(data_); }
  private:
   Tensor data_;
   uint32_t version_ = 0;
@@ -73,6 +77,7 @@ class FunctionNode final : public Node {
  public:
   FunctionNode(Op op, std::vector<SavedTensor> saved, BackwardFn fn)
       : op_(op), saved_(std::move(saved)), fn_(std::move(fn)) {}
+  ~FunctionNode() override;
   std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) override;
   void release() override;
   std::string name() const override { return op_name(op_); }
@@ -92,6 +97,10 @@ class AccumulateGrad final : public Node {
  private:
   std::weak_ptr<TensorImpl> leaf_;
 };
+
+// Hands the graph that only `t` keeps alive to the enclosing node destructor's loop (saved tensors
+// reach earlier nodes too). Custom nodes call it on their saved tensors in their destructors.
+void release_deferred(Tensor&& t);
 
 // ---- autograd state of a tensor
 bool requires_grad(const Tensor& t);

@@ -135,6 +135,13 @@ TEST_CASE("very deep graphs run without recursion") {
   for (int i = 0; i < 100000; ++i) h = affine(h, 1.0, 0.0);
   Tensor g = grad({sum(h)}, {x})[0];
   CHECK(g.item() == 1.0);
+  // Graphs dropped without a backward are freed in a loop too, also when the chain runs through
+  // saved tensors (mul saves its inputs).
+  Tensor c = Tensor::from_vector({1.0}, {1}, DType::F64);
+  for (int i = 0; i < 100000; ++i) h = mul(affine(h, 1.0, 0.0), c);
+  CHECK(requires_grad(h));
+  h = Tensor();
+  CHECK_FALSE(h.defined());
 }
 
 TEST_CASE("graph dump lists nodes with op, shape, FLOPs and gradient norm") {
