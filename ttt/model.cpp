@@ -175,6 +175,13 @@ Tensor Model::token_losses(const Tensor& inputs, const Tensor& targets, const TT
   return reshape(cross_entropy_per_token(reshape(logits, {B * N, cfg_.vocab}), raw::reshape(targets, {B * N})), {B, N});
 }
 
+std::vector<Probe> Model::probe(const ModelState& st, bool with_grad) const {
+  std::vector<Probe> out;
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    if (blocks_[l].is_ttt && l < st.ttt.size()) out.push_back(blocks_[l].ttt.probe(st.ttt[l], with_grad));
+  return out;
+}
+
 std::vector<Tensor> Model::parameters() const {
   std::vector<Tensor> p;
   for (auto& [name, t] : named_parameters()) p.push_back(t);

@@ -92,6 +92,8 @@ class Model {
   // Mean next-token cross-entropy of logits for ids[:, :-1] predicting ids[:, 1:] is the caller's
   // business; this gives per-token losses (B, N) for inputs (B, N) and targets (B, N).
   Tensor token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run = {}) const;
+  // Probes of every TTT layer (see TTTLayer::probe), in layer order.
+  std::vector<Probe> probe(const ModelState& state, bool with_grad) const;
   std::vector<Tensor> parameters() const;
   // Named parameters in a fixed order (checkpoints).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

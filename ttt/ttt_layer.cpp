@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "autograd/checkpoint.h"
+#include "autograd/engine.h"
 #include "ttt/conv.h"
 #include "ttt/rope.h"
 
@@ -125,6 +126,33 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
   return outs.size() == 1 ? outs[0] : cat(outs, 2);
 }
 
+Probe TTTLayer::probe(const TTTLayerState& st, bool with_grad) const {
+  if (!st.last_xk.defined()) return {};
+  const int64_t H = cfg_.heads, f = cfg_.head_dim();
+  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
+  Tensor target = sub(st.last_xv, st.last_xk);
+  Probe p;
+  if (!with_grad) {
+    NoGradGuard ng;
+    p.loss = mean(inner_loss_rows(st.inner, st.last_xk, target, n4)).item();
+    return p;
+  }
+  SetGradGuard on(true);
+  std::vector<Tensor> w = st.inner.tensors();
+  for (Tensor& t : w) t = tracked(detach(t));
+  Tensor rows = inner_loss_rows(InnerState::from(w, cfg_.mlp), detach(st.last_xk), detach(target), n4);
+  p.loss = mean(rows).item();
+  std::vector<Tensor> g = grad({sum(rows)}, w);
+  NoGradGuard ng;
+  Tensor sq;
+  for (const Tensor& t : g) {  // per (batch, head) squared norm
+    Tensor s = sum(mul(t, t), {-2, -1});
+    sq = sq.defined() ? add(sq, s) : s;
+  }
+  p.grad_norm = mean(sqrt(sq)).item();
+  return p;
+}
+
 Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
   TTTLayerState st;
   return forward_chunk(u, st, run);
@@ -212,6 +240,8 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
     }
     out = outs.size() == 1 ? outs[0] : cat(outs, 2);
   }
+  st.last_xk = units(xk, n - 1, n, b);
+  st.last_xv = units(xv, n - 1, n, b);
   if (run.final_state) *run.final_state = state;
   // Heads back together, post-norm, gate, output projection (§1.10).
   Tensor z = reshape(permute(out, {0, 2, 1, 3}), {B, N, d});

@@ -47,6 +47,14 @@ struct TTTLayerState {
   InnerState inner;  // undefined until the first chunk: starts from the learned W0
   Tensor conv_hist;  // (B, w−1, d): last inputs of the Q/K convs
   int64_t units = 0;  // units already processed
+  Tensor last_xk, last_xv;  // (B, H, b, f): views of the last unit processed (for probes)
+};
+
+// Inner-loop statistics of the last processed unit under the weights now carried: what a policy
+// may know before deciding the next unit. The gradient norm costs one inner gradient.
+struct Probe {
+  double loss = 0;       // mean over rows of ℓ_j(W)
+  double grad_norm = 0;  // ‖∇_W Σ_j ℓ_j(W)‖ over all inner weights, averaged over (batch, head)
 };
 
 class TTTLayer : public Module {
@@ -60,6 +68,7 @@ class TTTLayer : public Module {
   Tensor forward_chunk(const Tensor& u, TTTLayerState& state, const TTTRun& run) const;
   std::vector<Tensor> parameters() const override;
   const TTTConfig& config() const { return cfg_; }
+  Probe probe(const TTTLayerState& state, bool with_grad) const;
 
   Tensor wq, wk, wv, wo, wg;           // (d, d); wk without shared_qk, wg with gate
   Tensor conv_q_w, conv_q_b;           // (d, w), (d): shared_qk only

@@ -1,0 +1,78 @@
+// Allocation policies: each decides, unit by unit, how many inner steps to spend, from the causal
+// features of policy/features.h. Names follow ponder.md §3.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/unit_features.h"
+#include "tensor/rng.h"
+
+namespace ponder::policy {
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  virtual FeatureNeeds needs() const { return {}; }
+  virtual void begin_sequence(uint64_t seed) { (void)seed; }
+  virtual int decide(const UnitFeatures& f) = 0;
+};
+
+// uniform-K
+class UniformPolicy final : public Policy {
+ public:
+  explicit UniformPolicy(int k) : k_(k) {}
+  std::string name() const override { return "uniform-" + std::to_string(k_); }
+  int decide(const UnitFeatures&) override { return k_; }
+ private:
+  int k_;
+};
+
+// fixed-schedule: K every N-th unit (starting with the first), SKIP otherwise.
+class FixedPolicy final : public Policy {
+ public:
+  FixedPolicy(int k, int every) : k_(k), every_(every) {}
+  std::string name() const override { return "fixed-" + std::to_string(k_) + "/" + std::to_string(every_); }
+  int decide(const UnitFeatures& f) override { return f.unit % every_ == 0 ? k_ : 0; }
+ private:
+  int k_, every_;
+};
+
+// Two levels: `high` with probability q, `low` otherwise (i.i.d. per unit, seeded per sequence).
+class RandomPolicy final : public Policy {
+ public:
+  RandomPolicy(int low, int high, double q) : low_(low), high_(high), q_(q) {}
+  std::string name() const override { return "random"; }
+  void begin_sequence(uint64_t seed) override { gen_ = Generator(seed); }
+  int decide(const UnitFeatures&) override { return gen_.uniform01() < q_ ? high_ : low_; }
+ private:
+  int low_, high_;
+  double q_;
+  Generator gen_{0};
+};
+
+// Difficulty scores a heuristic can use; each reads one causal feature.
+enum class Score { Entropy, Loss, GradNorm, TTTLoss };
+Score parse_score(const std::string& name);
+std::string score_name(Score s);
+double score_of(Score s, const UnitFeatures& f);  // NaN when unknown (first unit)
+
+// Maps a difficulty score to K by thresholds: score ≤ thresholds[0] → levels[0], …, above the last
+// threshold → levels.back(). Units without a score (the first one) get `fallback`.
+class ThresholdPolicy final : public Policy {
+ public:
+  ThresholdPolicy(Score score, std::vector<double> thresholds, std::vector<int> levels, int fallback);
+  std::string name() const override { return score_name(score_); }
+  FeatureNeeds needs() const override;
+  int decide(const UnitFeatures& f) override;
+  const std::vector<double>& thresholds() const { return thresholds_; }
+  void set_thresholds(std::vector<double> t) { thresholds_ = std::move(t); }
+ private:
+  Score score_;
+  std::vector<double> thresholds_;
+  std::vector<int> levels_;
+  int fallback_;
+};
+
+}  // namespace ponder::policy

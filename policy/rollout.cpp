@@ -1,0 +1,137 @@
+#include "policy/rollout.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ponder::policy {
+namespace {
+
+struct UnitRun {
+  Tensor logits;  // (1, b, V)
+  uint64_t base = 0, inner = 0;
+};
+
+// One unit with k steps, from `state` (advanced in place).
+UnitRun step_unit(const ttt::Model& model, const Tensor& ids, ttt::ModelState& state, int k, const RolloutOptions& opt) {
+  ttt::UniformSchedule sched(k);
+  std::vector<ttt::UnitCost> costs;
+  ttt::TTTRun run;
+  run.path = opt.path;
+  run.mode = opt.mode;
+  run.schedule = &sched;
+  run.costs = &costs;
+  FlopScope scope;
+  UnitRun r;
+  r.logits = model.forward_chunk(ids, state, run);
+  uint64_t total = scope.counts().total();
+  for (const ttt::UnitCost& c : costs) r.inner += c.inner_forward + c.inner_grad + c.update;
+  r.base = total - r.inner;
+  return r;
+}
+
+std::vector<double> unit_losses(const Tensor& logits, const Tensor& targets) {
+  const int64_t V = logits.shape().back();
+  return cross_entropy_per_token(reshape(logits, {-1, V}), raw::reshape(targets, {-1})).to_vector();
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
+}
+
+void check_inputs(const ttt::Model& model, const Tensor& input, const Tensor& target) {
+  const int64_t b = model.config().mini_batch;
+  if (input.dim() != 2 || input.shape()[0] != 1 || input.shape() != target.shape() || input.shape()[1] % b != 0)
+    throw std::invalid_argument("rollout: input and target must be (1, N) with N a multiple of " + std::to_string(b) +
+                                ", got " + shape_str(input.shape()) + " and " + shape_str(target.shape()));
+}
+
+}  // namespace
+
+double Episode::mean_loss() const { return mean_of(token_loss); }
+
+Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& target, Policy& policy,
+                   const RolloutOptions& opt, uint64_t seed) {
+  check_inputs(model, input, target);
+  NoGradGuard ng;
+  const int64_t b = model.config().mini_batch, n = input.shape()[1] / b;
+  FeatureTracker tracker(n, policy.needs(), opt.step_budget);
+  ttt::ModelState state;
+  Episode ep;
+  policy.begin_sequence(seed);
+  for (int64_t u = 0; u < n; ++u) {
+    UnitRecord rec;
+    rec.unit = u;
+    FlopScope decide;
+    rec.features = tracker.next(u, model, state);
+    rec.k = policy.decide(rec.features);
+    rec.overhead_flops = decide.counts().total();
+    Tensor ids = raw::slice(input, 1, u * b, (u + 1) * b), tgt = raw::slice(target, 1, u * b, (u + 1) * b);
+    UnitRun r = step_unit(model, ids, state, rec.k, opt);
+    rec.base_flops = r.base;
+    rec.inner_flops = r.inner;
+    FlopScope measure;
+    std::vector<double> losses = unit_losses(r.logits, tgt);  // measurement, not charged to the method
+    rec.measure_flops = measure.counts().total();
+    rec.loss = mean_of(losses);
+    ep.token_loss.insert(ep.token_loss.end(), losses.begin(), losses.end());
+    FlopScope observe;
+    tracker.observe(rec.k, r.logits, tgt);
+    rec.overhead_flops += observe.counts().total();
+    ep.base += rec.base_flops;
+    ep.inner += rec.inner_flops;
+    ep.overhead += rec.overhead_flops;
+    ep.units.push_back(rec);
+  }
+  return ep;
+}
+
+Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& target, const std::vector<int>& choices,
+                   double mu, int lookahead, const RolloutOptions& opt) {
+  check_inputs(model, input, target);
+  if (choices.empty()) throw std::invalid_argument("oracle: no step options");
+  std::vector<int> options = choices;
+  std::sort(options.begin(), options.end());  // so ties go to the cheaper K
+  NoGradGuard ng;
+  const int64_t b = model.config().mini_batch, n = input.shape()[1] / b;
+  auto ids_of = [&](int64_t u) { return raw::slice(input, 1, u * b, (u + 1) * b); };
+  auto tgt_of = [&](int64_t u) { return raw::slice(target, 1, u * b, (u + 1) * b); };
+  FeatureTracker tracker(n, FeatureNeeds{true, true, false});
+  ttt::ModelState state;
+  Episode ep;
+  for (int64_t u = 0; u < n; ++u) {
+    UnitRecord rec;
+    rec.unit = u;
+    rec.features = tracker.next(u, model, state);
+    double best = 0;
+    for (int k : options) {  // states are immutable tensor handles: copying one is a snapshot
+      ttt::ModelState trial = state;
+      UnitRun r = step_unit(model, ids_of(u), trial, k, opt);
+      std::vector<double> losses = unit_losses(r.logits, tgt_of(u));
+      for (int64_t a = 1; a <= lookahead && u + a < n; ++a) {
+        UnitRun next = step_unit(model, ids_of(u + a), trial, 1, opt);
+        auto more = unit_losses(next.logits, tgt_of(u + a));
+        losses.insert(losses.end(), more.begin(), more.end());
+      }
+      double objective = mean_of(losses) + mu * double(r.inner) / double(std::max<uint64_t>(r.base, 1));
+      if (k == options.front() || objective < best - 1e-12) {
+        best = objective;
+        rec.k = k;
+      }
+    }
+    UnitRun r = step_unit(model, ids_of(u), state, rec.k, opt);
+    rec.base_flops = r.base;
+    rec.inner_flops = r.inner;
+    std::vector<double> losses = unit_losses(r.logits, tgt_of(u));
+    rec.loss = mean_of(losses);
+    ep.token_loss.insert(ep.token_loss.end(), losses.begin(), losses.end());
+    tracker.observe(rec.k, r.logits, tgt_of(u));
+    ep.base += rec.base_flops;
+    ep.inner += rec.inner_flops;
+    ep.units.push_back(rec);
+  }
+  return ep;
+}
+
+}  // namespace ponder::policy

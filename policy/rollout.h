@@ -1,0 +1,48 @@
+// Running a sequence unit by unit under a policy or an oracle, with exact cost accounting from the
+// engine's counters: base forward, inner TTT steps actually run, and policy overhead.
+#pragma once
+#include <vector>
+
+#include "policy/policies.h"
+
+namespace ponder::policy {
+
+struct RolloutOptions {
+  ttt::StepMode mode = ttt::StepMode::Carry;
+  ttt::InnerPath path = ttt::InnerPath::Dual;
+  double step_budget = 0;  // total steps a sequence may spend (feeds budget_left; 0 = none)
+};
+
+struct UnitRecord {
+  int64_t unit = 0;
+  int k = 0;
+  double loss = 0;            // mean next-token loss of the unit's tokens (nats)
+  UnitFeatures features;      // what the decision saw
+  uint64_t base_flops = 0;    // forward pass without the inner steps
+  uint64_t inner_flops = 0;   // inner forward + inner gradient + update, all TTT layers
+  uint64_t overhead_flops = 0;  // features and the policy itself
+  uint64_t measure_flops = 0;   // the evaluation's own loss computation (charged to no method)
+};
+
+struct Episode {
+  std::vector<UnitRecord> units;
+  std::vector<double> token_loss;  // (N)
+  uint64_t base = 0, inner = 0, overhead = 0;
+  int64_t tokens() const { return int64_t(token_loss.size()); }
+  double mean_loss() const;
+};
+
+// input, target: (1, N) integer tensors, N a multiple of the model's mini-batch size.
+Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& target, Policy& policy,
+                   const RolloutOptions& opt, uint64_t seed);
+
+// Oracles (use the labels: upper bounds, never deployable). For each unit, try every K in `options`
+// from the current state and keep the one minimising  loss + mu·cost, where loss is the mean loss of
+// the unit and the next `lookahead` units (run with K = 1) and cost is the trial's inner FLOPs per
+// token relative to the base forward's. mu = 0 is oracle-greedy (ties go to the smaller K);
+// sweeping mu traces the oracle frontier. In carry mode K > 1 changes only later units, so the
+// greedy oracle needs lookahead ≥ 1 to see its effect.
+Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& target, const std::vector<int>& options,
+                   double mu, int lookahead, const RolloutOptions& opt);
+
+}  // namespace ponder::policy

@@ -1,0 +1,95 @@
+#include "policy/unit_features.h"
+
+namespace ponder::policy {
+
+namespace {
+constexpr double kEma = 0.7;
+double ema(double old, double x) { return std::isnan(old) ? x : kEma * old + (1 - kEma) * x; }
+}  // namespace
+
+double mean_entropy(const Tensor& logits) {
+  NoGradGuard ng;
+  Tensor lp = log_softmax(logits, -1);
+  return -mean(sum(mul(exp(lp), lp), {-1})).item();
+}
+
+std::vector<std::string> UnitFeatures::vector_names() {
+  return {"position",        "prev_loss",   "has_prev",    "prev_entropy", "ema_loss",     "ema_entropy",
+          "ttt_loss",        "has_ttt_loss", "grad_norm",  "has_grad",     "hidden_mean",  "hidden_std",
+          "hidden_sparsity", "budget_left", "prev_k",      "mean_k",       "prev_k_is_0",  "prev_k_is_1",
+          "prev_k_is_2",     "prev_k_ge_4", "loss_minus_ema", "entropy_minus_ema", "first_unit", "bias"};
+}
+
+std::vector<double> UnitFeatures::vector() const {
+  auto v = [](double x) { return std::isnan(x) ? 0.0 : x; };
+  const bool has_prev = !std::isnan(prev_loss);
+  return {double(unit) / double(std::max<int64_t>(n_units, 1)),
+          v(prev_loss),
+          has_prev ? 1.0 : 0.0,
+          v(prev_entropy),
+          v(ema_loss),
+          v(ema_entropy),
+          v(ttt_loss),
+          std::isnan(ttt_loss) ? 0.0 : 1.0,
+          v(grad_norm),
+          std::isnan(grad_norm) ? 0.0 : 1.0,
+          v(hidden_mean),
+          v(hidden_std),
+          v(hidden_sparsity),
+          budget_left,
+          double(std::max(prev_k, 0)),
+          mean_k,
+          prev_k == 0 ? 1.0 : 0.0,
+          prev_k == 1 ? 1.0 : 0.0,
+          prev_k == 2 ? 1.0 : 0.0,
+          prev_k >= 4 ? 1.0 : 0.0,
+          has_prev ? v(prev_loss) - v(ema_loss) : 0.0,
+          has_prev ? v(prev_entropy) - v(ema_entropy) : 0.0,
+          unit == 0 ? 1.0 : 0.0,
+          1.0};
+}
+
+FeatureTracker::FeatureTracker(int64_t n_units, FeatureNeeds needs, double step_budget)
+    : n_units_(n_units), needs_(needs), step_budget_(step_budget) {}
+
+UnitFeatures FeatureTracker::next(int64_t unit, const ttt::Model& model, const ttt::ModelState& state) const {
+  UnitFeatures f = last_;
+  f.unit = unit;
+  f.n_units = n_units_;
+  f.budget_left = step_budget_ > 0 ? std::max(0.0, 1.0 - steps_spent_ / step_budget_) : 1.0;
+  if (unit > 0 && (needs_.probe_loss || needs_.probe_grad)) {
+    double loss = 0, gn = 0;
+    auto probes = model.probe(state, needs_.probe_grad);
+    for (const ttt::Probe& p : probes) {
+      loss += p.loss / double(probes.size());
+      gn += p.grad_norm / double(probes.size());
+    }
+    f.ttt_loss = loss;
+    if (needs_.probe_grad) f.grad_norm = gn;
+  }
+  return f;
+}
+
+void FeatureTracker::observe(int k, const Tensor& logits, const Tensor& targets) {
+  NoGradGuard ng;
+  const int64_t V = logits.shape().back();
+  Tensor flat = reshape(logits, {-1, V});
+  double loss = mean(cross_entropy_per_token(flat, raw::reshape(targets, {-1}))).item();
+  last_.prev_loss = loss;
+  last_.ema_loss = ema(last_.ema_loss, loss);
+  if (needs_.entropy) {
+    double h = mean_entropy(flat);
+    last_.prev_entropy = h;
+    last_.ema_entropy = ema(last_.ema_entropy, h);
+    Tensor p = softmax(flat, -1);
+    last_.hidden_mean = mean(flat).item();
+    last_.hidden_std = std::sqrt(var(flat).item());
+    last_.hidden_sparsity = mean(raw::binary(BinaryOp::Lt, p, scalar_like(p, 1.0 / double(V)))).item();
+  }
+  last_.prev_k = k;
+  steps_spent_ += k;
+  ++done_;
+  last_.mean_k = steps_spent_ / double(done_);
+}
+
+}  // namespace ponder::policy

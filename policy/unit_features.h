@@ -1,0 +1,55 @@
+// Policy features: what a policy may know when it decides unit u, all from completed units (< u),
+// so decisions are causal. Each feature's cost is counted by the caller as policy overhead.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ttt/model.h"
+
+namespace ponder::policy {
+
+struct UnitFeatures {
+  int64_t unit = 0;
+  int64_t n_units = 1;
+  double prev_loss = NAN;     // mean next-token loss of the previous unit's tokens (nats)
+  double prev_entropy = NAN;  // mean entropy of the model's predictions for those tokens (nats)
+  double ema_loss = NAN;      // exponential moving averages over earlier units (decay 0.7)
+  double ema_entropy = NAN;
+  double ttt_loss = NAN;      // inner loss of the previous unit under the carried weights (mean over layers)
+  double grad_norm = NAN;     // its inner-gradient norm (costs an inner gradient)
+  double hidden_mean = NAN, hidden_std = NAN, hidden_sparsity = NAN;  // logits statistics of the previous unit
+  double budget_left = 1;     // fraction of the episode's step budget not yet spent (1 when unbudgeted)
+  int prev_k = -1;            // previous decision
+  double mean_k = 0;          // mean K so far
+  // A fixed-order, NaN-free vector for learned policies (missing values are 0 with an indicator).
+  std::vector<double> vector() const;
+  static std::vector<std::string> vector_names();
+};
+
+// Which optional features a policy needs (probes cost FLOPs).
+struct FeatureNeeds {
+  bool entropy = false;
+  bool probe_loss = false;
+  bool probe_grad = false;
+};
+
+// Accumulates the per-unit statistics of one sequence as its units complete.
+class FeatureTracker {
+ public:
+  FeatureTracker(int64_t n_units, FeatureNeeds needs, double step_budget = 0);
+  UnitFeatures next(int64_t unit, const ttt::Model& model, const ttt::ModelState& state) const;
+  // logits (1, b, V) and targets (1, b) of the unit just completed with `k` steps.
+  void observe(int k, const Tensor& logits, const Tensor& targets);
+ private:
+  int64_t n_units_;
+  FeatureNeeds needs_;
+  double step_budget_, steps_spent_ = 0;
+  int64_t done_ = 0;
+  UnitFeatures last_;
+};
+
+// Mean entropy (nats) of softmax rows of logits (…, V).
+double mean_entropy(const Tensor& logits);
+
+}  // namespace ponder::policy

@@ -1,0 +1,115 @@
+// Policies and rollouts: every policy is causal, per-unit costs add up to the engine's counter,
+// and the oracle's choices are never worse than uniform on its own objective.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "policy/rollout.h"
+
+using namespace ponder;
+using namespace ponder::policy;
+
+namespace {
+ttt::ModelConfig cfg() {
+  ttt::ModelConfig c;
+  c.vocab = 32;
+  c.d = 16;
+  c.layers = 2;
+  c.heads = 2;
+  c.mini_batch = 4;
+  c.mixers = {"ttt", "attention"};
+  c.init_std = 0.2;
+  return c;
+}
+
+std::pair<Tensor, Tensor> sequence(uint64_t seed, int64_t N) {
+  Generator g(seed);
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i <= N; ++i) v.push_back(int64_t(g.uniform01() * 32));
+  Tensor all = Tensor::from_ints(v, {1, N + 1});
+  return {raw::contiguous(raw::slice(all, 1, 0, N)), raw::contiguous(raw::slice(all, 1, 1, N + 1))};
+}
+
+std::vector<std::unique_ptr<Policy>> all_policies() {
+  std::vector<std::unique_ptr<Policy>> p;
+  p.push_back(std::make_unique<UniformPolicy>(2));
+  p.push_back(std::make_unique<FixedPolicy>(4, 3));
+  p.push_back(std::make_unique<RandomPolicy>(1, 4, 0.4));
+  for (const char* s : {"entropy", "loss", "gradnorm", "ttt-loss"})
+    p.push_back(std::make_unique<ThresholdPolicy>(parse_score(s), std::vector<double>{0.5, 3.0}, std::vector<int>{0, 1, 4}, 1));
+  return p;
+}
+}  // namespace
+
+TEST_CASE("every policy is causal: future tokens never change earlier decisions") {
+  ttt::Model model(cfg(), 1, DType::F64);
+  auto [x, y] = sequence(2, 32);
+  for (auto& p : all_policies()) {
+    INFO(p->name());
+    Episode a = run_policy(model, x, y, *p, {}, 7);
+    // perturb everything after token 17 (inside unit 4); decisions for units 0..4 must not move
+    auto xv = x.to_ints(), yv = y.to_ints();
+    for (size_t i = 18; i < xv.size(); ++i) xv[i] = (xv[i] + 5) % 32;
+    for (size_t i = 17; i < yv.size(); ++i) yv[i] = (yv[i] + 5) % 32;
+    Episode b = run_policy(model, Tensor::from_ints(xv, {1, 32}), Tensor::from_ints(yv, {1, 32}), *p, {}, 7);
+    for (int64_t u = 0; u <= 4; ++u) CHECK(a.units[size_t(u)].k == b.units[size_t(u)].k);
+    for (size_t t = 0; t < 17; ++t) CHECK(a.token_loss[t] == doctest::Approx(b.token_loss[t]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("per-unit costs add up to the engine's counter for the whole run") {
+  ttt::Model model(cfg(), 3, DType::F64);
+  auto [x, y] = sequence(4, 24);
+  for (auto& p : all_policies()) {
+    INFO(p->name());
+    FlopScope scope;
+    Episode ep = run_policy(model, x, y, *p, {}, 1);
+    uint64_t sum = 0, base = 0, inner = 0, overhead = 0;
+    for (const UnitRecord& r : ep.units) {
+      sum += r.base_flops + r.inner_flops + r.overhead_flops + r.measure_flops;
+      base += r.base_flops;
+      inner += r.inner_flops;
+      overhead += r.overhead_flops;
+    }
+    CHECK(base == ep.base);
+    CHECK(inner == ep.inner);
+    CHECK(overhead == ep.overhead);
+    // everything the engine counted is charged to the method or to the loss measurement
+    CHECK(sum == scope.counts().total());
+    for (const UnitRecord& r : ep.units)
+      if (r.k == 0) CHECK(r.inner_flops == 0);
+  }
+}
+
+TEST_CASE("inner cost grows with K and SKIP costs nothing") {
+  ttt::Model model(cfg(), 5, DType::F64);
+  auto [x, y] = sequence(6, 16);
+  std::vector<uint64_t> inner;
+  for (int k : {0, 1, 2, 4}) {
+    UniformPolicy p(k);
+    inner.push_back(run_policy(model, x, y, p, {}, 0).inner);
+  }
+  CHECK(inner[0] == 0);
+  CHECK(inner[1] > 0);
+  CHECK(inner[2] > inner[1]);
+  CHECK(inner[3] > inner[2]);
+}
+
+TEST_CASE("the greedy oracle is at least as good as uniform on its own objective") {
+  ttt::Model model(cfg(), 7, DType::F64);
+  auto [x, y] = sequence(8, 24);
+  RolloutOptions prefix;
+  prefix.mode = ttt::StepMode::Prefix;
+  prefix.path = ttt::InnerPath::Iterative;
+  Episode oracle = run_oracle(model, x, y, {0, 1, 2, 4}, 0.0, 0, prefix);
+  // in prefix mode each unit's loss depends on its own K: per unit, oracle ≤ every uniform K
+  // given the same incoming state — check the aggregate against uniform runs
+  for (int k : {0, 1, 2, 4}) {
+    UniformPolicy p(k);
+    Episode u = run_policy(model, x, y, p, prefix, 0);
+    CHECK(oracle.units[0].loss <= u.units[0].loss + 1e-12);  // same incoming state for unit 0
+  }
+  Episode costly = run_oracle(model, x, y, {0, 1, 2, 4}, 1e6, 0, prefix);
+  for (const UnitRecord& r : costly.units) CHECK(r.k == 0);  // a huge price on compute: always SKIP
+}
