@@ -2,7 +2,6 @@
 // ordered without events and freed memory can be reused at once), a caching allocator, and the
 // registration with the tensor layer.
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -211,19 +210,16 @@ CudaAllocatorStats cuda_allocator_stats() {
 
 void cuda_empty_cache() { cuda::ctx().allocator->empty_cache(); }
 
-double cuda_time_memcpy_d2d(int64_t bytes, int reps) {
-  const int64_t words = bytes / int64_t(sizeof(int32_t));
-  Tensor src = Tensor::zeros({words}, DType::I32, Device::CUDA), dst = Tensor::empty({words}, DType::I32, Device::CUDA);
-  auto call = [&] {
-    cuda_check(cudaMemcpyAsync(dst.data<int32_t>(), src.data<int32_t>(), size_t(words) * sizeof(int32_t),
-                               cudaMemcpyDeviceToDevice, cuda::stream()));
+void cuda_memcpy(const Tensor& dst, const Tensor& src) {
+  const size_t n = size_t(src.numel()) * dtype_size(src.dtype());
+  if (dst.device() != Device::CUDA || src.device() != Device::CUDA || !dst.is_contiguous() || !src.is_contiguous() ||
+      size_t(dst.numel()) * dtype_size(dst.dtype()) != n)
+    throw std::invalid_argument("cuda_memcpy: needs contiguous CUDA tensors of equal size");
+  // A view's offset counts elements of its dtype.
+  auto first_byte = [](const Tensor& t) {
+    return static_cast<char*>(t.storage().data) + size_t(t.offset()) * dtype_size(t.dtype());
   };
-  call();
-  cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < reps; ++r) call();
-  cuda_synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  cuda_check(cudaMemcpyAsync(first_byte(dst), first_byte(src), n, cudaMemcpyDeviceToDevice, cuda::stream()));
 }
 
 }  // namespace ponder

@@ -50,11 +50,12 @@ CudaAllocatorStats cuda_allocator_stats();
 // Returns every cached block to the driver (tensors in use are untouched).
 void cuda_empty_cache();
 
-// Reference timings for `ponder bench`, measured the same way as engine calls (host clock around `reps`
-// calls, synchronised), in seconds per call.
-// out (m, n) = a (m, k) · b (k, n), all contiguous float32/float64 CUDA tensors: one direct cuBLAS call.
-double cuda_time_gemm_direct(const Tensor& out, const Tensor& a, const Tensor& b, int reps);
-// One cudaMemcpyAsync device-to-device of `bytes` (read and written once each).
-double cuda_time_memcpy_d2d(int64_t bytes, int reps);
+// Direct library calls on the engine's buffers: the references `ponder bench` times the engine against.
+// Queued on the backend's stream like every kernel (time them with cuda_synchronize).
+// out (…, m, n) = a (…, m, k) · b (…, k, n), contiguous float32/float64 CUDA tensors with equal batch
+// axes: the textbook cublas<t>gemm (strided-batched when batched) call.
+void cuda_gemm_direct(const Tensor& out, const Tensor& a, const Tensor& b);
+// cudaMemcpyAsync device-to-device of src's bytes into dst (contiguous CUDA tensors of equal size).
+void cuda_memcpy(const Tensor& dst, const Tensor& src);
 
 }  // namespace ponder

@@ -2,7 +2,6 @@
 // transpose, so row-major C = A·B is issued as Cᵀ = Bᵀ·Aᵀ: a plain row-major operand goes in as
 // CUBLAS_OP_N and a transposed view (column-major storage) as CUBLAS_OP_T, with no copies, as the
 // CPU backend does with CBLAS. TF32 follows the handle's math mode (see cuda_set_tf32 in backend.cu).
-#include <chrono>
 #include <stdexcept>
 
 #include "tensor/cuda/common.cuh"
@@ -64,32 +63,30 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 namespace ponder {
 
-double cuda_time_gemm_direct(const Tensor& out, const Tensor& a, const Tensor& b, int reps) {
+void cuda_gemm_direct(const Tensor& out, const Tensor& a, const Tensor& b) {
   for (const Tensor* t : {&out, &a, &b})
-    if (t->device() != Device::CUDA || t->dim() != 2 || !t->is_contiguous() || t->dtype() != out.dtype() ||
-        !is_float(t->dtype()))
-      throw std::invalid_argument("cuda_time_gemm_direct: needs contiguous 2-d float CUDA tensors of one dtype");
-  const int m = int(a.shape()[0]), k = int(a.shape()[1]), n = int(b.shape()[1]);
-  if (b.shape()[0] != k || out.shape()[0] != m || out.shape()[1] != n)
-    throw std::invalid_argument("cuda_time_gemm_direct: shapes do not form (m, k)·(k, n) = (m, n)");
+    if (t->device() != Device::CUDA || t->dim() < 2 || t->dim() != out.dim() || !t->is_contiguous() ||
+        t->dtype() != out.dtype() || !is_float(t->dtype()))
+      throw std::invalid_argument("cuda_gemm_direct: needs contiguous float CUDA tensors of one dtype and rank");
+  if (out.numel() == 0 || a.shape().back() == 0) throw std::invalid_argument("cuda_gemm_direct: empty operands");
+  const size_t d = out.dim();
+  const int64_t m = a.shape()[d - 2], k = a.shape()[d - 1], n = b.shape()[d - 1], batch = out.numel() / (m * n);
+  if (b.shape()[d - 2] != k || out.shape()[d - 2] != m || out.shape()[d - 1] != n || a.numel() != batch * m * k ||
+      b.numel() != batch * k * n)
+    throw std::invalid_argument("cuda_gemm_direct: shapes do not form (…, m, k)·(…, k, n) = (…, m, n)");
   // Row-major (m, k)·(k, n) is column-major (n, k)·(k, m): the textbook call, no layout logic.
-  auto call = [&] {
-    if (out.dtype() == DType::F32) {
-      const float one = 1, zero = 0;
-      cublas_check(cublasSgemm(cuda::blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b.data<float>(), n,
-                               a.data<float>(), k, &zero, out.data<float>(), n));
-    } else {
-      const double one = 1, zero = 0;
-      cublas_check(cublasDgemm(cuda::blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b.data<double>(), n,
-                               a.data<double>(), k, &zero, out.data<double>(), n));
-    }
-  };
-  call();  // warm-up: cuBLAS picks and loads its kernel on the first call
-  cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < reps; ++r) call();
-  cuda_synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  const int M = int(n), N = int(m), K = int(k);
+  if (out.dtype() == DType::F32) {
+    const float one = 1, zero = 0;
+    cublas_check(cublasSgemmStridedBatched(cuda::blas(), CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, b.data<float>(), M,
+                                           k * n, a.data<float>(), K, m * k, &zero, out.data<float>(), M, m * n,
+                                           int(batch)));
+  } else {
+    const double one = 1, zero = 0;
+    cublas_check(cublasDgemmStridedBatched(cuda::blas(), CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, b.data<double>(), M,
+                                           k * n, a.data<double>(), K, m * k, &zero, out.data<double>(), M, m * n,
+                                           int(batch)));
+  }
 }
 
 }  // namespace ponder

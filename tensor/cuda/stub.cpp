@@ -29,7 +29,7 @@ void cuda_synchronize() { no_cuda(); }
 CudaDeviceInfo cuda_device_info() { no_cuda(); }
 CudaAllocatorStats cuda_allocator_stats() { no_cuda(); }
 void cuda_empty_cache() { no_cuda(); }
-double cuda_time_gemm_direct(const Tensor&, const Tensor&, const Tensor&, int) { no_cuda(); }
-double cuda_time_memcpy_d2d(int64_t, int) { no_cuda(); }
+void cuda_gemm_direct(const Tensor&, const Tensor&, const Tensor&) { no_cuda(); }
+void cuda_memcpy(const Tensor&, const Tensor&) { no_cuda(); }
 
 }  // namespace ponder
