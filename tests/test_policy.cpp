@@ -5,7 +5,7 @@
 #include <cmath>
 #include <memory>
 
-#include "policy/rollout.h"
+#include "policy/calibrate.h"
 
 using namespace ponder;
 using namespace ponder::policy;
@@ -112,4 +112,24 @@ TEST_CASE("the greedy oracle is at least as good as uniform on its own objective
   }
   Episode costly = run_oracle(model, x, y, {0, 1, 2, 4}, 1e6, 0, prefix);
   for (const UnitRecord& r : costly.units) CHECK(r.k == 0);  // a huge price on compute: always SKIP
+}
+
+TEST_CASE("calibrated heuristics hit their target mean cost within 2% on the calibration split") {
+  ttt::Model model(cfg(), 9, DType::F64);
+  std::vector<Window> cal, test;
+  for (uint64_t i = 0; i < 8; ++i) cal.push_back(sequence(100 + i, 64));
+  for (uint64_t i = 0; i < 4; ++i) test.push_back(sequence(200 + i, 64));
+  UniformPolicy two(2);
+  const double target = run_windows(model, cal, two, {}, 0).inner_per_token;  // the budget of uniform-2
+  for (const char* s : {"entropy", "loss", "ttt-loss"}) {
+    INFO(s);
+    Calibration c = calibrate_budget(model, cal, parse_score(s), 1, 4, 1, target, {});
+    CHECK(std::abs(c.achieved - target) <= 0.02 * target);
+    ThresholdPolicy p(parse_score(s), {c.threshold}, {1, 4}, 1);
+    CHECK(run_windows(model, cal, p, {}, 0).inner_per_token == doctest::Approx(c.achieved));  // reproducible
+    double on_test = run_windows(model, test, p, {}, 0).inner_per_token;  // reported, not guaranteed
+    CHECK(on_test > 0);
+    MESSAGE(std::string(s), ": target ", target, ", calibration ", c.achieved, ", test ", on_test, " FLOPs/token");
+  }
+  CHECK_THROWS_WITH(calibrate_budget(model, cal, Score::Loss, 1, 4, 1, 10 * target, {}), doctest::Contains("outside"));
 }
