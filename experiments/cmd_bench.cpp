@@ -122,6 +122,7 @@ struct Options {
   std::vector<int> threads{1, 2};
   int reps = 5;
   bool json = false;
+  bool tf32 = false;
 };
 
 void print_json(const Row& r, const Options& o, const MachineInfo& mi) {
@@ -161,10 +162,8 @@ void print_text(const Row& r) {
 }
 
 void run_matmul(const Options& o) {
-  if (o.device == "cuda") {
-    if (!backend_available(Device::CUDA)) throw std::runtime_error("device cuda: this build has no CUDA backend");
-    throw std::runtime_error("bench matmul --device cuda: not implemented yet (only the CPU benchmark exists)");
-  }
+  if (o.device == "cuda") return run_bench_matmul_cuda(o.reps, o.tf32, o.json);
+  if (o.tf32) throw std::invalid_argument("bench matmul: --tf32 applies to --device cuda only");
   const MachineInfo mi = machine_info();
   const int saved_threads = cpu::num_threads();
   if (!o.json) print_text_header(o, mi);
@@ -228,6 +227,7 @@ void register_bench(CLI::App& app) {
       ->check(kPositive)
       ->capture_default_str();
   mm->add_flag("--json", opts->json, "One JSON object per line instead of a table");
+  mm->add_flag("--tf32", opts->tf32, "With --device cuda: let cuBLAS use TF32 tensor cores for f32");
   mm->callback([opts] { run_matmul(*opts); });
 }
 

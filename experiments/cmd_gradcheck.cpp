@@ -5,6 +5,7 @@
 
 #include "autograd/op_table.h"
 #include "experiments/commands.h"
+#include "experiments/device.h"
 
 namespace ponder::cli {
 namespace {
@@ -13,6 +14,7 @@ struct GradcheckArgs {
   bool all = false;
   bool list = false;
   std::string op;
+  std::string device = "cpu";
 };
 
 void run_gradcheck(const GradcheckArgs& a) {
@@ -21,11 +23,13 @@ void run_gradcheck(const GradcheckArgs& a) {
     return;
   }
   if (!a.all && a.op.empty()) throw std::invalid_argument("gradcheck: pass --all, --op NAME or --list");
+  const Device device = use_device(a.device);
+  std::printf("device: %s\n", describe_device(device).c_str());
   int n = 0, grad_fail = 0, gg_fail = 0, fwd_fail = 0;
   std::printf("%-34s %10s %10s %12s %12s  %s\n", "op", "fwd f64", "fwd f32", "grad err", "gradgrad err", "verdict");
   for (const OpCase& c : op_table()) {
     if (!a.all && c.name.find(a.op) == std::string::npos) continue;
-    OpCaseReport r = run_op_case(c);
+    OpCaseReport r = run_op_case(c, device);
     ++n;
     fwd_fail += !r.fwd_ok;
     grad_fail += !r.grad.ok;
@@ -53,6 +57,7 @@ void register_gradcheck(CLI::App& app) {
   sub->add_flag("--all", args->all, "Run every entry of the op table");
   sub->add_option("--op", args->op, "Run the entries whose name contains this text");
   sub->add_flag("--list", args->list, "List the op table's entries");
+  add_device_option(sub, args->device);
   sub->callback([args] { run_gradcheck(*args); });
 }
 

@@ -18,5 +18,9 @@ inline const CLI::Validator kPositive(
 void register_bench(CLI::App& app);
 void register_demo(CLI::App& app);
 void register_gradcheck(CLI::App& app);
+// Adds `ops` to the `bench` subcommand that register_bench created (experiments/cmd_bench_ops.cpp).
+void register_bench_ops(CLI::App& bench);
+// `bench matmul --device cuda` (experiments/cmd_bench_cuda.cpp).
+void run_bench_matmul_cuda(int reps, bool tf32, bool json);
 
 }  // namespace ponder::cli

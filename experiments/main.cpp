@@ -6,6 +6,7 @@
 
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/device.h"
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace {
@@ -25,8 +26,11 @@ int main(int argc, char** argv) {
   CLI::App app{"PonderTTT: a C++ research engine for adaptive test-time training", "ponder"};
   app.require_subcommand(1);
   app.fallthrough();  // lets global options follow the subcommand too
-  app.set_version_flag("--version", std::string("ponder ") + version() + " (commit " + git_commit() + ", " +
-                                        build_type() + " build)");
+  // A function, so CUDA is probed only when --version is asked for.
+  app.set_version_flag("--version", [] {
+    return std::string("ponder ") + version() + " (commit " + git_commit() + ", " + build_type() + " build)\n" +
+           cuda_status();
+  });
   // Runs while parsing, before any subcommand callback, so every kernel sees the setting.
   app.add_option_function<int>(
          "--threads", [](const int& n) { ponder::cpu::set_num_threads(n); },
@@ -35,6 +39,7 @@ int main(int argc, char** argv) {
   register_bench(app);
   register_demo(app);
   register_gradcheck(app);
+  register_bench_ops(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
