@@ -557,4 +557,8 @@ TEST_CASE("cuda: 1,000 create_graph inner/outer steps keep device memory flat") 
   MESSAGE("CUDA memory over 1,000 create_graph steps: live ", m.live_bytes, " B, peak ", m.peak_bytes,
           " B, reserved ", a.reserved_bytes, " B (", a.cached_bytes, " B cached), ", a.device_mallocs,
           " cudaMalloc calls, ", a.cache_hits, " cache hits");
+  cuda_empty_cache();
+  CHECK(cuda_allocator_stats().cached_bytes == 0);
+  CHECK(cuda_allocator_stats().reserved_bytes <= a.reserved_bytes - a.cached_bytes);
+  CHECK(raw::clone(w0).to_vector() == w0.to_vector());  // blocks in use survive, new ones still come
 }
