@@ -1,0 +1,52 @@
+// Evaluation of a language model on fixed windows: mean loss, bits per byte, the loss at each position
+// of the window (the TTT paper's loss-vs-position curve) and the FLOPs the forward pass spent per token,
+// in total and in the TTT inner loop, under a given step schedule.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/windows.h"
+#include "ttt/model.h"
+
+namespace ponder::ttt {
+
+// How a forward pass runs its TTT layers, as configs and the CLI spell it.
+struct InnerRun {
+  std::string schedule = "uniform-1";  // "uniform-K" or "fixed:K1,K2,…" (one K per unit, last repeats)
+  StepMode mode = StepMode::Carry;
+  InnerPath path = InnerPath::Dual;
+};
+
+// Parses a schedule spec; throws std::invalid_argument naming the spec and the accepted forms.
+std::unique_ptr<StepSchedule> make_schedule(const std::string& spec);
+StepMode parse_mode(const std::string& s);    // "carry" | "prefix"
+InnerPath parse_path(const std::string& s);   // "dual" | "iterative"
+const char* mode_name(StepMode m);
+const char* path_name(InnerPath p);
+
+struct EvalOptions {
+  InnerRun inner;
+  int64_t batch_size = 8;  // windows per forward pass
+  double lr_mult = 1.0;    // ttt_lr_mult (TTT-MLP ends its warm-up at 1)
+};
+
+struct EvalResult {
+  int64_t windows = 0;
+  int64_t tokens = 0;                  // windows × seq_len predicted tokens
+  double loss = 0;                     // mean cross-entropy, nats per token
+  double bpb = 0;                      // loss / ln 2: tokens are bytes
+  std::vector<double> position_loss;   // (seq_len): mean loss at each window position
+  FlopCounts flops;                    // everything the forward passes computed
+  UnitCost inner;                      // the TTT layers' inner-loop FLOPs, summed over units and layers
+  double flops_per_token = 0;          // flops.total() / tokens
+  double inner_flops_per_token = 0;    // inner.total() / tokens
+  double mean_k = 0;                   // mean inner steps per unit and TTT layer
+  double seconds = 0;
+};
+
+// Runs every window of `windows` through `model` under NoGradGuard. The windows' seq_len must be a
+// multiple of the model's mini-batch.
+EvalResult evaluate(const Model& model, const data::EvalWindows& windows, const EvalOptions& opt);
+
+}  // namespace ponder::ttt

@@ -1,0 +1,230 @@
+#include "ttt/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <numbers>
+#include <sstream>
+
+#include "autograd/engine.h"
+
+namespace ponder::ttt {
+namespace {
+
+// Independent streams from one configured seed.
+constexpr uint64_t kSamplerStream = 1, kScheduleStream = 2;
+
+void need(bool ok, const std::string& key, const std::string& msg) {
+  if (!ok) throw std::invalid_argument("train." + key + " " + msg);
+}
+
+std::string num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<NamedTensor> named_copies(const std::vector<std::pair<std::string, Tensor>>& params,
+                                      const std::vector<Tensor>& values) {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < params.size(); ++i) out.push_back({params[i].first, raw::clone(values[i])});
+  return out;
+}
+
+// Copies `src` into `dst` after checking that the lists line up name by name and shape by shape.
+void load_into(const std::vector<std::pair<std::string, Tensor>>& names, const std::vector<Tensor>& dst,
+               const std::vector<NamedTensor>& src, const char* what) {
+  if (src.size() != dst.size())
+    throw std::runtime_error(std::string("checkpoint holds ") + std::to_string(src.size()) + " " + what +
+                             " tensors, this model has " + std::to_string(dst.size()));
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const Tensor& d = dst[i];
+    const NamedTensor& s = src[i];
+    if (s.name != names[i].first || s.value.shape() != d.shape() || s.value.dtype() != d.dtype())
+      throw std::runtime_error(std::string("checkpoint ") + what + " " + std::to_string(i) + " is '" + s.name + "' " +
+                               shape_str(s.value.shape()) + " " + dtype_name(s.value.dtype()) + ", this model has '" +
+                               names[i].first + "' " + shape_str(d.shape()) + " " + dtype_name(d.dtype()));
+    raw::copy_(d, s.value);
+  }
+}
+
+}  // namespace
+
+void TrainConfig::validate(const ModelConfig& model) const {
+  need(steps > 0, "steps", "must be positive, got " + std::to_string(steps));
+  need(batch_size > 0, "batch_size", "must be positive, got " + std::to_string(batch_size));
+  need(seq_len > 0 && model.mini_batch > 0 && seq_len % model.mini_batch == 0, "seq_len",
+       "= " + std::to_string(seq_len) + " must be a positive multiple of model.mini_batch = " +
+           std::to_string(model.mini_batch));
+  need(grad_accum > 0, "grad_accum", "must be positive, got " + std::to_string(grad_accum));
+  need(lr > 0, "lr", "must be positive, got " + num(lr));
+  need(min_lr >= 0 && min_lr <= lr, "min_lr", "must lie in [0, lr], got " + num(min_lr));
+  need(warmup >= 0 && warmup <= steps, "warmup", "must lie in [0, steps], got " + std::to_string(warmup));
+  need(beta1 >= 0 && beta1 < 1, "beta1", "must lie in [0, 1), got " + num(beta1));
+  need(beta2 >= 0 && beta2 < 1, "beta2", "must lie in [0, 1), got " + num(beta2));
+  need(eps > 0, "eps", "must be positive, got " + num(eps));
+  need(weight_decay >= 0, "weight_decay", "must be >= 0, got " + num(weight_decay));
+  need(grad_clip >= 0, "grad_clip", "must be >= 0, got " + num(grad_clip));
+  for (int k : step_options) {
+    need(k >= 0, "step_options", "must hold step counts >= 0, got " + std::to_string(k));
+    need(!(mode == StepMode::Prefix && path == InnerPath::Dual && k > 1), "path",
+         "must be 'iterative' for prefix mode with K = " + std::to_string(k) + " > 1");
+  }
+  need(remat_group >= 0, "remat_group", "must be >= 0, got " + std::to_string(remat_group));
+  need(ttt_lr_mult_init > 0 && ttt_lr_mult_init <= 1, "ttt_lr_mult_init",
+       "must lie in (0, 1], got " + num(ttt_lr_mult_init));
+  need(ttt_lr_warmup >= 0, "ttt_lr_warmup", "must be >= 0, got " + std::to_string(ttt_lr_warmup));
+  need(log_every > 0, "log_every", "must be positive, got " + std::to_string(log_every));
+  need(eval_every >= 0, "eval_every", "must be >= 0, got " + std::to_string(eval_every));
+  need(checkpoint_every >= 0, "checkpoint_every", "must be >= 0, got " + std::to_string(checkpoint_every));
+}
+
+double learning_rate(const TrainConfig& c, int64_t step) {
+  if (step <= c.warmup) return c.lr * double(step) / double(c.warmup);
+  const double span = double(c.steps - c.warmup);
+  const double progress = std::min(1.0, double(step - c.warmup) / span);
+  return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(std::numbers::pi * progress));
+}
+
+double ttt_lr_mult(const TrainConfig& c, const ModelConfig& m, int64_t step) {
+  if (m.inner != "mlp") return 1.0;
+  const int64_t warmup = c.ttt_lr_warmup > 0 ? c.ttt_lr_warmup : std::max<int64_t>(1, c.steps / 10);
+  const double ramp = std::min(1.0, double(step - 1) / double(warmup));
+  return c.ttt_lr_mult_init + ramp * (1 - c.ttt_lr_mult_init);
+}
+
+int RandomSchedule::steps(const UnitInfo&) {
+  const auto n = options_.size();
+  return options_[std::min(n - 1, size_t(gen_.uniform01() * double(n)))];
+}
+
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, data::TokenStream tokens)
+    : cfg_((model.validate(), train.validate(model), train)),
+      model_(model, train.seed),
+      opt_(model_.parameters(), train.lr, train.beta1, train.beta2, train.eps, train.weight_decay),
+      sampler_(std::move(tokens), train.batch_size, train.seq_len, train.seed + kSamplerStream),
+      schedule_gen_(train.seed + kScheduleStream) {}
+
+StepStats Trainer::step() {
+  StepStats st;
+  st.step = step_ + 1;
+  st.lr = learning_rate(cfg_, st.step);
+  opt_.set_lr(st.lr);
+  opt_.zero_grad();
+  RandomSchedule random(cfg_.step_options, schedule_gen_);
+  TTTRun run;
+  run.path = cfg_.path;
+  run.mode = cfg_.mode;
+  run.schedule = cfg_.step_options.empty() ? nullptr : &random;
+  run.lr_mult = ttt_lr_mult(cfg_, model_.config(), st.step);
+  run.remat_group = cfg_.remat_group;
+  FlopScope grad_scope;
+  for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
+    const data::Batch batch = sampler_.next();
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor loss = mean(model_.token_losses(batch.input, batch.target, run));
+    const double value = loss.item();
+    st.forward_s += since(t0);
+    if (!std::isfinite(value))
+      throw NonFiniteError("loss is " + std::to_string(value) + " at step " + std::to_string(st.step), st.step);
+    st.loss += value / double(cfg_.grad_accum);
+    st.tokens += batch.input.numel();
+    t0 = std::chrono::steady_clock::now();
+    backward(cfg_.grad_accum > 1 ? loss * (1.0 / double(cfg_.grad_accum)) : loss);
+    st.backward_s += since(t0);
+  }
+  st.flops = grad_scope.counts();
+  const auto t0 = std::chrono::steady_clock::now();
+  FlopScope optim_scope;
+  const double clip = cfg_.grad_clip > 0 ? cfg_.grad_clip : std::numeric_limits<double>::infinity();
+  st.grad_norm = clip_grad_norm(opt_.params(), clip);
+  if (!std::isfinite(st.grad_norm))
+    throw NonFiniteError("gradient norm is " + std::to_string(st.grad_norm) + " at step " + std::to_string(st.step),
+                         st.step);
+  opt_.step();
+  st.optim_flops = optim_scope.counts();
+  st.optim_s = since(t0);
+  step_ = st.step;
+  return st;
+}
+
+Checkpoint Trainer::checkpoint(const std::string& config_text, std::vector<std::pair<std::string, std::string>> meta) {
+  const auto names = model_.named_parameters();
+  Checkpoint ck;
+  ck.config_text = config_text;
+  ck.meta = std::move(meta);
+  ck.step = step_;
+  ck.sampler_state = sampler_.state();
+  ck.schedule_state = schedule_gen_.counter();
+  ck.optimizer_steps = opt_.steps();
+  ck.params = named_copies(names, opt_.params());
+  ck.exp_avg = named_copies(names, opt_.exp_avg());
+  ck.exp_avg_sq = named_copies(names, opt_.exp_avg_sq());
+  return ck;
+}
+
+void Trainer::restore(const Checkpoint& ck) {
+  NoGradGuard no_grad;
+  const auto names = model_.named_parameters();
+  load_into(names, opt_.params(), ck.params, "parameter");
+  load_into(names, opt_.exp_avg(), ck.exp_avg, "first-moment");
+  load_into(names, opt_.exp_avg_sq(), ck.exp_avg_sq, "second-moment");
+  opt_.set_steps(ck.optimizer_steps);
+  sampler_.set_state(ck.sampler_state);
+  schedule_gen_.set_state(cfg_.seed + kScheduleStream, ck.schedule_state);
+  step_ = ck.step;
+}
+
+void load_parameters(const Model& model, const Checkpoint& ck) {
+  NoGradGuard no_grad;
+  load_into(model.named_parameters(), model.parameters(), ck.params, "parameter");
+}
+
+TrainResult train_loop(Trainer& trainer, const TrainLoopOptions& opt,
+                       const std::function<void(const StepReport&)>& on_step) {
+  const TrainConfig& cfg = trainer.config();
+  const int64_t end = opt.stop_after > 0 ? std::min(opt.stop_after, cfg.steps) : cfg.steps;
+  const bool saving = !opt.checkpoint_path.empty();
+  // A checkpoint already on disk is the one this run resumed from.
+  int64_t saved_step = saving && std::filesystem::exists(opt.checkpoint_path) ? trainer.step_count() : -1;
+  TrainResult result;
+  while (trainer.step_count() < end) {
+    StepReport rep;
+    try {
+      rep.stats = trainer.step();
+    } catch (const NonFiniteError& e) {
+      const std::string last = saved_step >= 0 ? "'" + opt.checkpoint_path + "' (step " +
+                                                      std::to_string(saved_step) + ")"
+                                                : "none (no checkpoint was written before the failure)";
+      throw std::runtime_error(std::string(e.what()) + "; training stopped and wrote nothing; last good checkpoint: " +
+                               last);
+    }
+    const int64_t s = rep.stats.step;
+    if (opt.valid != nullptr && ((cfg.eval_every > 0 && s % cfg.eval_every == 0) || s == cfg.steps)) {
+      EvalOptions eo = opt.eval;
+      eo.lr_mult = ttt_lr_mult(cfg, trainer.model().config(), s);
+      rep.val = evaluate(trainer.model(), *opt.valid, eo);
+      result.val_bpb.push_back({s, rep.val->bpb});
+    }
+    const bool stop = opt.interrupted && opt.interrupted();
+    if (saving && ((cfg.checkpoint_every > 0 && s % cfg.checkpoint_every == 0) || s == end || stop)) {
+      save_checkpoint(opt.checkpoint_path, trainer.checkpoint(opt.config_text, opt.meta));
+      saved_step = s;
+      rep.checkpointed = true;
+    }
+    if (on_step) on_step(rep);
+    if (stop) {
+      result.interrupted = true;
+      break;
+    }
+  }
+  result.final_step = trainer.step_count();
+  return result;
+}
+
+}  // namespace ponder::ttt

@@ -1,0 +1,137 @@
+// Training the language model with the official outer recipe (ttt.md §2.3): AdamW β (0.9, 0.95) with
+// weight decay 0.1, linear warm-up then cosine decay to a floor, global-norm clipping 1.0, gradient
+// accumulation over micro-batches, the TTT-MLP inner learning-rate warm-up (§1.5), and optionally
+// randomised step schedules, so a model is trained for the schedules it will be evaluated with.
+// Everything a run depends on (parameters, moments, data position, schedule draws) is checkpointed, so a
+// resumed run is bit-identical on CPU to an uninterrupted one with the same thread count.
+#pragma once
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/optim.h"
+#include "data/windows.h"
+#include "ttt/checkpoint_io.h"
+#include "ttt/eval.h"
+#include "ttt/model.h"
+
+namespace ponder::ttt {
+
+struct TrainConfig {
+  int64_t steps = 600;          // optimiser steps
+  int64_t batch_size = 4;       // windows per micro-batch
+  int64_t seq_len = 128;        // tokens per window; a multiple of the model's mini-batch
+  int64_t grad_accum = 1;       // micro-batches per optimiser step
+  double lr = 3e-3;             // peak learning rate
+  double min_lr = 3e-4;         // floor the cosine decay ends at
+  int64_t warmup = 60;          // steps of linear warm-up
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;       // global L2 norm; 0 = off
+  uint64_t seed = 0;            // initialisation, window sampling and schedule draws
+  // Randomised schedules: each TTT layer's units draw K uniformly from these; empty = one step per unit.
+  std::vector<int> step_options;
+  StepMode mode = StepMode::Carry;
+  InnerPath path = InnerPath::Dual;
+  int64_t remat_group = 0;      // units per rematerialised group; 0 = keep every activation
+  double ttt_lr_mult_init = 0.1;  // TTT-MLP: ttt_lr_mult ramps from this to 1 (the official 0.01 → 0.1 base lr)
+  int64_t ttt_lr_warmup = 0;      // steps of that ramp; 0 = 10 % of the steps
+  int64_t log_every = 10;         // progress / log line every N steps
+  int64_t eval_every = 100;       // validation every N steps (and at the end); 0 = only at the end
+  int64_t checkpoint_every = 0;   // checkpoint every N steps (and at the end); 0 = only at the end
+  // Throws naming the offending key (train.<key>); `model` is needed for the cross-checks.
+  void validate(const ModelConfig& model) const;
+};
+
+// Learning rate for optimiser step `step` (1-based): linear warm-up to lr, then cosine to min_lr.
+double learning_rate(const TrainConfig& c, int64_t step);
+// ttt_lr_mult at `step` for TTT-MLP (ttt.md §1.5); 1 for TTT-Linear.
+double ttt_lr_mult(const TrainConfig& c, const ModelConfig& m, int64_t step);
+
+// K drawn uniformly from `options` for every (layer, unit), in the order the layers ask.
+class RandomSchedule final : public StepSchedule {
+ public:
+  RandomSchedule(std::vector<int> options, Generator& gen) : options_(std::move(options)), gen_(gen) {}
+  int steps(const UnitInfo& u) override;
+ private:
+  std::vector<int> options_;
+  Generator& gen_;
+};
+
+// What one optimiser step did, with where its time and FLOPs went.
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0;        // mean over the step's micro-batches
+  double lr = 0;
+  double grad_norm = 0;   // before clipping
+  int64_t tokens = 0;
+  FlopCounts flops;       // forward + backward passes
+  FlopCounts optim_flops; // clipping and the AdamW update
+  double forward_s = 0, backward_s = 0, optim_s = 0;
+  double seconds() const { return forward_s + backward_s + optim_s; }
+};
+
+// Raised when a loss or gradient norm is NaN/Inf; the step is abandoned before touching the parameters.
+struct NonFiniteError : std::runtime_error {
+  NonFiniteError(const std::string& what, int64_t step) : std::runtime_error(what), step(step) {}
+  int64_t step;
+};
+
+class Trainer {
+ public:
+  Trainer(const ModelConfig& model, const TrainConfig& train, data::TokenStream tokens);
+  StepStats step();  // one optimiser step; throws NonFiniteError
+  int64_t step_count() const { return step_; }
+  const Model& model() const { return model_; }
+  const TrainConfig& config() const { return cfg_; }
+
+  Checkpoint checkpoint(const std::string& config_text, std::vector<std::pair<std::string, std::string>> meta);
+  // Continues from `ck`; throws naming the first parameter whose name or shape does not match.
+  void restore(const Checkpoint& ck);
+
+ private:
+  TrainConfig cfg_;
+  Model model_;
+  AdamW opt_;
+  data::WindowSampler sampler_;
+  Generator schedule_gen_;
+  int64_t step_ = 0;
+};
+
+// Copies a checkpoint's parameters into `model` (for evaluation); throws naming the first parameter whose
+// name or shape does not match.
+void load_parameters(const Model& model, const Checkpoint& ck);
+
+// A run to the end (or to `stop_after`) with validation, checkpoints and reports.
+struct TrainLoopOptions {
+  std::string checkpoint_path;  // written atomically at intervals and at the end
+  std::string config_text;      // stored in every checkpoint
+  std::vector<std::pair<std::string, std::string>> meta;  // e.g. the git commit, stored too
+  const data::EvalWindows* valid = nullptr;  // validation windows; null = no validation
+  EvalOptions eval;
+  int64_t stop_after = 0;       // 0 = run to cfg.steps; otherwise checkpoint and stop after this step
+  std::function<bool()> interrupted;  // polled after each step: true checkpoints and stops
+};
+
+struct StepReport {
+  StepStats stats;
+  std::optional<EvalResult> val;  // when validation ran at this step
+  bool checkpointed = false;
+};
+
+struct TrainResult {
+  int64_t final_step = 0;
+  bool interrupted = false;
+  std::vector<std::pair<int64_t, double>> val_bpb;  // (step, bpb) of each validation this run
+};
+
+// `on_step` sees every step; its report says whether validation ran or a checkpoint was written.
+// A non-finite loss throws std::runtime_error naming the step and the last good checkpoint, which is
+// left as it was.
+TrainResult train_loop(Trainer& trainer, const TrainLoopOptions& opt,
+                       const std::function<void(const StepReport&)>& on_step = {});
+
+}  // namespace ponder::ttt
