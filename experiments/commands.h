@@ -22,5 +22,7 @@ void register_gradcheck(CLI::App& app);
 void register_bench_ops(CLI::App& bench);
 // `bench matmul --device cuda` (experiments/cmd_bench_cuda.cpp).
 void run_bench_matmul_cuda(int reps, bool tf32, bool json);
+void register_train(CLI::App& app);
+void register_eval(CLI::App& app);
 
 }  // namespace ponder::cli

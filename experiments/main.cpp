@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   register_demo(app);
   register_gradcheck(app);
   register_bench_ops(*app.get_subcommand("bench"));
+  register_train(app);
+  register_eval(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

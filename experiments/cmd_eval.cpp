@@ -1,0 +1,84 @@
+// `ponder eval`: loss, bits per byte, loss by position and FLOPs per token of a checkpoint on a held-out
+// split, under a step schedule (by default the one in the checkpoint's config, eval section).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "experiments/build_info.h"
+#include "experiments/commands.h"
+#include "experiments/training.h"
+
+namespace ponder::cli {
+namespace {
+
+constexpr int kPositionBuckets = 8;  // the compact loss-by-position line
+
+struct Options {
+  std::string checkpoint, schedule, mode, path, split;
+  std::optional<int64_t> max_windows;
+  bool json = false;
+};
+
+void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std::string& path, int64_t step,
+                const std::string& split) {
+  std::printf("checkpoint %s (step %lld), %s split: %lld windows of %zu tokens\n", path.c_str(), (long long)step,
+              split.c_str(), (long long)r.windows, r.position_loss.size());
+  std::printf("schedule %s, mode %s, path %s: mean K %.2f\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
+              ttt::path_name(inner.path), r.mean_k);
+  std::printf("loss %.4f nats/token, %.4f bits/byte\n", r.loss, r.bpb);
+  std::printf("FLOPs/token: %.4g total, %.4g inner TTT (inner forward %.3g, inner grad %.3g, update %.3g, "
+              "output %.3g)\n", r.flops_per_token, r.inner_flops_per_token,
+              double(r.inner.inner_forward) / double(r.tokens), double(r.inner.inner_grad) / double(r.tokens),
+              double(r.inner.update) / double(r.tokens), double(r.inner.output) / double(r.tokens));
+  const size_t T = r.position_loss.size(), width = (T + kPositionBuckets - 1) / kPositionBuckets;
+  std::printf("loss by position (nats, mean over windows):");
+  for (size_t a = 0; a < T; a += width) {
+    const size_t b = std::min(T, a + width);
+    double sum = 0;
+    for (size_t t = a; t < b; ++t) sum += r.position_loss[t];
+    std::printf("  %zu-%zu: %.3f", a + 1, b, sum / double(b - a));
+  }
+  std::printf("\n(%.1f s)\n", r.seconds);
+}
+
+void run_eval(const Options& o) {
+  const ttt::Checkpoint ck = ttt::load_checkpoint(o.checkpoint);
+  const TrainedModel m = load_trained(ck, o.checkpoint);
+  const EvalConfig& ec = m.config.eval;
+  ttt::InnerRun inner = ec.inner;
+  if (!o.schedule.empty()) inner.schedule = o.schedule;
+  if (!o.mode.empty()) inner.mode = ttt::parse_mode(o.mode);
+  if (!o.path.empty()) inner.path = ttt::parse_path(o.path);
+  const std::string split = o.split.empty() ? ec.split : o.split;
+  const Dataset ds = load_dataset(m.config.data);
+  const data::EvalWindows windows(ds.split(split), m.config.train.seq_len, o.max_windows.value_or(ec.max_windows));
+  const ttt::EvalResult r = ttt::evaluate(m.model, windows, eval_options(m, inner));
+  if (!o.json) return print_text(r, inner, o.checkpoint, m.step, split);
+  nlohmann::ordered_json j = {{"checkpoint", o.checkpoint}, {"step", m.step}, {"split", split},
+                              {"corpus", ds.corpus.name}, {"data_sha256", ds.corpus.sha256},
+                              {"trained_commit", ck.meta_value("commit")}, {"commit", git_commit()}};
+  j.update(eval_json(r, inner));
+  std::cout << j.dump() << std::endl;
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint: loss, bits/byte, loss by position, FLOPs/token");
+  sub->add_option("--checkpoint", opts->checkpoint, "Checkpoint file (e.g. runs/tiny/checkpoint.ckpt)")->required();
+  sub->add_option("--schedule", opts->schedule, "uniform-K or fixed:K1,K2,... (default: the config's eval.schedule)");
+  sub->add_option("--mode", opts->mode, "carry or prefix (default: the config's)")
+      ->check(CLI::IsMember({"carry", "prefix"}));
+  sub->add_option("--path", opts->path, "dual or iterative (default: the config's)")
+      ->check(CLI::IsMember({"dual", "iterative"}));
+  sub->add_option("--split", opts->split, "valid or test (default: the config's)")
+      ->check(CLI::IsMember({"valid", "test"}));
+  sub->add_option("--max-windows", opts->max_windows, "Evenly spaced windows of the split; 0 = all")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--json", opts->json, "One JSON object (with the full loss-by-position array) instead of text");
+  sub->callback([opts] { run_eval(*opts); });
+}
+
+}  // namespace ponder::cli

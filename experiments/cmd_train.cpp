@@ -1,0 +1,72 @@
+// `ponder train`: trains the language model a config describes (experiments/config.h), writing
+// checkpoints and a JSON-lines log to the output folder; `--resume` continues the run found there.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include "experiments/build_info.h"
+#include "experiments/commands.h"
+#include "experiments/training.h"
+
+namespace ponder::cli {
+namespace {
+
+struct Options {
+  std::string config, out;
+  bool resume = false;
+  int64_t steps = 0;       // 0: the config's
+  int64_t stop_after = 0;  // 0: run to the end
+};
+
+void run_train(const Options& o) {
+  if (o.config.empty() && !o.resume) throw std::invalid_argument("train: --config is required (or --resume)");
+  if (o.config.empty() && o.out.empty()) throw std::invalid_argument("train --resume: --out names the run to continue");
+  const std::string out =
+      !o.out.empty() ? o.out : "runs/" + std::filesystem::path(resolve_config(o.config)).stem().string();
+  TrainJob job;
+  job.out_dir = out;
+  job.stop_after = o.stop_after;
+  job.provenance = {version(), git_commit(), build_type()};
+  ttt::Checkpoint ck;
+  if (o.resume) {
+    ck = ttt::load_checkpoint(checkpoint_path(out));
+    job.resume = &ck;
+    job.config = parse_config(ck.config_text, checkpoint_path(out) + " (its config)");
+    // A config given with --resume must be the run's own: anything else would silently change the run.
+    if (!o.config.empty() && load_config(resolve_config(o.config)).text != ck.config_text)
+      throw std::invalid_argument("train --resume: " + resolve_config(o.config) + " differs from the config stored "
+                                  "in '" + checkpoint_path(out) + "'; drop --config to continue that run");
+  } else {
+    job.config = load_config(resolve_config(o.config));
+  }
+  if (o.steps > 0 && o.steps != job.config.train.steps) {
+    const std::string source = job.config.source + " with train.steps = " + std::to_string(o.steps);
+    job.config = parse_config(with_train_steps(job.config.text, o.steps), source);
+  }
+  if (job.resume && ck.step >= job.config.train.steps)
+    throw std::invalid_argument("train --resume: '" + checkpoint_path(out) + "' is at step " +
+                                std::to_string(ck.step) + " of " + std::to_string(job.config.train.steps) +
+                                "; nothing left to train (raise --steps to continue)");
+  const TrainOutcome r = run_train_job(job);
+  std::printf("trained to step %lld; checkpoint %s; log %s\n", (long long)r.result.final_step, r.checkpoint.c_str(),
+              log_path(out).c_str());
+  for (const auto& [step, bpb] : r.result.val_bpb)
+    std::printf("  step %6lld  val %.4f bits/byte\n", (long long)step, bpb);
+}
+
+}  // namespace
+
+void register_train(CLI::App& app) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("train", "Train a TTT language model from a YAML config");
+  sub->add_option("--config", opts->config, "Config file, or the name of one in configs/ (tiny, small, ci)");
+  sub->add_option("--out", opts->out, "Output folder for checkpoint.ckpt and train.jsonl (default runs/<config>)");
+  sub->add_flag("--resume", opts->resume, "Continue the run whose checkpoint is in --out");
+  sub->add_option("--steps", opts->steps, "Total optimiser steps (overrides train.steps)")->check(kPositive);
+  sub->add_option("--stop-after", opts->stop_after, "Stop after this step with a checkpoint (resume later)")
+      ->check(kPositive);
+  sub->callback([opts] { run_train(*opts); });
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,248 @@
+#include "experiments/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#ifndef PONDER_SOURCE_ROOT
+#error "PONDER_SOURCE_ROOT must be defined by the build (experiments/meson.build)"
+#endif
+
+namespace ponder::cli {
+namespace {
+
+template <class T> struct TypeName;
+template <> struct TypeName<int64_t> { static constexpr const char* name = "an integer"; };
+template <> struct TypeName<double> { static constexpr const char* name = "a number"; };
+template <> struct TypeName<bool> { static constexpr const char* name = "true or false"; };
+template <> struct TypeName<std::string> { static constexpr const char* name = "a string"; };
+
+// One top-level section: reads the keys it is asked for and, at the end, rejects any it was not.
+class Section {
+ public:
+  Section(const YAML::Node& root, std::string name, const std::string& source)
+      : name_(std::move(name)), source_(source) {
+    if (root && root[name_]) node_ = root[name_];
+    if (node_ && !node_.IsMap() && !node_.IsNull()) fail(node_, name_, "must be a mapping of keys to values");
+  }
+
+  template <class T> void get(const std::string& key, T& out) {
+    known_.push_back(key);
+    if (!node_ || !node_.IsMap() || !node_[key]) return;
+    const YAML::Node v = node_[key];
+    if (!v.IsScalar()) fail(v, key, std::string("expected ") + TypeName<T>::name);
+    try {
+      out = v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(v, key, std::string("expected ") + TypeName<T>::name + ", got '" + v.Scalar() + "'");
+    }
+  }
+  void get(const std::string& key, uint64_t& out) {
+    int64_t v = int64_t(out);
+    get(key, v);
+    if (v < 0) fail(node_[key], key, "must be >= 0, got " + std::to_string(v));
+    out = uint64_t(v);
+  }
+  template <class T> void get(const std::string& key, std::vector<T>& out) {
+    known_.push_back(key);
+    if (!node_ || !node_.IsMap() || !node_[key]) return;
+    const YAML::Node v = node_[key];
+    if (!v.IsSequence()) fail(v, key, std::string("expected a list of ") + TypeName<T>::name + " values");
+    out.clear();
+    for (const YAML::Node& item : v) {
+      if (!item.IsScalar()) fail(item, key, std::string("expected a list of ") + TypeName<T>::name + " values");
+      try {
+        out.push_back(item.as<T>());
+      } catch (const YAML::Exception&) {
+        fail(item, key, std::string("expected ") + TypeName<T>::name + ", got '" + item.Scalar() + "'");
+      }
+    }
+  }
+  // A string key turned into a value by `convert`, whose std::invalid_argument becomes a keyed error.
+  template <class T> void get(const std::string& key, T& out, const std::function<T(const std::string&)>& convert) {
+    std::string text;
+    get(key, text);
+    if (!node_ || !node_.IsMap() || !node_[key]) return;
+    try {
+      out = convert(text);
+    } catch (const std::invalid_argument& e) {
+      fail(node_[key], key, e.what());
+    }
+  }
+  void done() const {
+    if (!node_ || !node_.IsMap()) return;
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.Scalar();
+      if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+      std::string list;
+      for (const std::string& k : known_) list += (list.empty() ? "" : ", ") + k;
+      fail(kv.first, key, "unknown key (" + name_ + " takes: " + list + ")");
+    }
+  }
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& msg) const {
+    const std::string where = at.Mark().is_null() ? source_ : source_ + ":" + std::to_string(at.Mark().line + 1);
+    throw std::invalid_argument(where + ": " + (key == name_ ? key : name_ + "." + key) + ": " + msg);
+  }
+
+ private:
+  YAML::Node node_;
+  std::string name_;
+  const std::string& source_;
+  std::vector<std::string> known_;
+};
+
+ttt::StepMode to_mode(const std::string& s) { return ttt::parse_mode(s); }
+ttt::InnerPath to_path(const std::string& s) { return ttt::parse_path(s); }
+
+std::string one_of(const std::string& s, std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (s == a) return s;
+    list += std::string(list.empty() ? "" : ", ") + a;
+  }
+  throw std::invalid_argument("expected one of " + list + ", got '" + s + "'");
+}
+
+void read_model(Section& s, ttt::ModelConfig& m) {
+  s.get("vocab", m.vocab);
+  s.get("d", m.d);
+  s.get("layers", m.layers);
+  s.get("heads", m.heads);
+  s.get("mini_batch", m.mini_batch);
+  s.get<std::string>("inner", m.inner, [](const std::string& v) { return one_of(v, {"linear", "mlp"}); });
+  s.get<std::string>("backbone", m.backbone,
+                     [](const std::string& v) { return one_of(v, {"transformer", "mamba"}); });
+  s.get("gate", m.gate);
+  s.get("pre_conv", m.pre_conv);
+  s.get("mixers", m.mixers);
+  s.get("swiglu_hidden", m.swiglu_hidden);
+  s.get("conv_width", m.conv_width);
+  s.get("rope_theta", m.rope_theta);
+  s.get("rms_eps", m.rms_eps);
+  s.get("init_std", m.init_std);
+  s.get("base_lr", m.base_lr);
+  s.get("tie_embeddings", m.tie_embeddings);
+}
+
+void read_train(Section& s, ttt::TrainConfig& t) {
+  s.get("steps", t.steps);
+  s.get("batch_size", t.batch_size);
+  s.get("seq_len", t.seq_len);
+  s.get("grad_accum", t.grad_accum);
+  s.get("lr", t.lr);
+  s.get("min_lr", t.min_lr);
+  s.get("warmup", t.warmup);
+  s.get("beta1", t.beta1);
+  s.get("beta2", t.beta2);
+  s.get("eps", t.eps);
+  s.get("weight_decay", t.weight_decay);
+  s.get("grad_clip", t.grad_clip);
+  s.get("seed", t.seed);
+  std::vector<int64_t> options;
+  s.get("step_options", options);
+  t.step_options.assign(options.begin(), options.end());
+  s.get<ttt::StepMode>("mode", t.mode, to_mode);
+  s.get<ttt::InnerPath>("path", t.path, to_path);
+  s.get("remat_group", t.remat_group);
+  s.get("ttt_lr_mult_init", t.ttt_lr_mult_init);
+  s.get("ttt_lr_warmup", t.ttt_lr_warmup);
+  s.get("log_every", t.log_every);
+  s.get("eval_every", t.eval_every);
+  s.get("checkpoint_every", t.checkpoint_every);
+}
+
+void read_data(Section& s, DataConfig& d) {
+  s.get<std::string>("corpus", d.corpus,
+                     [](const std::string& v) { return one_of(v, {"moby_dick", "tinyshakespeare", "wikitext2"}); });
+  s.get("valid_frac", d.valid_frac);
+  s.get("test_frac", d.test_frac);
+}
+
+void read_eval(Section& s, EvalConfig& e) {
+  s.get<std::string>("schedule", e.inner.schedule, [](const std::string& v) {
+    ttt::make_schedule(v);  // throws on a malformed spec
+    return v;
+  });
+  s.get<ttt::StepMode>("mode", e.inner.mode, to_mode);
+  s.get<ttt::InnerPath>("path", e.inner.path, to_path);
+  s.get("batch_size", e.batch_size);
+  s.get("max_windows", e.max_windows);
+  s.get<std::string>("split", e.split, [](const std::string& v) { return one_of(v, {"valid", "test"}); });
+}
+
+// Checks that need more than one key; messages name the keys.
+void check(const RunConfig& c) {
+  c.model.validate();
+  c.train.validate(c.model);
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw std::invalid_argument(msg);
+  };
+  need(c.data.valid_frac > 0 && c.data.valid_frac < 1, "data.valid_frac must lie in (0, 1)");
+  need(c.data.test_frac > 0 && c.data.test_frac < 1, "data.test_frac must lie in (0, 1)");
+  need(c.data.valid_frac + c.data.test_frac < 1, "data.valid_frac + data.test_frac must be below 1");
+  need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));
+  need(c.eval.max_windows >= 0, "eval.max_windows must be >= 0, got " + std::to_string(c.eval.max_windows));
+}
+
+}  // namespace
+
+RunConfig parse_config(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument(source + ": invalid YAML: " + e.what());
+  }
+  if (root && !root.IsMap() && !root.IsNull()) throw std::invalid_argument(source + ": expected a mapping of sections");
+  RunConfig c;
+  c.text = text;
+  c.source = source;
+  const std::vector<std::string> sections = {"model", "train", "data", "eval"};
+  if (root && root.IsMap())
+    for (const auto& kv : root)
+      if (std::find(sections.begin(), sections.end(), kv.first.Scalar()) == sections.end())
+        throw std::invalid_argument(source + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown section '" +
+                                    kv.first.Scalar() + "' (expected model, train, data, eval)");
+  Section model(root, "model", source), train(root, "train", source), data(root, "data", source),
+      eval(root, "eval", source);
+  read_model(model, c.model);
+  read_train(train, c.train);
+  read_data(data, c.data);
+  read_eval(eval, c.eval);
+  for (const Section* s : {&model, &train, &data, &eval}) s->done();
+  try {
+    check(c);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(source + ": " + e.what());
+  }
+  return c;
+}
+
+RunConfig load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open config '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+std::string resolve_config(const std::string& name_or_path) {
+  const bool is_path = name_or_path.find('/') != std::string::npos ||
+                       (name_or_path.size() > 5 && name_or_path.ends_with(".yaml"));
+  return is_path ? name_or_path : std::string(PONDER_SOURCE_ROOT) + "/configs/" + name_or_path + ".yaml";
+}
+
+std::string with_train_steps(const std::string& text, int64_t steps) {
+  YAML::Node root = YAML::Load(text);
+  root["train"]["steps"] = steps;
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,44 @@
+// Run configs: one YAML file with the sections `model:`, `train:`, `data:` and `eval:` (every key is
+// documented in configs/README.md; every key is optional and defaults to the value below or in
+// ttt::ModelConfig / ttt::TrainConfig). Unknown keys and bad values are errors naming the file, the line
+// and the key.
+#pragma once
+#include <string>
+
+#include "ttt/eval.h"
+#include "ttt/model.h"
+#include "ttt/train.h"
+
+namespace ponder::cli {
+
+struct DataConfig {
+  std::string corpus = "moby_dick";  // moby_dick | tinyshakespeare | wikitext2
+  double valid_frac = 0.1;           // documents held out, in order: train, then valid, then test
+  double test_frac = 0.1;
+};
+
+struct EvalConfig {
+  ttt::InnerRun inner;        // schedule, mode and path of validation and of `ponder eval`
+  int64_t batch_size = 8;     // windows per forward pass
+  int64_t max_windows = 64;   // evenly spaced windows of the split; 0 = all
+  std::string split = "valid";  // valid | test
+};
+
+struct RunConfig {
+  ttt::ModelConfig model;
+  ttt::TrainConfig train;
+  DataConfig data;
+  EvalConfig eval;
+  std::string text;    // the YAML it was parsed from: what checkpoints and logs record
+  std::string source;  // where the text came from, for messages
+};
+
+// Parses YAML text; `source` names it in errors.
+RunConfig parse_config(const std::string& text, const std::string& source);
+RunConfig load_config(const std::string& path);
+// "tiny" → <repository>/configs/tiny.yaml; anything with a '/' or a .yaml suffix is a path.
+std::string resolve_config(const std::string& name_or_path);
+// The same YAML with train.steps set to `steps` (comments are not kept).
+std::string with_train_steps(const std::string& text, int64_t steps);
+
+}  // namespace ponder::cli

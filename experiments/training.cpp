@@ -1,0 +1,237 @@
+#include "experiments/training.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "data/corpora.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace ponder::cli {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+}
+
+// Installs the Ctrl-C handler for the lifetime of a run.
+class InterruptGuard {
+ public:
+  InterruptGuard() : prev_(std::signal(SIGINT, on_sigint)) { g_interrupted = 0; }
+  ~InterruptGuard() { std::signal(SIGINT, prev_); }
+  bool fired() const { return g_interrupted != 0; }
+ private:
+  void (*prev_)(int);
+};
+
+std::string clock_text(double seconds) {
+  const long s = long(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+// The progress display on stderr: one line rewritten in place on a terminal, else a line every `every` steps.
+class Progress {
+ public:
+  Progress(int64_t first, int64_t end, int64_t every)
+      : first_(first), end_(end), every_(every), tty_(isatty(STDERR_FILENO) != 0),
+        t0_(std::chrono::steady_clock::now()) {}
+
+  void update(const ttt::StepReport& r) {
+    const int64_t s = r.stats.step, done = s - first_;
+    tokens_ += r.stats.tokens;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double eta = elapsed / double(done) * double(end_ - s);
+    char line[256];
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  elapsed %s  ETA %s", (long long)s,
+                  (long long)end_, r.stats.loss, r.stats.lr, double(tokens_) / elapsed, clock_text(elapsed).c_str(),
+                  clock_text(eta).c_str());
+    if (r.val) {
+      clear();
+      std::fprintf(stderr, "step %lld: val loss %.4f, %.4f bits/byte (%lld windows, %.1f s)\n", (long long)s,
+                   r.val->loss, r.val->bpb, (long long)r.val->windows, r.val->seconds);
+    }
+    if (tty_) {
+      constexpr int kWidth = 24;
+      const int filled = int(double(kWidth) * double(s) / double(end_));
+      std::fprintf(stderr, "\r[%s%s] %s", std::string(size_t(filled), '#').c_str(),
+                   std::string(size_t(kWidth - filled), '.').c_str(), line);
+      shown_ = true;
+    } else if (s % every_ == 0 || s == end_) {
+      std::fprintf(stderr, "%s\n", line);
+    }
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+  ~Progress() {
+    if (shown_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  int64_t first_, end_, every_;
+  bool tty_;
+  bool shown_ = false;
+  int64_t tokens_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+nlohmann::ordered_json header(const TrainJob& job, const Dataset& ds, const ttt::Trainer& trainer) {
+  const RunConfig& c = job.config;
+  return {{"type", "header"},
+          {"config", c.text},
+          {"config_source", c.source},
+          {"seed", c.train.seed},
+          {"commit", job.provenance.commit},
+          {"version", job.provenance.version},
+          {"build_type", job.provenance.build_type},
+          {"threads", cpu::num_threads()},
+          {"corpus", ds.corpus.name},
+          {"data_sha256", ds.corpus.sha256},
+          {"train_tokens", ds.train.num_tokens()},
+          {"valid_tokens", ds.valid.num_tokens()},
+          {"parameters", trainer.model().num_parameters()},
+          {"start_step", trainer.step_count()},
+          {"steps", c.train.steps}};
+}
+
+}  // namespace
+
+const data::TokenStream& Dataset::split(const std::string& name) const {
+  if (name == "valid") return valid;
+  if (name == "test") return test;
+  throw std::invalid_argument("split must be 'valid' or 'test', got '" + name + "'");
+}
+
+Dataset load_dataset(const DataConfig& cfg) {
+  Dataset ds;
+  if (cfg.corpus == "moby_dick") {
+    ds.corpus = data::load_moby_dick();
+  } else if (cfg.corpus == "tinyshakespeare") {
+    ds.corpus = data::load_tinyshakespeare();
+  } else if (cfg.corpus == "wikitext2") {
+    // Only the validation and test files exist offline: their articles, in that order, are the corpus.
+    ds.corpus = data::load_wikitext2("valid");
+    data::Corpus test = data::load_wikitext2("test");
+    ds.corpus.docs.insert(ds.corpus.docs.end(), test.docs.begin(), test.docs.end());
+    ds.corpus.name = "wikitext2";
+    ds.corpus.source += " + " + test.source;
+    ds.corpus.sha256 += "," + test.sha256;
+  } else {
+    throw std::invalid_argument("data.corpus must be moby_dick, tinyshakespeare or wikitext2, got '" + cfg.corpus +
+                                "'");
+  }
+  const data::Split split = data::split_by_document(ds.corpus, cfg.valid_frac, cfg.test_frac);
+  ds.corpus.docs.clear();
+  ds.train = data::tokenize(split.train);
+  ds.valid = data::tokenize(split.valid);
+  ds.test = data::tokenize(split.test);
+  return ds;
+}
+
+std::string checkpoint_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / "checkpoint.ckpt").string();
+}
+std::string log_path(const std::string& dir) { return (std::filesystem::path(dir) / "train.jsonl").string(); }
+
+TrainOutcome run_train_job(const TrainJob& job) {
+  const RunConfig& c = job.config;
+  TrainOutcome out;
+  out.checkpoint = checkpoint_path(job.out_dir);
+  if (!job.resume && std::filesystem::exists(out.checkpoint))
+    throw std::runtime_error("'" + out.checkpoint + "' exists; pass --resume to continue that run, or choose " +
+                             "another --out");
+  std::filesystem::create_directories(job.out_dir);
+  Dataset ds = load_dataset(c.data);
+  const data::EvalWindows valid(ds.valid, c.train.seq_len, c.eval.max_windows);
+  ttt::Trainer trainer(c.model, c.train, ds.train);
+  if (job.resume) trainer.restore(*job.resume);
+
+  std::ofstream log(log_path(job.out_dir), std::ios::app);
+  if (!log) throw std::runtime_error("cannot write the log '" + log_path(job.out_dir) + "'");
+  log << header(job, ds, trainer).dump() << std::endl;
+  std::fprintf(stderr, "train: %s, %lld parameters, %s (%lld train tokens), steps %lld -> %lld, %d threads, "
+               "log %s\n", c.source.c_str(), (long long)trainer.model().num_parameters(), ds.corpus.name.c_str(),
+               (long long)ds.train.num_tokens(), (long long)trainer.step_count(), (long long)c.train.steps,
+               cpu::num_threads(), log_path(job.out_dir).c_str());
+
+  ttt::TrainLoopOptions opt;
+  opt.checkpoint_path = out.checkpoint;
+  opt.config_text = c.text;
+  opt.meta = {{"commit", job.provenance.commit},   {"version", job.provenance.version},
+              {"build_type", job.provenance.build_type}, {"corpus", ds.corpus.name},
+              {"data_sha256", ds.corpus.sha256}};
+  opt.valid = &valid;
+  opt.eval.inner = c.eval.inner;
+  opt.eval.batch_size = c.eval.batch_size;
+  opt.stop_after = job.stop_after;
+  const InterruptGuard interrupt;
+  opt.interrupted = [&] { return interrupt.fired(); };
+  const int64_t end = job.stop_after > 0 ? std::min(job.stop_after, c.train.steps) : c.train.steps;
+  Progress progress(trainer.step_count(), end, c.train.log_every);
+  out.result = ttt::train_loop(trainer, opt, [&](const ttt::StepReport& r) {
+    progress.update(r);
+    const ttt::StepStats& s = r.stats;
+    if (s.step % c.train.log_every != 0 && !r.val && s.step != end) return;
+    nlohmann::ordered_json line = {{"type", "step"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
+                                   {"grad_norm", s.grad_norm}, {"tokens_per_s", double(s.tokens) / s.seconds()}};
+    if (r.val) {
+      line["val_loss"] = r.val->loss;
+      line["val_bpb"] = r.val->bpb;
+    }
+    log << line.dump() << std::endl;
+  });
+  if (out.result.interrupted)
+    throw std::runtime_error("interrupted after step " + std::to_string(out.result.final_step) + "; checkpoint '" +
+                             out.checkpoint + "'; continue with: ponder train --out " + job.out_dir + " --resume");
+  return out;
+}
+
+TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path) {
+  RunConfig cfg = parse_config(ck.config_text, path + " (its config)");
+  TrainedModel m{cfg, ttt::Model(cfg.model, cfg.train.seed), ck.step};
+  ttt::load_parameters(m.model, ck);
+  return m;
+}
+
+ttt::EvalOptions eval_options(const TrainedModel& m, const ttt::InnerRun& inner) {
+  ttt::EvalOptions o;
+  o.inner = inner;
+  o.batch_size = m.config.eval.batch_size;
+  o.lr_mult = ttt::ttt_lr_mult(m.config.train, m.config.model, m.step);
+  return o;
+}
+
+nlohmann::ordered_json eval_json(const ttt::EvalResult& r, const ttt::InnerRun& inner) {
+  return {{"schedule", inner.schedule},
+          {"mode", ttt::mode_name(inner.mode)},
+          {"path", ttt::path_name(inner.path)},
+          {"windows", r.windows},
+          {"tokens", r.tokens},
+          {"loss", r.loss},
+          {"bpb", r.bpb},
+          {"mean_k", r.mean_k},
+          {"flops_per_token", r.flops_per_token},
+          {"inner_flops_per_token", r.inner_flops_per_token},
+          {"inner_flops", {{"inner_forward", r.inner.inner_forward}, {"inner_grad", r.inner.inner_grad},
+                           {"update", r.inner.update}, {"output", r.inner.output}}},
+          {"flops_by_category", {{"matmul", r.flops.category(FlopCat::Matmul)},
+                                 {"elementwise", r.flops.category(FlopCat::Elementwise)},
+                                 {"reduction", r.flops.category(FlopCat::Reduction)}}},
+          {"seconds", r.seconds},
+          {"position_loss", r.position_loss}};
+}
+
+}  // namespace ponder::cli

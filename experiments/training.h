@@ -1,0 +1,61 @@
+// What `ponder train` and `ponder quick` share: loading a config's corpus, and a training run with a
+// progress line on stderr, a JSON-lines log and checkpoints in one output folder:
+//   DIR/checkpoint.ckpt   the latest checkpoint (replaced atomically)
+//   DIR/train.jsonl       a header line per run (or resumption), then one line per logged step
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "data/corpus.h"
+#include "data/tokens.h"
+#include "experiments/config.h"
+#include "ttt/train.h"
+
+namespace ponder::cli {
+
+// What produced a result (experiments/build_info.h fills it; tests may leave it empty).
+struct Provenance {
+  std::string version, commit, build_type;
+};
+
+struct Dataset {
+  data::Corpus corpus;  // name, source and sha256 (its documents are moved into the splits)
+  data::TokenStream train, valid, test;
+  const data::TokenStream& split(const std::string& name) const;  // "valid" | "test"
+};
+Dataset load_dataset(const DataConfig& cfg);
+
+std::string checkpoint_path(const std::string& dir);
+std::string log_path(const std::string& dir);
+
+struct TrainJob {
+  RunConfig config;
+  std::string out_dir;
+  const ttt::Checkpoint* resume = nullptr;  // continue from this (loaded from out_dir by the caller)
+  int64_t stop_after = 0;                   // stop (with a checkpoint) after this step; 0 = run to the end
+  Provenance provenance;
+};
+
+struct TrainOutcome {
+  std::string checkpoint;
+  ttt::TrainResult result;
+};
+
+// Trains; Ctrl-C finishes the current step, writes a checkpoint and throws saying how to resume.
+TrainOutcome run_train_job(const TrainJob& job);
+
+// The model a checkpoint holds, with its config (parsed from the checkpoint's config text).
+struct TrainedModel {
+  RunConfig config;
+  ttt::Model model;
+  int64_t step;
+};
+TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path);
+
+// Evaluation options for a trained model: the config's eval section, the TTT-MLP lr multiplier of its step.
+ttt::EvalOptions eval_options(const TrainedModel& m, const ttt::InnerRun& inner);
+
+// An evaluation as JSON, with the full per-position loss array.
+nlohmann::ordered_json eval_json(const ttt::EvalResult& r, const ttt::InnerRun& inner);
+
+}  // namespace ponder::cli
