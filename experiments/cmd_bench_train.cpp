@@ -1,0 +1,206 @@
+// `ponder bench train`: training throughput of a config's model on its corpus for the inner-loop
+// variants the issue names (dual form K=1, iterative path K=1, iterative prefix mode K = 1, 2, 4, 8),
+// at each thread count: tokens/s, GFLOP/s from the engine's counters, the fraction of a 512³ sgemm
+// measured in the same run, peak RSS, and where the time and FLOPs go.
+#include <cblas.h>
+#include <malloc.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experiments/bench_util.h"
+#include "experiments/build_info.h"
+#include "experiments/commands.h"
+#include "experiments/training.h"
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/rng.h"
+
+namespace ponder::cli {
+namespace {
+
+constexpr int kSgemmN = 512;
+constexpr double kBusyCpus = 0.2;  // "others" above this flags a row as disturbed
+
+struct Options {
+  std::string config = "tiny";
+  std::vector<int> threads{1, 2};
+  int64_t steps = 3;  // timed steps per variant, after one warm-up step
+  bool json = false;
+};
+
+struct Variant {
+  const char* name;
+  ttt::InnerPath path;
+  ttt::StepMode mode;
+  int k;
+};
+
+const std::vector<Variant> kVariants = {
+    {"dual", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1},
+    {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1},
+    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 1},
+    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 2},
+    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 4},
+    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 8},
+};
+
+// GFLOP/s of one 512³ cblas_sgemm at the current thread count: the machine's attainable GEMM rate.
+double sgemm_gflops() {
+  Generator gen(0);
+  const Tensor a = gen.uniform({kSgemmN, kSgemmN}, -1, 1), b = gen.uniform({kSgemmN, kSgemmN}, -1, 1);
+  const Tensor c = Tensor::empty({kSgemmN, kSgemmN});
+  const Rate r = measure(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kSgemmN, kSgemmN, kSgemmN, 1.0f, a.data<float>(),
+                    kSgemmN, b.data<float>(), kSgemmN, 0.0f, c.data<float>(), kSgemmN);
+      },
+      2.0 * kSgemmN * kSgemmN * kSgemmN, 5, 0.05);
+  return r.best / 1e9;
+}
+
+// Peak resident memory since the last reset_peak_rss(), in MB (VmHWM).
+double peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+// Each variant reports its own peak: freed heap memory a previous variant left with the process goes
+// back to the system first (glibc keeps it otherwise), then writing 5 to clear_refs resets VmHWM to
+// the current RSS.
+void reset_peak_rss() {
+  malloc_trim(0);
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+struct Row {
+  const Variant* v = nullptr;
+  int threads = 0;
+  double seconds = 0, forward_s = 0, backward_s = 0, optim_s = 0;
+  int64_t tokens = 0;
+  FlopCounts flops;  // forward, backward and optimiser
+  double peak_mb = 0, other_cpus = 0, loss = 0;
+  double tokens_per_s() const { return double(tokens) / seconds; }
+  double gflops() const { return double(flops.total()) / seconds / 1e9; }
+};
+
+Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int threads, int64_t steps) {
+  ttt::TrainConfig tc = cfg.train;
+  tc.step_options = {v.k};
+  tc.path = v.path;
+  tc.mode = v.mode;
+  tc.steps = std::max(tc.steps, steps + 1);
+  reset_peak_rss();
+  ttt::Trainer trainer(cfg.model, tc, ds.train);
+  trainer.step();  // warm-up: first touch of buffers, thread start-up
+  Row row;
+  row.v = &v;
+  row.threads = threads;
+  const OtherLoad load;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    const ttt::StepStats s = trainer.step();
+    row.forward_s += s.forward_s;
+    row.backward_s += s.backward_s;
+    row.optim_s += s.optim_s;
+    row.tokens += s.tokens;
+    row.flops += s.flops;
+    row.flops += s.optim_flops;
+    row.loss = s.loss;
+  }
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  row.other_cpus = load.cpus();
+  row.peak_mb = peak_rss_mb();
+  return row;
+}
+
+double share(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
+
+void print_json(const Row& r, const Options& o, const RunConfig& cfg, double sgemm) {
+  const uint64_t total = r.flops.total();
+  nlohmann::ordered_json j = {
+      {"bench", "train"}, {"config", o.config}, {"variant", r.v->name}, {"mode", ttt::mode_name(r.v->mode)},
+      {"path", ttt::path_name(r.v->path)}, {"K", r.v->k}, {"threads", r.threads},
+      {"tokens_per_s", r.tokens_per_s()}, {"gflops", r.gflops()}, {"sgemm_gflops", sgemm},
+      {"frac_sgemm", r.gflops() / sgemm}, {"peak_rss_mb", r.peak_mb}, {"steps", o.steps},
+      {"batch_size", cfg.train.batch_size}, {"seq_len", cfg.train.seq_len},
+      {"flops_per_token", double(total) / double(r.tokens)},
+      {"time_share", {{"forward", r.forward_s / r.seconds}, {"backward", r.backward_s / r.seconds},
+                      {"optimizer", r.optim_s / r.seconds}}},
+      {"flop_share", {{"matmul", share(r.flops.category(FlopCat::Matmul), total) / 100},
+                      {"elementwise", share(r.flops.category(FlopCat::Elementwise), total) / 100},
+                      {"reduction", share(r.flops.category(FlopCat::Reduction), total) / 100},
+                      {"forward", share(r.flops.phase(Phase::Forward), total) / 100},
+                      {"backward", share(r.flops.phase(Phase::Backward), total) / 100}}},
+      {"loss", r.loss}, {"other_cpus", r.other_cpus}, {"commit", git_commit()}, {"build_type", build_type()}};
+  std::cout << j.dump() << std::endl;
+}
+
+void print_text(const Row& r, double sgemm) {
+  const uint64_t total = r.flops.total();
+  std::printf("%-10s %2d %7d %9.0f %8.2f %7.1f%% %8.1f %5.0f%% %5.0f%% %5.0f%% %6.1f%% %5.1f%% %5.1f%% %6.2f\n",
+              r.v->name, r.v->k, r.threads, r.tokens_per_s(), r.gflops(), 100 * r.gflops() / sgemm, r.peak_mb,
+              100 * r.forward_s / r.seconds, 100 * r.backward_s / r.seconds, 100 * r.optim_s / r.seconds,
+              share(r.flops.category(FlopCat::Matmul), total), share(r.flops.category(FlopCat::Elementwise), total),
+              share(r.flops.category(FlopCat::Reduction), total), r.other_cpus);
+  std::fflush(stdout);
+}
+
+void run_bench_train(const Options& o) {
+  const RunConfig cfg = load_config(resolve_config(o.config));
+  const Dataset ds = load_dataset(cfg.data);
+  const int saved_threads = cpu::num_threads();
+  if (!o.json) {
+    const MachineInfo mi = machine_info();
+    std::printf("bench train: %s (d %lld, %lld layers, %lld heads, inner %s), batch %lld x seq %lld, %lld timed "
+                "steps after 1 warm-up, on %s (%d CPUs); commit %s, %s build\n",
+                cfg.source.c_str(), (long long)cfg.model.d, (long long)cfg.model.layers, (long long)cfg.model.heads,
+                cfg.model.inner.c_str(), (long long)cfg.train.batch_size, (long long)cfg.train.seq_len,
+                (long long)o.steps, mi.cpu_model.c_str(), mi.nproc, git_commit(), build_type());
+    std::printf("GFLOP/s = engine FLOP counters (forward + backward + optimiser) / wall time; time and FLOP shares "
+                "split the same steps; others = CPUs busy in other processes.\n");
+  }
+  int busy_rows = 0;
+  for (int t : o.threads) {
+    cpu::set_num_threads(t);
+    const double sgemm = sgemm_gflops();
+    if (!o.json) {
+      std::printf("\n%d thread(s): sgemm 512^3 %.1f GFLOP/s\n", t, sgemm);
+      std::printf("%-10s %2s %7s %9s %8s %8s %8s %6s %6s %6s %7s %6s %6s %6s\n", "variant", "K", "threads", "tok/s",
+                  "GFLOP/s", "%sgemm", "peak MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce", "others");
+    }
+    for (const Variant& v : kVariants) {
+      const Row row = run_variant(cfg, ds, v, t, o.steps);
+      busy_rows += row.other_cpus > kBusyCpus;
+      o.json ? print_json(row, o, cfg, sgemm) : print_text(row, sgemm);
+    }
+  }
+  cpu::set_num_threads(saved_threads);
+  if (busy_rows > 0)
+    std::fprintf(stderr, "bench train: warning: other processes used more than %.2f CPUs during %d rows; rerun on a "
+                 "quiet machine\n", kBusyCpus, busy_rows);
+}
+
+}  // namespace
+
+void register_bench_train(CLI::App& bench) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = bench.add_subcommand("train", "Training tokens/s, GFLOP/s, sgemm fraction and peak RSS per variant");
+  sub->add_option("--config", opts->config, "tiny, small, ci or a config file")->capture_default_str();
+  sub->add_option("--threads-list", opts->threads, "Comma-separated thread counts to run with")
+      ->delimiter(',')
+      ->check(kPositive)
+      ->capture_default_str();
+  sub->add_option("--steps", opts->steps, "Timed optimiser steps per variant (after one warm-up step)")
+      ->check(kPositive)
+      ->capture_default_str();
+  sub->add_flag("--json", opts->json, "One JSON object per line instead of a table");
+  sub->callback([opts] { run_bench_train(*opts); });
+}
+
+}  // namespace ponder::cli
