@@ -24,6 +24,7 @@ void register_bench_ops(CLI::App& bench);
 void run_bench_matmul_cuda(int reps, bool tf32, bool json);
 void register_train(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_quick(CLI::App& app);
 // Adds `train` to the `bench` subcommand that register_bench created.
 void register_bench_train(CLI::App& bench);
 

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   register_bench_ops(*app.get_subcommand("bench"));
   register_train(app);
   register_eval(app);
+  register_quick(app);
   register_bench_train(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);
