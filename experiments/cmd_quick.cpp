@@ -1,7 +1,8 @@
 // `ponder quick`: the README's main job. Trains the tiny model on Moby Dick with randomised schedules
 // over K ∈ {0,1,2,4} (or reuses results/quick/checkpoint.ckpt when its config text and git commit match
-// this build), then evaluates it on the held-out test split under uniform schedules K = 0, 1, 2, 4
-// (carry mode, dual path) and writes results/quick/report.md and results/quick/results.json.
+// this build, continuing it if it was interrupted), then evaluates it on the held-out test split under
+// uniform schedules K = 0, 1, 2, 4 (carry mode, dual path) and writes results/quick/report.md and
+// results/quick/results.json.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -29,21 +30,22 @@ struct Options {
   bool retrain = false;
 };
 
-// Whether the checkpoint in `dir` is a finished run of `cfg` by this build; says why not on stderr.
-bool reusable(const std::string& path, const RunConfig& cfg) {
-  if (!std::filesystem::exists(path)) return false;
+// What to do with the checkpoint at `path`: use it when it is a finished run of `cfg` by this build,
+// continue it when that run was interrupted, else train afresh (saying why on stderr).
+enum class Cached { Reuse, Resume, Retrain };
+Cached inspect(const std::string& path, const RunConfig& cfg, ttt::Checkpoint& ck) {
+  if (!std::filesystem::exists(path)) return Cached::Retrain;
+  std::string why;
   try {
-    const ttt::Checkpoint ck = ttt::load_checkpoint(path);
-    std::string why;
+    ck = ttt::load_checkpoint(path);
     if (ck.config_text != cfg.text) why = "its config differs from " + cfg.source;
     else if (ck.meta_value("commit") != git_commit()) why = "it was trained by commit " + ck.meta_value("commit");
-    else if (ck.step != cfg.train.steps) why = "its run stopped at step " + std::to_string(ck.step);
-    if (why.empty()) return true;
-    std::fprintf(stderr, "quick: not reusing %s: %s\n", path.c_str(), why.c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "quick: not reusing %s: %s\n", path.c_str(), e.what());
+    why = e.what();
   }
-  return false;
+  if (why.empty()) return ck.step < cfg.train.steps ? Cached::Resume : Cached::Reuse;
+  std::fprintf(stderr, "quick: not reusing %s: %s\n", path.c_str(), why.c_str());
+  return Cached::Retrain;
 }
 
 // Validation bits per byte by step, from the run's log (a resumed run's later lines win).
@@ -80,15 +82,20 @@ std::string table(const std::vector<Row>& rows) {
 void run_quick(const Options& o) {
   const RunConfig cfg = load_config(resolve_config(o.config));
   const std::string ckpt = checkpoint_path(o.out);
-  const bool reuse = !o.retrain && reusable(ckpt, cfg);
+  ttt::Checkpoint cached;
+  const Cached state = o.retrain ? Cached::Retrain : inspect(ckpt, cfg, cached);
+  const bool reuse = state == Cached::Reuse;
   if (reuse) {
     std::fprintf(stderr, "quick: reusing %s (same config and commit)\n", ckpt.c_str());
   } else {
-    std::filesystem::remove(ckpt);
-    std::filesystem::remove(log_path(o.out));
+    if (state == Cached::Retrain) {
+      std::filesystem::remove(ckpt);
+      std::filesystem::remove(log_path(o.out));
+    }
     TrainJob job;
     job.config = cfg;
     job.out_dir = o.out;
+    job.resume = state == Cached::Resume ? &cached : nullptr;
     job.provenance = {version(), git_commit(), build_type()};
     run_train_job(job);
   }
