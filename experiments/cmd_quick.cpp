@@ -15,6 +15,7 @@
 #include "data/tokens.h"
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/compare_job.h"
 #include "experiments/training.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -28,6 +29,7 @@ struct Options {
   std::string out = "results/quick";
   int64_t max_windows = 0;  // of the test split; 0 = all
   bool retrain = false;
+  int64_t seeds = 0, windows = 0;  // override the config's compare.seeds / compare.windows_per_seed
 };
 
 // What to do with the checkpoint at `path`: use it when it is a finished run of `cfg` by this build,
@@ -148,23 +150,44 @@ void run_quick(const Options& o) {
   std::filesystem::create_directories(o.out);
   const std::string report = (std::filesystem::path(o.out) / "report.md").string();
   const std::string results = (std::filesystem::path(o.out) / "results.json").string();
-  std::ofstream(report) << md.str();
-  std::ofstream(results) << j.dump(2) << "\n";
-  std::printf("%s\nunigram entropy of the training split: %.4f bits/byte\nreport: %s\nresults: %s\n",
-              table(rows).c_str(), entropy, report.c_str(), results.c_str());
+  std::printf("%s\nunigram entropy of the training split: %.4f bits/byte\n", table(rows).c_str(), entropy);
+
+  // The comparison of allocation methods (writes report.md, results.json and the figures), then the
+  // training and full-test-split sections above appended to both.
+  CompareOptions copt = cfg.compare;
+  if (o.seeds > 0) copt.seeds = o.seeds;
+  if (o.windows > 0) copt.windows_per_seed = o.windows;
+  const std::string headline = run_compare_job(m, ds, copt, ckpt, o.out);
+  {
+    std::ofstream out(report, std::ios::app);
+    out << "\n## Training, and uniform schedules on the whole test split\n\n" << md.str();
+  }
+  nlohmann::ordered_json all;
+  {
+    std::ifstream in(results);
+    all = nlohmann::ordered_json::parse(in);
+  }
+  all["training"] = j;
+  std::ofstream(results) << all.dump(1) << "\n";
+  std::printf("\n%s\nreport: %s\nresults: %s\nfigures: %s/pareto.png, %s/k_hist.png, %s/tokens.html\n",
+              headline.c_str(), report.c_str(), results.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str());
 }
 
 }  // namespace
 
 void register_quick(CLI::App& app) {
   auto opts = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("quick", "Main job: train the tiny model, evaluate K = 0,1,2,4, write a report");
+  CLI::App* sub = app.add_subcommand(
+      "quick", "Main job: train the tiny model (or reuse it), evaluate K = 0,1,2,4, compare allocation methods "
+               "(uniform, random, calibrated heuristics, oracle) over seeds, write results/quick/");
   sub->add_option("--config", opts->config, "Config to train (name in configs/ or a file)")->capture_default_str();
   sub->add_option("--out", opts->out, "Output folder")->capture_default_str();
   sub->add_option("--max-windows", opts->max_windows, "Test windows to evaluate; 0 = all")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");
+  sub->add_option("--seeds", opts->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
+  sub->add_option("--windows", opts->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
   sub->callback([opts] { run_quick(*opts); });
 }
 

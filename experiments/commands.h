@@ -25,6 +25,7 @@ void run_bench_matmul_cuda(int reps, bool tf32, bool json);
 void register_train(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_quick(CLI::App& app);
+void register_compare(CLI::App& app);
 // Adds `train` to the `bench` subcommand that register_bench created.
 void register_bench_train(CLI::App& bench);
 

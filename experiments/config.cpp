@@ -175,6 +175,24 @@ void read_eval(Section& s, EvalConfig& e) {
   s.get<std::string>("split", e.split, [](const std::string& v) { return one_of(v, {"valid", "test"}); });
 }
 
+void read_compare(Section& s, CompareOptions& c) {
+  s.get("methods", c.methods);
+  s.get("seeds", c.seeds);
+  s.get("windows_per_seed", c.windows_per_seed);
+  s.get("seq_len", c.seq_len);
+  std::vector<int64_t> options;
+  s.get("step_options", options);
+  if (!options.empty()) c.step_options.assign(options.begin(), options.end());
+  s.get("budget_k", c.budget_k);
+  s.get("low", c.low);
+  s.get("high", c.high);
+  s.get("calib_windows", c.calib_windows);
+  s.get("oracle_lookahead", c.oracle_lookahead);
+  s.get("frontier_mus", c.frontier_mus);
+  s.get<ttt::StepMode>("mode", c.rollout.mode, to_mode);
+  s.get<ttt::InnerPath>("path", c.rollout.path, to_path);
+}
+
 // Checks that need more than one key; messages name the keys.
 void check(const RunConfig& c) {
   c.model.validate();
@@ -187,6 +205,15 @@ void check(const RunConfig& c) {
   need(c.data.valid_frac + c.data.test_frac < 1, "data.valid_frac + data.test_frac must be below 1");
   need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));
   need(c.eval.max_windows >= 0, "eval.max_windows must be >= 0, got " + std::to_string(c.eval.max_windows));
+  const CompareOptions& k = c.compare;
+  need(k.seeds >= 1 && k.windows_per_seed >= 1 && k.calib_windows >= 1,
+       "compare.seeds, compare.windows_per_seed and compare.calib_windows must be positive");
+  need(k.seq_len > 0 && k.seq_len % c.model.mini_batch == 0,
+       "compare.seq_len must be a positive multiple of model.mini_batch, got " + std::to_string(k.seq_len));
+  need(!k.step_options.empty(), "compare.step_options must not be empty");
+  for (int o : k.step_options) need(o >= 0, "compare.step_options must be >= 0, got " + std::to_string(o));
+  need(k.low >= 0 && k.high > k.low, "compare.high must exceed compare.low");
+  need(k.oracle_lookahead >= 0, "compare.oracle_lookahead must be >= 0");
 }
 
 }  // namespace
@@ -202,19 +229,20 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   RunConfig c;
   c.text = text;
   c.source = source;
-  const std::vector<std::string> sections = {"model", "train", "data", "eval"};
+  const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare"};
   if (root && root.IsMap())
     for (const auto& kv : root)
       if (std::find(sections.begin(), sections.end(), kv.first.Scalar()) == sections.end())
         throw std::invalid_argument(source + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown section '" +
                                     kv.first.Scalar() + "' (expected model, train, data, eval)");
   Section model(root, "model", source), train(root, "train", source), data(root, "data", source),
-      eval(root, "eval", source);
+      eval(root, "eval", source), compare(root, "compare", source);
   read_model(model, c.model);
   read_train(train, c.train);
   read_data(data, c.data);
   read_eval(eval, c.eval);
-  for (const Section* s : {&model, &train, &data, &eval}) s->done();
+  read_compare(compare, c.compare);
+  for (const Section* s : {&model, &train, &data, &eval, &compare}) s->done();
   try {
     check(c);
   } catch (const std::invalid_argument& e) {

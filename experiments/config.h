@@ -1,10 +1,11 @@
-// Run configs: one YAML file with the sections `model:`, `train:`, `data:` and `eval:` (every key is
+// Run configs: one YAML file with the sections `model:`, `train:`, `data:`, `eval:` and `compare:` (every key is
 // documented in configs/README.md; every key is optional and defaults to the value below or in
 // ttt::ModelConfig / ttt::TrainConfig). Unknown keys and bad values are errors naming the file, the line
 // and the key.
 #pragma once
 #include <string>
 
+#include "experiments/compare.h"
 #include "ttt/eval.h"
 #include "ttt/model.h"
 #include "ttt/train.h"
@@ -29,6 +30,7 @@ struct RunConfig {
   ttt::TrainConfig train;
   DataConfig data;
   EvalConfig eval;
+  CompareOptions compare;  // `ponder compare` and `ponder quick`
   std::string text;    // the YAML it was parsed from: what checkpoints and logs record
   std::string source;  // where the text came from, for messages
 };

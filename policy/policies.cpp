@@ -42,6 +42,7 @@ ThresholdPolicy::ThresholdPolicy(Score score, std::vector<double> thresholds, st
 
 FeatureNeeds ThresholdPolicy::needs() const {
   FeatureNeeds n;
+  n.loss = score_ == Score::Loss;
   n.entropy = score_ == Score::Entropy;
   n.probe_loss = score_ == Score::TTTLoss;
   n.probe_grad = score_ == Score::GradNorm;

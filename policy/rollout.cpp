@@ -97,7 +97,7 @@ Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& t
   const int64_t b = model.config().mini_batch, n = input.shape()[1] / b;
   auto ids_of = [&](int64_t u) { return raw::slice(input, 1, u * b, (u + 1) * b); };
   auto tgt_of = [&](int64_t u) { return raw::slice(target, 1, u * b, (u + 1) * b); };
-  FeatureTracker tracker(n, FeatureNeeds{true, true, true});  // every score, for the oracle analysis
+  FeatureTracker tracker(n, FeatureNeeds{true, true, true, true});  // every score, for the oracle analysis
   ttt::ModelState state;
   Episode ep;
   for (int64_t u = 0; u < n; ++u) {

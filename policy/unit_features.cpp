@@ -74,9 +74,11 @@ void FeatureTracker::observe(int k, const Tensor& logits, const Tensor& targets)
   NoGradGuard ng;
   const int64_t V = logits.shape().back();
   Tensor flat = reshape(logits, {-1, V});
-  double loss = mean(cross_entropy_per_token(flat, raw::reshape(targets, {-1}))).item();
-  last_.prev_loss = loss;
-  last_.ema_loss = ema(last_.ema_loss, loss);
+  if (needs_.loss) {
+    double loss = mean(cross_entropy_per_token(flat, raw::reshape(targets, {-1}))).item();
+    last_.prev_loss = loss;
+    last_.ema_loss = ema(last_.ema_loss, loss);
+  }
   if (needs_.entropy) {
     double h = mean_entropy(flat);
     last_.prev_entropy = h;

@@ -29,6 +29,7 @@ struct UnitFeatures {
 
 // Which optional features a policy needs (probes cost FLOPs).
 struct FeatureNeeds {
+  bool loss = false;
   bool entropy = false;
   bool probe_loss = false;
   bool probe_grad = false;

@@ -1,0 +1,222 @@
+#include "experiments/compare.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+
+#include "data/windows.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace ponder::cli {
+namespace {
+
+using policy::Episode;
+using policy::Window;
+
+std::vector<Window> to_windows(const data::TokenStream& tokens, const std::vector<data::Window>& ws, int64_t T) {
+  std::vector<Window> out;
+  for (const data::Window& w : ws) {
+    data::Batch b = data::gather_windows(tokens, {w}, T);
+    out.push_back({b.input, b.target});
+  }
+  return out;
+}
+
+// `count` windows of `tokens` drawn without replacement by `seed` from all non-overlapping windows.
+std::vector<Window> sample_windows(const data::TokenStream& tokens, int64_t T, int64_t count, uint64_t seed) {
+  data::EvalWindows all(tokens, T);
+  if (all.size() < count)
+    throw std::invalid_argument("compare: the split has " + std::to_string(all.size()) + " windows of " +
+                                std::to_string(T) + " tokens, fewer than the " + std::to_string(count) + " asked for");
+  Generator gen(seed);
+  std::vector<int64_t> perm = gen.permutation(all.size());
+  std::vector<data::Window> pick;
+  for (int64_t i = 0; i < count; ++i) pick.push_back(all.windows()[size_t(perm[size_t(i)])]);
+  return to_windows(tokens, pick, T);
+}
+
+SeedResult summarise(int seed, const std::vector<Episode>& eps, double seconds) {
+  SeedResult s;
+  s.seed = seed;
+  double tokens = 0, units = 0, ksum = 0;
+  for (const Episode& ep : eps) {
+    const double n = double(ep.tokens());
+    tokens += n;
+    s.loss += ep.mean_loss() * n;
+    s.window_bpb.push_back(ep.mean_loss() / std::log(2.0));
+    s.base_per_token += double(ep.base);
+    s.inner_per_token += double(ep.inner);
+    s.overhead_per_token += double(ep.overhead);
+    for (const policy::UnitRecord& r : ep.units) ksum += r.k;
+    units += double(ep.units.size());
+  }
+  s.loss /= tokens;
+  s.bpb = s.loss / std::log(2.0);
+  s.base_per_token /= tokens;
+  s.inner_per_token /= tokens;
+  s.overhead_per_token /= tokens;
+  s.mean_k = ksum / units;
+  s.seconds_per_token = seconds / tokens;
+  return s;
+}
+
+void count_ks(const std::vector<Episode>& eps, const std::vector<int>& options, std::vector<int64_t>& hist) {
+  hist.resize(options.size());
+  for (const Episode& ep : eps)
+    for (const policy::UnitRecord& r : ep.units) {
+      auto it = std::find(options.begin(), options.end(), r.k);
+      if (it != options.end()) hist[size_t(it - options.begin())]++;
+    }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int parse_k(const std::string& s, const std::string& method) {
+  try {
+    size_t used = 0;
+    int k = std::stoi(s, &used);
+    if (used == s.size() && k >= 0) return k;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("compare: bad step count in method '" + method + "'");
+}
+
+}  // namespace
+
+CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
+                          const CompareOptions& opt, const CompareProgress& progress) {
+  const auto t_start = std::chrono::steady_clock::now();
+  // One sequence at a time, unit by unit: every op is tiny, and threads cost more than they save
+  // (measured: 0.43 s on 1 thread vs 0.66 s on 2 for the same episodes).
+  const int threads = cpu::num_threads();
+  cpu::set_num_threads(1);
+  struct Restore {
+    int n;
+    ~Restore() { cpu::set_num_threads(n); }
+  } restore{threads};
+  auto report = [&](const std::string& what, double done, double total) {
+    if (progress) progress(what, done, total);
+  };
+  CompareResult res;
+  res.mini_batch = model.config().mini_batch;
+  const std::vector<Window> cal = sample_windows(calib, opt.seq_len, opt.calib_windows, 12345);
+
+  // Budget and measured cost multiples of each step option (calibration split).
+  report("measuring costs", 0, 1);
+  std::vector<double> inner_of_k;
+  double base = 0;
+  for (int k : opt.step_options) {
+    policy::UniformPolicy p(k);
+    policy::CostSummary c = policy::run_windows(model, cal, p, opt.rollout, 0);
+    inner_of_k.push_back(c.inner_per_token);
+    base = c.base_per_token;
+  }
+  for (double in : inner_of_k) res.k_cost_multiple.push_back((base + in) / base);
+  {
+    policy::UniformPolicy p(opt.budget_k);
+    res.budget_inner_per_token = policy::run_windows(model, cal, p, opt.rollout, 0).inner_per_token;
+  }
+
+  // Build every method's policy once (calibrations happen here).
+  struct Entry {
+    MethodResult result;
+    std::unique_ptr<policy::Policy> policy;  // null for oracles
+  };
+  std::vector<Entry> entries;
+  for (const std::string& m : opt.methods) {
+    Entry e;
+    e.result.name = m;
+    if (m.rfind("uniform-", 0) == 0) {
+      e.result.kind = "uniform";
+      e.policy = std::make_unique<policy::UniformPolicy>(parse_k(m.substr(8), m));
+    } else if (m.rfind("fixed-", 0) == 0) {  // fixed-K/N
+      auto slash = m.find('/');
+      if (slash == std::string::npos) throw std::invalid_argument("compare: fixed method must be fixed-K/N, got " + m);
+      e.result.kind = "fixed";
+      e.policy = std::make_unique<policy::FixedPolicy>(parse_k(m.substr(6, slash - 6), m), parse_k(m.substr(slash + 1), m));
+    } else if (m == "random") {
+      policy::UniformPolicy lo(opt.low), hi(opt.high);
+      const double c_lo = policy::run_windows(model, cal, lo, opt.rollout, 0).inner_per_token;
+      const double c_hi = policy::run_windows(model, cal, hi, opt.rollout, 0).inner_per_token;
+      const double q = std::clamp((res.budget_inner_per_token - c_lo) / (c_hi - c_lo), 0.0, 1.0);
+      e.result.kind = "random";
+      e.result.detail = "K=" + std::to_string(opt.high) + " with p=" + std::to_string(q) + ", else K=" + std::to_string(opt.low);
+      e.policy = std::make_unique<policy::RandomPolicy>(opt.low, opt.high, q);
+    } else if (m == "entropy" || m == "loss" || m == "gradnorm" || m == "ttt-loss") {
+      report("calibrating " + m, 0, 1);
+      policy::Score sc = policy::parse_score(m);
+      policy::Calibration c = policy::calibrate_budget(model, cal, sc, opt.low, opt.high, opt.low,
+                                                       res.budget_inner_per_token, opt.rollout);
+      e.result.kind = "heuristic";
+      e.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
+                        " vs target " + std::to_string(c.target) + " FLOPs/token";
+      e.policy = std::make_unique<policy::ThresholdPolicy>(sc, std::vector<double>{c.threshold},
+                                                           std::vector<int>{opt.low, opt.high}, opt.low);
+    } else if (m == "oracle") {
+      e.result.kind = "oracle";
+      e.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
+    } else {
+      throw std::invalid_argument("compare: unknown method '" + m +
+                                  "' (uniform-K, fixed-K/N, random, entropy, loss, gradnorm, ttt-loss, oracle)");
+    }
+    entries.push_back(std::move(e));
+  }
+
+  // Methods × seeds.
+  const double total = double(entries.size()) * opt.seeds;
+  double done = 0;
+  for (int s = 0; s < opt.seeds; ++s) {
+    const std::vector<Window> ws = sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000 + uint64_t(s));
+    if (s == 0) {
+      std::vector<int64_t> ids = ws[0].first.to_ints();
+      res.passage_tokens.assign(ids.begin(), ids.end());
+    }
+    for (Entry& e : entries) {
+      report(e.result.name + " (seed " + std::to_string(s) + ")", done++, total);
+      std::vector<Episode> eps;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (e.policy) {
+        policy::run_windows(model, ws, *e.policy, opt.rollout, uint64_t(s) * 7919, &eps);
+      } else {
+        for (const Window& w : ws)
+          eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead,
+                                           opt.rollout));
+        for (const Episode& ep : eps)
+          for (const policy::UnitRecord& r : ep.units) {
+            res.oracle_units.k.push_back(r.k);
+            res.oracle_units.loss.push_back(r.features.prev_loss);
+            res.oracle_units.entropy.push_back(r.features.prev_entropy);
+            res.oracle_units.ttt_loss.push_back(r.features.ttt_loss);
+            res.oracle_units.grad_norm.push_back(r.features.grad_norm);
+          }
+      }
+      e.result.seeds.push_back(summarise(s, eps, seconds_since(t0)));
+      count_ks(eps, opt.step_options, e.result.k_hist);
+      for (const Episode& ep : eps)
+        for (const policy::UnitRecord& r : ep.units) e.result.unit_k.push_back(r.k);
+      if (s == 0)
+        for (const policy::UnitRecord& r : eps[0].units) e.result.passage_k.push_back(r.k);
+    }
+  }
+
+  // The oracle frontier: minimise loss + mu·cost per unit, on seed 0's windows.
+  const std::vector<Window> ws0 = sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000);
+  for (size_t i = 0; i < opt.frontier_mus.size(); ++i) {
+    report("oracle frontier", double(i), double(opt.frontier_mus.size()));
+    std::vector<Episode> eps;
+    for (const Window& w : ws0)
+      eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, opt.frontier_mus[i],
+                                       opt.oracle_lookahead, opt.rollout));
+    SeedResult s = summarise(0, eps, 0);
+    res.frontier.push_back({opt.frontier_mus[i], s.bpb, s.inner_per_token, s.base_per_token, s.mean_k});
+  }
+  for (Entry& e : entries) res.methods.push_back(std::move(e.result));
+  res.seconds = seconds_since(t_start);
+  return res;
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,74 @@
+// The comparison suite (ponder.md §4): every method × seeds on held-out windows, with exact costs
+// from the engine's counters. A seed fixes which held-out windows are evaluated and the random
+// policy's draws; every method sees the same windows for a seed, so results are paired by window.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/tokens.h"
+#include "policy/calibrate.h"
+
+namespace ponder::cli {
+
+struct CompareOptions {
+  std::vector<std::string> methods = {"oracle",  "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8",
+                                      "random",  "entropy",   "loss",      "ttt-loss",  "gradnorm"};
+  int64_t seeds = 5;
+  int64_t windows_per_seed = 8;
+  int64_t seq_len = 128;
+  std::vector<int> step_options = {0, 1, 2, 4, 8};
+  int64_t budget_k = 2;            // heuristics and random are matched to uniform-<budget_k>'s measured cost
+  int64_t low = 1, high = 4;       // the two levels of calibrated heuristics and of random
+  int64_t calib_windows = 8;    // validation windows used to calibrate
+  int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
+  std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
+  policy::RolloutOptions rollout;
+};
+
+struct SeedResult {
+  int seed = 0;
+  double loss = 0, bpb = 0;
+  double base_per_token = 0, inner_per_token = 0, overhead_per_token = 0;
+  double total_per_token() const { return base_per_token + inner_per_token + overhead_per_token; }
+  double mean_k = 0;
+  double seconds_per_token = 0;
+  std::vector<double> window_bpb;  // per window, for paired statistics
+};
+
+struct MethodResult {
+  std::string name;
+  std::string kind;  // uniform | fixed | random | heuristic | oracle
+  std::string detail;  // e.g. the calibrated threshold
+  std::vector<SeedResult> seeds;
+  std::vector<int64_t> k_hist;  // count of units per step option, all seeds
+  std::vector<int> passage_k;   // K per unit of the first window of seed 0 (the per-token view)
+  std::vector<int> unit_k;      // K of every unit, seeds and windows in order (aligned across methods)
+};
+
+struct FrontierPoint {
+  double mu = 0, bpb = 0, inner_per_token = 0, base_per_token = 0, mean_k = 0;
+};
+
+// Oracle K and the difficulty scores seen when it was chosen, per unit (oracle analysis).
+struct OracleUnits {
+  std::vector<double> k, loss, entropy, ttt_loss, grad_norm;
+};
+
+struct CompareResult {
+  std::vector<MethodResult> methods;
+  std::vector<FrontierPoint> frontier;
+  OracleUnits oracle_units;
+  double budget_inner_per_token = 0;    // what uniform-<budget_k> spends (calibration split)
+  std::vector<double> k_cost_multiple;  // measured (base + inner(K)) / base for each step option
+  std::vector<int32_t> passage_tokens;  // the first window of seed 0: input tokens
+  int64_t mini_batch = 16;
+  double seconds = 0;
+};
+
+using CompareProgress = std::function<void(const std::string& what, double done, double total)>;
+
+CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
+                          const CompareOptions& opt, const CompareProgress& progress = {});
+
+}  // namespace ponder::cli

@@ -1,0 +1,38 @@
+#include "experiments/compare_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <unistd.h>
+
+#include "experiments/bench_util.h"
+#include "experiments/build_info.h"
+#include "experiments/report.h"
+#include "tensor/cpu/cpu_kernels.h"
+
+namespace ponder::cli {
+
+std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
+                            const std::string& checkpoint, const std::string& dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool tty = isatty(STDERR_FILENO);
+  double last_print = -1;
+  auto progress = [&](const std::string& what, double done, double total) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!tty && t - last_print < 5) return;  // a line every few seconds in logs
+    last_print = t;
+    const double eta = done > 0 ? t / done * (total - done) : 0;
+    std::fprintf(stderr, "%scompare: %-34s %3.0f%%  %5.0f s elapsed, ETA %4.0f s%s", tty ? "\r" : "", what.c_str(),
+                 total > 0 ? 100 * done / total : 0.0, t, eta, tty ? "   " : "\n");
+  };
+  CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, progress);
+  if (tty) std::fprintf(stderr, "\n");
+  const MachineInfo mi = machine_info();
+  nlohmann::ordered_json prov = {{"produced_by", "ponder compare"}, {"version", version()}, {"commit", git_commit()},
+                                 {"build_type", build_type()}, {"machine", mi.cpu_model},
+                                 {"threads", cpu::num_threads()}, {"checkpoint", checkpoint},
+                                 {"trained_steps", m.step}, {"config", m.config.text},
+                                 {"data", ds.corpus.name}, {"data_sha256", ds.corpus.sha256}};
+  return write_compare_outputs(r, opt, prov, dir);
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,334 @@
+#include "experiments/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "experiments/plots.h"
+#include "stats/stats.h"
+
+namespace ponder::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+const MethodResult* find(const CompareResult& r, const std::string& name) {
+  for (const MethodResult& m : r.methods)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+// Per-window bpb as a ScoreMatrix with windows as runs and seeds as tasks, so the stratified
+// bootstrap resamples windows within each seed.
+stats::ScoreMatrix windows_by_seed(const MethodResult& m) {
+  const size_t W = m.seeds.front().window_bpb.size();
+  stats::ScoreMatrix x(W, std::vector<double>(m.seeds.size()));
+  for (size_t s = 0; s < m.seeds.size(); ++s)
+    for (size_t w = 0; w < W; ++w) x[w][s] = m.seeds[s].window_bpb[w];
+  return x;
+}
+
+std::vector<double> all_windows(const MethodResult& m) {
+  std::vector<double> v;
+  for (const SeedResult& s : m.seeds) v.insert(v.end(), s.window_bpb.begin(), s.window_bpb.end());
+  return v;
+}
+
+double seed_mean(const MethodResult& m, double (*get)(const SeedResult&)) {
+  double v = 0;
+  for (const SeedResult& s : m.seeds) v += get(s) / double(m.seeds.size());
+  return v;
+}
+double bpb_of(const SeedResult& s) { return s.bpb; }
+double total_of(const SeedResult& s) { return s.total_per_token(); }
+double inner_of(const SeedResult& s) { return s.inner_per_token; }
+double overhead_of(const SeedResult& s) { return s.overhead_per_token; }
+double k_of(const SeedResult& s) { return s.mean_k; }
+
+struct Comparison {
+  std::string method;
+  double delta = 0;  // mean bpb(method) − bpb(baseline), per window
+  double t_p = NAN, w_p = NAN, holm = NAN, bonferroni = NAN, dz = NAN, p_improve = NAN;
+};
+
+// Spearman ρ over the pairs where both values are finite.
+stats::Correlation spearman_finite(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> x, y;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (std::isfinite(a[i]) && std::isfinite(b[i])) {
+      x.push_back(a[i]);
+      y.push_back(b[i]);
+    }
+  if (x.size() < 3) return {NAN, NAN};
+  return stats::spearman(x, y);
+}
+
+// The frontier's bpb at `flops` (linear interpolation between neighbouring points by cost).
+double frontier_at(const std::vector<FrontierPoint>& f, double flops) {
+  std::vector<std::pair<double, double>> pts;
+  for (const FrontierPoint& p : f) pts.push_back({p.base_per_token + p.inner_per_token, p.bpb});
+  std::sort(pts.begin(), pts.end());
+  if (pts.empty() || flops < pts.front().first || flops > pts.back().first) return NAN;
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (flops <= pts[i].first) {
+      double w = (flops - pts[i - 1].first) / std::max(pts[i].first - pts[i - 1].first, 1e-12);
+      return pts[i - 1].second + w * (pts[i].second - pts[i - 1].second);
+    }
+  return pts.back().second;
+}
+
+}  // namespace
+
+std::string write_compare_outputs(const CompareResult& r, const CompareOptions& opt, const ordered_json& provenance,
+                                  const std::string& dir) {
+  const std::string base_name = "uniform-" + std::to_string(opt.budget_k);
+  const MethodResult* base = find(r, base_name);
+  const MethodResult* u4 = find(r, "uniform-4");
+  const MethodResult* oracle = find(r, "oracle");
+  stats::BootstrapOptions bo;
+  bo.seed = 2024;
+
+  // ---- per-method summaries with CIs
+  ordered_json methods = ordered_json::array();
+  std::ostringstream table;
+  table << "| method | bpb (95% CI over windows, stratified by seed) | IQM bpb | FLOPs/token total | inner TTT | "
+           "policy overhead | mean K |\n|---|---|---|---|---|---|---|\n";
+  for (const MethodResult& m : r.methods) {
+    stats::ScoreMatrix x = windows_by_seed(m);
+    stats::Interval ci = stats::stratified_bootstrap_ci(x, stats::aggregate_mean, bo);
+    const double iqm = stats::iqm(all_windows(m));
+    table << "| " << m.name << " | " << fmt("%.4f", ci.point) << " [" << fmt("%.4f", ci.lo) << ", "
+          << fmt("%.4f", ci.hi) << "] | " << fmt("%.4f", iqm) << " | " << fmt("%.4g", seed_mean(m, total_of)) << " | "
+          << fmt("%.4g", seed_mean(m, inner_of)) << " | " << fmt("%.3g", seed_mean(m, overhead_of)) << " | "
+          << fmt("%.2f", seed_mean(m, k_of)) << " |\n";
+    ordered_json seeds = ordered_json::array();
+    for (const SeedResult& s : m.seeds)
+      seeds.push_back({{"seed", s.seed}, {"loss_nats", s.loss}, {"bpb", s.bpb}, {"base_flops_per_token", s.base_per_token},
+                       {"inner_flops_per_token", s.inner_per_token}, {"overhead_flops_per_token", s.overhead_per_token},
+                       {"total_flops_per_token", s.total_per_token()}, {"mean_k", s.mean_k},
+                       {"seconds_per_token", s.seconds_per_token}, {"window_bpb", s.window_bpb}});
+    methods.push_back({{"name", m.name}, {"kind", m.kind}, {"detail", m.detail},
+                       {"bpb", {{"mean", ci.point}, {"ci95", {ci.lo, ci.hi}}, {"iqm", iqm}}},
+                       {"k_options", opt.step_options}, {"k_hist", m.k_hist}, {"seeds", seeds}});
+  }
+
+  // ---- paired tests against uniform at the same budget (windows are paired across methods)
+  std::vector<Comparison> cmp;
+  if (base) {
+    for (const MethodResult& m : r.methods) {
+      if (m.name == base->name || m.kind == "oracle" || m.kind == "uniform") continue;
+      Comparison c;
+      c.method = m.name;
+      std::vector<double> a = all_windows(m), b = all_windows(*base), d;
+      for (size_t i = 0; i < a.size(); ++i) d.push_back(a[i] - b[i]);
+      c.delta = stats::mean(d);
+      c.t_p = stats::paired_t_test(d).p_value;
+      c.w_p = stats::wilcoxon_signed_rank(d).p_value;
+      c.dz = stats::cohens_dz(d);
+      c.p_improve = stats::probability_greater(b, a);  // P(baseline window bpb > method's)
+      cmp.push_back(c);
+    }
+    std::vector<double> ps;
+    for (const Comparison& c : cmp) ps.push_back(std::isfinite(c.t_p) ? c.t_p : 1.0);
+    if (!ps.empty()) {
+      std::vector<double> holm = stats::holm(ps), bonf = stats::bonferroni(ps);
+      for (size_t i = 0; i < cmp.size(); ++i) {
+        cmp[i].holm = holm[i];
+        cmp[i].bonferroni = bonf[i];
+      }
+    }
+  }
+  std::ostringstream tests;
+  tests << "| method | Δbpb vs " << base_name << " | paired t p | Wilcoxon p | Holm p (t) | Bonferroni p (t) | "
+        << "Cohen's d_z | P(improvement) |\n|---|---|---|---|---|---|---|---|\n";
+  ordered_json cmp_json = ordered_json::array();
+  for (const Comparison& c : cmp) {
+    tests << "| " << c.method << " | " << fmt("%+.4f", c.delta) << " | " << fmt("%.3g", c.t_p) << " | "
+          << fmt("%.3g", c.w_p) << " | " << fmt("%.3g", c.holm) << " | " << fmt("%.3g", c.bonferroni) << " | "
+          << fmt("%+.3f", c.dz) << " | " << fmt("%.3f", c.p_improve) << " |\n";
+    cmp_json.push_back({{"method", c.method}, {"baseline", base_name}, {"delta_bpb", c.delta}, {"paired_t_p", c.t_p},
+                        {"wilcoxon_p", c.w_p}, {"holm_p", c.holm}, {"bonferroni_p", c.bonferroni},
+                        {"cohens_dz", c.dz}, {"p_improvement", c.p_improve}});
+  }
+
+  // ---- oracle analysis
+  const OracleUnits& ou = r.oracle_units;
+  std::ostringstream oracle_md;
+  ordered_json oracle_json;
+  std::vector<std::pair<std::string, stats::Correlation>> corr = {
+      {"loss", spearman_finite(ou.k, ou.loss)}, {"entropy", spearman_finite(ou.k, ou.entropy)},
+      {"ttt-loss", spearman_finite(ou.k, ou.ttt_loss)}, {"gradnorm", spearman_finite(ou.k, ou.grad_norm)}};
+  double best_corr = NAN;
+  for (auto& [name, s] : corr) {
+    oracle_json["spearman_oracle_k"][name] = {{"rho", s.rho}, {"p", s.p_value}};
+    if (std::isfinite(s.rho) && !(best_corr >= s.rho)) best_corr = s.rho;
+  }
+  double headroom = NAN, base_bpb = NAN, base_flops = NAN;
+  if (base) {
+    base_bpb = seed_mean(*base, bpb_of);
+    base_flops = seed_mean(*base, total_of);
+    headroom = base_bpb - frontier_at(r.frontier, base_flops);
+  }
+  oracle_json["headroom_bpb_at_budget"] = headroom;
+  ordered_json frontier = ordered_json::array();
+  for (const FrontierPoint& p : r.frontier)
+    frontier.push_back({{"mu", p.mu}, {"bpb", p.bpb}, {"inner_flops_per_token", p.inner_per_token},
+                        {"total_flops_per_token", p.base_per_token + p.inner_per_token}, {"mean_k", p.mean_k}});
+  oracle_json["frontier"] = frontier;
+  oracle_md << "Spearman correlation of the oracle's K with each difficulty score (over " << ou.k.size()
+            << " units; scores are those the policies see, from completed units):\n\n| score | ρ | p |\n|---|---|---|\n";
+  for (auto& [name, s] : corr) oracle_md << "| " << name << " | " << fmt("%+.3f", s.rho) << " | " << fmt("%.3g", s.p_value) << " |\n";
+  oracle_md << "\nOracle frontier (per unit minimise loss + μ·inner cost / base cost; seed 0's windows):\n\n"
+            << "| μ | bpb | FLOPs/token | mean K |\n|---|---|---|---|\n";
+  for (const FrontierPoint& p : r.frontier)
+    oracle_md << "| " << p.mu << " | " << fmt("%.4f", p.bpb) << " | " << fmt("%.4g", p.base_per_token + p.inner_per_token)
+              << " | " << fmt("%.2f", p.mean_k) << " |\n";
+  oracle_md << "\nHeadroom of the oracle frontier over " << base_name << " at its FLOPs per token ("
+            << fmt("%.4g", base_flops) << "): " << fmt("%+.4f", headroom) << " bits per byte"
+            << (std::isfinite(headroom) ? "" : " (the frontier does not span that cost)") << ".\n";
+  // decisions of each policy vs the oracle's on the same units
+  std::ostringstream agree;
+  ordered_json agree_json;
+  double best_policy_rho = NAN;
+  if (oracle) {
+    agree << "\nSpearman ρ between each method's K and the oracle's K on the same units (same windows, unit by "
+             "unit; the trajectories differ, so this measures agreement of placement):\n\n| method | ρ |\n|---|---|\n";
+    std::vector<double> ok(oracle->unit_k.begin(), oracle->unit_k.end());
+    for (const MethodResult& m : r.methods) {
+      if (m.kind == "oracle" || m.kind == "uniform") continue;
+      std::vector<double> mk(m.unit_k.begin(), m.unit_k.end());
+      double rho = spearman_finite(mk, ok).rho;
+      agree_json[m.name] = rho;
+      agree << "| " << m.name << " | " << fmt("%+.3f", rho) << " |\n";
+      if (std::isfinite(rho) && !(best_policy_rho >= rho)) best_policy_rho = rho;
+    }
+  }
+
+  // ---- cost multiples
+  std::ostringstream costs;
+  static const std::map<int, double> assumed = {{0, 1}, {1, 3}, {2, 5}, {4, 12}};
+  costs << "| K | measured (base + inner) / base | research plan's assumption |\n|---|---|---|\n";
+  ordered_json cost_json = ordered_json::array();
+  for (size_t i = 0; i < opt.step_options.size(); ++i) {
+    int k = opt.step_options[i];
+    auto it = assumed.find(k);
+    costs << "| " << k << " | " << fmt("%.3f×", r.k_cost_multiple[i]) << " | "
+          << (it == assumed.end() ? std::string("—") : fmt("%.0f×", it->second)) << " |\n";
+    cost_json.push_back({{"k", k}, {"measured_multiple", r.k_cost_multiple[i]}});
+  }
+
+  // ---- success criteria (ponder.md §4), stated whether met or not
+  std::ostringstream crit;
+  bool c1 = false;
+  std::string c1_detail = "uniform-4 was not run";
+  if (u4) {
+    const double b4 = seed_mean(*u4, bpb_of), f4 = seed_mean(*u4, total_of);
+    std::vector<double> ps;
+    std::vector<std::string> names;
+    std::vector<std::pair<double, double>> quality_cost;
+    for (const MethodResult& m : r.methods) {
+      if (m.kind == "oracle" || m.kind == "uniform") continue;
+      // one-sided non-inferiority: H0 bpb(m) ≥ 1.01·bpb(uniform-4), per window
+      std::vector<double> a = all_windows(m), b = all_windows(*u4), d;
+      for (size_t i = 0; i < a.size(); ++i) d.push_back(a[i] - 1.01 * b[i]);
+      stats::TTest t = stats::paired_t_test(d);
+      ps.push_back(std::isfinite(t.p_value) ? (t.mean < 0 ? t.p_value / 2 : 1 - t.p_value / 2) : 1.0);
+      names.push_back(m.name);
+      quality_cost.push_back({seed_mean(m, bpb_of) / b4 - 1, 1 - seed_mean(m, total_of) / f4});
+    }
+    c1_detail = "no adaptive method was run";
+    if (!ps.empty()) {
+      std::vector<double> holm = stats::holm(ps);
+      std::ostringstream d;
+      for (size_t i = 0; i < names.size(); ++i) {
+        bool ok = quality_cost[i].first <= 0.01 && quality_cost[i].second >= 0.05 && holm[i] < 0.05;
+        c1 = c1 || ok;
+        d << names[i] << ": bpb " << fmt("%+.2f%%", 100 * quality_cost[i].first) << ", FLOPs "
+          << fmt("%+.1f%%", -100 * quality_cost[i].second) << ", non-inferiority Holm p " << fmt("%.3g", holm[i])
+          << (ok ? " (meets it)" : "") << "; ";
+      }
+      c1_detail = d.str();
+    }
+  }
+  const bool c2 = std::isfinite(best_corr) && best_corr > 0.3;
+  const bool c3 = std::isfinite(best_policy_rho) && best_policy_rho > 0.6;
+  auto mark = [](bool ok) { return ok ? "**met**" : "**not met**"; };
+  crit << "- Quality within 1% of uniform-4 at ≥ 5% lower net FLOPs, p < 0.05 after Holm correction: " << mark(c1)
+       << ". " << c1_detail << "\n"
+       << "- Oracle-K / difficulty correlation r > 0.3: " << mark(c2) << " (best Spearman ρ " << fmt("%+.3f", best_corr)
+       << ").\n"
+       << "- Policy / oracle Spearman ρ > 0.6: " << mark(c3) << " (best " << fmt("%+.3f", best_policy_rho)
+       << "; learned policies come with the RL learners).\n";
+
+  // ---- files
+  write_pareto(r, dir);
+  write_k_hist(r, opt.step_options, dir);
+  std::string best_method;
+  double best_bpb = INFINITY;
+  for (const MethodResult& m : r.methods)
+    if (m.kind != "oracle" && m.kind != "uniform" && seed_mean(m, bpb_of) < best_bpb) {
+      best_bpb = seed_mean(m, bpb_of);
+      best_method = m.name;
+    }
+  if (best_method.empty() && oracle) best_method = oracle->name;
+  if (!best_method.empty()) write_tokens_html(r, best_method, dir + "/tokens.html");
+
+  ordered_json out = provenance;
+  out["options"] = {{"seeds", opt.seeds}, {"windows_per_seed", opt.windows_per_seed}, {"seq_len", opt.seq_len},
+                    {"step_options", opt.step_options}, {"budget", base_name}, {"levels", {opt.low, opt.high}},
+                    {"calibration_windows", opt.calib_windows}, {"oracle_lookahead", opt.oracle_lookahead},
+                    {"mode", opt.rollout.mode == ttt::StepMode::Carry ? "carry" : "prefix"},
+                    {"path", opt.rollout.path == ttt::InnerPath::Dual ? "dual" : "iterative"}};
+  out["budget_inner_flops_per_token"] = r.budget_inner_per_token;
+  out["cost_multiples"] = cost_json;
+  out["methods"] = methods;
+  out["comparisons"] = cmp_json;
+  out["oracle"] = oracle_json;
+  out["policy_oracle_spearman"] = agree_json;
+  out["success_criteria"] = {{"quality_within_1pct_of_uniform4_at_5pct_fewer_flops", c1},
+                             {"oracle_difficulty_correlation_above_0.3", c2}, {"policy_oracle_spearman_above_0.6", c3}};
+  out["seconds"] = r.seconds;
+  {
+    std::ofstream f(dir + "/results.json");
+    if (!f) throw std::runtime_error("cannot write " + dir + "/results.json");
+    f << out.dump(1) << '\n';
+  }
+
+  std::ofstream md(dir + "/report.md");
+  if (!md) throw std::runtime_error("cannot write " + dir + "/report.md");
+  md << "# Does adaptive test-time training beat uniform at equal compute?\n\n"
+     << "Produced by `ponder` " << provenance.value("version", "") << " (commit " << provenance.value("commit", "?")
+     << ", " << provenance.value("build_type", "") << " build) on " << provenance.value("machine", "") << " with "
+     << provenance.value("threads", 0) << " thread(s). Data: " << provenance.value("data", "") << " (sha256 "
+     << provenance.value("data_sha256", "") << "). Every number below comes from this run; results.json holds them "
+     << "all, per seed and per window.\n\n"
+     << "Setup: " << opt.seeds << " seeds × " << opt.windows_per_seed << " held-out windows of " << opt.seq_len
+     << " bytes (a seed fixes the windows and the random policy's draws; every method sees the same windows, so "
+     << "comparisons are paired by window). Inner steps in `" << out["options"]["mode"].get<std::string>()
+     << "` mode. Heuristics and `random` spend K=" << opt.low << " or K=" << opt.high << " per unit and are calibrated "
+     << "on " << opt.calib_windows << " validation windows to the inner FLOPs per token of " << base_name << " ("
+     << fmt("%.4g", r.budget_inner_per_token) << ").\n\n## Results\n\n"
+     << table.str() << "\nFLOPs are counted by the engine, not estimated: base forward + inner TTT steps actually run "
+     << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"
+     << "Per-window differences of bits per byte (negative = better than " << base_name << "); n = "
+     << opt.seeds * opt.windows_per_seed << " windows.\n\n" << tests.str()
+     << "\n## Success criteria stated in the research plan\n\n" << crit.str() << "\n## Oracle\n\n"
+     << (oracle ? "Greedy oracle: " + oracle->detail + ", bpb " + fmt("%.4f", seed_mean(*oracle, bpb_of)) + " at " +
+                      fmt("%.4g", seed_mean(*oracle, total_of)) + " FLOPs/token (labels used: an upper bound, not a policy).\n\n"
+                : std::string())
+     << oracle_md.str() << agree.str() << "\n## Measured cost of inner steps\n\n" << costs.str()
+     << "\n## Figures\n\n![Pareto](pareto.png)\n\n![K histogram](k_hist.png)\n\n"
+     << "[Per-token view of a held-out passage](tokens.html) under `" << best_method << "`.\n";
+  return table.str();
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""End to end: `ponder quick` on the CI config writes a report whose numbers come from the run.
+
+Recomputes figures from the raw per-window arrays in results.json and checks that the report states
+them, that every method ran every seed, and that the figures exist. Usage: cli_quick.py PONDER"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+ponder = sys.argv[1]
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+failures = []
+passes = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    (passes if ok else failures).append(what)
+
+
+with tempfile.TemporaryDirectory() as out:
+    run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out],
+                         capture_output=True, text=True, timeout=900)
+    check(run.returncode == 0, "ponder quick exits 0: " + run.stderr[-2000:])
+    for f in ["report.md", "results.json", "pareto.png", "k_hist.png", "tokens.html", "checkpoint.ckpt"]:
+        check(os.path.getsize(os.path.join(out, f)) > 0 if os.path.exists(os.path.join(out, f)) else False,
+              f + " written")
+    results = json.load(open(os.path.join(out, "results.json")))
+    report = open(os.path.join(out, "report.md")).read()
+    check(results["commit"] != "" and len(results["data_sha256"]) == 64, "results say what produced them")
+    names = [m["name"] for m in results["methods"]]
+    for want in ["oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy",
+                 "loss", "ttt-loss", "gradnorm"]:
+        check(want in names, "method " + want + " ran")
+    for m in results["methods"]:
+        seeds = m["seeds"]
+        check(len(seeds) == 2 and all(len(s["window_bpb"]) == 3 for s in seeds), m["name"] + ": 2 seeds x 3 windows")
+        # the seed's bpb is the mean of its windows (equal lengths); the reported mean is the mean of seeds
+        for s in seeds:
+            check(math.isclose(s["bpb"], sum(s["window_bpb"]) / 3, rel_tol=1e-9), m["name"] + " seed bpb = window mean")
+        mean = sum(s["bpb"] for s in seeds) / len(seeds)
+        check(math.isclose(m["bpb"]["mean"], mean, rel_tol=1e-9), m["name"] + " bpb mean recomputed")
+        check("| %s | %.4f [" % (m["name"], m["bpb"]["mean"]) in report, m["name"] + " bpb stated in report.md")
+        k = [s["mean_k"] for s in seeds]
+        if m["name"].startswith("uniform-"):
+            check(all(x == int(m["name"][8:]) for x in k), m["name"] + " spends exactly its K")
+    by = {m["name"]: m for m in results["methods"]}
+    for c in results["comparisons"]:
+        a = [w for s in by[c["method"]]["seeds"] for w in s["window_bpb"]]
+        b = [w for s in by[c["baseline"]]["seeds"] for w in s["window_bpb"]]
+        d = sum(x - y for x, y in zip(a, b)) / len(a)
+        check(math.isclose(c["delta_bpb"], d, rel_tol=1e-9, abs_tol=1e-12), c["method"] + " delta recomputed")
+    check("## Success criteria" in report and ("**met**" in report or "**not met**" in report),
+          "report states the success criteria")
+    zero = by["uniform-0"]["seeds"][0]
+    check(zero["inner_flops_per_token"] == 0 and zero["overhead_flops_per_token"] == 0, "uniform-0 spends no inner FLOPs")
+
+print("%d passed, %d failed" % (len(passes), len(failures)))
+sys.exit(1 if failures else 0)
