@@ -62,6 +62,9 @@ struct CompareResult {
   double budget_inner_per_token = 0;    // what uniform-<budget_k> spends (calibration split)
   std::vector<double> k_cost_multiple;  // measured (base + inner(K)) / base for each step option
   std::vector<int32_t> passage_tokens;  // the first window of seed 0: input tokens
+  // Per TTT layer, the token factor of η's last row, relu(1/b + token_idx[b−1]): it scales every
+  // carry step, so where it is 0 the state handed to later units never moves and K ≥ 1 are alike.
+  std::vector<double> carry_token_factor;
   int64_t mini_batch = 16;
   double seconds = 0;
 };

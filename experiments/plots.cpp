@@ -69,7 +69,7 @@ void write_pareto(const CompareResult& r, const std::string& dir) {
     << "set key outside right\nset grid\n"
     << "plot '" << dir << "/pareto.dat' index 0 using 2:3:6:7:4:5 with xyerrorbars title 'methods' pt 7, \\\n"
     << "     '' index 0 using 2:3:1 with labels offset 1,0.6 font ',8' notitle, \\\n"
-    << "     '' index 1 using 2:3 with linespoints dt 2 pt 6 title 'oracle frontier (loss + mu·cost)'\n";
+    << "     '' index 1 using 2:3 with linespoints dt 2 pt 6 title 'oracle frontier (loss + mu·cost; seed 0 windows only)'\n";
   g.close();
   run_gnuplot(dir + "/pareto.gp");
 }

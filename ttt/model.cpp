@@ -175,6 +175,13 @@ Tensor Model::token_losses(const Tensor& inputs, const Tensor& targets, const TT
   return reshape(cross_entropy_per_token(reshape(logits, {B * N, cfg_.vocab}), raw::reshape(targets, {B * N})), {B, N});
 }
 
+std::vector<const TTTLayer*> Model::ttt_layers() const {
+  std::vector<const TTTLayer*> out;
+  for (const Block& b : blocks_)
+    if (b.is_ttt) out.push_back(&b.ttt);
+  return out;
+}
+
 std::vector<Probe> Model::probe(const ModelState& st, bool with_grad) const {
   std::vector<Probe> out;
   for (size_t l = 0; l < blocks_.size(); ++l)

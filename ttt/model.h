@@ -99,6 +99,7 @@ class Model {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   int64_t num_parameters() const;
   int num_ttt_layers() const { return n_ttt_; }
+  std::vector<const TTTLayer*> ttt_layers() const;
   const ModelConfig& config() const { return cfg_; }
   DType dtype() const { return dtype_; }
 
