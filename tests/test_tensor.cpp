@@ -92,3 +92,11 @@ TEST_CASE("reductions are bitwise identical across thread counts") {
   CHECK(raw::reduce(ReduceOp::Sum, x, {0}, false).to_vector() == a);
   CHECK(raw::cumsum(x, 1, false).to_vector() == c);
 }
+
+TEST_CASE("one_hot marks one class per index and rejects out-of-range indices") {
+  Tensor oh = raw::one_hot(Tensor::from_ints({2, 0, 3}, {3}), 4, DType::F64);
+  CHECK(oh.shape() == Shape{3, 4});
+  CHECK(oh.to_vector() == std::vector<double>{0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1});
+  CHECK_THROWS_WITH_AS(raw::one_hot(Tensor::from_ints({4}, {1}), 4, DType::F32), doctest::Contains("out of range"),
+                       std::out_of_range);
+}
