@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   register_eval(app);
   register_quick(app);
   register_compare(app);
+  register_oracle(app);
   register_bench_train(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);

@@ -8,25 +8,13 @@
 #include <stdexcept>
 
 #include "experiments/plots.h"
+#include "experiments/result_util.h"
 #include "stats/stats.h"
 
 namespace ponder::cli {
 namespace {
 
 using nlohmann::ordered_json;
-
-std::string fmt(const char* f, double v) {
-  if (std::isnan(v)) return "—";
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-const MethodResult* find(const CompareResult& r, const std::string& name) {
-  for (const MethodResult& m : r.methods)
-    if (m.name == name) return &m;
-  return nullptr;
-}
 
 // Per-window bpb as a ScoreMatrix with windows as runs and seeds as tasks, so the stratified
 // bootstrap resamples windows within each seed.
@@ -44,11 +32,6 @@ std::vector<double> all_windows(const MethodResult& m) {
   return v;
 }
 
-double seed_mean(const MethodResult& m, double (*get)(const SeedResult&)) {
-  double v = 0;
-  for (const SeedResult& s : m.seeds) v += get(s) / double(m.seeds.size());
-  return v;
-}
 double bpb_of(const SeedResult& s) { return s.bpb; }
 double total_of(const SeedResult& s) { return s.total_per_token(); }
 double inner_of(const SeedResult& s) { return s.inner_per_token; }
@@ -60,18 +43,6 @@ struct Comparison {
   double delta = 0;  // mean bpb(method) − bpb(baseline), per window
   double t_p = NAN, w_p = NAN, holm = NAN, bonferroni = NAN, dz = NAN, p_improve = NAN;
 };
-
-// Spearman ρ over the pairs where both values are finite.
-stats::Correlation spearman_finite(const std::vector<double>& a, const std::vector<double>& b) {
-  std::vector<double> x, y;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    if (std::isfinite(a[i]) && std::isfinite(b[i])) {
-      x.push_back(a[i]);
-      y.push_back(b[i]);
-    }
-  if (x.size() < 3) return {NAN, NAN};
-  return stats::spearman(x, y);
-}
 
 // The best bpb the oracle frontier reaches at no more than `flops` per token (NaN if none does).
 double frontier_within(const std::vector<FrontierPoint>& f, double flops) {

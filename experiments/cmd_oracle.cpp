@@ -1,0 +1,113 @@
+// `ponder oracle` (ponder.md §4.2, "oracle first"): the greedy oracle's K distribution, how well each
+// difficulty score predicts the oracle's K (Spearman ρ), and the oracle's quality/compute frontier.
+// The oracle chooses K by looking at the labels, so everything here is an upper bound, not a policy.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "experiments/commands.h"
+#include "experiments/compare_job.h"
+#include "experiments/result_util.h"
+#include "experiments/training.h"
+
+namespace ponder::cli {
+namespace {
+
+struct OracleArgs {
+  std::string config = "tiny";
+  std::string checkpoint;
+  std::string out = "results/oracle";
+  int64_t seeds = 0, windows = 0;
+};
+
+double k_of(const SeedResult& s) { return s.mean_k; }
+double bpb_of(const SeedResult& s) { return s.bpb; }
+
+void run(const OracleArgs& a) {
+  RunConfig cfg = load_config(resolve_config(a.config));
+  CompareOptions opt = cfg.compare;
+  if (a.seeds > 0) opt.seeds = a.seeds;
+  if (a.windows > 0) opt.windows_per_seed = a.windows;
+  opt.methods = {"oracle"};  // the difficulty scores come with the oracle's units
+  const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
+  const TrainedModel m = load_trained(ck, a.checkpoint);
+  const Dataset ds = load_dataset(m.config.data);
+  std::filesystem::create_directories(a.out);
+  const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("oracle"));
+  std::fprintf(stderr, "\n");
+  const MethodResult& o = *find(r, "oracle");
+
+  std::ostringstream txt;
+  txt << "Oracle analysis: " << opt.seeds << " seed(s) x " << opt.windows_per_seed << " windows of " << opt.seq_len
+      << " tokens. The oracle picks K per unit by looking at the labels: an upper bound, not a usable policy.\n\n";
+  int64_t units = 0;
+  for (int64_t c : o.k_hist) units += c;
+  std::vector<double> share;
+  txt << "Oracle K distribution (" << units << " units):\n";
+  for (size_t i = 0; i < opt.step_options.size(); ++i) {
+    share.push_back(units ? double(o.k_hist[i]) / double(units) : 0.0);
+    txt << "  K=" << opt.step_options[i] << "  " << fmt("%5.1f%%", 100 * share.back()) << "\n";
+  }
+  const double mean_k = seed_mean(o, k_of);
+  txt << "  mean K " << fmt("%.3f", mean_k) << ", bpb " << fmt("%.4f", seed_mean(o, bpb_of)) << "\n\n";
+
+  const OracleUnits& ou = r.oracle_units;
+  const std::vector<std::pair<std::string, const std::vector<double>*>> scores = {
+      {"loss", &ou.loss}, {"entropy", &ou.entropy}, {"ttt-loss", &ou.ttt_loss}, {"gradnorm", &ou.grad_norm}};
+  nlohmann::ordered_json corr = nlohmann::ordered_json::object();
+  txt << "Spearman correlation of oracle K with each difficulty score (seen before the decision):\n";
+  for (const auto& [name, v] : scores) {
+    const stats::Correlation c = spearman_finite(ou.k, *v);
+    corr[name] = {{"rho", c.rho}, {"p", c.p_value}};
+    txt << "  " << name << std::string(10 - name.size(), ' ') << "rho " << fmt("%+.3f", c.rho) << "  p "
+        << fmt("%.3g", c.p_value) << "\n";
+  }
+  txt << "\nOracle frontier (per unit minimise loss + mu * inner cost / base cost; seed 0's windows):\n"
+      << "  mu        bpb     FLOPs/token  mean K\n";
+  nlohmann::ordered_json frontier = nlohmann::ordered_json::array();
+  for (const FrontierPoint& p : r.frontier) {
+    const double total = p.base_per_token + p.inner_per_token;
+    txt << "  " << fmt("%-8g", p.mu) << "  " << fmt("%.4f", p.bpb) << "  " << fmt("%11.4g", total) << "  "
+        << fmt("%.2f", p.mean_k) << "\n";
+    frontier.push_back({{"mu", p.mu}, {"bpb", p.bpb}, {"flops_per_token", total},
+                        {"base_flops_per_token", p.base_per_token}, {"inner_flops_per_token", p.inner_per_token},
+                        {"mean_k", p.mean_k}});
+  }
+  nlohmann::ordered_json j = provenance(m, ds, a.checkpoint, "ponder oracle");
+  j["note"] = "the oracle chooses K using the labels: an upper bound, not a policy";
+  j["seeds"] = opt.seeds;
+  j["windows_per_seed"] = opt.windows_per_seed;
+  j["units"] = units;
+  j["k_options"] = opt.step_options;
+  j["k_count"] = o.k_hist;
+  j["k_share"] = share;
+  j["mean_k"] = mean_k;
+  j["bpb"] = seed_mean(o, bpb_of);
+  j["spearman"] = corr;
+  j["frontier"] = frontier;
+  j["per_unit"] = {{"k", ou.k}, {"loss", ou.loss}, {"entropy", ou.entropy}, {"ttt_loss", ou.ttt_loss},
+                   {"grad_norm", ou.grad_norm}};
+  const std::string path = (std::filesystem::path(a.out) / "oracle.json").string();
+  std::ofstream(path) << j.dump(2) << "\n";
+  std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());
+}
+
+}  // namespace
+
+void register_oracle(CLI::App& app) {
+  auto args = std::make_shared<OracleArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "oracle", "Oracle analysis of a trained checkpoint: the oracle's K distribution, Spearman correlation of "
+                "oracle K with each difficulty score, and the oracle frontier; writes oracle.json");
+  sub->add_option("--config", args->config, "Config whose compare: section sets seeds, windows and step options")
+      ->capture_default_str();
+  sub->add_option("--checkpoint", args->checkpoint, "Trained model (ponder train's checkpoint.ckpt)")->required();
+  sub->add_option("--out", args->out, "Output folder")->capture_default_str();
+  sub->add_option("--seeds", args->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
+  sub->add_option("--windows", args->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  sub->callback([args] { run(*args); });
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,46 @@
+// Small helpers over a CompareResult shared by the report and the analysis commands (oracle, overhead).
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "experiments/compare.h"
+#include "stats/stats.h"
+
+namespace ponder::cli {
+
+// printf-style formatting of one number; NaN prints as "—".
+inline std::string fmt(const char* f, double v) {
+  if (std::isnan(v)) return "—";
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+inline const MethodResult* find(const CompareResult& r, const std::string& name) {
+  for (const MethodResult& m : r.methods)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+// Mean over seeds of a per-seed number.
+inline double seed_mean(const MethodResult& m, double (*get)(const SeedResult&)) {
+  double v = 0;
+  for (const SeedResult& s : m.seeds) v += get(s) / double(m.seeds.size());
+  return v;
+}
+
+// Spearman ρ over the pairs where both values are finite (NaN when fewer than 3 remain).
+inline stats::Correlation spearman_finite(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> x, y;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (std::isfinite(a[i]) && std::isfinite(b[i])) {
+      x.push_back(a[i]);
+      y.push_back(b[i]);
+    }
+  if (x.size() < 3) return {NAN, NAN};
+  return stats::spearman(x, y);
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""End to end: `ponder oracle`, `ponder overhead` and `ponder convergence` on a checkpoint of the CI config.
+
+Trains configs/ci.yaml into a temporary folder, runs each analysis with tiny settings and checks that
+it exits 0 and that its JSON holds the expected keys and numbers that agree with each other.
+Usage: cli_analyses.py PONDER"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+ponder = sys.argv[1]
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+config = os.path.join(root, "configs", "ci.yaml")
+failures = []
+passes = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    (passes if ok else failures).append(what)
+
+
+def ponder_run(*args):
+    run = subprocess.run([ponder, *args], capture_output=True, text=True, timeout=600)
+    check(run.returncode == 0, "ponder " + args[0] + " exits 0: " + run.stderr[-2000:])
+    return run
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        check(False, path + " parses: " + str(e))
+        return None
+
+
+def rho_ok(v):
+    return v is None or (-1 - 1e-12 <= v <= 1 + 1e-12)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    ponder_run("train", "--config", config, "--out", tmp)
+    ckpt = os.path.join(tmp, "checkpoint.ckpt")
+    check(os.path.exists(ckpt), "checkpoint written")
+
+    # ---- oracle
+    out = os.path.join(tmp, "oracle")
+    run = ponder_run("oracle", "--checkpoint", ckpt, "--config", config, "--seeds", "1", "--windows", "2",
+                     "--out", out)
+    check("upper bound" in run.stdout, "oracle output says it is an upper bound")
+    j = load(os.path.join(out, "oracle.json"))
+    if j:
+        for key in ["commit", "k_options", "k_count", "k_share", "mean_k", "spearman", "frontier", "per_unit"]:
+            check(key in j, "oracle.json has " + key)
+        check(math.isclose(sum(j["k_share"]), 1.0, abs_tol=1e-9), "oracle K shares sum to 1")
+        check(sum(j["k_count"]) == j["units"] == len(j["per_unit"]["k"]), "oracle unit counts agree")
+        mean_k = sum(k * c for k, c in zip(j["k_options"], j["k_count"])) / j["units"]
+        check(math.isclose(j["mean_k"], mean_k, rel_tol=1e-9), "oracle mean K recomputed from the counts")
+        for name in ["loss", "entropy", "ttt-loss", "gradnorm"]:
+            c = j["spearman"].get(name, {})
+            check(rho_ok(c.get("rho", 2)), "Spearman rho of " + name + " in [-1, 1] or null")
+        check(len(j["frontier"]) > 0 and all("flops_per_token" in p for p in j["frontier"]), "oracle frontier")
+
+print("%d passed, %d failed" % (len(passes), len(failures)))
+sys.exit(1 if failures else 0)
