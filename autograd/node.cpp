@@ -190,7 +190,9 @@ Tensor OpRecorder::done(Tensor out, std::vector<Tensor> saved, BackwardFn fn, bo
   out.impl()->autograd = m;
   std::vector<SavedTensor> st;
   st.reserve(saved.size() + 1);
-  for (const Tensor& s : saved) st.emplace_back(s, false);
+  // A saved input that is the result itself (max with keepdim returns the tensor it saves) would hold
+  // its own node alive through the result's metadata: keep a detached alias instead.
+  for (const Tensor& s : saved) st.emplace_back(s.defined() && s.impl() == out.impl() ? s.alias() : s, false);
   if (save_output) st.emplace_back(out, true);
   auto node = std::make_shared<FunctionNode>(op_, std::move(st), std::move(fn));
   for (const Tensor& t : inputs_) node->next.push_back(gradient_edge(t));

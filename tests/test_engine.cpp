@@ -153,3 +153,14 @@ TEST_CASE("graph dump lists nodes with op, shape, FLOPs and gradient norm") {
   CHECK(d.find("24") != std::string::npos);  // 2·2·3·2 forward FLOPs of the matmul
   CHECK(d.find("accumulate_grad") != std::string::npos);
 }
+
+TEST_CASE("graphs are freed when their last tensor goes, also when an op saves its own result") {
+  const int64_t before = memory_stats(Device::CPU).live_bytes;
+  {
+    Tensor x = leaf({3, 1, 2, 5}, {2, 2});
+    Tensor y = sum(max(x, {0}, true));  // max with keepdim saves the tensor it returns
+    Tensor g = grad({y}, {x}, {}, create_graph())[0];
+    CHECK(g.to_vector() == std::vector<double>{1, 0, 0, 1});
+  }
+  CHECK(memory_stats(Device::CPU).live_bytes == before);
+}
