@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   register_quick(app);
   register_compare(app);
   register_oracle(app);
+  register_overhead(app);
   register_bench_train(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);

@@ -65,5 +65,29 @@ with tempfile.TemporaryDirectory() as tmp:
             check(rho_ok(c.get("rho", 2)), "Spearman rho of " + name + " in [-1, 1] or null")
         check(len(j["frontier"]) > 0 and all("flops_per_token" in p for p in j["frontier"]), "oracle frontier")
 
+    # ---- overhead
+    out = os.path.join(tmp, "overhead")
+    run = ponder_run("overhead", "--checkpoint", ckpt, "--config", config, "--seeds", "1", "--windows", "2",
+                     "--out", out)
+    j = load(os.path.join(out, "overhead.json"))
+    if j:
+        for key in ["commit", "references", "methods"]:
+            check(key in j, "overhead.json has " + key)
+        by = {m["name"]: m for m in j["methods"]}
+        for name in ["entropy", "loss", "ttt-loss", "gradnorm", j["references"]["high"], j["references"]["budget"]]:
+            check(name in by, "overhead ran " + name)
+        for m in j["methods"]:
+            for ref, v in m["vs"].items():
+                saved = by[ref]["inner_flops_per_token"] - m["inner_flops_per_token"]
+                net = saved - m["overhead_flops_per_token"]
+                check(math.isclose(v["saved_inner_flops_per_token"], saved, rel_tol=1e-9, abs_tol=1e-6) and
+                      math.isclose(v["net_saving_flops_per_token"], net, rel_tol=1e-9, abs_tol=1e-6) and
+                      math.isclose(v["net_saving_pct_of_base"], 100 * net / m["base_flops_per_token"], rel_tol=1e-9,
+                                   abs_tol=1e-9), m["name"] + " vs " + ref + ": net = saved - overhead")
+        check(all(by[n]["overhead_flops_per_token"] == 0 for n in by if n.startswith("uniform-")),
+              "uniform schedules have no policy overhead")
+        check(all(by[n]["overhead_flops_per_token"] > 0 for n in ["entropy", "loss", "ttt-loss", "gradnorm"]),
+              "heuristics' overhead is counted")
+
 print("%d passed, %d failed" % (len(passes), len(failures)))
 sys.exit(1 if failures else 0)
