@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   register_compare(app);
   register_oracle(app);
   register_overhead(app);
+  register_convergence(app);
   register_bench_train(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);

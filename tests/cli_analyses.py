@@ -89,5 +89,25 @@ with tempfile.TemporaryDirectory() as tmp:
         check(all(by[n]["overhead_flops_per_token"] > 0 for n in ["entropy", "loss", "ttt-loss", "gradnorm"]),
               "heuristics' overhead is counted")
 
+    # ---- convergence
+    out = os.path.join(tmp, "convergence")
+    run = ponder_run("convergence", "--checkpoint", ckpt, "--units", "4", "--max-k", "16", "--out", out)
+    j = load(os.path.join(out, "convergence.json"))
+    if j:
+        for key in ["commit", "units", "max_k", "tolerance", "step", "row_weights", "layers"]:
+            check(key in j, "convergence.json has " + key)
+        check(len(j["layers"]) == 2, "convergence covers both TTT layers of the CI model")
+        for layer in j["layers"]:
+            name = "layer %d" % layer["layer"]
+            kb = layer["k_below_1pct"]
+            check(layer["problems"] + layer["already_optimal"] == 4 * j["heads"], name + ": units x heads problems")
+            check(len(kb["per_problem"]) == layer["problems"], name + ": one K per problem")
+            check(all(k == -1 or 0 <= k <= 16 for k in kb["per_problem"]), name + ": K within max-k or -1")
+            gap = layer["mean_gap"]["gap"]
+            check(layer["mean_gap"]["k"] == [0, 1, 2, 4, 8, 16], name + ": gap curve at K = 0, 1, 2, 4, 8, 16")
+            check(math.isclose(gap[0], 1.0, rel_tol=1e-9), name + ": gap(0) = 1")
+            check(all(gap[i + 1] <= gap[i] + 1e-9 for i in range(len(gap) - 1)), name + ": mean gap never rises")
+            check(all(g >= -1e-6 for g in gap), name + ": gap non-negative")
+
 print("%d passed, %d failed" % (len(passes), len(failures)))
 sys.exit(1 if failures else 0)
