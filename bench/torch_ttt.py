@@ -1,0 +1,328 @@
+#!/usr/bin/python3
+"""Reference training throughput of the PonderTTT tiny/small models in eager PyTorch (float32, CPU).
+
+An optional reference for issue 3's benchmark note ("at least 2x a mainstream eager framework on these
+exact configs"); not part of the build, the tests or the README's commands. See bench/README.md.
+
+The model is the one `ponder bench train --config tiny|small` trains with the dual form, K = 1:
+byte vocabulary 256, tied embeddings, pre-RMSNorm blocks (eps 1e-6), TTT-Linear on the Transformer
+backbone (separate wq/wk/wv/wo, no convs, no pre-conv) with the GELU-tanh output gate, SwiGLU MLP with
+hidden ceil(8d/3 / 32)*32, final RMSNorm. The TTT layer is written the way ttt-lm-pytorch writes it
+(ttt.md §1.2-1.10): RoPE on Q/K with the in-mini-batch position t % 16 on interleaved pairs; the
+per-token inner learning rate eta[i, j] = base_lr * relu(1/(i+1) + token_idx[i]) * sigmoid(u_j . lr_w
++ lr_b) / head_dim; a Python loop over the mini-batches, batched over (B, H) with torch.matmul; the
+inner gradient in closed form (ln_fused_l2_bwd); the dual-form output and carried state; post
+LayerNorm, gate, output projection. No rematerialisation (our default, remat_group 0). Training step:
+mean next-token cross-entropy, backward, global-norm clipping 1.0, AdamW (beta 0.9/0.95, eps 1e-8,
+weight decay 0.1 on every parameter, lr 3e-3).
+
+Output: one JSON object per line (framework, config, threads, tokens_per_s, step_ms, params, ...).
+Run with Debian's torch: apt-get install -y python3-torch; /usr/bin/python3 bench/torch_ttt.py --config tiny
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CONFIGS = {
+    # d, layers, heads, seq_len, batch  (issue 3, configs/tiny.yaml and configs/small.yaml)
+    "tiny": dict(d=128, layers=2, heads=2, seq_len=128, batch=4),
+    "small": dict(d=256, layers=4, heads=4, seq_len=256, batch=8),
+}
+VOCAB = 256
+MINI_BATCH = 16
+BASE_LR = 1.0  # ttt_base_lr of TTT-Linear
+ROPE_THETA = 10000.0
+INIT_STD = 0.02
+EPS = 1e-6
+
+
+def swiglu_hidden(d):
+    return (8 * d // 3 + 31) // 32 * 32
+
+
+def normal_(t):
+    return nn.init.normal_(t, 0.0, INIT_STD)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * self.weight
+
+
+def ln_fwd(x, gamma, beta):
+    """Per-head LayerNorm of the inner model (biased variance, eps 1e-6)."""
+    mu = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    x_hat = (x - mu) / torch.sqrt(var + EPS)
+    return gamma * x_hat + beta
+
+
+def ln_fused_l2_bwd(x, target, gamma, beta):
+    """d/dx of 0.5 * ||LN(x) - target||^2 row by row, in closed form (ttt-lm-pytorch's ln_fused_l2_bwd)."""
+    D = x.shape[-1]
+    mu = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    std = torch.sqrt(var + EPS)
+    x_hat = (x - mu) / std
+    y = gamma * x_hat + beta
+    grad_x_hat = (y - target) * gamma
+    return (
+        (1.0 / D)
+        * (D * grad_x_hat - grad_x_hat.sum(dim=-1, keepdim=True) - x_hat * (grad_x_hat * x_hat).sum(dim=-1, keepdim=True))
+        / std
+    )
+
+
+def rope_tables(seq_len, head_dim):
+    """cos/sin (seq_len, head_dim/2) for the in-mini-batch position t % MINI_BATCH."""
+    pos = (torch.arange(seq_len, dtype=torch.float64) % MINI_BATCH)[:, None]
+    inv = ROPE_THETA ** (-2.0 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+    ang = pos * inv[None, :]
+    return torch.cos(ang).float(), torch.sin(ang).float()
+
+
+def apply_rope(x, cos, sin):
+    """x (B, H, N, f); rotates the interleaved pairs (x[2i], x[2i+1])."""
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+class TTTLinear(nn.Module):
+    """TTT-Linear, Transformer backbone, GELU gate, dual form (ttt.md §1.7)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.d, self.H, self.f = d, heads, d // heads
+        f = self.f
+        self.wq = nn.Linear(d, d, bias=False)
+        self.wk = nn.Linear(d, d, bias=False)
+        self.wv = nn.Linear(d, d, bias=False)
+        self.wo = nn.Linear(d, d, bias=False)
+        self.wg = nn.Linear(d, d, bias=False)
+        self.lr_proj = nn.Linear(d, heads)  # theta_lr (d, H) and its bias (H)
+        self.token_idx = nn.Parameter(torch.zeros(MINI_BATCH))  # learnable offsets of 1/(i+1)
+        self.ttt_norm_weight = nn.Parameter(torch.ones(heads, f))
+        self.ttt_norm_bias = nn.Parameter(torch.zeros(heads, f))
+        self.W1 = nn.Parameter(torch.empty(heads, f, f))  # inner W0
+        self.b1 = nn.Parameter(torch.zeros(heads, 1, f))
+        self.post_norm = nn.LayerNorm(d, eps=EPS)
+        for lin in (self.wq, self.wk, self.wv, self.wo, self.wg, self.lr_proj):
+            normal_(lin.weight)
+        nn.init.zeros_(self.lr_proj.bias)
+        normal_(self.W1)
+        self.register_buffer("inv_pos", 1.0 / torch.arange(1, MINI_BATCH + 1, dtype=torch.float32), persistent=False)
+
+    def forward(self, u, cos, sin):
+        B, N, d = u.shape
+        H, f, b = self.H, self.f, MINI_BATCH
+        n = N // b
+
+        def heads(x):  # (B, N, d) -> (B, H, N, f)
+            return x.view(B, N, H, f).transpose(1, 2)
+
+        XQ = apply_rope(heads(self.wq(u)), cos, sin)
+        XK = apply_rope(heads(self.wk(u)), cos, sin)
+        XV = heads(self.wv(u))
+
+        # eta[b, h, m, i, j] = base_lr * tok[i] * sigmoid(u_j . lr_w + lr_b) / f
+        lr = torch.sigmoid(self.lr_proj(u))  # (B, N, H)
+        lr = lr.permute(0, 2, 1).reshape(B, H, n, 1, b)
+        tok = torch.clamp_min(self.inv_pos + self.token_idx, 0.0)  # relu(1/(i+1) + token_idx[i])
+        eta = (BASE_LR / f) * tok.view(b, 1) * lr  # (B, H, n, b, b)
+
+        # Mini-batches first, so the scan slices contiguous (B, H, b, ·) blocks.
+        def mb(x):  # (B, H, N, f) -> (n, B, H, b, f)
+            return x.reshape(B, H, n, b, f).permute(2, 0, 1, 3, 4).contiguous()
+
+        XQ, XK, XV = mb(XQ), mb(XK), mb(XV)
+        eta = eta.permute(2, 0, 1, 3, 4).contiguous()  # (n, B, H, b, b)
+        gamma = self.ttt_norm_weight.view(1, H, 1, f)
+        beta = self.ttt_norm_bias.view(1, H, 1, f)
+
+        # Inner state starts from the learned W0 for every sequence.
+        W = self.W1.unsqueeze(0).expand(B, H, f, f)
+        bias = self.b1.unsqueeze(0).expand(B, H, 1, f)
+        outs = []
+        for m in range(n):
+            xq, xk, xv, e = XQ[m], XK[m], XV[m], eta[m]
+            Z1 = xk @ W + bias
+            G1 = ln_fused_l2_bwd(Z1, xv - xk, gamma, beta)  # dl/dZ1 at the start-of-mini-batch weights
+            e_tril = torch.tril(e)
+            attn = torch.tril(xq @ xk.transpose(-2, -1))
+            b_bar = bias - e_tril @ G1
+            Z_bar = xq @ W - (e * attn) @ G1 + b_bar
+            outs.append(xq + ln_fwd(Z_bar, gamma, beta))
+            e_last = e[:, :, -1, :, None]  # (B, H, b, 1): eta of the last row
+            W = W - (e_last * xk).transpose(-2, -1) @ G1
+            bias = bias - (e_last * G1).sum(dim=-2, keepdim=True)
+
+        out = torch.stack(outs, dim=2)  # (B, H, n, b, f)
+        z = out.permute(0, 2, 3, 1, 4).reshape(B, N, d)
+        z = self.post_norm(z)
+        z = F.gelu(self.wg(u), approximate="tanh") * z
+        return self.wo(z)
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.w1 = nn.Linear(d, hidden, bias=False)
+        self.w3 = nn.Linear(d, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, d, bias=False)
+        for lin in (self.w1, self.w3, self.w2):
+            normal_(lin.weight)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.seq_norm = RMSNorm(d)
+        self.ttt = TTTLinear(d, heads)
+        self.ffn_norm = RMSNorm(d)
+        self.ffn = SwiGLU(d, swiglu_hidden(d))
+
+    def forward(self, h, cos, sin):
+        h = h + self.ttt(self.seq_norm(h), cos, sin)
+        return h + self.ffn(self.ffn_norm(h))
+
+
+class TTTModel(nn.Module):
+    def __init__(self, d, layers, heads, seq_len):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, d)
+        normal_(self.emb.weight)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.final_norm = RMSNorm(d)
+        cos, sin = rope_tables(seq_len, d // heads)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        for blk in self.blocks:
+            h = blk(h, self.cos, self.sin)
+        return F.linear(self.final_norm(h), self.emb.weight)  # tied head
+
+
+def torch_version():
+    """Debian's python3-torch 1.13.1 reports torch.__version__ = 1.13.0a0; prefer the package version."""
+    try:
+        v = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "python3-torch"], capture_output=True, text=True,
+                           check=True).stdout
+        if v and torch.__version__.startswith(v.split(".")[0] + "."):
+            return v.split("+")[0]
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return torch.__version__.split("+")[0]
+
+
+def load_tokens(source):
+    if source == "random":
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "data", "moby_dick", "moby_dick.txt")
+    with open(path, "rb") as fh:
+        return torch.frombuffer(bytearray(fh.read()), dtype=torch.uint8).long()
+
+
+def sample_batch(tokens, batch, seq_len, gen):
+    if tokens is None:  # uniform random bytes
+        w = torch.randint(0, VOCAB, (batch, seq_len + 1), generator=gen)
+    else:  # uniform random windows of the text
+        starts = torch.randint(0, tokens.numel() - seq_len - 1, (batch,), generator=gen)
+        w = torch.stack([tokens[s : s + seq_len + 1] for s in starts.tolist()])
+    return w[:, :-1], w[:, 1:]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per repetition")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions; tokens_per_s is the best one")
+    ap.add_argument("--data", choices=["moby_dick", "random"], default="moby_dick")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    c = CONFIGS[args.config]
+    model = TTTModel(c["d"], c["layers"], c["heads"], c["seq_len"])
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    tokens = load_tokens(args.data)
+    gen = torch.Generator().manual_seed(args.seed)
+    tokens_per_step = c["batch"] * c["seq_len"]
+
+    def step():
+        x, y = sample_batch(tokens, c["batch"], c["seq_len"], gen)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, VOCAB), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item(), float(norm)
+
+    initial_loss, initial_grad_norm = step()
+    for _ in range(args.warmup - 1):
+        step()
+    times = []
+    loss = initial_loss
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            loss, _ = step()
+        times.append((time.perf_counter() - t0) / args.steps)
+    best = min(times)
+    print(
+        json.dumps(
+            {
+                "framework": "pytorch " + torch_version(),
+                "torch_version": torch.__version__,
+                "config": args.config,
+                "variant": "dual",
+                "K": 1,
+                "threads": args.threads,
+                "tokens_per_s": tokens_per_step / best,
+                "step_ms": best * 1e3,
+                "step_ms_reps": [round(t * 1e3, 2) for t in times],
+                "params": params,
+                "batch_size": c["batch"],
+                "seq_len": c["seq_len"],
+                "data": args.data,
+                "initial_loss": initial_loss,
+                "ln_vocab": math.log(VOCAB),
+                "initial_grad_norm": initial_grad_norm,
+                "loss": loss,
+                "steps": args.steps,
+                "reps": args.reps,
+                "warmup": args.warmup,
+                "python": platform.python_version(),
+                "load_avg_1m": os.getloadavg()[0],
+            }
+        )
+    )
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
