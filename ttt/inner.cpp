@@ -92,13 +92,10 @@ Tensor dual_combine(const InnerState& s, const Tensor& xq, const Tensor& x1, con
   return out;
 }
 
-}  // namespace
-
-Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
-                 const InnerNorm& n, InnerState& next, CostMeter* meter) {
-  Tensor target = sub(xv, xk);
-  Tensor z1 = add(matmul(xk, s.W1), s.b1);
-  Tensor x2, z2, g1, g2;
+// ∂ℓ/∂Z1 (and ∂ℓ/∂Z2 for the MLP) at s, closed form; also returns the MLP's hidden activation.
+void closed_form_grads(const InnerState& s, const Tensor& xk, const Tensor& target, const InnerNorm& n, Tensor& g1,
+                       Tensor& x2, Tensor& g2, CostMeter* meter) {
+  Tensor z1 = add(matmul(xk, s.W1), s.b1), z2;
   if (s.mlp()) {
     x2 = gelu_tanh(z1);
     z2 = add(matmul(x2, s.W2), s.b2);
@@ -111,6 +108,14 @@ Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const 
     g1 = mul(matmul(g2, transpose(s.W2, -1, -2)), gelu_grad(z1));
   }
   if (meter) meter->charge(&UnitCost::inner_grad);
+}
+
+}  // namespace
+
+Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                 const InnerNorm& n, InnerState& next, CostMeter* meter) {
+  Tensor g1, x2, g2;
+  closed_form_grads(s, xk, sub(xv, xk), n, g1, x2, g2, meter);
   return dual_combine(s, xq, xk, x2, g1, g2, eta, n, next, meter);
 }
 
@@ -158,24 +163,6 @@ Tensor tracked(const Tensor& t) {
 namespace ponder::ttt {
 
 namespace {
-// ∂ℓ/∂Z1 (and ∂ℓ/∂Z2 for the MLP) at s, closed form; also returns the MLP's hidden activation.
-void closed_form_grads(const InnerState& s, const Tensor& xk, const Tensor& target, const InnerNorm& n, Tensor& g1,
-                       Tensor& x2, Tensor& g2, CostMeter* meter) {
-  Tensor z1 = add(matmul(xk, s.W1), s.b1), z2;
-  if (s.mlp()) {
-    x2 = gelu_tanh(z1);
-    z2 = add(matmul(x2, s.W2), s.b2);
-  }
-  if (meter) meter->charge(&UnitCost::inner_forward);
-  if (!s.mlp()) {
-    g1 = ln_l2_grad(z1, target, n);
-  } else {
-    g2 = ln_l2_grad(z2, target, n);
-    g1 = mul(matmul(g2, transpose(s.W2, -1, -2)), gelu_grad(z1));
-  }
-  if (meter) meter->charge(&UnitCost::inner_grad);
-}
-
 InnerState minus(const InnerState& s, const std::vector<Tensor>& g, CostMeter* meter) {
   std::vector<Tensor> t = s.tensors();
   for (size_t i = 0; i < t.size(); ++i) t[i] = sub(t[i], g[i]);
