@@ -40,6 +40,27 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0 : s / double(v.size());
 }
 
+// Mean loss of unit u run with k steps from a copy of `state`, and of the `lookahead` units after it run with
+// K = 1: what a decision of k at u buys, as far as the labels can tell (oracles and PonderNet trials).
+double trial_loss(const ttt::Model& model, const Tensor& input, const Tensor& target, int64_t u, int k, int lookahead,
+                  const ttt::ModelState& state, const RolloutOptions& opt, uint64_t* inner = nullptr,
+                  uint64_t* base = nullptr) {
+  const int64_t b = model.config().mini_batch, n = input.shape()[1] / b;
+  auto ids_of = [&](int64_t v) { return raw::slice(input, 1, v * b, (v + 1) * b); };
+  auto tgt_of = [&](int64_t v) { return raw::slice(target, 1, v * b, (v + 1) * b); };
+  ttt::ModelState trial = state;  // states are immutable tensor handles: copying one is a snapshot
+  UnitRun r = step_unit(model, ids_of(u), trial, k, opt);
+  if (inner) *inner = r.inner;
+  if (base) *base = r.base;
+  std::vector<double> losses = unit_losses(r.logits, tgt_of(u));
+  for (int64_t a = 1; a <= lookahead && u + a < n; ++a) {
+    UnitRun next = step_unit(model, ids_of(u + a), trial, 1, opt);
+    auto more = unit_losses(next.logits, tgt_of(u + a));
+    losses.insert(losses.end(), more.begin(), more.end());
+  }
+  return mean_of(losses);
+}
+
 void check_inputs(const ttt::Model& model, const Tensor& input, const Tensor& target) {
   const int64_t b = model.config().mini_batch;
   if (input.dim() != 2 || input.shape()[0] != 1 || input.shape() != target.shape() || input.shape()[1] % b != 0)
@@ -67,13 +88,18 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
     rec.features = tracker.next(u, model, state);
     rec.k = policy.decide(rec.features);
     rec.overhead_flops = decide.counts().total();
+    for (int k : opt.trial_ks) {
+      FlopScope trials;  // measurement, charged to no method
+      rec.trial_loss.push_back(trial_loss(model, input, target, u, k, opt.trial_lookahead, state, opt));
+      rec.measure_flops += trials.counts().total();
+    }
     Tensor ids = raw::slice(input, 1, u * b, (u + 1) * b), tgt = raw::slice(target, 1, u * b, (u + 1) * b);
     UnitRun r = step_unit(model, ids, state, rec.k, opt);
     rec.base_flops = r.base;
     rec.inner_flops = r.inner;
     FlopScope measure;
     std::vector<double> losses = unit_losses(r.logits, tgt);  // measurement, not charged to the method
-    rec.measure_flops = measure.counts().total();
+    rec.measure_flops += measure.counts().total();
     rec.loss = mean_of(losses);
     ep.token_loss.insert(ep.token_loss.end(), losses.begin(), losses.end());
     FlopScope observe;
@@ -105,16 +131,10 @@ Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& t
     rec.unit = u;
     rec.features = tracker.next(u, model, state);
     double best = 0;
-    for (int k : options) {  // states are immutable tensor handles: copying one is a snapshot
-      ttt::ModelState trial = state;
-      UnitRun r = step_unit(model, ids_of(u), trial, k, opt);
-      std::vector<double> losses = unit_losses(r.logits, tgt_of(u));
-      for (int64_t a = 1; a <= lookahead && u + a < n; ++a) {
-        UnitRun next = step_unit(model, ids_of(u + a), trial, 1, opt);
-        auto more = unit_losses(next.logits, tgt_of(u + a));
-        losses.insert(losses.end(), more.begin(), more.end());
-      }
-      double objective = mean_of(losses) + mu * double(r.inner) / double(std::max<uint64_t>(r.base, 1));
+    for (int k : options) {
+      uint64_t inner = 0, base = 0;
+      const double loss = trial_loss(model, input, target, u, k, lookahead, state, opt, &inner, &base);
+      double objective = loss + mu * double(inner) / double(std::max<uint64_t>(base, 1));
       if (k == options.front() || objective < best - 1e-12) {
         best = objective;
         rec.k = k;

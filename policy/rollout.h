@@ -11,6 +11,11 @@ struct RolloutOptions {
   ttt::StepMode mode = ttt::StepMode::Carry;
   ttt::InnerPath path = ttt::InnerPath::Dual;
   double step_budget = 0;  // total steps a sequence may spend (feeds budget_left; 0 = none)
+  // Counterfactual trials (PonderNet's per-step losses, the oracle's objective): at each unit, the mean loss of
+  // the unit and the next `trial_lookahead` units (those run with K = 1) that each K in trial_ks would have given
+  // from the unit's starting state. Measurement only: charged to no method.
+  std::vector<int> trial_ks;
+  int trial_lookahead = 1;
 };
 
 struct UnitRecord {
@@ -22,6 +27,7 @@ struct UnitRecord {
   uint64_t inner_flops = 0;   // inner forward + inner gradient + update, all TTT layers
   uint64_t overhead_flops = 0;  // features and the policy itself
   uint64_t measure_flops = 0;   // the evaluation's own loss computation (charged to no method)
+  std::vector<double> trial_loss;  // one per RolloutOptions::trial_ks
 };
 
 struct Episode {

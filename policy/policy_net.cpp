@@ -1,0 +1,208 @@
+#include "policy/policy_net.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace ponder::policy {
+namespace {
+
+// Policy nets are float32: their outputs only rank a handful of options, and float32 keeps the
+// overhead they add to a decision small.
+constexpr DType kDType = DType::F32;
+
+Tensor row(const std::vector<double>& x) { return Tensor::from_vector(x, {1, int64_t(x.size())}, kDType); }
+
+void check_features(const std::vector<double>& x, int64_t expected, const char* who) {
+  if (int64_t(x.size()) != expected)
+    throw std::invalid_argument(std::string(who) + ": expected " + std::to_string(expected) + " features, got " +
+                                std::to_string(x.size()));
+}
+
+std::vector<double> softmax_of(const std::vector<double>& z) {
+  const double m = *std::max_element(z.begin(), z.end());
+  std::vector<double> p(z.size());
+  double s = 0;
+  for (size_t i = 0; i < z.size(); ++i) s += p[i] = std::exp(z[i] - m);
+  for (double& v : p) v /= s;
+  return p;
+}
+
+}  // namespace
+
+// ---- FeatureNorm
+
+void FeatureNorm::fit(const std::vector<std::vector<double>>& xs) {
+  if (xs.empty()) throw std::invalid_argument("FeatureNorm::fit: no feature vectors");
+  const size_t F = xs.front().size();
+  mean.assign(F, 0.0);
+  inv_std.assign(F, 1.0);
+  for (const auto& x : xs) {
+    if (x.size() != F) throw std::invalid_argument("FeatureNorm::fit: feature vectors of different lengths");
+    for (size_t i = 0; i < F; ++i) mean[i] += x[i] / double(xs.size());
+  }
+  for (size_t i = 0; i < F; ++i) {
+    double v = 0;
+    for (const auto& x : xs) v += (x[i] - mean[i]) * (x[i] - mean[i]) / double(xs.size());
+    // A constant feature (e.g. the bias) keeps its value rather than being divided by ~0.
+    if (v < 1e-12) mean[i] = 0;
+    else inv_std[i] = 1.0 / std::sqrt(v);
+  }
+}
+
+std::vector<double> FeatureNorm::apply(const std::vector<double>& x) const {
+  if (mean.empty()) return x;
+  check_features(x, int64_t(mean.size()), "FeatureNorm");
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean[i]) * inv_std[i];
+  return y;
+}
+
+// ---- MLP
+
+MlpNet::MlpNet(int64_t in, int64_t hidden, int64_t out, Generator& gen)
+    : l1_(in, hidden, true, gen, kDType), l2_(hidden, hidden, true, gen, kDType), l3_(hidden, out, true, gen, kDType) {
+  NoGradGuard ng;
+  copy_(l3_.weight, mul(l3_.weight, scalar_like(l3_.weight, 0.01)));
+}
+
+Tensor MlpNet::forward(const Tensor& x) const {
+  return l3_.forward(tanh(l2_.forward(tanh(l1_.forward(x)))));  // (B, T, F) → (B, T, out)
+}
+
+std::vector<double> MlpNet::step(const std::vector<double>& x) {
+  check_features(x, inputs(), "MlpNet");
+  NoGradGuard ng;
+  return forward(row(x)).to_vector();
+}
+
+std::vector<Tensor> MlpNet::parameters() const {
+  std::vector<Tensor> p;
+  for (const Linear* l : {&l1_, &l2_, &l3_})
+    for (const Tensor& t : l->parameters()) p.push_back(t);
+  return p;
+}
+
+// ---- LSTM
+
+LstmNet::LstmNet(int64_t in, int64_t hidden, int64_t out, Generator& gen)
+    : cell_(in, hidden, gen, kDType), head_(hidden, out, true, gen, kDType) {
+  NoGradGuard ng;
+  copy_(head_.weight, mul(head_.weight, scalar_like(head_.weight, 0.01)));
+}
+
+Tensor LstmNet::forward(const Tensor& x) const { return head_.forward(cell_.forward(x)); }  // (B, T, out)
+
+void LstmNet::reset() {
+  h_ = Tensor::zeros({1, cell_.hidden}, kDType);
+  c_ = Tensor::zeros({1, cell_.hidden}, kDType);
+}
+
+std::vector<double> LstmNet::step(const std::vector<double>& x) {
+  check_features(x, inputs(), "LstmNet");
+  if (!h_.defined()) reset();
+  NoGradGuard ng;
+  std::tie(h_, c_) = cell_.step(row(x), {h_, c_});
+  return head_.forward(h_).to_vector();
+}
+
+std::vector<Tensor> LstmNet::parameters() const {
+  std::vector<Tensor> p = cell_.parameters();
+  for (const Tensor& t : head_.parameters()) p.push_back(t);
+  return p;
+}
+
+std::unique_ptr<PolicyNet> make_policy_net(const std::string& kind, int64_t in, int64_t hidden, int64_t out,
+                                           uint64_t seed) {
+  Generator gen(seed);
+  if (kind == "mlp") return std::make_unique<MlpNet>(in, hidden, out, gen);
+  if (kind == "lstm") return std::make_unique<LstmNet>(in, hidden, out, gen);
+  throw std::invalid_argument("policy net: expected mlp or lstm, got '" + kind + "'");
+}
+
+int64_t feature_count() { return int64_t(UnitFeatures::vector_names().size()); }
+
+// ---- LearnedPolicy
+
+LearnedPolicy::LearnedPolicy(std::string name, std::shared_ptr<PolicyNet> net, std::vector<int> options,
+                             FeatureNorm norm, FeatureNeeds needs)
+    : name_(std::move(name)), net_(std::move(net)), options_(std::move(options)), norm_(std::move(norm)),
+      needs_(needs) {
+  if (options_.empty() || int64_t(options_.size()) != net_->outputs())
+    throw std::invalid_argument("LearnedPolicy: the net has " + std::to_string(net_->outputs()) + " outputs for " +
+                                std::to_string(options_.size()) + " step options");
+}
+
+void LearnedPolicy::begin_sequence(uint64_t seed) {
+  gen_ = Generator(seed);
+  net_->reset();
+}
+
+int LearnedPolicy::act(const std::vector<double>& x) {
+  const std::vector<double> p = softmax_of(net_->step(norm_.apply(x)));
+  if (mode_ == ActMode::Greedy) {
+    last_action_ = int(std::max_element(p.begin(), p.end()) - p.begin());
+  } else {
+    const double u = gen_.uniform01();
+    double c = 0;
+    last_action_ = int(p.size()) - 1;  // when rounding leaves Σp a hair below u
+    for (size_t i = 0; i < p.size(); ++i)
+      if (u < (c += p[i])) {
+        last_action_ = int(i);
+        break;
+      }
+  }
+  return options_[size_t(last_action_)];
+}
+
+int LearnedPolicy::action_index(int k) const {
+  auto it = std::find(options_.begin(), options_.end(), k);
+  if (it == options_.end()) throw std::invalid_argument("LearnedPolicy: step count " + std::to_string(k) + " is not an option");
+  return int(it - options_.begin());
+}
+
+// ---- HaltingPolicy
+
+HaltingPolicy::HaltingPolicy(std::string name, std::shared_ptr<PolicyNet> net, FeatureNorm norm, FeatureNeeds needs)
+    : name_(std::move(name)), net_(std::move(net)), norm_(std::move(norm)), needs_(needs) {}
+
+void HaltingPolicy::begin_sequence(uint64_t seed) {
+  gen_ = Generator(seed);
+  net_->reset();
+}
+
+int HaltingPolicy::act(const std::vector<double>& x) {
+  const std::vector<double> z = net_->step(norm_.apply(x));
+  const int64_t N = int64_t(z.size());
+  if (mode_ == ActMode::Greedy) {
+    double survive = 1, best = -1;
+    int64_t arg = N;
+    for (int64_t n = 0; n < N; ++n) {
+      const double lam = n + 1 == N ? 1.0 : 1.0 / (1.0 + std::exp(-z[size_t(n)]));
+      const double p = lam * survive;
+      if (p > best) best = p, arg = n + 1;
+      survive *= 1 - lam;
+    }
+    return int(arg);
+  }
+  for (int64_t n = 0; n + 1 < N; ++n)
+    if (gen_.uniform01() < 1.0 / (1.0 + std::exp(-z[size_t(n)]))) return int(n + 1);
+  return int(N);
+}
+
+Tensor halting_log_probs(const Tensor& logits) {
+  if (logits.dim() != 2 || logits.shape()[1] < 1)
+    throw std::invalid_argument("halting_log_probs: logits must be (U, N), got " + shape_str(logits.shape()));
+  const int64_t U = logits.shape()[0], N = logits.shape()[1];
+  // Beyond ±30 σ saturates in float32; clamping there keeps log finite.
+  Tensor z = clamp(logits, -30, 30);
+  Tensor log_halt = log(sigmoid(z));         // (U, N): log λ_n
+  Tensor log_go = log(sigmoid(neg(z)));      // (U, N): log(1 − λ_n)
+  // λ_N = 1: the last step's log λ is 0, and its log(1 − λ) is never used.
+  Tensor zero = Tensor::zeros({U, 1}, logits.dtype(), logits.device());
+  log_halt = N > 1 ? cat({slice(log_halt, 1, 0, N - 1), zero}, 1) : zero;
+  Tensor survive = shift(cumsum(log_go, 1), 1, 1);  // Σ_{j<n} log(1 − λ_j), 0 for n = 1
+  return add(log_halt, survive);                     // (U, N)
+}
+
+}  // namespace ponder::policy
