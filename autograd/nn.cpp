@@ -23,6 +23,23 @@ Tensor parameter(Tensor t) { return set_requires_grad(t); }
 
 }  // namespace
 
+void move_to_device_(const Tensor& t, Device device) {
+  if (!t.defined()) return;
+  if (!is_leaf(t))
+    throw std::invalid_argument("move_to_device_: only a leaf tensor can move in place, got the result of " +
+                                grad_fn(t)->name() + " " + shape_str(t.shape()));
+  if (t.device() == device) return;
+  raw::to_device_(t, device);
+  if (AutogradMeta* m = t.impl()->autograd.get()) {
+    if (m->grad.defined()) m->grad = raw::to_device(m->grad, device);
+    m->grad_acc.reset();  // it recorded the old device; the next backward makes a new one
+  }
+}
+
+void Module::to(Device device) {
+  for (const Tensor& p : parameters()) move_to_device_(p, device);
+}
+
 // ---- Linear
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator& gen, DType dtype) {

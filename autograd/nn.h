@@ -9,9 +9,19 @@
 
 namespace ponder {
 
+// Moves a leaf tensor (a parameter, an optimiser buffer) to `device` in place, as PyTorch's
+// `p.data = p.data.to(device)`: every handle to it, a module's field and an optimiser's list alike,
+// sees the device copy; requires_grad and the name are kept and an accumulated gradient moves along.
+// A graph recorded before the move refuses to backward through it (the storage version moves on).
+// Throws for a non-leaf (the result of a recorded op), wherever it is; otherwise a no-op when t is
+// undefined or already on `device`.
+void move_to_device_(const Tensor& t, Device device);
+
 struct Module {
   virtual ~Module() = default;
   virtual std::vector<Tensor> parameters() const = 0;
+  // Moves every parameter to `device` in place (move_to_device_); a no-op for those already there.
+  void to(Device device);
 };
 
 struct Linear : Module {

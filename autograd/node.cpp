@@ -166,6 +166,10 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads, cons
   Tensor leaf(impl);
   AutogradMeta& m = meta(leaf);
   const Tensor& g = grads[0];
+  if (g.device() != leaf.device())  // move_to_device_ moved the leaf after this graph was recorded
+    throw std::runtime_error("backward: the gradient of a leaf " + shape_str(leaf.shape()) + " arrives on " +
+                             device_name(g.device()) + " but the leaf is now on " + device_name(leaf.device()) +
+                             "; run the forward pass again after moving it");
   if (!m.grad.defined()) m.grad = GradMode::enabled() ? g : raw::clone(g);
   else m.grad = GradMode::enabled() ? add(m.grad, g) : raw::binary(BinaryOp::Add, m.grad, g);
   return {};

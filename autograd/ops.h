@@ -89,14 +89,15 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& idx);
 Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
 Tensor gather(const Tensor& x, int axis, const Tensor& idx);
 Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
-Tensor embedding(const Tensor& weight, const Tensor& ids);  // (V, D), (…) → (…, D)
+// (V, D), (…) → (…, D); ids on another device are copied to the table's.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype = DType::F32);
 
 // ---- neural-network functions
 // Causal depthwise conv over time: x (B, T, C), w (C, K), optional bias (C);
 // y[b,t,c] = Σ_k w[c,k]·x[b, t−K+1+k, c] (+ bias[c]), zeros before the start.
 Tensor causal_conv1d(const Tensor& x, const Tensor& w, const Tensor& bias = {});
-// Mean next-token loss: logits (N, V), targets (N) ints.
+// Mean next-token loss: logits (N, V), targets (N) ints (copied to the logits' device if elsewhere).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 // Per-token loss (N).
 Tensor cross_entropy_per_token(const Tensor& logits, const Tensor& targets);

@@ -50,7 +50,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   if (weight.dim() != 2) throw std::invalid_argument("embedding: weight must be (V, D), got " + shape_str(weight.shape()));
   Shape s = ids.shape();
   s.push_back(weight.shape()[1]);
-  return reshape(index_select(weight, 0, raw::reshape(ids, {-1})), s);
+  // Token ids are usually made on the host (data windows); they go where the table is.
+  return reshape(index_select(weight, 0, raw::reshape(raw::to_device(ids, weight.device()), {-1})), s);
 }
 
 Tensor cross_entropy_per_token(const Tensor& logits, const Tensor& targets) {
@@ -58,7 +59,8 @@ Tensor cross_entropy_per_token(const Tensor& logits, const Tensor& targets) {
     throw std::invalid_argument("cross_entropy: expects logits (N, V) and targets (N), got " + shape_str(logits.shape()) +
                                 " and " + shape_str(targets.shape()));
   Tensor lp = log_softmax(logits, -1);
-  return neg(reshape(gather(lp, 1, raw::reshape(targets, {-1, 1})), {-1}));
+  // Targets are usually made on the host (data windows); they go where the logits are.
+  return neg(reshape(gather(lp, 1, raw::reshape(raw::to_device(targets, logits.device()), {-1, 1})), {-1}));
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) { return mean(cross_entropy_per_token(logits, targets)); }

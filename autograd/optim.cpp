@@ -7,12 +7,18 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/nn.h"
+
 namespace ponder {
 namespace {
 
 Tensor scale(const Tensor& x, double a, double b = 0) { return raw::unary(UnaryOp::Affine, x, a, b); }
 Tensor plus(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Add, a, b); }
 Tensor times(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Mul, a, b); }
+
+void buffers_to(std::vector<Tensor>& buffers, Device device) {
+  for (Tensor& b : buffers) b = raw::to_device(b, device);
+}
 
 }  // namespace
 
@@ -30,6 +36,10 @@ void Optimizer::zero_grad() {
   for (const Tensor& p : params_) ponder::zero_grad(p);
 }
 
+void Optimizer::to(Device device) {
+  for (const Tensor& p : params_) move_to_device_(p, device);
+}
+
 // ---- SGD
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum) : Optimizer(std::move(params)), momentum_(momentum) {
@@ -37,6 +47,11 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum) : Optimizer(std
   // Zero buffers make the first step v = μ·0 + g = g, PyTorch's rule, with no special case.
   if (momentum_ != 0)
     for (const Tensor& p : params_) velocity_.push_back(raw::zeros_like(p));
+}
+
+void SGD::to(Device device) {
+  Optimizer::to(device);
+  buffers_to(velocity_, device);
 }
 
 void SGD::step() {
@@ -62,6 +77,12 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, 
     m_.push_back(raw::zeros_like(p));
     v_.push_back(raw::zeros_like(p));
   }
+}
+
+void AdamW::to(Device device) {
+  Optimizer::to(device);
+  buffers_to(m_, device);
+  buffers_to(v_, device);
 }
 
 void AdamW::step() {

@@ -13,6 +13,9 @@ class Optimizer {
   virtual ~Optimizer() = default;
   virtual void step() = 0;
   void zero_grad();
+  // Moves the parameters (in place, see move_to_device_ in autograd/nn.h) and the optimiser's state
+  // buffers to `device`: call it after moving the model, or instead of it. Takes effect for later steps.
+  virtual void to(Device device);
   const std::vector<Tensor>& params() const { return params_; }
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -26,6 +29,7 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0.0);
   void step() override;
+  void to(Device device) override;
  private:
   double momentum_;
   std::vector<Tensor> velocity_;
@@ -37,6 +41,7 @@ class AdamW : public Optimizer {
   AdamW(std::vector<Tensor> params, double lr, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
         double weight_decay = 0.01);
   void step() override;
+  void to(Device device) override;
   int64_t steps() const { return t_; }
   // Moment buffers, for checkpoints: m_[i], v_[i] match params()[i].
   std::vector<Tensor>& exp_avg() { return m_; }

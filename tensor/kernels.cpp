@@ -87,6 +87,16 @@ Tensor to_device_keep_layout(const Tensor& t, Device device) {
   return make_view(moved, t.shape(), t.strides(), t.offset());
 }
 
+void to_device_(const Tensor& t, Device device) {
+  if (t.device() == device) return;
+  const Tensor moved = to_device(t, device);  // contiguous, offset 0
+  moved.storage().version.store(t.version() + 1);
+  TensorImpl* impl = t.impl();
+  impl->storage = moved.impl_ptr()->storage;
+  impl->strides = moved.strides();
+  impl->offset = 0;
+}
+
 void copy_(const Tensor& dst, const Tensor& src) {
   need(dst.device() == src.device(), "copy_: tensors are on different devices");
   broadcast_shapes(dst.shape(), src.shape(), "copy_");

@@ -19,6 +19,11 @@ Tensor to_device(const Tensor& t, Device device);
 // Same, but keeps t's strides and offset by copying its whole storage: a view stays a view (for tests
 // that exercise a device's kernels on non-contiguous inputs).
 Tensor to_device_keep_layout(const Tensor& t, Device device);
+// Moves t to `device` in place: the storage behind t's TensorImpl becomes a contiguous copy on `device`,
+// so every handle to this tensor (not views made of it earlier, which keep the old storage) sees it.
+// The new storage's version is one past the old one, so a graph that saved t refuses to backward.
+// A no-op when t is already on `device`.
+void to_device_(const Tensor& t, Device device);
 
 // ---- in-place (each bumps the storage version)
 void copy_(const Tensor& dst, const Tensor& src);

@@ -3,22 +3,29 @@
 // checked everywhere. GPU cases run only where cuda_init finds a device; elsewhere each says why it
 // skipped: the op table (f32/f64 forward against the float64 reference, gradcheck and gradgradcheck in
 // float64 on the GPU), every kernel against the CPU backend, RNG equality, flat memory over 1,000
-// create_graph steps, FLOP accounting.
+// create_graph steps, FLOP accounting, and the language model on the GPU: parameters moved in place,
+// forward and backward against the CPU in float64, training steps, checkpoints written from the GPU.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
 
 #include "autograd/engine.h"
+#include "autograd/nn.h"
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/plan.h"
 #include "tensor/rng.h"
+#include "ttt/checkpoint_io.h"
+#include "ttt/model.h"
+#include "ttt/train.h"
 
 using namespace ponder;
 
@@ -561,4 +568,225 @@ TEST_CASE("cuda: 1,000 create_graph inner/outer steps keep device memory flat") 
   CHECK(cuda_allocator_stats().cached_bytes == 0);
   CHECK(cuda_allocator_stats().reserved_bytes <= a.reserved_bytes - a.cached_bytes);
   CHECK(raw::clone(w0).to_vector() == w0.to_vector());  // blocks in use survive, new ones still come
+}
+
+// ---- the language model on the GPU
+
+namespace {
+
+ttt::ModelConfig gpu_model(std::vector<std::string> mixers, const std::string& backbone, const std::string& inner) {
+  ttt::ModelConfig c;
+  c.vocab = 32;
+  c.d = 16;
+  c.layers = int64_t(mixers.size());
+  c.heads = 2;
+  c.mini_batch = 4;
+  c.mixers = std::move(mixers);
+  c.backbone = backbone;
+  c.inner = inner;
+  c.pre_conv = backbone == "mamba";
+  c.init_std = 0.2;
+  return c;
+}
+
+// Host int64 ids in [0, V).
+Tensor random_ids(Generator& gen, int64_t B, int64_t N, int64_t V) {
+  std::vector<int64_t> v;
+  for (double u : gen.uniform({B, N}, 0, 1, DType::F64).to_vector()) v.push_back(std::min(V - 1, int64_t(u * double(V))));
+  return Tensor::from_ints(v, {B, N});
+}
+
+// Documents of random tokens below `vocab`, for a Trainer.
+data::TokenStream random_stream(int64_t vocab, uint64_t seed) {
+  Generator gen(seed);
+  data::TokenStream ts;
+  for (int doc = 0; doc < 3; ++doc) {
+    std::vector<int32_t> ids;
+    for (double u : gen.uniform({400}, 0, 1, DType::F64).to_vector())
+      ids.push_back(int32_t(std::min(vocab - 1, int64_t(u * double(vocab)))));
+    ts.docs.push_back(std::move(ids));
+  }
+  return ts;
+}
+
+ttt::TrainConfig gpu_train() {
+  ttt::TrainConfig t;
+  t.steps = 20;
+  t.batch_size = 2;
+  t.seq_len = 16;
+  t.grad_accum = 2;
+  t.lr = 1e-3;
+  t.min_lr = 1e-4;
+  t.warmup = 2;
+  t.step_options = {0, 1, 2};
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a parameter moves in place; a graph recorded before the move refuses to backward") {
+  if (!gpu()) return;
+  Tensor w = Tensor::from_vector({1, -2, 3}, {3}, DType::F64);
+  set_requires_grad(w);
+  set_name(w, "w");
+  backward(sum(mul(w, w)));
+  const Tensor handle = w;  // another holder (an optimiser's list) of the same tensor
+  Tensor stale = sum(mul(w, w));
+  move_to_device_(w, Device::CUDA);
+  CHECK(handle.device() == Device::CUDA);
+  CHECK(requires_grad(w));
+  CHECK(grad_of(w).device() == Device::CUDA);  // the accumulated gradient moved along
+  CHECK(grad_of(w).to_vector() == std::vector<double>{2, -4, 6});
+  CHECK_THROWS_WITH(backward(stale), doctest::Contains("modified in place"));
+  zero_grad(w);
+  backward(sum(mul(w, w)));
+  CHECK(grad_of(w).device() == Device::CUDA);
+  CHECK(grad_of(w).to_vector() == std::vector<double>{2, -4, 6});
+  move_to_device_(w, Device::CPU);
+  CHECK(w.device() == Device::CPU);
+  CHECK(w.to_vector() == std::vector<double>{1, -2, 3});
+}
+
+TEST_CASE("cuda: a tiny model's forward and backward on the GPU match the CPU in float64") {
+  if (!gpu()) return;
+  struct Variant {
+    const char* name;
+    ttt::ModelConfig cfg;
+    ttt::InnerPath path;
+  };
+  const std::vector<Variant> variants = {
+      {"ttt-linear + attention, mamba backbone, pre-conv, iterative path",
+       gpu_model({"ttt", "attention"}, "mamba", "linear"), ttt::InnerPath::Iterative},
+      {"ttt-mlp, transformer backbone, dual path", gpu_model({"ttt"}, "transformer", "mlp"), ttt::InnerPath::Dual}};
+  for (const Variant& v : variants) {
+    INFO(v.name);
+    ttt::Model cpu(v.cfg, 11, DType::F64), dev(v.cfg, 11, DType::F64);
+    dev.to(Device::CUDA);
+    CHECK(dev.device() == Device::CUDA);
+    for (const Tensor& p : dev.parameters()) {
+      CHECK(p.device() == Device::CUDA);
+      CHECK(requires_grad(p));
+    }
+    Generator gen(4);
+    const Tensor ids = random_ids(gen, 2, 16, v.cfg.vocab), targets = random_ids(gen, 2, 16, v.cfg.vocab);
+    ttt::FixedSchedule sched({1, 2, 0, 2});  // K = 2 on the iterative path: second-order gradients
+    ttt::TTTRun run;
+    run.path = v.path;
+    run.schedule = &sched;
+    const Tensor loss_cpu = mean(cpu.token_losses(ids, targets, run));
+    const Tensor loss_dev = mean(dev.token_losses(ids, targets, run));  // host ids and targets follow the model
+    CHECK(loss_dev.device() == Device::CUDA);
+    CHECK(rel_diff(loss_dev, loss_cpu) < 1e-12);
+    backward(loss_cpu);
+    backward(loss_dev);
+    const auto pc = cpu.named_parameters(), pd = dev.named_parameters();
+    REQUIRE(pc.size() == pd.size());
+    for (size_t i = 0; i < pc.size(); ++i) {
+      INFO(pc[i].first);
+      REQUIRE(grad_of(pd[i].second).defined());
+      CHECK(grad_of(pd[i].second).device() == Device::CUDA);
+      CHECK(rel_diff(grad_of(pd[i].second), grad_of(pc[i].second)) < 1e-9);
+    }
+    // Chunked on the GPU (KV cache, conv histories, RoPE offsets) against the whole sequence on the CPU.
+    NoGradGuard ng;
+    const Tensor whole = cpu.forward(ids, run);
+    ttt::ModelState st;
+    std::vector<Tensor> parts;
+    for (int64_t c = 0; c < 2; ++c) parts.push_back(dev.forward_chunk(raw::slice(ids, 1, 8 * c, 8 * c + 8), st, run));
+    const Tensor chunked = raw::cat(parts, 1);
+    CHECK(chunked.device() == Device::CUDA);
+    CHECK(rel_diff(chunked, whole) < 1e-12);
+  }
+}
+
+TEST_CASE("cuda: training steps on the GPU follow the CPU's, and Trainer::to moves the AdamW state mid-run") {
+  if (!gpu()) return;
+  const ttt::ModelConfig m = gpu_model({"ttt", "attention"}, "mamba", "linear");
+  const ttt::TrainConfig t = gpu_train();
+  const data::TokenStream tokens = random_stream(m.vocab, 7);
+  ttt::Trainer cpu(m, t, tokens), dev(m, t, tokens, Device::CUDA), moved(m, t, tokens);
+  CHECK(dev.device() == Device::CUDA);
+  std::vector<std::vector<double>> init;
+  for (const Tensor& p : cpu.model().parameters()) init.push_back(p.to_vector());
+  for (int s = 1; s <= 4; ++s) {
+    INFO("step ", s);
+    if (s == 3) {
+      moved.to(Device::CUDA);  // AdamW moments exist by now: they must move with the parameters
+      CHECK(moved.device() == Device::CUDA);
+    }
+    const ttt::StepStats a = cpu.step(), b = dev.step(), c = moved.step();
+    CHECK(std::isfinite(b.loss));
+    CHECK(b.loss == doctest::Approx(a.loss).epsilon(1e-4));
+    CHECK(c.loss == doctest::Approx(a.loss).epsilon(1e-4));
+    CHECK(b.grad_norm == doctest::Approx(a.grad_norm).epsilon(1e-3));
+    CHECK(b.flops.total() == a.flops.total());
+  }
+  // The devices' parameters differ by far less than the steps moved them. (Mean, not max: AdamW turns a
+  // gradient element that is rounding noise into a full ±lr step, whose sign may differ between devices.)
+  const auto pc = cpu.model().parameters(), pd = dev.model().parameters(), pm = moved.model().parameters();
+  double moved_by = 0, dev_off = 0, moved_off = 0, n = 0;
+  for (size_t i = 0; i < pc.size(); ++i) {
+    CHECK(pd[i].device() == Device::CUDA);
+    CHECK(pm[i].device() == Device::CUDA);
+    const auto c = pc[i].to_vector(), d = pd[i].to_vector(), e = pm[i].to_vector();
+    for (size_t j = 0; j < c.size(); ++j) {
+      moved_by += std::abs(c[j] - init[i][j]);
+      dev_off += std::abs(d[j] - c[j]);
+      moved_off += std::abs(e[j] - c[j]);
+      n += 1;
+    }
+  }
+  MESSAGE("mean |Δp| after 4 steps: ", moved_by / n, "; GPU vs CPU ", dev_off / n, "; moved at step 3 vs CPU ",
+          moved_off / n);
+  CHECK(moved_by > 0);
+  CHECK(dev_off < 1e-2 * moved_by);
+  CHECK(moved_off < 1e-2 * moved_by);
+}
+
+TEST_CASE("cuda: a checkpoint of a GPU run holds host copies and restores onto the GPU or the CPU") {
+  if (!gpu()) return;
+  const ttt::ModelConfig m = gpu_model({"ttt", "attention"}, "mamba", "linear");
+  const ttt::TrainConfig t = gpu_train();
+  const data::TokenStream tokens = random_stream(m.vocab, 8);
+  ttt::Trainer dev(m, t, tokens, Device::CUDA);
+  dev.step();
+  dev.step();
+  const ttt::Checkpoint ck = dev.checkpoint("config text", {{"commit", "test"}});
+  const auto live = dev.model().parameters();
+  REQUIRE(ck.params.size() == live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    CHECK(ck.params[i].value.device() == Device::CPU);
+    CHECK(ck.exp_avg[i].value.device() == Device::CPU);
+    CHECK(ck.exp_avg_sq[i].value.device() == Device::CPU);
+    CHECK(ck.params[i].value.to_vector() == live[i].to_vector());  // exact copies
+  }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ponder_test_cuda_" + std::to_string(getpid()) + ".ckpt")).string();
+  ttt::save_checkpoint(path, ck);
+  const ttt::Checkpoint back = ttt::load_checkpoint(path);
+  std::filesystem::remove(path);
+  CHECK(back.step == 2);
+
+  // Onto the GPU: the same parameters and moments, and the run continues as the original does.
+  ttt::Trainer resumed(m, t, tokens, Device::CUDA);
+  resumed.restore(back);
+  const auto again = resumed.model().parameters();
+  for (size_t i = 0; i < live.size(); ++i) {
+    CHECK(again[i].device() == Device::CUDA);
+    CHECK(again[i].to_vector() == live[i].to_vector());
+  }
+  const ttt::StepStats a = dev.step(), b = resumed.step();
+  CHECK(b.step == 3);
+  CHECK(b.loss == doctest::Approx(a.loss).epsilon(1e-6));
+
+  // Onto a CPU model for evaluation: the logits of the GPU model.
+  ttt::Model host(m, 0);
+  ttt::load_parameters(host, back);
+  ttt::Model gpu_copy(m, 0);
+  gpu_copy.to(Device::CUDA);
+  ttt::load_parameters(gpu_copy, back);
+  Generator gen(2);
+  const Tensor ids = random_ids(gen, 1, 16, m.vocab);
+  NoGradGuard ng;
+  CHECK(rel_diff(gpu_copy.forward(ids), host.forward(ids)) < 1e-4);
 }

@@ -119,3 +119,41 @@ TEST_CASE("feeding a sequence unit by unit gives the whole-sequence logits") {
       CHECK(st.tokens == 16);
     }
 }
+
+TEST_CASE("Model::to(Device::CPU) on a CPU model is a no-op: same tensors, same storage, same logits") {
+  Model model(small({"ttt", "attention"}), 5);
+  Generator gen(3);
+  Tensor ids = random_ids(gen, 2, 16, 32), targets = random_ids(gen, 2, 16, 32);
+  const std::vector<double> before = model.forward(ids).to_vector();
+  const std::vector<Tensor> params = model.parameters();
+  AdamW opt(model.parameters(), 1e-2);  // with state, a gradient and a step behind it
+  backward(mean(model.token_losses(ids, targets)));
+  opt.step();
+  const std::vector<double> stepped = model.forward(ids).to_vector();
+  const Tensor m0 = opt.exp_avg()[0], g0 = grad_of(params[0]);
+  std::vector<const void*> data;
+  std::vector<uint32_t> versions;
+  for (const Tensor& p : params) {
+    data.push_back(p.storage().data);
+    versions.push_back(p.version());
+  }
+
+  CHECK(model.device() == Device::CPU);
+  CHECK(&model.to(Device::CPU) == &model);
+  opt.to(Device::CPU);
+  const std::vector<Tensor> after = model.parameters();
+  REQUIRE(after.size() == params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    CHECK(after[i].same(params[i]));
+    CHECK(after[i].storage().data == data[i]);
+    CHECK(after[i].version() == versions[i]);
+    CHECK(requires_grad(after[i]));
+  }
+  CHECK(opt.exp_avg()[0].same(m0));
+  CHECK(grad_of(params[0]).same(g0));
+  CHECK(model.forward(ids).to_vector() == stepped);
+  CHECK(stepped != before);
+  // Only leaves move in place, whatever the device.
+  Tensor derived = mul(params[0], params[0]);
+  CHECK_THROWS_WITH(move_to_device_(derived, Device::CPU), doctest::Contains("only a leaf tensor"));
+}

@@ -207,6 +207,11 @@ std::vector<std::pair<std::string, Tensor>> Model::named_parameters() const {
   return p;
 }
 
+Model& Model::to(Device device) {
+  for (const Tensor& p : parameters()) move_to_device_(p, device);
+  return *this;
+}
+
 int64_t Model::num_parameters() const {
   int64_t n = 0;
   for (const Tensor& t : parameters()) n += t.numel();

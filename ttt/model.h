@@ -98,6 +98,12 @@ class Model {
   // Named parameters in a fixed order (checkpoints).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   int64_t num_parameters() const;
+  // Moves every parameter to `device` in place (move_to_device_ in autograd/nn.h), so an optimiser made
+  // before keeps working on them. Parameters are created on the CPU (the initialisation is the same on
+  // every device); inputs may live anywhere: token ids and targets are copied to the model's device, and
+  // the constants made inside forward passes (masks, RoPE tables, η token factors) follow the input.
+  Model& to(Device device);
+  Device device() const { return emb_.weight.device(); }
   int num_ttt_layers() const { return n_ttt_; }
   std::vector<const TTTLayer*> ttt_layers() const;
   const ModelConfig& config() const { return cfg_; }

@@ -29,10 +29,14 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Host copies, so a checkpoint neither aliases the live tensors nor holds device memory.
 std::vector<NamedTensor> named_copies(const std::vector<std::pair<std::string, Tensor>>& params,
                                       const std::vector<Tensor>& values) {
   std::vector<NamedTensor> out;
-  for (size_t i = 0; i < params.size(); ++i) out.push_back({params[i].first, raw::clone(values[i])});
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& v = values[i];
+    out.push_back({params[i].first, v.device() == Device::CPU ? raw::clone(v) : raw::to_device(v, Device::CPU)});
+  }
   return out;
 }
 
@@ -49,7 +53,7 @@ void load_into(const std::vector<std::pair<std::string, Tensor>>& names, const s
       throw std::runtime_error(std::string("checkpoint ") + what + " " + std::to_string(i) + " is '" + s.name + "' " +
                                shape_str(s.value.shape()) + " " + dtype_name(s.value.dtype()) + ", this model has '" +
                                names[i].first + "' " + shape_str(d.shape()) + " " + dtype_name(d.dtype()));
-    raw::copy_(d, s.value);
+    raw::copy_(d, raw::to_device(s.value, d.device()));
   }
 }
 
@@ -103,12 +107,19 @@ int RandomSchedule::steps(const UnitInfo&) {
   return options_[std::min(n - 1, size_t(gen_.uniform01() * double(n)))];
 }
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, data::TokenStream tokens)
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, data::TokenStream tokens, Device device)
     : cfg_((model.validate(), train.validate(model), train)),
       model_(model, train.seed),
       opt_(model_.parameters(), train.lr, train.beta1, train.beta2, train.eps, train.weight_decay),
       sampler_(std::move(tokens), train.batch_size, train.seq_len, train.seed + kSamplerStream),
-      schedule_gen_(train.seed + kScheduleStream) {}
+      schedule_gen_(train.seed + kScheduleStream) {
+  to(device);
+}
+
+void Trainer::to(Device device) {
+  model_.to(device);
+  opt_.to(device);
+}
 
 StepStats Trainer::step() {
   StepStats st;

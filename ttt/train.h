@@ -82,14 +82,21 @@ struct NonFiniteError : std::runtime_error {
 
 class Trainer {
  public:
-  Trainer(const ModelConfig& model, const TrainConfig& train, data::TokenStream tokens);
+  // The model is initialised on the CPU (same values everywhere) and then moved to `device`.
+  Trainer(const ModelConfig& model, const TrainConfig& train, data::TokenStream tokens,
+          Device device = Device::CPU);
   StepStats step();  // one optimiser step; throws NonFiniteError
   int64_t step_count() const { return step_; }
   const Model& model() const { return model_; }
   const TrainConfig& config() const { return cfg_; }
+  // Moves the parameters and the AdamW moments to `device` (between steps); data batches follow the model.
+  void to(Device device);
+  Device device() const { return model_.device(); }
 
+  // Host (CPU) copies of everything a resumed run needs, wherever the model lives.
   Checkpoint checkpoint(const std::string& config_text, std::vector<std::pair<std::string, std::string>> meta);
-  // Continues from `ck`; throws naming the first parameter whose name or shape does not match.
+  // Continues from `ck` (copied onto the model's device); throws naming the first parameter whose name
+  // or shape does not match.
   void restore(const Checkpoint& ck);
 
  private:
@@ -101,8 +108,8 @@ class Trainer {
   int64_t step_ = 0;
 };
 
-// Copies a checkpoint's parameters into `model` (for evaluation); throws naming the first parameter whose
-// name or shape does not match.
+// Copies a checkpoint's parameters into `model`, on whatever device it lives (for evaluation); throws
+// naming the first parameter whose name or shape does not match.
 void load_parameters(const Model& model, const Checkpoint& ck);
 
 // A run to the end (or to `stop_after`) with validation, checkpoints and reports.
