@@ -7,6 +7,7 @@
 
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/device.h"
 #include "experiments/training.h"
 
 namespace ponder::cli {
@@ -16,12 +17,14 @@ constexpr int kPositionBuckets = 8;  // the compact loss-by-position line
 
 struct Options {
   std::string checkpoint, schedule, mode, path, split;
+  std::string device;  // empty: the checkpoint config's model.device
   std::optional<int64_t> max_windows;
   bool json = false;
 };
 
 void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std::string& path, int64_t step,
-                const std::string& split) {
+                const std::string& split, const std::string& device) {
+  std::printf("device %s\n", device.c_str());
   std::printf("checkpoint %s (step %lld), %s split: %lld windows of %zu tokens\n", path.c_str(), (long long)step,
               split.c_str(), (long long)r.windows, r.position_loss.size());
   std::printf("schedule %s, mode %s, path %s: mean K %.2f\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
@@ -44,7 +47,9 @@ void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std:
 
 void run_eval(const Options& o) {
   const ttt::Checkpoint ck = ttt::load_checkpoint(o.checkpoint);
-  const TrainedModel m = load_trained(ck, o.checkpoint);
+  const std::string source = o.checkpoint + " (its config)";
+  const Device device = run_device(o.device, parse_config(ck.config_text, source).device, source);
+  const TrainedModel m = load_trained(ck, o.checkpoint, device);
   const EvalConfig& ec = m.config.eval;
   ttt::InnerRun inner = ec.inner;
   if (!o.schedule.empty()) inner.schedule = o.schedule;
@@ -54,8 +59,9 @@ void run_eval(const Options& o) {
   const Dataset ds = load_dataset(m.config.data);
   const data::EvalWindows windows(ds.split(split), m.config.train.seq_len, o.max_windows.value_or(ec.max_windows));
   const ttt::EvalResult r = ttt::evaluate(m.model, windows, eval_options(m, inner));
-  if (!o.json) return print_text(r, inner, o.checkpoint, m.step, split);
+  if (!o.json) return print_text(r, inner, o.checkpoint, m.step, split, describe_device(device));
   nlohmann::ordered_json j = {{"checkpoint", o.checkpoint}, {"step", m.step}, {"split", split},
+                              {"device", describe_device(device)},
                               {"corpus", ds.corpus.name}, {"data_sha256", ds.corpus.sha256},
                               {"trained_commit", ck.meta_value("commit")}, {"commit", git_commit()}};
   j.update(eval_json(r, inner));
@@ -77,6 +83,7 @@ void register_eval(CLI::App& app) {
       ->check(CLI::IsMember({"valid", "test"}));
   sub->add_option("--max-windows", opts->max_windows, "Evenly spaced windows of the split; 0 = all")
       ->check(CLI::NonNegativeNumber);
+  add_device_override(sub, opts->device);
   sub->add_flag("--json", opts->json, "One JSON object (with the full loss-by-position array) instead of text");
   sub->callback([opts] { run_eval(*opts); });
 }

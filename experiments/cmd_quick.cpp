@@ -16,6 +16,7 @@
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
+#include "experiments/device.h"
 #include "experiments/training.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -30,6 +31,7 @@ struct Options {
   int64_t max_windows = 0;  // of the test split; 0 = all
   bool retrain = false;
   int64_t seeds = 0, windows = 0;  // override the config's compare.seeds / compare.windows_per_seed
+  std::string device;              // empty: the config's model.device
 };
 
 // What to do with the checkpoint at `path`: use it when it is a finished run of `cfg` by this build,
@@ -83,6 +85,8 @@ std::string table(const std::vector<Row>& rows) {
 
 void run_quick(const Options& o) {
   const RunConfig cfg = load_config(resolve_config(o.config));
+  const Device device = run_device(o.device, cfg.device, cfg.source);
+  std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
   const std::string ckpt = checkpoint_path(o.out);
   ttt::Checkpoint cached;
   const Cached state = o.retrain ? Cached::Retrain : inspect(ckpt, cfg, cached);
@@ -99,11 +103,12 @@ void run_quick(const Options& o) {
     job.out_dir = o.out;
     job.resume = state == Cached::Resume ? &cached : nullptr;
     job.provenance = {version(), git_commit(), build_type()};
+    job.device = device;
     run_train_job(job);
   }
 
   const ttt::Checkpoint ck = ttt::load_checkpoint(ckpt);
-  const TrainedModel m = load_trained(ck, ckpt);
+  const TrainedModel m = load_trained(ck, ckpt, device);
   const Dataset ds = load_dataset(cfg.data);
   const data::EvalWindows windows(ds.test, cfg.train.seq_len, o.max_windows);
   const double entropy = data::unigram_entropy_bits(ds.train.docs);
@@ -144,6 +149,7 @@ void run_quick(const Options& o) {
       {"reused_checkpoint", reuse}, {"trained_steps", m.step}, {"unigram_entropy_bits", entropy},
       {"test_windows", windows.size()}, {"results", nlohmann::ordered_json::array()},
       {"training_curve", nlohmann::ordered_json::array()}};
+  j["device"] = describe_device(device);
   for (const Row& row : rows) j["results"].push_back(eval_json(row.r, {"uniform-" + std::to_string(row.k)}));
   for (const auto& [step, bpb] : curve) j["training_curve"].push_back({{"step", step}, {"val_bpb", bpb}});
 
@@ -188,6 +194,7 @@ void register_quick(CLI::App& app) {
   sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");
   sub->add_option("--seeds", opts->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
   sub->add_option("--windows", opts->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  add_device_override(sub, opts->device);
   sub->callback([opts] { run_quick(*opts); });
 }
 

@@ -7,6 +7,7 @@
 
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/device.h"
 #include "experiments/training.h"
 
 namespace ponder::cli {
@@ -14,6 +15,7 @@ namespace {
 
 struct Options {
   std::string config, out;
+  std::string device;      // empty: the config's model.device
   bool resume = false;
   int64_t steps = 0;       // 0: the config's
   int64_t stop_after = 0;  // 0: run to the end
@@ -48,6 +50,7 @@ void run_train(const Options& o) {
     throw std::invalid_argument("train --resume: '" + checkpoint_path(out) + "' is at step " +
                                 std::to_string(ck.step) + " of " + std::to_string(job.config.train.steps) +
                                 "; nothing left to train (raise --steps to continue)");
+  job.device = run_device(o.device, job.config.device, job.config.source);
   const TrainOutcome r = run_train_job(job);
   std::printf("trained to step %lld; checkpoint %s; log %s\n", (long long)r.result.final_step, r.checkpoint.c_str(),
               log_path(out).c_str());
@@ -63,6 +66,7 @@ void register_train(CLI::App& app) {
   sub->add_option("--config", opts->config, "Config file, or the name of one in configs/ (tiny, small, ci)");
   sub->add_option("--out", opts->out, "Output folder for checkpoint.ckpt and train.jsonl (default runs/<config>)");
   sub->add_flag("--resume", opts->resume, "Continue the run whose checkpoint is in --out");
+  add_device_override(sub, opts->device);
   sub->add_option("--steps", opts->steps, "Total optimiser steps (overrides train.steps)")->check(kPositive);
   sub->add_option("--stop-after", opts->stop_after, "Stop after this step with a checkpoint (resume later)")
       ->check(kPositive);

@@ -7,6 +7,7 @@
 
 #include "experiments/bench_util.h"
 #include "experiments/build_info.h"
+#include "experiments/device.h"
 #include "experiments/report.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -31,7 +32,8 @@ nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, cons
   const MachineInfo mi = machine_info();
   return {{"produced_by", produced_by}, {"version", version()}, {"commit", git_commit()},
           {"build_type", build_type()}, {"machine", mi.cpu_model},
-          {"threads", cpu::num_threads()}, {"checkpoint", checkpoint},
+          {"threads", cpu::num_threads()}, {"device", describe_device(m.model.device())},
+          {"checkpoint", checkpoint},
           {"trained_steps", m.step}, {"config", m.config.text},
           {"data", ds.corpus.name}, {"data_sha256", ds.corpus.sha256}};
 }

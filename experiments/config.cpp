@@ -238,6 +238,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   Section model(root, "model", source), train(root, "train", source), data(root, "data", source),
       eval(root, "eval", source), compare(root, "compare", source);
   read_model(model, c.model);
+  model.get<std::string>("device", c.device, [](const std::string& v) { return one_of(v, {"cpu", "cuda"}); });
   read_train(train, c.train);
   read_data(data, c.data);
   read_eval(eval, c.eval);

@@ -27,6 +27,7 @@ struct EvalConfig {
 
 struct RunConfig {
   ttt::ModelConfig model;
+  std::string device = "cpu";  // model.device: cpu | cuda, where the parameters live and passes run
   ttt::TrainConfig train;
   DataConfig data;
   EvalConfig eval;

@@ -27,6 +27,26 @@ Device use_device(const std::string& name) {
   return Device::CUDA;
 }
 
+CLI::Option* add_device_override(CLI::App* sub, std::string& name) {
+  return sub->add_option("--device", name,
+                         "Device to run on: cpu, or cuda (the first GPU); overrides the config's model.device")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
+Device run_device(const std::string& cli, const std::string& config_device, const std::string& config_source) {
+  if (!cli.empty()) return use_device(cli);
+  const std::string name = config_device.empty() ? "cpu" : config_device;
+  try {
+    return use_device(name);
+  } catch (const std::exception& e) {
+    // use_device's message speaks of --device; this choice came from the config.
+    std::string why = e.what();
+    const std::string flag = "--device ";
+    if (why.rfind(flag, 0) == 0) why = why.substr(flag.size());
+    throw std::runtime_error(config_source + ": model.device: " + why);
+  }
+}
+
 std::string describe_device(Device d) {
   if (d == Device::CPU) {
     const MachineInfo mi = machine_info();

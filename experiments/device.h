@@ -13,6 +13,14 @@ namespace ponder::cli {
 CLI::Option* add_device_option(CLI::App* sub, std::string& name);
 // The device called `name`, with CUDA initialised for "cuda"; throws "--device cuda: no CUDA device: <why>".
 Device use_device(const std::string& name);
+
+// For commands that read a run config (train, eval, quick, compare): --device cpu|cuda with no default,
+// so `name` stays empty unless given and the config's model.device applies.
+CLI::Option* add_device_override(CLI::App* sub, std::string& name);
+// The device such a command runs on: `cli` (its --device, empty when not given) over `config_device`
+// (the config's model.device), initialised by use_device. When cuda comes from the config and cannot be
+// used, the error names the file and the key: "<source>: model.device: cuda: no CUDA device: <why>".
+Device run_device(const std::string& cli, const std::string& config_device, const std::string& config_source);
 // "cpu: <model>, N threads" or "cuda: <GPU> (sm_90, 132 SMs, 79.6 GiB; CUDA runtime 13.0, driver 12.8)".
 std::string describe_device(Device d);
 // For `ponder --version`: whether this build has CUDA and whether a GPU is usable here.

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "data/corpora.h"
+#include "experiments/device.h"
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace ponder::cli {
@@ -98,6 +99,7 @@ nlohmann::ordered_json header(const TrainJob& job, const Dataset& ds, const ttt:
           {"version", job.provenance.version},
           {"build_type", job.provenance.build_type},
           {"threads", cpu::num_threads()},
+          {"device", describe_device(job.device)},
           {"corpus", ds.corpus.name},
           {"data_sha256", ds.corpus.sha256},
           {"train_tokens", ds.train.num_tokens()},
@@ -156,7 +158,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
   std::filesystem::create_directories(job.out_dir);
   Dataset ds = load_dataset(c.data);
   const data::EvalWindows valid(ds.valid, c.train.seq_len, c.eval.max_windows);
-  ttt::Trainer trainer(c.model, c.train, ds.train);
+  ttt::Trainer trainer(c.model, c.train, ds.train, job.device);
   if (job.resume) trainer.restore(*job.resume);
 
   std::ofstream log(log_path(job.out_dir), std::ios::app);
@@ -166,6 +168,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
                "log %s\n", c.source.c_str(), (long long)trainer.model().num_parameters(), ds.corpus.name.c_str(),
                (long long)ds.train.num_tokens(), (long long)trainer.step_count(), (long long)c.train.steps,
                cpu::num_threads(), log_path(job.out_dir).c_str());
+  std::fprintf(stderr, "train: device %s\n", describe_device(job.device).c_str());
 
   ttt::TrainLoopOptions opt;
   opt.checkpoint_path = out.checkpoint;
@@ -199,9 +202,10 @@ TrainOutcome run_train_job(const TrainJob& job) {
   return out;
 }
 
-TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path) {
+TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path, Device device) {
   RunConfig cfg = parse_config(ck.config_text, path + " (its config)");
   TrainedModel m{cfg, ttt::Model(cfg.model, cfg.train.seed), ck.step};
+  m.model.to(device);
   ttt::load_parameters(m.model, ck);
   return m;
 }

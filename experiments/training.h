@@ -34,6 +34,7 @@ struct TrainJob {
   const ttt::Checkpoint* resume = nullptr;  // continue from this (loaded from out_dir by the caller)
   int64_t stop_after = 0;                   // stop (with a checkpoint) after this step; 0 = run to the end
   Provenance provenance;
+  Device device = Device::CPU;              // from run_device (experiments/device.h): already usable
 };
 
 struct TrainOutcome {
@@ -44,13 +45,14 @@ struct TrainOutcome {
 // Trains; Ctrl-C finishes the current step, writes a checkpoint and throws saying how to resume.
 TrainOutcome run_train_job(const TrainJob& job);
 
-// The model a checkpoint holds, with its config (parsed from the checkpoint's config text).
+// The model a checkpoint holds, with its config (parsed from the checkpoint's config text), on `device`
+// (the checkpoint's host tensors are copied there).
 struct TrainedModel {
   RunConfig config;
   ttt::Model model;
   int64_t step;
 };
-TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path);
+TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path, Device device = Device::CPU);
 
 // Evaluation options for a trained model: the config's eval section, the TTT-MLP lr multiplier of its step.
 ttt::EvalOptions eval_options(const TrainedModel& m, const ttt::InnerRun& inner);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """End to end through the CLI on configs/ci.yaml: `ponder train` writes a checkpoint and a JSON-lines log;
 a run stopped with --stop-after and continued with --resume ends in a byte-identical checkpoint;
-`ponder eval` reports finite bits per byte and the per-position curve; errors are one line naming the cause.
+`ponder eval` reports finite bits per byte and the per-position curve; errors are one line naming the cause;
+the device (`model.device` in the config, `--device` on the command line) is printed, recorded, and refused
+with one line when it is cuda and no GPU can be used.
 Usage: cli_train.py PATH/TO/ponder (run from anywhere; standard library only)."""
 import json
 import math
@@ -44,6 +46,7 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     header = log[0]
     check(header["type"] == "header" and header["config"] == open(CONFIG).read(), "log header holds the config text")
     check(all(k in header for k in ("seed", "commit", "data_sha256", "build_type", "threads")), "header provenance")
+    check(header["device"].startswith("cpu: "), "log header records the device: " + header["device"])
     steps = [x for x in log[1:] if x["type"] == "step"]
     check(all(k in x for x in steps for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s")), "step lines")
     check([x["step"] for x in steps if "val_bpb" in x] == [20, 40], "validation at steps 20 and 40")
@@ -62,11 +65,13 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     ev = json.loads(r.stdout)
     check(math.isfinite(ev["bpb"]) and ev["bpb"] < 8, f"eval bpb finite ({ev['bpb']:.3f})")
     check(len(ev["position_loss"]) == 64 and ev["mean_k"] == 2.0, "per-position loss over the window, mean K")
+    check(ev["device"].startswith("cpu: "), "eval --json records the device")
     r0 = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-0",
                            "--json").stdout)
     check(r0["flops_per_token"] < ev["flops_per_token"], "FLOPs per token grow with K")
     r = ponder("eval", "--checkpoint", ckpt, "--max-windows", "4")
     check("bits/byte" in r.stdout and "loss by position" in r.stdout, "text report")
+    check(r.stdout.startswith("device cpu: "), "eval prints the device first")
 
     bad = os.path.join(tmp, "bad.ckpt")
     data = bytearray(a)
@@ -80,4 +85,43 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     r = ponder("train", "--config", cfg, "--out", os.path.join(tmp, "typo"), ok=False)
     check(error_line(r).startswith("ponder: error: " + cfg + ":") and "train.learning_rate: unknown key"
           in error_line(r), "unknown config key named with file and line")
+
+    # The device: model.device in the config, --device over it, a one-line error for cuda without a GPU.
+    text = open(CONFIG).read()
+    cfg = os.path.join(tmp, "tpu.yaml")
+    open(cfg, "w").write(text.replace("model:\n", "model:\n  device: tpu\n", 1))
+    r = ponder("train", "--config", cfg, "--out", os.path.join(tmp, "tpu"), ok=False)
+    check(error_line(r) == "ponder: error: " + cfg + ":3: model.device: expected one of cpu, cuda, got 'tpu'",
+          "config device: tpu is refused naming the key")
+    gpu_cfg = os.path.join(tmp, "gpu.yaml")
+    open(gpu_cfg, "w").write(text.replace("model:\n", "model:\n  device: cuda\n", 1))
+    gpu_usable = "CUDA: built; device " in ponder("--version").stdout
+    if gpu_usable:
+        r = ponder("train", "--config", gpu_cfg, "--out", os.path.join(tmp, "gpu"), "--stop-after", "1")
+        head = json.loads(open(os.path.join(tmp, "gpu", "train.jsonl")).readline())
+        check(head["device"].startswith("cuda: "), "model.device: cuda trains on the GPU: " + head["device"])
+        cpu_eval = json.loads(ponder("eval", "--checkpoint", ckpt, "--max-windows", "4", "--json").stdout)
+        gpu_eval = json.loads(ponder("eval", "--checkpoint", ckpt, "--device", "cuda", "--max-windows", "4",
+                                     "--json").stdout)
+        check(gpu_eval["device"].startswith("cuda: ") and abs(gpu_eval["bpb"] - cpu_eval["bpb"]) < 1e-3,
+              "a CPU-trained checkpoint evaluates on the GPU to the CPU's bits per byte")
+    else:
+        for args, where in ((["--config", gpu_cfg], gpu_cfg + ": model.device: cuda: no CUDA device: "),
+                            (["--config", CONFIG, "--device", "cuda"], "--device cuda: no CUDA device: ")):
+            r = ponder("train", *args, "--out", os.path.join(tmp, "nogpu"), ok=False)
+            check(error_line(r).startswith("ponder: error: " + where) and len(r.stderr.strip().splitlines()) == 1,
+                  "cuda without a GPU is one line, before any work: " + error_line(r))
+        check(not os.path.exists(os.path.join(tmp, "nogpu")), "nothing was written for the refused run")
+        r = ponder("eval", "--checkpoint", ckpt, "--device", "cuda", ok=False)
+        check(error_line(r).startswith("ponder: error: --device cuda: no CUDA device: "), "eval --device cuda refused")
+        r = ponder("compare", "--checkpoint", ckpt, "--config", gpu_cfg, "--out", os.path.join(tmp, "cmp"), ok=False)
+        check(error_line(r).startswith("ponder: error: " + gpu_cfg + ": model.device: cuda: no CUDA device: "),
+              "compare refuses the config's cuda before loading anything")
+        check(not os.path.exists(os.path.join(tmp, "cmp")), "nothing was written for the refused comparison")
+    # --device cpu wins over the config's cuda, wherever it runs.
+    r = ponder("train", "--config", gpu_cfg, "--device", "cpu", "--out", os.path.join(tmp, "cpu"), "--stop-after", "1")
+    check("train: device cpu: " in r.stderr, "train prints the device it runs on")
+    head = json.loads(open(os.path.join(tmp, "cpu", "train.jsonl")).readline())
+    check(head["device"].startswith("cpu: ") and head["config"] == open(gpu_cfg).read(),
+          "--device cpu overrides model.device: cuda; the stored config is unchanged")
 print("all CLI training checks passed")

@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "experiments/config.h"
+#include "experiments/device.h"
 #include "experiments/training.h"
+#include "tensor/cuda/cuda.h"
 #include "ttt/checkpoint_io.h"
 #include "ttt/eval.h"
 #include "ttt/train.h"
@@ -259,7 +261,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("model:\n  d: 64\n  dd: 3\n") == "bad.yaml:3: model.dd: unknown key (model takes: vocab, d, layers, "
                                             "heads, mini_batch, inner, backbone, gate, pre_conv, mixers, "
                                             "swiglu_hidden, conv_width, rope_theta, rms_eps, init_std, base_lr, "
-                                            "tie_embeddings)");
+                                            "tie_embeddings, device)");
   CHECK(err("model:\n  d: sixty\n") == "bad.yaml:2: model.d: expected an integer, got 'sixty'");
   CHECK(err("train:\n  lr: fast\n") == "bad.yaml:2: train.lr: expected a number, got 'fast'");
   CHECK(err("train:\n  mode: sideways\n") ==
@@ -281,6 +283,30 @@ TEST_CASE("config errors name the file, the line and the key") {
   // Every shipped config parses.
   for (const char* name : {"tiny", "small", "ci"}) CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));
   CHECK(error_of([] { cli::load_config("/no/such.yaml"); }) == "cannot open config '/no/such.yaml'");
+}
+
+TEST_CASE("model.device: cpu or cuda; --device overrides it; cuda without a usable GPU is an error naming it") {
+  auto err = [&](const std::string& text) { return error_of([&] { cli::parse_config(text, "dev.yaml"); }); };
+  CHECK(err("model:\n  d: 64\n  device: tpu\n") == "dev.yaml:3: model.device: expected one of cpu, cuda, got 'tpu'");
+  CHECK(err("train:\n  device: cuda\n").find("dev.yaml:2: train.device: unknown key") == 0);
+  CHECK(cli::parse_config("model:\n  d: 64\n", "cpu.yaml").device == "cpu");  // the default
+  const RunConfig gpu = cli::parse_config("model:\n  device: cuda\n", "gpu.yaml");
+  CHECK(gpu.device == "cuda");
+  CHECK(ci_config().device == "cpu");
+  // --device cpu wins over the config without touching CUDA.
+  CHECK(cli::run_device("cpu", gpu.device, gpu.source) == Device::CPU);
+  CHECK(cli::run_device("", "cpu", "cpu.yaml") == Device::CPU);
+  std::string why;
+  if (cuda_init(&why)) {
+    MESSAGE("a GPU is present: model.device: cuda is usable");
+    CHECK(cli::run_device("", gpu.device, gpu.source) == Device::CUDA);
+    CHECK(cli::run_device("cuda", "cpu", "cpu.yaml") == Device::CUDA);
+  } else {
+    CHECK(!why.empty());
+    CHECK(error_of([&] { cli::run_device("", gpu.device, gpu.source); }) ==
+          "gpu.yaml: model.device: cuda: no CUDA device: " + why);
+    CHECK(error_of([&] { cli::run_device("cuda", "cpu", "cpu.yaml"); }) == "--device cuda: no CUDA device: " + why);
+  }
 }
 
 TEST_CASE("a NaN loss stops the run naming the step and the last good checkpoint, which stays as it was") {
