@@ -129,12 +129,28 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   struct Entry {
     MethodResult result;
     std::unique_ptr<policy::Policy> policy;  // null for oracles
+    policy::RolloutOptions rollout;
   };
+  const double base_per_token = base;
+  std::vector<Window> learn_windows;  // validation windows the learned methods train on (drawn once)
   std::vector<Entry> entries;
   for (const std::string& m : opt.methods) {
     Entry e;
     e.result.name = m;
-    if (m.rfind("uniform-", 0) == 0) {
+    e.rollout = opt.rollout;
+    if (is_learned(m)) {
+      if (learn_windows.empty())
+        learn_windows = sample_windows(calib, opt.seq_len, opt.learn.train_windows, 777);
+      LearnedMethod lm = build_learned(m, model, learn_windows, opt.learn,
+                                       {int(opt.budget_k), res.budget_inner_per_token / base_per_token}, opt.rollout,
+                                       [&](double d, double t) { report("training " + m, d, t); });
+      e.result.kind = lm.kind;
+      e.result.detail = lm.detail;
+      e.result.curve = std::move(lm.curve);
+      e.result.train_seconds = lm.train_seconds;
+      e.rollout = lm.rollout;
+      e.policy = std::move(lm.policy);
+    } else if (m.rfind("uniform-", 0) == 0) {
       e.result.kind = "uniform";
       e.policy = std::make_unique<policy::UniformPolicy>(parse_k(m.substr(8), m));
     } else if (m.rfind("fixed-", 0) == 0) {  // fixed-K/N
@@ -165,8 +181,10 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       e.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
     } else {
       throw std::invalid_argument("compare: unknown method '" + m +
-                                  "' (uniform-K, fixed-K/N, random, entropy, loss, gradnorm, ttt-loss, oracle)");
+                                  "' (uniform-K, fixed-K/N, random, entropy, loss, gradnorm, ttt-loss, oracle, "
+                                  "learned-reinforce, learned-ppo-pid, pondernet)");
     }
+    e.result.unit_tokens = model.config().mini_batch * e.rollout.unit_batches;
     entries.push_back(std::move(e));
   }
 
@@ -184,7 +202,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       std::vector<Episode> eps;
       const auto t0 = std::chrono::steady_clock::now();
       if (e.policy) {
-        policy::run_windows(model, ws, *e.policy, opt.rollout, uint64_t(s) * 7919, &eps);
+        policy::run_windows(model, ws, *e.policy, e.rollout, uint64_t(s) * 7919, &eps);
       } else {
         for (const Window& w : ws)
           eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead,

@@ -7,13 +7,15 @@
 #include <vector>
 
 #include "data/tokens.h"
+#include "experiments/learned.h"
 #include "policy/calibrate.h"
 
 namespace ponder::cli {
 
 struct CompareOptions {
-  std::vector<std::string> methods = {"oracle",  "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8",
-                                      "random",  "entropy",   "loss",      "ttt-loss",  "gradnorm"};
+  std::vector<std::string> methods = {"oracle",  "uniform-0", "uniform-1", "uniform-2",
+                                      "uniform-4", "uniform-8", "random",  "entropy",
+                                      "loss",      "ttt-loss",  "gradnorm", "learned-reinforce"};
   int64_t seeds = 5;
   int64_t windows_per_seed = 8;
   int64_t seq_len = 128;
@@ -24,6 +26,7 @@ struct CompareOptions {
   int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
   policy::RolloutOptions rollout;
+  LearnOptions learn;  // learned-reinforce, learned-ppo-pid, pondernet
 };
 
 struct SeedResult {
@@ -38,12 +41,15 @@ struct SeedResult {
 
 struct MethodResult {
   std::string name;
-  std::string kind;  // uniform | fixed | random | heuristic | oracle
+  std::string kind;  // uniform | fixed | random | heuristic | oracle | reinforce | ppo-pid | pondernet
   std::string detail;  // e.g. the calibrated threshold
   std::vector<SeedResult> seeds;
   std::vector<int64_t> k_hist;  // count of units per step option, all seeds
   std::vector<int> passage_k;   // K per unit of the first window of seed 0 (the per-token view)
-  std::vector<int> unit_k;      // K of every unit, seeds and windows in order (aligned across methods)
+  std::vector<int> unit_k;      // K of every unit, seeds and windows in order (aligned across methods of one unit size)
+  int64_t unit_tokens = 0;      // tokens per decision unit
+  std::vector<rl::IterationStats> curve;  // learned methods: the training curve
+  double train_seconds = 0;
 };
 
 struct FrontierPoint {

@@ -193,6 +193,51 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get<ttt::InnerPath>("path", c.rollout.path, to_path);
 }
 
+// learn: settings of the learned methods (learned-reinforce, learned-ppo-pid, pondernet).
+void read_learn(Section& s, LearnOptions& l) {
+  s.get<std::string>("net", l.net, [](const std::string& v) { return one_of(v, {"mlp", "lstm"}); });
+  s.get("hidden", l.hidden);
+  s.get("train_windows", l.train_windows);
+  std::vector<int64_t> options;
+  s.get("options", options);
+  if (!options.empty()) l.options.assign(options.begin(), options.end());
+  s.get<std::string>("act", l.act, [](const std::string& v) { return one_of(v, {"sample", "greedy"}); });
+  s.get("unit", l.unit_tokens);
+  s.get("probe", l.probe);
+  uint64_t seed = l.reinforce.seed;
+  s.get("seed", seed);
+  l.reinforce.seed = l.ppo.seed = l.pondernet.seed = seed;
+  rl::ReinforceConfig& r = l.reinforce;
+  s.get("reinforce_gamma", r.gamma);
+  s.get("reinforce_lambda", r.penalty);
+  s.get<std::string>("reinforce_penalty", r.penalty_kind, [](const std::string& v) { return one_of(v, {"abs-mean", "square"}); });
+  s.get<std::string>("reinforce_baseline", r.baseline, [](const std::string& v) { return one_of(v, {"loo", "batch", "ema"}); });
+  s.get("reinforce_samples", r.samples);
+  s.get("reinforce_windows", r.contexts_per_iter);
+  s.get("reinforce_iterations", r.iterations);
+  s.get("reinforce_lr", r.lr);
+  s.get("reinforce_entropy", r.entropy_coef);
+  rl::PpoPidConfig& p = l.ppo;
+  s.get("ppo_gamma", p.gamma);
+  s.get("ppo_gae_lambda", p.gae_lambda);
+  s.get("ppo_clip", p.clip);
+  s.get("ppo_epochs", p.epochs);
+  s.get("ppo_minibatches", p.minibatches);
+  s.get("ppo_windows", p.contexts_per_iter);
+  s.get("ppo_iterations", p.iterations);
+  s.get("ppo_lr", p.lr);
+  s.get("ppo_entropy", p.ent_coef);
+  s.get("ppo_kp", p.pid.kp);
+  s.get("ppo_ki", p.pid.ki);
+  s.get("ppo_kd", p.pid.kd);
+  rl::PonderNetConfig& n = l.pondernet;
+  s.get("pondernet_beta", n.beta);
+  s.get("pondernet_steps", l.pondernet_steps);
+  s.get("pondernet_windows", n.contexts_per_iter);
+  s.get("pondernet_iterations", n.iterations);
+  s.get("pondernet_lr", n.lr);
+}
+
 // Checks that need more than one key; messages name the keys.
 void check(const RunConfig& c) {
   c.model.validate();
@@ -214,6 +259,21 @@ void check(const RunConfig& c) {
   for (int o : k.step_options) need(o >= 0, "compare.step_options must be >= 0, got " + std::to_string(o));
   need(k.low >= 0 && k.high > k.low, "compare.high must exceed compare.low");
   need(k.oracle_lookahead >= 0, "compare.oracle_lookahead must be >= 0");
+  const LearnOptions& l = k.learn;
+  need(l.hidden >= 1 && l.train_windows >= 1, "learn.hidden and learn.train_windows must be positive");
+  need(l.options.size() >= 2, "learn.options needs at least two step counts");
+  for (int o : l.options) need(o >= 0, "learn.options must be >= 0, got " + std::to_string(o));
+  need(l.unit_tokens == 0 || (l.unit_tokens > 0 && l.unit_tokens % c.model.mini_batch == 0 && k.seq_len % l.unit_tokens == 0),
+       "learn.unit must be 0 or a multiple of model.mini_batch that divides compare.seq_len");
+  need(l.reinforce.gamma >= 0 && l.reinforce.gamma <= 1 && l.ppo.gamma >= 0 && l.ppo.gamma <= 1,
+       "learn.reinforce_gamma and learn.ppo_gamma must lie in [0, 1]");
+  need(l.reinforce.samples >= 1 && l.reinforce.contexts_per_iter >= 1 && l.reinforce.iterations >= 1,
+       "learn.reinforce_samples, reinforce_windows and reinforce_iterations must be positive");
+  need(l.reinforce.baseline != "loo" || l.reinforce.samples >= 2, "learn.reinforce_baseline loo needs reinforce_samples >= 2");
+  need(l.ppo.epochs >= 1 && l.ppo.minibatches >= 1 && l.ppo.contexts_per_iter >= l.ppo.minibatches && l.ppo.iterations >= 1,
+       "learn.ppo_epochs, ppo_iterations >= 1 and 1 <= ppo_minibatches <= ppo_windows");
+  need(l.pondernet_steps >= 2 && l.pondernet.iterations >= 1 && l.pondernet.contexts_per_iter >= 1,
+       "learn.pondernet_steps must be >= 2 and pondernet_iterations, pondernet_windows positive");
 }
 
 }  // namespace
@@ -229,21 +289,22 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   RunConfig c;
   c.text = text;
   c.source = source;
-  const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare"};
+  const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare", "learn"};
   if (root && root.IsMap())
     for (const auto& kv : root)
       if (std::find(sections.begin(), sections.end(), kv.first.Scalar()) == sections.end())
         throw std::invalid_argument(source + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown section '" +
-                                    kv.first.Scalar() + "' (expected model, train, data, eval)");
+                                    kv.first.Scalar() + "' (expected model, train, data, eval, compare, learn)");
   Section model(root, "model", source), train(root, "train", source), data(root, "data", source),
-      eval(root, "eval", source), compare(root, "compare", source);
+      eval(root, "eval", source), compare(root, "compare", source), learn(root, "learn", source);
   read_model(model, c.model);
   model.get<std::string>("device", c.device, [](const std::string& v) { return one_of(v, {"cpu", "cuda"}); });
   read_train(train, c.train);
   read_data(data, c.data);
   read_eval(eval, c.eval);
   read_compare(compare, c.compare);
-  for (const Section* s : {&model, &train, &data, &eval, &compare}) s->done();
+  read_learn(learn, c.compare.learn);
+  for (const Section* s : {&model, &train, &data, &eval, &compare, &learn}) s->done();
   try {
     check(c);
   } catch (const std::invalid_argument& e) {

@@ -82,9 +82,19 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
                        {"inner_flops_per_token", s.inner_per_token}, {"overhead_flops_per_token", s.overhead_per_token},
                        {"total_flops_per_token", s.total_per_token()}, {"mean_k", s.mean_k},
                        {"seconds_per_token", s.seconds_per_token}, {"window_bpb", s.window_bpb}});
-    methods.push_back({{"name", m.name}, {"kind", m.kind}, {"detail", m.detail},
+    ordered_json curve = ordered_json::array();
+    for (const rl::IterationStats& it : m.curve)
+      curve.push_back({{"iteration", it.iteration}, {"loss", it.loss}, {"mean_k", it.mean_k}, {"cost", it.cost},
+                       {"expected_k", it.expected_k}, {"entropy", it.entropy}, {"objective", it.objective},
+                       {"lambda", it.lambda}, {"approx_kl", it.approx_kl}, {"clip_fraction", it.clip_fraction},
+                       {"value_loss", it.value_loss}, {"seconds", it.seconds}});
+    methods.push_back({{"name", m.name}, {"kind", m.kind}, {"detail", m.detail}, {"unit_tokens", m.unit_tokens},
                        {"bpb", {{"mean", ci.point}, {"ci95", {ci.lo, ci.hi}}, {"iqm", iqm}}},
                        {"k_options", opt.step_options}, {"k_hist", m.k_hist}, {"seeds", seeds}});
+    if (!m.curve.empty()) {
+      methods.back()["train_seconds"] = m.train_seconds;
+      methods.back()["training_curve"] = curve;
+    }
   }
 
   // ---- paired tests against uniform at the same budget (windows are paired across methods)
@@ -171,12 +181,35 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     std::vector<double> ok(oracle->unit_k.begin(), oracle->unit_k.end());
     for (const MethodResult& m : r.methods) {
       if (m.kind == "oracle" || m.kind == "uniform") continue;
+      if (m.unit_tokens != oracle->unit_tokens) {  // decisions about different spans of text: not comparable
+        agree << "| " << m.name << " | — (" << m.unit_tokens << "-token units) |\n";
+        continue;
+      }
       std::vector<double> mk(m.unit_k.begin(), m.unit_k.end());
       double rho = spearman_finite(mk, ok).rho;
       agree_json[m.name] = rho;
       agree << "| " << m.name << " | " << fmt("%+.3f", rho) << " |\n";
       if (std::isfinite(rho) && !(best_policy_rho >= rho)) best_policy_rho = rho;
     }
+  }
+
+  // ---- learned methods: training, overhead against what they save
+  std::ostringstream learned;
+  for (const MethodResult& m : r.methods) {
+    if (m.curve.empty()) continue;
+    const rl::IterationStats &first = m.curve.front(), &last = m.curve.back();
+    learned << "- `" << m.name << "`: " << m.detail << ". Training (sampled decisions on the training windows), "
+            << "first → last iteration: unit loss " << fmt("%.4f", first.loss) << " → " << fmt("%.4f", last.loss)
+            << " nats, mean K " << fmt("%.2f", first.mean_k) << " → " << fmt("%.2f", last.mean_k) << ", E_π[K] "
+            << fmt("%.2f", first.expected_k) << " → " << fmt("%.2f", last.expected_k) << ", entropy "
+            << fmt("%.3f", first.entropy) << " → " << fmt("%.3f", last.entropy) << " nats.";
+    if (base) {
+      const double saved = seed_mean(*base, inner_of) - seed_mean(m, inner_of), over = seed_mean(m, overhead_of);
+      learned << " Policy overhead " << fmt("%.4g", over) << " FLOPs/token (features, inner-loss probe, policy net) "
+              << "against " << fmt("%.4g", saved) << " inner FLOPs/token saved vs " << base_name << ": net "
+              << fmt("%+.4g", saved - over) << " FLOPs/token (" << (saved - over > 0 ? "a saving" : "a loss") << ").";
+    }
+    learned << "\n";
   }
 
   // ---- cost multiples
@@ -242,7 +275,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
        << "- Oracle-K / difficulty correlation r > 0.3: " << mark(c2) << " (best Spearman ρ " << fmt("%+.3f", best_corr)
        << ").\n"
        << "- Policy / oracle Spearman ρ > 0.6: " << mark(c3) << " (best " << fmt("%+.3f", best_policy_rho)
-       << "; learned policies come with the RL learners).\n";
+       << ").\n";
 
   // ---- the answer, in words computed from the numbers above
   std::ostringstream answer;
@@ -330,6 +363,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
      << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"
      << "Per-window differences of bits per byte (negative = better than " << base_name << "); n = "
      << opt.seeds * opt.windows_per_seed << " windows.\n\n" << tests.str()
+     << (learned.str().empty() ? std::string() : "\n## Learned policies\n\n" + learned.str() +
+                                                      "\nTraining curves per iteration are in results.json.\n")
      << "\n## Success criteria stated in the research plan\n\n" << crit.str() << "\n## Oracle\n\n"
      << (oracle ? "Greedy oracle: " + oracle->detail + ", bpb " + fmt("%.4f", seed_mean(*oracle, bpb_of)) + " at " +
                       fmt("%.4g", seed_mean(*oracle, total_of)) + " FLOPs/token (labels used: an upper bound, not a policy).\n\n"

@@ -42,10 +42,15 @@ double mean_of(const std::vector<double>& v) {
 
 // Mean loss of unit u run with k steps from a copy of `state`, and of the `lookahead` units after it run with
 // K = 1: what a decision of k at u buys, as far as the labels can tell (oracles and PonderNet trials).
+int64_t unit_tokens(const ttt::Model& model, const RolloutOptions& opt) {
+  if (opt.unit_batches < 1) throw std::invalid_argument("rollout: unit_batches must be >= 1");
+  return model.config().mini_batch * opt.unit_batches;
+}
+
 double trial_loss(const ttt::Model& model, const Tensor& input, const Tensor& target, int64_t u, int k, int lookahead,
                   const ttt::ModelState& state, const RolloutOptions& opt, uint64_t* inner = nullptr,
                   uint64_t* base = nullptr) {
-  const int64_t b = model.config().mini_batch, n = input.shape()[1] / b;
+  const int64_t b = unit_tokens(model, opt), n = input.shape()[1] / b;
   auto ids_of = [&](int64_t v) { return raw::slice(input, 1, v * b, (v + 1) * b); };
   auto tgt_of = [&](int64_t v) { return raw::slice(target, 1, v * b, (v + 1) * b); };
   ttt::ModelState trial = state;  // states are immutable tensor handles: copying one is a snapshot
@@ -61,8 +66,8 @@ double trial_loss(const ttt::Model& model, const Tensor& input, const Tensor& ta
   return mean_of(losses);
 }
 
-void check_inputs(const ttt::Model& model, const Tensor& input, const Tensor& target) {
-  const int64_t b = model.config().mini_batch;
+void check_inputs(const ttt::Model& model, const Tensor& input, const Tensor& target, const RolloutOptions& opt) {
+  const int64_t b = unit_tokens(model, opt);
   if (input.dim() != 2 || input.shape()[0] != 1 || input.shape() != target.shape() || input.shape()[1] % b != 0)
     throw std::invalid_argument("rollout: input and target must be (1, N) with N a multiple of " + std::to_string(b) +
                                 ", got " + shape_str(input.shape()) + " and " + shape_str(target.shape()));
@@ -74,9 +79,9 @@ double Episode::mean_loss() const { return mean_of(token_loss); }
 
 Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& target, Policy& policy,
                    const RolloutOptions& opt, uint64_t seed) {
-  check_inputs(model, input, target);
+  check_inputs(model, input, target, opt);
   NoGradGuard ng;
-  const int64_t b = model.config().mini_batch, n = input.shape()[1] / b;
+  const int64_t b = unit_tokens(model, opt), n = input.shape()[1] / b;
   FeatureTracker tracker(n, policy.needs(), opt.step_budget);
   ttt::ModelState state;
   Episode ep;
@@ -115,12 +120,12 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
 
 Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& target, const std::vector<int>& choices,
                    double mu, int lookahead, const RolloutOptions& opt) {
-  check_inputs(model, input, target);
+  check_inputs(model, input, target, opt);
   if (choices.empty()) throw std::invalid_argument("oracle: no step options");
   std::vector<int> options = choices;
   std::sort(options.begin(), options.end());  // so ties go to the cheaper K
   NoGradGuard ng;
-  const int64_t b = model.config().mini_batch, n = input.shape()[1] / b;
+  const int64_t b = unit_tokens(model, opt), n = input.shape()[1] / b;
   auto ids_of = [&](int64_t u) { return raw::slice(input, 1, u * b, (u + 1) * b); };
   auto tgt_of = [&](int64_t u) { return raw::slice(target, 1, u * b, (u + 1) * b); };
   FeatureTracker tracker(n, FeatureNeeds{true, true, true, true});  // every score, for the oracle analysis

@@ -11,6 +11,8 @@ struct RolloutOptions {
   ttt::StepMode mode = ttt::StepMode::Carry;
   ttt::InnerPath path = ttt::InnerPath::Dual;
   double step_budget = 0;  // total steps a sequence may spend (feeds budget_left; 0 = none)
+  // A decision unit spans this many TTT mini-batches (1: the mini-batch; more: a chunk), all run with its K.
+  int64_t unit_batches = 1;
   // Counterfactual trials (PonderNet's per-step losses, the oracle's objective): at each unit, the mean loss of
   // the unit and the next `trial_lookahead` units (those run with K = 1) that each K in trial_ks would have given
   // from the unit's starting state. Measurement only: charged to no method.
@@ -38,7 +40,7 @@ struct Episode {
   double mean_loss() const;
 };
 
-// input, target: (1, N) integer tensors, N a multiple of the model's mini-batch size.
+// input, target: (1, N) integer tensors, N a multiple of the unit size (mini-batch × unit_batches).
 Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& target, Policy& policy,
                    const RolloutOptions& opt, uint64_t seed);
 

@@ -33,7 +33,7 @@ with tempfile.TemporaryDirectory() as out:
     check(results["commit"] != "" and len(results["data_sha256"]) == 64, "results say what produced them")
     names = [m["name"] for m in results["methods"]]
     for want in ["oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy",
-                 "loss", "ttt-loss", "gradnorm"]:
+                 "loss", "ttt-loss", "gradnorm", "learned-reinforce"]:
         check(want in names, "method " + want + " ran")
     for m in results["methods"]:
         seeds = m["seeds"]
@@ -55,6 +55,13 @@ with tempfile.TemporaryDirectory() as out:
         check(math.isclose(c["delta_bpb"], d, rel_tol=1e-9, abs_tol=1e-12), c["method"] + " delta recomputed")
     check("## Success criteria" in report and ("**met**" in report or "**not met**" in report),
           "report states the success criteria")
+    learned = by["learned-reinforce"]
+    curve = learned.get("training_curve", [])
+    check(len(curve) == 8 and all(math.isfinite(it["loss"]) and math.isfinite(it["entropy"]) for it in curve),
+          "learned-reinforce trained 8 logged iterations (learn.reinforce_iterations)")
+    check(all(s["overhead_flops_per_token"] > 0 for s in learned["seeds"]), "the learned policy's overhead is counted")
+    check("## Learned policies" in report and "`learned-reinforce`: REINFORCE" in report,
+          "report describes the learned policy and its training")
     zero = by["uniform-0"]["seeds"][0]
     check(zero["inner_flops_per_token"] == 0 and zero["overhead_flops_per_token"] == 0, "uniform-0 spends no inner FLOPs")
 
