@@ -29,6 +29,7 @@ void register_compare(CLI::App& app);
 void register_oracle(CLI::App& app);
 void register_overhead(CLI::App& app);
 void register_convergence(CLI::App& app);
+void register_ablate(CLI::App& app);
 // Adds `train` to the `bench` subcommand that register_bench created.
 void register_bench_train(CLI::App& bench);
 

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   register_oracle(app);
   register_overhead(app);
   register_convergence(app);
+  register_ablate(app);
   register_bench_train(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);

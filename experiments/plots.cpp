@@ -15,12 +15,6 @@ std::ofstream open_out(const std::string& path) {
   return f;
 }
 
-void run_gnuplot(const std::string& script) {
-  const std::string cmd = "gnuplot '" + script + "' 2>&1";
-  if (std::system(cmd.c_str()) != 0)
-    throw std::runtime_error("gnuplot failed on " + script + " (is gnuplot installed? scripts/setup.sh installs it)");
-}
-
 struct Range {
   double mean = 0, lo = 1e300, hi = -1e300;
 };
@@ -47,6 +41,12 @@ std::string html_escape(char c) {
 }
 
 }  // namespace
+
+void run_gnuplot(const std::string& script) {
+  const std::string cmd = "gnuplot '" + script + "' 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("gnuplot failed on " + script + " (is gnuplot installed? scripts/setup.sh installs it)");
+}
 
 void write_pareto(const CompareResult& r, const std::string& dir) {
   {

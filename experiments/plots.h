@@ -7,6 +7,9 @@
 
 namespace ponder::cli {
 
+// Runs gnuplot on a script; a failure (or no gnuplot) is an error naming the script.
+void run_gnuplot(const std::string& script);
+
 // Bits per byte vs FLOPs per token: every method (mean over seeds with the seed range as error bars)
 // and the oracle frontier. Writes DIR/pareto.dat, DIR/pareto.gp and DIR/pareto.png.
 void write_pareto(const CompareResult& r, const std::string& dir);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End to end: `ponder oracle`, `ponder overhead` and `ponder convergence` on a checkpoint of the CI config.
+"""End to end: `ponder oracle`, `overhead`, `convergence` and `ablate` on a checkpoint of the CI config.
 
 Trains configs/ci.yaml into a temporary folder, runs each analysis with tiny settings and checks that
 it exits 0 and that its JSON holds the expected keys and numbers that agree with each other.
@@ -108,6 +108,34 @@ with tempfile.TemporaryDirectory() as tmp:
             check(math.isclose(gap[0], 1.0, rel_tol=1e-9), name + ": gap(0) = 1")
             check(all(gap[i + 1] <= gap[i] + 1e-9 for i in range(len(gap) - 1)), name + ": mean gap never rises")
             check(all(g >= -1e-6 for g in gap), name + ": gap non-negative")
+
+    # ---- ablate (two groups, few iterations: the plumbing, tables and statistics, not the learning)
+    out = os.path.join(tmp, "ablate")
+    run = ponder_run("ablate", "--checkpoint", ckpt, "--config", config, "--groups", "gamma,unit", "--iterations", "3",
+                     "--seeds", "2", "--windows", "3", "--out", out)
+    j = load(os.path.join(out, "ablation.json"))
+    if j:
+        check([g["group"] for g in j["groups"]] == ["gamma", "unit"], "ablation has the two requested groups")
+        check(len(j["groups"][0]["cells"]) == 4, "gamma group has the four settings of ponder.md")
+        res = load(os.path.join(out, "results.json"))
+        by = {m["name"]: m for m in res["methods"]} if res else {}
+        base = by.get(j["baseline"])
+        for g in j["groups"]:
+            check(os.path.getsize(os.path.join(out, "ablation_%s.png" % g["group"])) > 0, g["group"] + " plot written")
+            for c in g["cells"]:
+                m = by.get(c["method"])
+                check(m is not None and len(m.get("training_curve", [])) == 3, c["method"] + " trained 3 iterations")
+                if m and base:
+                    a = [w for s in m["seeds"] for w in s["window_bpb"]]
+                    b = [w for s in base["seeds"] for w in s["window_bpb"]]
+                    d = sum(x - y for x, y in zip(a, b)) / len(a)
+                    check(math.isclose(c["delta_bpb"], d, rel_tol=1e-9, abs_tol=1e-12), c["label"] + ": delta recomputed")
+                    check(c["delta_ci95"][0] <= c["delta_bpb"] + 1e-12 <= c["delta_ci95"][1] + 2e-12,
+                          c["label"] + ": CI contains the point estimate")
+        unit = j["groups"][1]["cells"]
+        check(by[unit[1]["method"]]["unit_tokens"] == 4 * by[unit[0]["method"]]["unit_tokens"], "chunk = 4 mini-batches")
+    check(os.path.exists(os.path.join(out, "ablation.md")) and "## Discount" in open(os.path.join(out, "ablation.md")).read(),
+          "ablation.md has the gamma table")
 
 print("%d passed, %d failed" % (len(passes), len(failures)))
 sys.exit(1 if failures else 0)
