@@ -40,19 +40,11 @@ struct CellStats {
 
 // (windows × seeds) matrix of per-window bpb differences method − baseline.
 stats::ScoreMatrix differences(const MethodResult& m, const MethodResult& base) {
-  const size_t W = m.seeds.front().window_bpb.size();
-  stats::ScoreMatrix d(W, std::vector<double>(m.seeds.size()));
-  for (size_t s = 0; s < m.seeds.size(); ++s)
-    for (size_t w = 0; w < W; ++w) d[w][s] = m.seeds[s].window_bpb[w] - base.seeds[s].window_bpb[w];
+  stats::ScoreMatrix d = windows_by_seed(m);
+  const stats::ScoreMatrix b = windows_by_seed(base);
+  for (size_t w = 0; w < d.size(); ++w)
+    for (size_t s = 0; s < d[w].size(); ++s) d[w][s] -= b[w][s];
   return d;
-}
-
-stats::ScoreMatrix windows(const MethodResult& m) {
-  const size_t W = m.seeds.front().window_bpb.size();
-  stats::ScoreMatrix x(W, std::vector<double>(m.seeds.size()));
-  for (size_t s = 0; s < m.seeds.size(); ++s)
-    for (size_t w = 0; w < W; ++w) x[w][s] = m.seeds[s].window_bpb[w];
-  return x;
 }
 
 std::vector<double> flat(const stats::ScoreMatrix& x) {
@@ -151,7 +143,7 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
   for (const MethodResult& m : r.methods) {
     if (m.name == base_name) continue;
     CellStats c;
-    c.bpb = stats::stratified_bootstrap_ci(windows(m), stats::aggregate_mean, bo);
+    c.bpb = stats::stratified_bootstrap_ci(windows_by_seed(m), stats::aggregate_mean, bo);
     const stats::ScoreMatrix d = differences(m, *base);
     c.delta = stats::stratified_bootstrap_ci(d, stats::aggregate_mean, bo);
     c.t_p = stats::paired_t_test(flat(d)).p_value;

@@ -16,16 +16,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-// Per-window bpb as a ScoreMatrix with windows as runs and seeds as tasks, so the stratified
-// bootstrap resamples windows within each seed.
-stats::ScoreMatrix windows_by_seed(const MethodResult& m) {
-  const size_t W = m.seeds.front().window_bpb.size();
-  stats::ScoreMatrix x(W, std::vector<double>(m.seeds.size()));
-  for (size_t s = 0; s < m.seeds.size(); ++s)
-    for (size_t w = 0; w < W; ++w) x[w][s] = m.seeds[s].window_bpb[w];
-  return x;
-}
-
 std::vector<double> all_windows(const MethodResult& m) {
   std::vector<double> v;
   for (const SeedResult& s : m.seeds) v.insert(v.end(), s.window_bpb.begin(), s.window_bpb.end());

@@ -24,6 +24,16 @@ inline const MethodResult* find(const CompareResult& r, const std::string& name)
   return nullptr;
 }
 
+// Per-window bpb as a ScoreMatrix with windows as runs and seeds as tasks, so a stratified bootstrap
+// resamples windows within each seed.
+inline stats::ScoreMatrix windows_by_seed(const MethodResult& m) {
+  const size_t W = m.seeds.front().window_bpb.size();
+  stats::ScoreMatrix x(W, std::vector<double>(m.seeds.size()));
+  for (size_t s = 0; s < m.seeds.size(); ++s)
+    for (size_t w = 0; w < W; ++w) x[w][s] = m.seeds[s].window_bpb[w];
+  return x;
+}
+
 // Mean over seeds of a per-seed number.
 inline double seed_mean(const MethodResult& m, double (*get)(const SeedResult&)) {
   double v = 0;

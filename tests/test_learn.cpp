@@ -12,32 +12,13 @@
 #include "rl/reinforce.h"
 #include "rl/synthetic.h"
 #include "rl/ttt_env.h"
+#include "tests/policy_fixtures.h"
 
 using namespace ponder;
 using namespace ponder::policy;
 using namespace ponder::rl;
 
 namespace {
-
-ttt::ModelConfig tiny_cfg() {
-  ttt::ModelConfig c;
-  c.vocab = 32;
-  c.d = 16;
-  c.layers = 2;
-  c.heads = 2;
-  c.mini_batch = 4;
-  c.mixers = {"ttt", "attention"};
-  c.init_std = 0.2;
-  return c;
-}
-
-std::pair<Tensor, Tensor> sequence(uint64_t seed, int64_t N) {
-  Generator g(seed);
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i <= N; ++i) v.push_back(int64_t(g.uniform01() * 32));
-  Tensor all = Tensor::from_ints(v, {1, N + 1});
-  return {raw::contiguous(raw::slice(all, 1, 0, N)), raw::contiguous(raw::slice(all, 1, 1, N + 1))};
-}
 
 const FeatureNeeds kNeeds{true, true, true, false};
 
@@ -132,8 +113,8 @@ TEST_CASE("halting_log_probs: PonderNet's p_n with λ_N = 1, and its gradients")
 }
 
 TEST_CASE("learned and halting policies are causal on the language model") {
-  ttt::Model model(tiny_cfg(), 1, DType::F64);
-  auto [x, y] = sequence(2, 32);
+  ttt::Model model(test::small_hybrid(), 1, DType::F64);
+  auto [x, y] = test::random_sequence(2, 32);
   const int64_t F = feature_count();
   std::vector<std::unique_ptr<Policy>> ps;
   for (const char* kind : {"mlp", "lstm"})
@@ -154,8 +135,8 @@ TEST_CASE("learned and halting policies are causal on the language model") {
 }
 
 TEST_CASE("trial losses of the TTT environment are the oracle's per-K objective") {
-  ttt::Model model(tiny_cfg(), 3, DType::F64);
-  auto [x, y] = sequence(4, 24);
+  ttt::Model model(test::small_hybrid(), 3, DType::F64);
+  auto [x, y] = test::random_sequence(4, 24);
   TTTEnv env(model, {{x, y}}, {});
   UniformPolicy one(1);
   Trajectory t = env.run_trials(one, 0, 0, {0, 1, 2});

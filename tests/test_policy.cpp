@@ -6,31 +6,12 @@
 #include <memory>
 
 #include "policy/calibrate.h"
+#include "tests/policy_fixtures.h"
 
 using namespace ponder;
 using namespace ponder::policy;
 
 namespace {
-ttt::ModelConfig cfg() {
-  ttt::ModelConfig c;
-  c.vocab = 32;
-  c.d = 16;
-  c.layers = 2;
-  c.heads = 2;
-  c.mini_batch = 4;
-  c.mixers = {"ttt", "attention"};
-  c.init_std = 0.2;
-  return c;
-}
-
-std::pair<Tensor, Tensor> sequence(uint64_t seed, int64_t N) {
-  Generator g(seed);
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i <= N; ++i) v.push_back(int64_t(g.uniform01() * 32));
-  Tensor all = Tensor::from_ints(v, {1, N + 1});
-  return {raw::contiguous(raw::slice(all, 1, 0, N)), raw::contiguous(raw::slice(all, 1, 1, N + 1))};
-}
-
 std::vector<std::unique_ptr<Policy>> all_policies() {
   std::vector<std::unique_ptr<Policy>> p;
   p.push_back(std::make_unique<UniformPolicy>(2));
@@ -43,8 +24,8 @@ std::vector<std::unique_ptr<Policy>> all_policies() {
 }  // namespace
 
 TEST_CASE("every policy is causal: future tokens never change earlier decisions") {
-  ttt::Model model(cfg(), 1, DType::F64);
-  auto [x, y] = sequence(2, 32);
+  ttt::Model model(test::small_hybrid(), 1, DType::F64);
+  auto [x, y] = test::random_sequence(2, 32);
   for (auto& p : all_policies()) {
     INFO(p->name());
     Episode a = run_policy(model, x, y, *p, {}, 7);
@@ -59,8 +40,8 @@ TEST_CASE("every policy is causal: future tokens never change earlier decisions"
 }
 
 TEST_CASE("per-unit costs add up to the engine's counter for the whole run") {
-  ttt::Model model(cfg(), 3, DType::F64);
-  auto [x, y] = sequence(4, 24);
+  ttt::Model model(test::small_hybrid(), 3, DType::F64);
+  auto [x, y] = test::random_sequence(4, 24);
   for (auto& p : all_policies()) {
     INFO(p->name());
     FlopScope scope;
@@ -83,8 +64,8 @@ TEST_CASE("per-unit costs add up to the engine's counter for the whole run") {
 }
 
 TEST_CASE("inner cost grows with K and SKIP costs nothing") {
-  ttt::Model model(cfg(), 5, DType::F64);
-  auto [x, y] = sequence(6, 16);
+  ttt::Model model(test::small_hybrid(), 5, DType::F64);
+  auto [x, y] = test::random_sequence(6, 16);
   std::vector<uint64_t> inner;
   for (int k : {0, 1, 2, 4}) {
     UniformPolicy p(k);
@@ -97,8 +78,8 @@ TEST_CASE("inner cost grows with K and SKIP costs nothing") {
 }
 
 TEST_CASE("the greedy oracle is at least as good as uniform on its own objective") {
-  ttt::Model model(cfg(), 7, DType::F64);
-  auto [x, y] = sequence(8, 24);
+  ttt::Model model(test::small_hybrid(), 7, DType::F64);
+  auto [x, y] = test::random_sequence(8, 24);
   RolloutOptions prefix;
   prefix.mode = ttt::StepMode::Prefix;
   prefix.path = ttt::InnerPath::Iterative;
@@ -115,10 +96,10 @@ TEST_CASE("the greedy oracle is at least as good as uniform on its own objective
 }
 
 TEST_CASE("calibrated heuristics hit their target mean cost within 2% on the calibration split") {
-  ttt::Model model(cfg(), 9, DType::F64);
+  ttt::Model model(test::small_hybrid(), 9, DType::F64);
   std::vector<Window> cal, test;
-  for (uint64_t i = 0; i < 8; ++i) cal.push_back(sequence(100 + i, 64));
-  for (uint64_t i = 0; i < 4; ++i) test.push_back(sequence(200 + i, 64));
+  for (uint64_t i = 0; i < 8; ++i) cal.push_back(test::random_sequence(100 + i, 64));
+  for (uint64_t i = 0; i < 4; ++i) test.push_back(test::random_sequence(200 + i, 64));
   UniformPolicy two(2);
   const double target = run_windows(model, cal, two, {}, 0).inner_per_token;  // the budget of uniform-2
   for (const char* s : {"entropy", "loss", "ttt-loss"}) {

@@ -270,7 +270,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("train:\n  seed: -3\n") == "bad.yaml:2: train.seed: must be >= 0, got -3");
   CHECK(err("data:\n  corpus: shakespeare\n").find("data.corpus: expected one of moby_dick") != std::string::npos);
   CHECK(err("eval:\n  schedule: uniform-k\n").find("bad.yaml:2: eval.schedule:") != std::string::npos);
-  CHECK(err("optimizer:\n  lr: 1\n") == "bad.yaml:1: unknown section 'optimizer' (expected model, train, data, eval)");
+  CHECK(err("optimizer:\n  lr: 1\n") == "bad.yaml:1: unknown section 'optimizer' (expected model, train, data, eval, compare, learn)");
   CHECK(err("model: [1, 2]\n").find("model: must be a mapping") != std::string::npos);
   CHECK(err("model:\n  d: [1\n").find("bad.yaml: invalid YAML") != std::string::npos);
   // Values that parse but are out of range, and cross-key checks.
@@ -371,4 +371,28 @@ TEST_CASE("evaluation: FLOPs per token grow with K, bits per byte are finite, pe
   CHECK(prefix.inner_flops_per_token > evaluate(t.model(), windows, eo).inner_flops_per_token);
   eo.inner = {"uniform-2", StepMode::Prefix, InnerPath::Dual};
   CHECK_THROWS_WITH(evaluate(t.model(), windows, eo), doctest::Contains("needs the iterative path"));
+}
+
+TEST_CASE("the learn: section sets the learners and rejects bad values naming the key") {
+  auto load = [](const std::string& text) { return ponder::cli::parse_config(text, "l.yaml"); };
+  const auto c = load("learn:\n  net: lstm\n  options: [1, 4]\n  reinforce_gamma: 0.5\n  ppo_ki: 0.3\n  probe: true\n");
+  CHECK(c.compare.learn.net == "lstm");
+  CHECK(c.compare.learn.options == std::vector<int>{1, 4});
+  CHECK(c.compare.learn.reinforce.gamma == 0.5);
+  CHECK(c.compare.learn.ppo.pid.ki == 0.3);
+  CHECK(c.compare.learn.probe);
+  auto err = [&](const std::string& text) {
+    try {
+      load(text);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(err("learn:\n  net: gru\n").find("learn.net") != std::string::npos);
+  CHECK(err("learn:\n  reinforce_gamma: 1.5\n").find("reinforce_gamma") != std::string::npos);
+  CHECK(err("learn:\n  reinforce_samples: 1\n").find("loo needs reinforce_samples >= 2") != std::string::npos);
+  CHECK(err("learn:\n  options: [2]\n").find("learn.options") != std::string::npos);
+  CHECK(err("learn:\n  unit: 24\n").find("learn.unit") != std::string::npos);
+  CHECK(err("learn:\n  speed: 3\n").find("speed") != std::string::npos);
 }
