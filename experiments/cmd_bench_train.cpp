@@ -18,6 +18,7 @@
 #include "experiments/commands.h"
 #include "experiments/training.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/profile.h"
 #include "tensor/rng.h"
 
 namespace ponder::cli {
@@ -30,24 +31,44 @@ struct Options {
   std::string config = "tiny";
   std::vector<int> threads{1, 2};
   int64_t steps = 3;  // timed steps per variant, after one warm-up step
+  std::vector<std::string> variants{"dual", "iter-1", "prefix-1", "prefix-2", "prefix-4", "prefix-8"};
   bool json = false;
+  bool profile = false;  // time kernels by kind (tensor/profile.h)
 };
 
 struct Variant {
-  const char* name;
+  std::string name;  // "dual", "iterative" or "prefix" (the table's variant column)
   ttt::InnerPath path;
   ttt::StepMode mode;
   int k;
 };
 
-const std::vector<Variant> kVariants = {
-    {"dual", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1},
-    {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1},
-    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 1},
-    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 2},
-    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 4},
-    {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, 8},
-};
+// "dual" (dual form, K = 1), "iter-K" or "iterative" (iterative path, carry mode, K steps; "iterative"
+// is iter-1) and "prefix-K" (iterative path, prefix mode, K steps).
+Variant parse_variant(const std::string& text) {
+  auto steps_after = [&](const std::string& prefix) {
+    const std::string k = text.substr(prefix.size());
+    size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(k, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (k.empty() || used != k.size() || v < 1)
+      throw std::invalid_argument("bench train: --variants entry '" + text + "' needs a step count >= 1 after '" +
+                                  prefix + "'");
+    return v;
+  };
+  if (text == "dual") return {"dual", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1};
+  if (text == "iterative") return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1};
+  if (text.rfind("iter-", 0) == 0)
+    return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, steps_after("iter-")};
+  if (text.rfind("prefix-", 0) == 0)
+    return {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, steps_after("prefix-")};
+  throw std::invalid_argument("bench train: unknown variant '" + text +
+                              "' in --variants (expected dual, iterative, iter-K or prefix-K)");
+}
 
 // GFLOP/s of one 512³ cblas_sgemm at the current thread count: the machine's attainable GEMM rate.
 double sgemm_gflops() {
@@ -74,6 +95,7 @@ double peak_rss_mb() {
 // back to the system first (glibc keeps it otherwise), then writing 5 to clear_refs resets VmHWM to
 // the current RSS.
 void reset_peak_rss() {
+  cpu::release_alloc_cache();
   malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5";
 }
@@ -84,6 +106,9 @@ struct Row {
   double seconds = 0, forward_s = 0, backward_s = 0, optim_s = 0;
   int64_t tokens = 0;
   FlopCounts flops;  // forward, backward and optimiser
+  prof::Totals kernels;  // time inside kernels by kind (with --profile)
+  std::vector<prof::LabelTotal> labels;  // … and by kernel
+  int64_t steps = 0;
   double peak_mb = 0, other_cpus = 0, loss = 0;
   double tokens_per_s() const { return double(tokens) / seconds; }
   double gflops() const { return double(flops.total()) / seconds / 1e9; }
@@ -102,6 +127,8 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
   row.v = &v;
   row.threads = threads;
   const OtherLoad load;
+  const prof::Totals k0 = prof::snapshot();
+  const std::vector<prof::LabelTotal> l0 = prof::label_snapshot();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < steps; ++i) {
     const ttt::StepStats s = trainer.step();
@@ -114,6 +141,9 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
     row.loss = s.loss;
   }
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  row.kernels = prof::snapshot() - k0;
+  row.labels = prof::label_diff(prof::label_snapshot(), l0);
+  row.steps = steps;
   row.other_cpus = load.cpus();
   row.peak_mb = peak_rss_mb();
   return row;
@@ -138,23 +168,60 @@ void print_json(const Row& r, const Options& o, const RunConfig& cfg, double sge
                       {"forward", share(r.flops.phase(Phase::Forward), total) / 100},
                       {"backward", share(r.flops.phase(Phase::Backward), total) / 100}}},
       {"loss", r.loss}, {"other_cpus", r.other_cpus}, {"commit", git_commit()}, {"build_type", build_type()}};
+  if (o.profile) {
+    nlohmann::ordered_json p;
+    for (size_t k = 0; k < size_t(prof::Kind::Count); ++k)
+      p[prof::kind_name(prof::Kind(k))] = {{"ms_per_step", 1e3 * r.kernels.seconds[k] / double(r.steps)},
+                                           {"share", r.kernels.seconds[k] / r.seconds},
+                                           {"calls_per_step", double(r.kernels.calls[k]) / double(r.steps)}};
+    const double rest = r.seconds - r.kernels.total_seconds();
+    p["framework"] = {{"ms_per_step", 1e3 * rest / double(r.steps)}, {"share", rest / r.seconds}};
+    nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+    for (const prof::LabelTotal& l : r.labels)
+      kernels.push_back({{"kernel", l.label}, {"kind", prof::kind_name(l.kind)},
+                         {"ms_per_step", 1e3 * l.seconds / double(r.steps)},
+                         {"calls_per_step", double(l.calls) / double(r.steps)}});
+    p["kernels"] = kernels;
+    j["profile"] = p;
+  }
   std::cout << j.dump() << std::endl;
 }
 
 void print_text(const Row& r, double sgemm) {
   const uint64_t total = r.flops.total();
   std::printf("%-10s %2d %7d %9.0f %8.2f %7.1f%% %8.1f %5.0f%% %5.0f%% %5.0f%% %6.1f%% %5.1f%% %5.1f%% %6.2f\n",
-              r.v->name, r.v->k, r.threads, r.tokens_per_s(), r.gflops(), 100 * r.gflops() / sgemm, r.peak_mb,
+              r.v->name.c_str(), r.v->k, r.threads, r.tokens_per_s(), r.gflops(), 100 * r.gflops() / sgemm, r.peak_mb,
               100 * r.forward_s / r.seconds, 100 * r.backward_s / r.seconds, 100 * r.optim_s / r.seconds,
               share(r.flops.category(FlopCat::Matmul), total), share(r.flops.category(FlopCat::Elementwise), total),
               share(r.flops.category(FlopCat::Reduction), total), r.other_cpus);
   std::fflush(stdout);
 }
 
+// With --profile: ms per step (and share of the wall time) inside each kind of kernel, and the rest.
+void print_profile(const Row& r) {
+  std::printf("  ms/step:");
+  for (size_t k = 0; k < size_t(prof::Kind::Count); ++k)
+    std::printf(" %s %.2f (%.0f%%, %.0f calls)", prof::kind_name(prof::Kind(k)),
+                1e3 * r.kernels.seconds[k] / double(r.steps), 100 * r.kernels.seconds[k] / r.seconds,
+                double(r.kernels.calls[k]) / double(r.steps));
+  const double rest = r.seconds - r.kernels.total_seconds();
+  std::printf(" framework %.2f (%.0f%%); step %.2f\n", 1e3 * rest / double(r.steps), 100 * rest / r.seconds,
+              1e3 * r.seconds / double(r.steps));
+  std::printf("  top kernels (ms/step, calls/step):");
+  for (size_t i = 0; i < r.labels.size() && i < 12; ++i)
+    std::printf("%s %s %.2f/%.0f", i ? "," : "", r.labels[i].label.c_str(), 1e3 * r.labels[i].seconds / double(r.steps),
+                double(r.labels[i].calls) / double(r.steps));
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
 void run_bench_train(const Options& o) {
   const RunConfig cfg = load_config(resolve_config(o.config));
   const Dataset ds = load_dataset(cfg.data);
+  std::vector<Variant> variants;
+  for (const std::string& v : o.variants) variants.push_back(parse_variant(v));
   const int saved_threads = cpu::num_threads();
+  prof::set_enabled(o.profile);
   if (!o.json) {
     const MachineInfo mi = machine_info();
     std::printf("bench train: %s (d %lld, %lld layers, %lld heads, inner %s), batch %lld x seq %lld, %lld timed "
@@ -174,10 +241,11 @@ void run_bench_train(const Options& o) {
       std::printf("%-10s %2s %7s %9s %8s %8s %8s %6s %6s %6s %7s %6s %6s %6s\n", "variant", "K", "threads", "tok/s",
                   "GFLOP/s", "%sgemm", "peak MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce", "others");
     }
-    for (const Variant& v : kVariants) {
+    for (const Variant& v : variants) {
       const Row row = run_variant(cfg, ds, v, t, o.steps);
       busy_rows += row.other_cpus > kBusyCpus;
       o.json ? print_json(row, o, cfg, sgemm) : print_text(row, sgemm);
+      if (o.profile && !o.json) print_profile(row);
     }
   }
   cpu::set_num_threads(saved_threads);
@@ -199,7 +267,15 @@ void register_bench_train(CLI::App& bench) {
   sub->add_option("--steps", opts->steps, "Timed optimiser steps per variant (after one warm-up step)")
       ->check(kPositive)
       ->capture_default_str();
+  sub->add_option("--variants", opts->variants,
+                  "Comma-separated variants to run: dual, iter-K (iterative path, carry mode; iterative = iter-1), "
+                  "prefix-K (iterative path, prefix mode)")
+      ->delimiter(',')
+      ->capture_default_str();
   sub->add_flag("--json", opts->json, "One JSON object per line instead of a table");
+  sub->add_flag("--profile", opts->profile,
+                "Also time the kernels by kind (matmul, element-wise, fused, reduction, copy, allocation) and "
+                "report the rest as framework time");
   sub->callback([opts] { run_bench_train(*opts); });
 }
 

@@ -100,3 +100,29 @@ TEST_CASE("one_hot marks one class per index and rejects out-of-range indices") 
   CHECK_THROWS_WITH_AS(raw::one_hot(Tensor::from_ints({4}, {1}), 4, DType::F32), doctest::Contains("out of range"),
                        std::out_of_range);
 }
+
+TEST_CASE("freed CPU blocks are cached by size, reused, and bounded by the cache limit") {
+  cpu::release_alloc_cache();
+  CHECK(cpu::alloc_cache_bytes() == 0);
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({1000}, DType::F32);
+    first = t.data<float>();
+  }
+  CHECK(cpu::alloc_cache_bytes() == 4032);  // 4000 bytes rounded up to 64
+  {
+    Tensor t = Tensor::empty({1000}, DType::F32);
+    CHECK(t.data<float>() == first);  // the cached block comes back
+    CHECK(cpu::alloc_cache_bytes() == 0);
+  }
+  cpu::set_alloc_cache_limit(1000);  // below one block: the cache is emptied and nothing is kept
+  CHECK(cpu::alloc_cache_bytes() == 0);
+  { Tensor t = Tensor::empty({1000}, DType::F32); }
+  CHECK(cpu::alloc_cache_bytes() == 0);
+  cpu::set_alloc_cache_limit(size_t(1) << 30);
+  const MemoryStats before = memory_stats(Device::CPU);
+  { Tensor t = Tensor::empty({1000}, DType::F32); }
+  CHECK(memory_stats(Device::CPU).live_bytes == before.live_bytes);  // cached blocks are not live
+  cpu::release_alloc_cache();
+  CHECK(cpu::alloc_cache_bytes() == 0);
+}

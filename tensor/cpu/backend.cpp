@@ -1,42 +1,154 @@
-// The CPU backend: 64-byte aligned host memory and the kernels of tensor/cpu/.
+// The CPU backend: 64-byte aligned host memory, kept in a size-keyed cache when freed, and the kernels of
+// tensor/cpu/. Each entry point is timed by kind when tensor/profile.h's profiling is on.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loop.h"
+#include "tensor/profile.h"
 #include "tensor/rng.h"
 
 namespace ponder {
 namespace {
 
+using prof::Kind;
+
+// Freed blocks by exact (64-byte rounded) size. A training step frees and requests the same sizes every
+// step; handing them out again skips malloc's bookkeeping and, for blocks above malloc's mmap threshold,
+// the page faults and zeroing of fresh pages. Blocks beyond the limit go back to the system.
+class BlockCache {
+ public:
+  void* get(size_t size) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = free_.find(size);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= size;
+    return p;
+  }
+  bool put(void* p, size_t size) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (cached_ + size > limit_) return false;
+    free_[size].push_back(p);
+    cached_ += size;
+    return true;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [size, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+  void set_limit(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      limit_ = bytes;
+      if (cached_ <= limit_) return;
+    }
+    release();
+  }
+  size_t cached() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return cached_;
+  }
+  ~BlockCache() { release(); }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+  size_t limit_ = size_t(1) << 30;
+};
+
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache;  // never destroyed: storages may outlive static destructors
+  return *cache;
+}
+
+size_t block_size(size_t nbytes) { return (nbytes + 63) / 64 * 64; }
+
+// Profile labels: batched products apart from single ones, reductions over the last axis apart from others.
+const char* matmul_label(const Tensor& out) {
+  const int64_t mn = out.shape()[out.dim() - 2] * out.shape().back();
+  return out.numel() > mn ? "matmul (batched)" : "matmul";
+}
+const char* reduce_label(ReduceOp op, const Tensor& out, const Tensor& x) {
+  const bool last = x.dim() > 0 && out.shape().back() == 1 && x.shape().back() != 1;
+  if (op != ReduceOp::Sum) return op == ReduceOp::Max ? "max" : "min";
+  return last ? "sum (last axis)" : "sum (other axes)";
+}
+
 class CpuBackend final : public Backend {
  public:
   void* alloc(size_t nbytes) override {
-    void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    prof::Scope t(Kind::Alloc, "alloc");
+    const size_t size = block_size(nbytes);
+    if (void* p = block_cache().get(size)) return p;
+    void* p = std::aligned_alloc(64, size);
+    if (!p) {  // memory held in the cache may be what is missing
+      block_cache().release();
+      p = std::aligned_alloc(64, size);
+    }
     if (!p) throw std::bad_alloc();
     return p;
   }
-  void free(void* p, size_t) override { std::free(p); }
+  void free(void* p, size_t nbytes) override {
+    prof::Scope t(Kind::Alloc, "free");
+    if (!block_cache().put(p, block_size(nbytes))) std::free(p);
+  }
   void to_host(void* host, const void* dev, size_t n) override { std::memcpy(host, dev, n); }
   void from_host(void* dev, const void* host, size_t n) override { std::memcpy(dev, host, n); }
-  void copy(const Tensor& d, const Tensor& s) override { cpu::copy(d, s); }
-  void fill(const Tensor& d, double v) override { cpu::fill(d, v); }
-  void unary(UnaryOp op, double p0, double p1, const Tensor& o, const Tensor& x) override { cpu::unary(op, p0, p1, o, x); }
-  void binary(BinaryOp op, const Tensor& o, const Tensor& a, const Tensor& b) override { cpu::binary(op, o, a, b); }
-  void where(const Tensor& o, const Tensor& c, const Tensor& a, const Tensor& b) override { cpu::where(o, c, a, b); }
-  void reduce(ReduceOp op, const Tensor& o, const Tensor& x) override { cpu::reduce(op, o, x); }
-  void cumsum(const Tensor& o, const Tensor& x, int axis, bool rev) override { cpu::cumsum(o, x, axis, rev); }
-  void tri(const Tensor& o, const Tensor& x, int64_t k, bool upper) override { cpu::tri(o, x, k, upper); }
-  void matmul(const Tensor& o, const Tensor& a, const Tensor& b) override { cpu::matmul(o, a, b); }
-  void index_select(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override { cpu::index_select(o, x, axis, i); }
-  void index_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override { cpu::index_add(o, axis, i, s); }
-  void gather(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override { cpu::gather(o, x, axis, i); }
-  void scatter_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override { cpu::scatter_add(o, axis, i, s); }
-  void one_hot(const Tensor& o, const Tensor& i) override { cpu::one_hot(o, i); }
+  void copy(const Tensor& d, const Tensor& s) override { prof::Scope t(Kind::Copy, "copy"); cpu::copy(d, s); }
+  void fill(const Tensor& d, double v) override { prof::Scope t(Kind::Elementwise, "fill"); cpu::fill(d, v); }
+  void unary(UnaryOp op, double p0, double p1, const Tensor& o, const Tensor& x) override {
+    prof::Scope t(Kind::Elementwise, unary_name(op));
+    cpu::unary(op, p0, p1, o, x);
+  }
+  void binary(BinaryOp op, const Tensor& o, const Tensor& a, const Tensor& b) override {
+    prof::Scope t(Kind::Elementwise, binary_name(op));
+    cpu::binary(op, o, a, b);
+  }
+  void where(const Tensor& o, const Tensor& c, const Tensor& a, const Tensor& b) override {
+    prof::Scope t(Kind::Elementwise, "where");
+    cpu::where(o, c, a, b);
+  }
+  void reduce(ReduceOp op, const Tensor& o, const Tensor& x) override { prof::Scope t(Kind::Reduction, reduce_label(op, o, x)); cpu::reduce(op, o, x); }
+  void cumsum(const Tensor& o, const Tensor& x, int axis, bool rev) override {
+    prof::Scope t(Kind::Reduction, "cumsum");
+    cpu::cumsum(o, x, axis, rev);
+  }
+  void tri(const Tensor& o, const Tensor& x, int64_t k, bool upper) override {
+    prof::Scope t(Kind::Elementwise, "tri");
+    cpu::tri(o, x, k, upper);
+  }
+  void matmul(const Tensor& o, const Tensor& a, const Tensor& b) override { prof::Scope t(Kind::Matmul, matmul_label(o)); cpu::matmul(o, a, b); }
+  void index_select(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override {
+    prof::Scope t(Kind::Copy, "index_select");
+    cpu::index_select(o, x, axis, i);
+  }
+  void index_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
+    prof::Scope t(Kind::Copy, "index_add");
+    cpu::index_add(o, axis, i, s);
+  }
+  void gather(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override {
+    prof::Scope t(Kind::Copy, "gather");
+    cpu::gather(o, x, axis, i);
+  }
+  void scatter_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
+    prof::Scope t(Kind::Copy, "scatter_add");
+    cpu::scatter_add(o, axis, i, s);
+  }
+  void one_hot(const Tensor& o, const Tensor& i) override { prof::Scope t(Kind::Copy, "one_hot"); cpu::one_hot(o, i); }
 
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
+    prof::Scope t(Kind::Copy, "rng");
     PONDER_DISPATCH_FLOAT(out.dtype(), "rng_uniform", [&] {
       scalar_t* p = out.data<scalar_t>();
       const int64_t n = out.numel();
@@ -45,6 +157,7 @@ _Pragma("omp parallel for schedule(static) if (n >= cpu::kParallelMin)")
     });
   }
   void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) override {
+    prof::Scope t(Kind::Copy, "rng");
     PONDER_DISPATCH_FLOAT(out.dtype(), "rng_normal", [&] {
       scalar_t* p = out.data<scalar_t>();
       const int64_t n = out.numel();
@@ -70,6 +183,12 @@ Backend& backend(Device d) {
                              " is not available (this build has no backend for it, or no device was found)");
   return *b;
 }
+
+namespace cpu {
+void set_alloc_cache_limit(size_t bytes) { block_cache().set_limit(bytes); }
+size_t alloc_cache_bytes() { return block_cache().cached(); }
+void release_alloc_cache() { block_cache().release(); }
+}  // namespace cpu
 
 bool backend_available(Device d) { return g_backends[size_t(d)] != nullptr; }
 void register_backend(Device d, Backend* b) { g_backends[size_t(d)] = b; }

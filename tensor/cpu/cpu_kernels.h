@@ -21,6 +21,13 @@ void gather(const Tensor& out, const Tensor& x, int axis, const Tensor& idx);
 void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src);
 void one_hot(const Tensor& out, const Tensor& idx);
 
+// Freed CPU blocks wait in a cache keyed by size for the next request of that size (tensor/cpu/backend.cpp),
+// up to a limit (1 GiB unless set); a block that would exceed it is returned to the system.
+void set_alloc_cache_limit(size_t bytes);
+size_t alloc_cache_bytes();
+// Returns every cached block to the system (before measuring peak memory, say).
+void release_alloc_cache();
+
 // Thread count shared by OpenMP kernels and OpenBLAS (the OpenMP build of OpenBLAS uses the same
 // pool, so setting it once prevents oversubscription).
 void set_num_threads(int n);
