@@ -4,6 +4,7 @@
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loop.h"
+#include "tensor/cpu/vmath.h"
 
 namespace ponder::cpu {
 
@@ -16,18 +17,24 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
 
 namespace {
 
+// Rows with unit strides get loops the compiler vectorises; an operand broadcast along the row (stride 0)
+// is read once. Outputs never overlap their inputs except element for element (y[i] from x[i]).
 template <class TO, class TI, class F>
 void map1(const Tensor& out, const Tensor& x, F f) {
   TO* y = out.data<TO>();
   const TI* a = x.data<TI>();
   strided_rows<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
                   [&](int64_t n, const int64_t* o, const int64_t* s) {
-                    TO* yy = y + o[0];
-                    const TI* aa = a + o[1];
-                    if (s[0] == 1 && s[1] == 1)
+                    TO* __restrict yy = y + o[0];
+                    const TI* __restrict aa = a + o[1];
+                    if (s[0] == 1 && s[1] == 1) {
                       for (int64_t i = 0; i < n; ++i) yy[i] = f(aa[i]);
-                    else
+                    } else if (s[0] == 1 && s[1] == 0) {
+                      const TO v = f(aa[0]);
+                      for (int64_t i = 0; i < n; ++i) yy[i] = v;
+                    } else {
                       for (int64_t i = 0; i < n; ++i) yy[i * s[0]] = f(aa[i * s[1]]);
+                    }
                   });
 }
 
@@ -39,14 +46,52 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   const Shape& sh = out.shape();
   strided_rows<3>(sh, {out.strides(), broadcast_strides(a, sh), broadcast_strides(b, sh)},
                   [&](int64_t n, const int64_t* o, const int64_t* s) {
-                    T* yy = y + o[0];
-                    const T* aa = pa + o[1];
-                    const T* bb = pb + o[2];
-                    if (s[0] == 1 && s[1] == 1 && s[2] == 1)
+                    T* __restrict yy = y + o[0];
+                    const T* __restrict aa = pa + o[1];
+                    const T* __restrict bb = pb + o[2];
+                    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+#pragma omp simd
                       for (int64_t i = 0; i < n; ++i) yy[i] = f(aa[i], bb[i]);
-                    else
+                    } else if (s[0] == 1 && s[1] == 1 && s[2] == 0) {
+                      const T bv = bb[0];
+#pragma omp simd
+                      for (int64_t i = 0; i < n; ++i) yy[i] = f(aa[i], bv);
+                    } else if (s[0] == 1 && s[1] == 0 && s[2] == 1) {
+                      const T av = aa[0];
+#pragma omp simd
+                      for (int64_t i = 0; i < n; ++i) yy[i] = f(av, bb[i]);
+                    } else {
                       for (int64_t i = 0; i < n; ++i) yy[i * s[0]] = f(aa[i * s[1]], bb[i * s[2]]);
+                    }
                   });
+}
+
+// Float32 maps with a vector form (tensor/cpu/vmath.h): contiguous rows 8 lanes at a time, other
+// layouts one value at a time through the same lanes.
+template <class VF>
+void map1_f32v(const Tensor& out, const Tensor& x, VF f) {
+  float* y = out.data<float>();
+  const float* a = x.data<float>();
+  strided_rows<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
+                  [&](int64_t n, const int64_t* o, const int64_t* s) {
+                    if (s[0] == 1 && s[1] == 1)
+                      vmath::map_f32(y + o[0], a + o[1], n, f);
+                    else
+                      for (int64_t i = 0; i < n; ++i) y[o[0] + i * s[0]] = vmath::one_f32(a[o[1] + i * s[1]], f);
+                  });
+}
+
+// True when op has a float32 vector form; then it has been applied.
+bool unary_f32_vec(UnaryOp op, const Tensor& out, const Tensor& x) {
+  using vmath::vf;
+  switch (op) {
+    case UnaryOp::Exp: map1_f32v(out, x, [](vf v) { return vmath::exp_v(v); }); return true;
+    case UnaryOp::Tanh: map1_f32v(out, x, [](vf v) { return vmath::tanh_v(v); }); return true;
+    case UnaryOp::Sigmoid: map1_f32v(out, x, [](vf v) { return vmath::sigmoid_v(v); }); return true;
+    case UnaryOp::Silu: map1_f32v(out, x, [](vf v) { return vmath::silu_v(v); }); return true;
+    case UnaryOp::GeluTanh: map1_f32v(out, x, [](vf v) { return vmath::gelu_tanh_v(v); }); return true;
+    default: return false;
+  }
 }
 
 template <class T>
@@ -57,6 +102,8 @@ T gelu_tanh(T x) {
 
 template <class T>
 void unary_t(UnaryOp op, T p0, T p1, const Tensor& out, const Tensor& x) {
+  if constexpr (std::is_same_v<T, float>)
+    if (unary_f32_vec(op, out, x)) return;
   switch (op) {
     case UnaryOp::Neg: return map1<T, T>(out, x, [](T v) { return -v; });
     case UnaryOp::Exp: return map1<T, T>(out, x, [](T v) { return std::exp(v); });

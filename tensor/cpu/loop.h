@@ -12,7 +12,9 @@
 namespace ponder::cpu {
 
 constexpr int64_t kChunk = 8192;
-constexpr int64_t kParallelMin = 32768;  // below this many elements threads cost more than they save
+// Below this many elements threads cost more than they save: waking a passively waiting OpenMP thread
+// takes tens of microseconds, as long as a float32 map over ~100K elements.
+constexpr int64_t kParallelMin = int64_t(1) << 17;
 
 // Strides of t as seen when broadcast to `shape` (t's rank may be smaller).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
@@ -44,11 +46,9 @@ void strided_rows(const Shape& shape, const std::array<Shape, N>& strides, RowFn
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; ++k) inner_st[k] = st[k].back();
   const int64_t per_row = (inner + kChunk - 1) / kChunk;
-  const int64_t rows = numel / inner;
-  const int64_t items = rows * per_row;
+  const int64_t items = numel / inner * per_row;
   const int nd = int(sz.size()) - 1;
-#pragma omp parallel for schedule(static) if (numel >= kParallelMin)
-  for (int64_t it = 0; it < items; ++it) {
+  auto item = [&](int64_t it) {
     int64_t r = it / per_row, start = (it % per_row) * kChunk;
     std::array<int64_t, N> off{};
     for (int d = nd - 1; d >= 0; --d) {
@@ -58,7 +58,30 @@ void strided_rows(const Shape& shape, const std::array<Shape, N>& strides, RowFn
     }
     for (size_t k = 0; k < N; ++k) off[k] += start * inner_st[k];
     fn(std::min(kChunk, inner - start), off.data(), inner_st.data());
+  };
+  if ((numel < kParallelMin || items == 1) && nd <= 16) {
+    // No parallel region at all (even a one-thread team costs), and the row offsets advance like an
+    // odometer instead of being decoded from the row number.
+    std::array<int64_t, N> off{};
+    int64_t idx[16] = {};
+    const int64_t rows = numel / inner;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t start = 0; start < inner; start += kChunk) {
+        std::array<int64_t, N> o = off;
+        for (size_t k = 0; k < N; ++k) o[k] += start * inner_st[k];
+        fn(std::min(kChunk, inner - start), o.data(), inner_st.data());
+      }
+      for (int d = nd - 1; d >= 0; --d) {
+        for (size_t k = 0; k < N; ++k) off[k] += st[k][size_t(d)];
+        if (++idx[d] < sz[size_t(d)]) break;
+        for (size_t k = 0; k < N; ++k) off[k] -= st[k][size_t(d)] * sz[size_t(d)];
+        idx[d] = 0;
+      }
+    }
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t it = 0; it < items; ++it) item(it);
 }
 
 }  // namespace ponder::cpu

@@ -12,6 +12,8 @@
 namespace ponder::cpu {
 namespace {
 
+constexpr int64_t kParallelGemmMin = int64_t(1) << 20;  // multiply-adds in a batch worth two threads
+
 // How BLAS sees the last two axes (rows × cols) of an operand.
 struct MatLayout {
   bool trans;
@@ -61,14 +63,20 @@ void matmul_t(const Tensor& out, const Tensor& a, const Tensor& b) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   T* pc = out.data<T>();
-  // Small products: one BLAS call per thread (OpenBLAS runs single-threaded inside a parallel region).
-  const bool par_batch = batch > 1 && m * n * k <= 96 * 96 * 96;
-#pragma omp parallel for schedule(static) if (par_batch)
-  for (int64_t bi = 0; bi < batch; ++bi) {
+  // Small products: one BLAS call per thread (OpenBLAS runs single-threaded inside a parallel region),
+  // once the batch holds enough work to pay for waking the threads.
+  const bool par_batch = batch > 1 && m * n * k <= 96 * 96 * 96 && batch * m * n * k >= kParallelGemmMin;
+  auto one = [&](int64_t bi) {
     int64_t oa, ob;
     batch_offsets(bi, out, sa, sb, oa, ob);
     gemm(la, lb, m, n, k, pa + oa, pb + ob, pc + bi * m * n);
+  };
+  if (!par_batch) {
+    for (int64_t bi = 0; bi < batch; ++bi) one(bi);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t bi = 0; bi < batch; ++bi) one(bi);
 }
 
 template <class T>

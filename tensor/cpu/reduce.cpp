@@ -9,11 +9,42 @@
 namespace ponder::cpu {
 namespace {
 
+// A sum of n values at stride st in double, in a fixed order that does not depend on the thread count:
+// eight interleaved partial sums (lane j takes elements j, j+8, …), then combined pairwise. Unlike one
+// running sum it is not a chain of dependent additions, so a row of 64 takes a few dozen cycles.
+template <class T>
+double sum_run(const T* p, int64_t n, int64_t st) {
+  if (n < 16) {
+    double acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += double(p[i * st]);
+    return acc;
+  }
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  if (st == 1) {
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] += double(p[i + j]);
+  } else {
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] += double(p[(i + j) * st]);
+  }
+  for (int j = 0; i < n; ++i, ++j) lane[j] += double(p[i * st]);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// Reduces x into out (x's rank, size 1 on the reduced axes). Size-1 axes are dropped first; then
+//  - when x's innermost axis is kept, contiguous in x and in out, each output row is accumulated in a
+//    double buffer while the reduced indices run in lexicographic order, so the loop over the row
+//    vectorises and every element sees the same additions in the same order as one at a time;
+//  - otherwise each output element is reduced on its own, its innermost reduced run summed by sum_run.
+// Either way the order of the additions is fixed, whatever the thread count.
 template <class T>
 void reduce_t(ReduceOp op, const Tensor& out, const Tensor& x) {
   std::vector<int64_t> ks, kis, kos, rs, rst;  // kept sizes/in-strides/out-strides, reduced sizes/strides
+  bool inner_kept = false;
   for (size_t d = 0; d < x.dim(); ++d) {
     if (x.shape()[d] == 1) continue;
+    inner_kept = out.shape()[d] != 1;
     if (out.shape()[d] == 1) {
       rs.push_back(x.shape()[d]);
       rst.push_back(x.strides()[d]);
@@ -24,12 +55,67 @@ void reduce_t(ReduceOp op, const Tensor& out, const Tensor& x) {
     }
   }
   const int64_t n_out = out.numel();
+  if (n_out == 0) return;
   int64_t n_red = 1;
   for (int64_t s : rs) n_red *= s;
   const T* px = x.data<T>();
   T* py = out.data<T>();
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  const Acc init = op == ReduceOp::Sum   ? Acc(0)
+                   : op == ReduceOp::Max ? Acc(std::numeric_limits<T>::lowest())
+                                         : Acc(std::numeric_limits<T>::max());
   const int nr = int(rs.size());
+  constexpr int kMaxDims = 16;  // reduced-index counters live on the stack up to this rank
+  if (nr > kMaxDims) throw std::invalid_argument("reduce: more than 16 reduced axes");
+  // Visits the reduced indices in lexicographic order: fn(offset of the innermost run's start, run length).
+  auto runs = [&](int64_t in_base, auto&& fn) {
+    int64_t idx[kMaxDims] = {};
+    const int64_t inner = nr ? rs.back() : 1;
+    for (int64_t done = 0; done < n_red; done += inner) {
+      int64_t base = in_base;
+      for (int d = 0; d < nr - 1; ++d) base += idx[d] * rst[size_t(d)];
+      fn(base, inner);
+      for (int d = nr - 2; d >= 0; --d) {  // advance the outer reduced counters
+        if (++idx[d] < rs[size_t(d)]) break;
+        idx[d] = 0;
+      }
+    }
+  };
+
+  if (inner_kept && nr > 0 && kis.back() == 1 && kos.back() == 1) {
+    const int64_t L = ks.back();
+    constexpr int64_t kBlock = 1024;  // row block held in the accumulator
+    const int64_t blocks = (L + kBlock - 1) / kBlock, n_outer = n_out / L;
+    const int nk = int(ks.size()) - 1;
+#pragma omp parallel for schedule(static) if (n_outer * blocks > 1 && n_out * n_red >= kParallelMin)
+    for (int64_t it = 0; it < n_outer * blocks; ++it) {
+      int64_t r = it / blocks, j0 = (it % blocks) * kBlock, in_base = j0, out_off = j0;
+      const int64_t len = std::min(kBlock, L - j0);
+      for (int d = nk - 1; d >= 0; --d) {
+        int64_t i = r % ks[size_t(d)];
+        r /= ks[size_t(d)];
+        in_base += i * kis[size_t(d)];
+        out_off += i * kos[size_t(d)];
+      }
+      Acc acc[kBlock];
+      for (int64_t j = 0; j < len; ++j) acc[j] = init;
+      const int64_t inner_st = rst.back();
+      runs(in_base, [&](int64_t base, int64_t inner) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const T* p = px + base + i * inner_st;
+          if (op == ReduceOp::Sum)
+            for (int64_t j = 0; j < len; ++j) acc[j] += Acc(p[j]);
+          else if (op == ReduceOp::Max)
+            for (int64_t j = 0; j < len; ++j) acc[j] = Acc(p[j]) > acc[j] ? Acc(p[j]) : acc[j];
+          else
+            for (int64_t j = 0; j < len; ++j) acc[j] = Acc(p[j]) < acc[j] ? Acc(p[j]) : acc[j];
+        }
+      });
+      for (int64_t j = 0; j < len; ++j) py[out_off + j] = T(acc[j]);
+    }
+    return;
+  }
+
 #pragma omp parallel for schedule(static) if (n_out > 1 && n_out * n_red >= kParallelMin)
   for (int64_t o = 0; o < n_out; ++o) {
     int64_t in_base = 0, out_off = 0, r = o;
@@ -39,26 +125,20 @@ void reduce_t(ReduceOp op, const Tensor& out, const Tensor& x) {
       in_base += i * kis[size_t(d)];
       out_off += i * kos[size_t(d)];
     }
-    Acc acc = op == ReduceOp::Sum ? Acc(0)
-              : op == ReduceOp::Max ? Acc(std::numeric_limits<T>::lowest())
-                                    : Acc(std::numeric_limits<T>::max());
-    std::vector<int64_t> idx(size_t(nr), 0);
-    const int64_t inner = nr ? rs.back() : 1, inner_st = nr ? rst.back() : 0;
-    for (int64_t done = 0; done < n_red; done += inner) {
-      int64_t base = in_base;
-      for (int d = 0; d < nr - 1; ++d) base += idx[size_t(d)] * rst[size_t(d)];
+    Acc acc = init;
+    const int64_t inner_st = nr ? rst.back() : 0;
+    runs(in_base, [&](int64_t base, int64_t inner) {
       const T* p = px + base;
-      if (op == ReduceOp::Sum)
-        for (int64_t i = 0; i < inner; ++i) acc += Acc(p[i * inner_st]);
-      else if (op == ReduceOp::Max)
+      if (op == ReduceOp::Sum) {
+        if constexpr (std::is_floating_point_v<T>) acc += sum_run(p, inner, inner_st);
+        else
+          for (int64_t i = 0; i < inner; ++i) acc += Acc(p[i * inner_st]);
+      } else if (op == ReduceOp::Max) {
         for (int64_t i = 0; i < inner; ++i) acc = Acc(p[i * inner_st]) > acc ? Acc(p[i * inner_st]) : acc;
-      else
+      } else {
         for (int64_t i = 0; i < inner; ++i) acc = Acc(p[i * inner_st]) < acc ? Acc(p[i * inner_st]) : acc;
-      for (int d = nr - 2; d >= 0; --d) {  // advance the outer reduced counter
-        if (++idx[size_t(d)] < rs[size_t(d)]) break;
-        idx[size_t(d)] = 0;
       }
-    }
+    });
     py[out_off] = T(acc);
   }
 }
