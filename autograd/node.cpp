@@ -26,7 +26,8 @@ const char* op_name(Op op) {
       "neg", "exp", "log", "sqrt", "rsqrt", "pow", "tanh", "sigmoid", "relu", "gelu_tanh", "silu", "abs", "clamp",
       "affine", "add", "sub", "mul", "div", "maximum", "minimum", "where", "sum", "max", "sum_to", "expand",
       "cumsum", "tri", "matmul", "reshape", "permute", "slice", "pad_slice", "cat", "index_select", "index_add",
-      "gather", "scatter_add", "to_dtype", "clone", "checkpoint"};
+      "gather", "scatter_add", "to_dtype", "clone", "checkpoint", "layer_norm", "layer_norm_backward", "rms_norm",
+      "rms_norm_backward", "gelu_tanh_grad", "silu_grad", "split"};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(Op::Count), "one name per Op");
   return names[size_t(op)];
 }

@@ -14,6 +14,9 @@ enum class Op : uint8_t {
   Reshape, Permute, Slice, PadSlice, Cat,
   IndexSelect, IndexAdd, Gather, ScatterAdd,
   ToDtype, Clone, Checkpoint,
+  // Fused ops (one kernel each where the device has one; autograd/ops_norm.cpp, ops_elementwise.cpp)
+  // and the one multi-output view op.
+  LayerNorm, LayerNormBackward, RmsNorm, RmsNormBackward, GeluTanhGrad, SiluGrad, Split,
   Count
 };
 

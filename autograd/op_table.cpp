@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/nn.h"
 #include "autograd/ops.h"
 #include "tensor/rng.h"
 
@@ -215,6 +216,90 @@ std::vector<OpCase> build() {
   t.push_back({"triu (k=1, non-contiguous)", {Op::Tri}, [](DType dt) { return Ins{T(U({5, 4}, -1, 1, 49, dt))}; }, {true},
                [](const Ins& x) { return triu(x[0], 1); }, tri_ref(true, 1), {}});
 
+  // ---- fused normalisation over the last axis (checked against plain per-row loops)
+  constexpr double kLnEps = 1e-5;
+  // Per row of the last axis: μ, s = 1/sqrt(var + eps) (ln) or r = 1/sqrt(mean x² + eps) (rms).
+  struct RowStats {
+    std::vector<double> mu, s;
+  };
+  auto row_stats = [](const Dense& x, bool rms) {
+    const int64_t D = x.shape.back(), R = x.numel() / D;
+    RowStats st;
+    for (int64_t r = 0; r < R; ++r) {
+      double m = 0, q = 0;
+      for (int64_t i = 0; i < D; ++i) m += x.v[size_t(r * D + i)];
+      m = rms ? 0 : m / double(D);
+      for (int64_t i = 0; i < D; ++i) q += (x.v[size_t(r * D + i)] - m) * (x.v[size_t(r * D + i)] - m);
+      st.mu.push_back(m);
+      st.s.push_back(1 / std::sqrt(q / double(D) + kLnEps));
+    }
+    return st;
+  };
+  // s·(v − mean v − x̂·mean(v⊙x̂)) (ln) or r·(v − y·mean(v⊙y)) (rms), per row, v broadcast to x.
+  auto norm_backward_ref = [row_stats](const Refs& r, bool rms) {
+    const Dense& x = r[0];
+    const Dense v = ref::zip(x, r[1], [](double, double b) { return b; });
+    const int64_t D = x.shape.back(), R = x.numel() / D;
+    const RowStats st = row_stats(x, rms);
+    Dense o = x;
+    for (int64_t row = 0; row < R; ++row) {
+      double m1 = 0, m2 = 0;
+      for (int64_t i = 0; i < D; ++i) {
+        const size_t k = size_t(row * D + i);
+        m1 += v.v[k] / double(D);
+        m2 += v.v[k] * (x.v[k] - st.mu[size_t(row)]) * st.s[size_t(row)] / double(D);
+      }
+      for (int64_t i = 0; i < D; ++i) {
+        const size_t k = size_t(row * D + i);
+        const double xh = (x.v[k] - st.mu[size_t(row)]) * st.s[size_t(row)];
+        o.v[k] = st.s[size_t(row)] * (v.v[k] - (rms ? 0 : m1) - xh * m2);
+      }
+    }
+    return o;
+  };
+  auto norm_ref = [row_stats](const Refs& r, bool rms) {
+    const RowStats st = row_stats(r[0], rms);
+    const int64_t D = r[0].shape.back();
+    Dense o = r[0];
+    for (int64_t k = 0; k < o.numel(); ++k) o.v[size_t(k)] = (o.v[size_t(k)] - st.mu[size_t(k / D)]) * st.s[size_t(k / D)];
+    return o;
+  };
+  t.push_back({"layer_norm_rows (non-contiguous)", {Op::LayerNorm}, [](DType dt) { return Ins{T(U({6, 4}, -1, 1, 90, dt))}; },
+               {true}, [](const Ins& x) { return layer_norm_rows(x[0], kLnEps); },
+               [norm_ref](const Refs& r) { return norm_ref(r, false); }, {}});
+  t.push_back({"layer_norm_backward (broadcast v)", {Op::LayerNormBackward},
+               [](DType dt) { return Ins{U({2, 3, 5}, -1, 1, 91, dt), U({3, 5}, -1, 1, 92, dt)}; }, {true, true},
+               [](const Ins& x) { return layer_norm_backward(x[0], x[1], kLnEps); },
+               [norm_backward_ref](const Refs& r) { return norm_backward_ref(r, false); }, {}});
+  t.push_back({"layer_norm (affine, nn)", {Op::LayerNorm, Op::Mul, Op::Add},
+               [](DType dt) { return Ins{U({3, 5}, -1, 1, 93, dt), U({5}, 0.5, 1.5, 94, dt), U({5}, -1, 1, 95, dt)}; },
+               {true, true, true}, [](const Ins& x) { return layer_norm(x[0], x[1], x[2], kLnEps); },
+               [norm_ref](const Refs& r) {
+                 Dense xh = norm_ref(r, false);
+                 return ref::zip(ref::zip(xh, r[1], [](double a, double g) { return a * g; }), r[2],
+                                 [](double a, double b) { return a + b; });
+               },
+               {}});
+  t.push_back({"rms_norm_rows", {Op::RmsNorm}, [](DType dt) { return Ins{U({3, 2, 5}, -1, 1, 96, dt)}; }, {true},
+               [](const Ins& x) { return rms_norm_rows(x[0], kLnEps); },
+               [norm_ref](const Refs& r) { return norm_ref(r, true); }, {}});
+  t.push_back({"rms_norm_backward (broadcast g)", {Op::RmsNormBackward},
+               [](DType dt) { return Ins{T(U({5, 3}, -1, 1, 97, dt)), U({1, 5}, -1, 1, 98, dt)}; }, {true, true},
+               [](const Ins& x) { return rms_norm_backward(x[0], x[1], kLnEps); },
+               [norm_backward_ref](const Refs& r) { return norm_backward_ref(r, true); }, {}});
+  t.push_back(unary("gelu_tanh_grad", Op::GeluTanhGrad, [](auto& x) { return gelu_tanh_grad(x); },
+                    [](double v) {
+                      const double c = std::sqrt(2 / M_PI), a = 0.044715, th = std::tanh(c * (v + a * v * v * v));
+                      return 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * c * (1 + 3 * a * v * v);
+                    },
+                    std35));
+  t.push_back(unary("silu_grad", Op::SiluGrad, [](auto& x) { return silu_grad(x); },
+                    [](double v) {
+                      const double sg = 1 / (1 + std::exp(-v));
+                      return sg * (1 + v * (1 - sg));
+                    },
+                    std35));
+
   // ---- matmul
   auto mm_ref = [](const Refs& r) { return ref::matmul(r[0], r[1]); };
   auto mm = [](const Ins& x) { return matmul(x[0], x[1]); };
@@ -274,14 +359,14 @@ std::vector<OpCase> build() {
                  return o;
                },
                {}});
-  t.push_back({"split and recombine", {Op::Slice, Op::Mul, Op::Cat}, [](DType dt) { return Ins{U({2, 5}, -1, 1, 69, dt)}; },
-               {true},
+  t.push_back({"split and recombine (one piece unused)", {Op::Split, Op::Mul, Op::Cat},
+               [](DType dt) { return Ins{U({2, 6}, -1, 1, 69, dt)}; }, {true},
                [](const Ins& x) {
-                 auto p = split(x[0], {2, 3}, 1);
-                 return cat({mul(p[1], p[1]), p[0]}, 1);
+                 auto p = split(x[0], {2, 1, 3}, 1);
+                 return cat({mul(p[2], p[2]), p[0]}, 1);
                },
                [cat_ref](const Refs& r) {
-                 Dense a = ref_slice(r[0], 1, 0, 2, 1), b = ref_slice(r[0], 1, 2, 3, 1);
+                 Dense a = ref_slice(r[0], 1, 0, 2, 1), b = ref_slice(r[0], 1, 3, 3, 1);
                  return cat_ref({ref::map(b, [](double v) { return v * v; }), a});
                },
                {}});

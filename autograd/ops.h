@@ -27,6 +27,9 @@ Tensor silu(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor clamp(const Tensor& x, double lo, double hi);
 Tensor affine(const Tensor& x, double scale, double shift);  // scale·x + shift
+// Derivatives as ops of their own (one kernel; the backward rules of gelu_tanh and silu use them).
+Tensor gelu_tanh_grad(const Tensor& x);  // d/dx gelu_tanh(x)
+Tensor silu_grad(const Tensor& x);       // d/dx silu(x) = σ(x)·(1 + x·(1 − σ(x)))
 
 // ---- element-wise, two inputs (NumPy broadcasting)
 Tensor add(const Tensor& a, const Tensor& b);
@@ -58,6 +61,18 @@ Tensor log_softmax(const Tensor& x, int64_t axis);
 Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false);
 Tensor sum_to(const Tensor& x, const Shape& shape);  // inverse of broadcasting
 
+// ---- normalisation over the last axis, fused (one kernel forward and one backward; tensor/backend.h)
+// x̂ = (x − mean x)/sqrt(var x + eps), biased variance; layer_norm in autograd/nn.h adds γ and β.
+Tensor layer_norm_rows(const Tensor& x, double eps);
+// s·(v − mean v − x̂·mean(v⊙x̂)), s = 1/sqrt(var x + eps): the gradient of layer_norm_rows at x for the
+// upstream gradient v (v broadcasts to x). Differentiable in x and v, so the inner loop's closed-form
+// gradient through a LayerNorm (ttt.md §1.6, §2.2) is one op.
+Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);
+// x / sqrt(mean(x²) + eps); rms_norm in autograd/nn.h adds the weight.
+Tensor rms_norm_rows(const Tensor& x, double eps);
+// r·(g − y·mean(g⊙y)), y = rms_norm_rows(x), r = 1/sqrt(mean(x²) + eps): its gradient for upstream g.
+Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);
+
 // ---- masks
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);
@@ -77,6 +92,9 @@ Tensor unsqueeze(const Tensor& x, int axis);
 Tensor squeeze(const Tensor& x, int axis);
 Tensor cat(const std::vector<Tensor>& xs, int axis);
 Tensor stack(const std::vector<Tensor>& xs, int axis);
+// Views of consecutive pieces along `axis`, made by one node whose backward concatenates the pieces'
+// gradients (zeros for pieces that got none), so splitting into n pieces costs O(size) in backward,
+// not n zero-padded copies of the whole.
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int axis);
 // Moves x along `axis` by s (s > 0: later), filling with zeros.
 Tensor shift(const Tensor& x, int axis, int64_t s);

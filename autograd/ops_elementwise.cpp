@@ -62,19 +62,31 @@ Tensor relu(const Tensor& x) {
                   [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, nograd_unary(UnaryOp::Step, x)); });
 }
 Tensor gelu_tanh(const Tensor& x) {
-  return unary_op(Op::GeluTanh, UnaryOp::GeluTanh, x, 0, 0, [](const Tensor& g, const Tensor& x, const Tensor&) {
+  return unary_op(Op::GeluTanh, UnaryOp::GeluTanh, x, 0, 0,
+                  [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, gelu_tanh_grad(x)); });
+}
+Tensor silu(const Tensor& x) {
+  return unary_op(Op::Silu, UnaryOp::Silu, x, 0, 0,
+                  [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, silu_grad(x)); });
+}
+Tensor gelu_tanh_grad(const Tensor& x) {
+  // gelu'' = (1 − t²)·(u' − x·t·u'² + ½·x·u''), t = tanh(u), u = c(x + a·x³), u' = c(1 + 3a·x²), u'' = 6ca·x
+  // (ttt.md §2.2), written with differentiable ops for higher orders.
+  return unary_op(Op::GeluTanhGrad, UnaryOp::GeluTanhGrad, x, 0, 0, [](const Tensor& g, const Tensor& x, const Tensor&) {
     const double c = 0.7978845608028654, a = 0.044715;
     Tensor x2 = mul(x, x);
-    Tensor t = tanh(mul(affine(x2, c * a, c), x));               // tanh(c·(x + a·x³))
-    Tensor dinner = affine(x2, 3 * c * a, c);                     // c·(1 + 3a·x²)
-    Tensor d = add(affine(t, 0.5, 0.5), mul(mul(affine(x, 0.5, 0), affine(mul(t, t), -1, 1)), dinner));
-    return mul(g, d);
+    Tensor t = tanh(mul(affine(x2, c * a, c), x));
+    Tensor du = affine(x2, 3 * c * a, c);
+    Tensor inner = add(sub(du, mul(mul(x, t), mul(du, du))), affine(x2, 3 * c * a, 0));  // ½·x·u'' = 3ca·x²
+    return mul(g, mul(affine(mul(t, t), -1, 1), inner));
   });
 }
-Tensor silu(const Tensor& x) {  // d/dx x·σ(x) = σ·(1 + x·(1 − σ))
-  return unary_op(Op::Silu, UnaryOp::Silu, x, 0, 0, [](const Tensor& g, const Tensor& x, const Tensor&) {
+Tensor silu_grad(const Tensor& x) {
+  // silu'' = σ(1 − σ)·(2 + x·(1 − 2σ))
+  return unary_op(Op::SiluGrad, UnaryOp::SiluGrad, x, 0, 0, [](const Tensor& g, const Tensor& x, const Tensor&) {
     Tensor s = sigmoid(x);
-    return mul(g, mul(s, affine(mul(x, affine(s, -1, 1)), 1, 1)));
+    Tensor ds = mul(s, affine(s, -1, 1));
+    return mul(g, mul(ds, affine(mul(x, affine(s, -2, 1)), 1, 2)));
   });
 }
 Tensor abs(const Tensor& x) {

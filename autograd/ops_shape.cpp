@@ -108,18 +108,49 @@ Tensor stack(const std::vector<Tensor>& xs, int axis) {
   return cat(u, ax);
 }
 
+namespace {
+// The node behind split's pieces: its gradient is the concatenation of theirs (the engine fills zeros in
+// for pieces that received none), recorded through cat when a graph is being built.
+class SplitNode final : public Node {
+ public:
+  explicit SplitNode(int axis) : axis_(axis) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>&) override {
+    return {grads.size() == 1 ? grads[0] : cat(grads, axis_)};
+  }
+  std::string name() const override { return op_name(Op::Split); }
+
+ private:
+  int axis_;
+};
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int axis) {
   int ax = normalize_axis(axis, x.dim(), "split");
   int64_t total = 0;
-  for (int64_t s : sizes) total += s;
+  for (int64_t s : sizes) {
+    if (s < 0) throw std::invalid_argument("split: negative size " + std::to_string(s));
+    total += s;
+  }
   if (total != x.shape()[size_t(ax)])
     throw std::invalid_argument("split: sizes add up to " + std::to_string(total) + ", axis has " +
                                 std::to_string(x.shape()[size_t(ax)]));
   std::vector<Tensor> out;
   int64_t at = 0;
   for (int64_t s : sizes) {
-    out.push_back(slice(x, ax, at, at + s));
+    out.push_back(raw::slice(x, ax, at, at + s));
     at += s;
+  }
+  if (!GradMode::enabled() || !requires_grad(x)) return out;
+  auto node = std::make_shared<SplitNode>(ax);
+  node->next.push_back(gradient_edge(x));
+  for (const Tensor& p : out) node->outputs.push_back({p.shape(), p.dtype(), p.device()});
+  node->seq = next_node_seq();
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto m = std::make_shared<AutogradMeta>();
+    m->requires_grad = true;
+    m->grad_fn = node;
+    m->output_nr = uint32_t(i);
+    out[i].impl()->autograd = std::move(m);
   }
   return out;
 }

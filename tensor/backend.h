@@ -16,6 +16,8 @@ enum class UnaryOp : uint8_t {
   Clamp,   // min(max(x, p0), p1)
   Step,    // 1 where x > 0 else 0
   InRange, // 1 where p0 < x < p1 else 0
+  GeluTanhGrad,  // d/dx gelu_tanh(x)
+  SiluGrad,      // d/dx silu(x)
   Count
 };
 // Binary maps with NumPy broadcasting; comparisons return 1/0 in the inputs' dtype.
@@ -57,6 +59,23 @@ class Backend {
   // Counter-based draws into a contiguous tensor (see tensor/rng.h).
   virtual void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) = 0;
   virtual void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) = 0;
+
+  // Fused row kernels over the last axis (D) of contiguous tensors of one shape. A backend without one
+  // returns false and tensor/kernels.cpp composes the result from the kernels above instead. With
+  // x̂ = (x − mean x)·s, s = 1/sqrt(var x + eps) (biased variance), per row:
+  //   layer_norm_rows:     out = x̂
+  //   layer_norm_backward: out = s·(v − mean v − x̂·mean(v⊙x̂))    (the VJP of x ↦ x̂ for upstream v)
+  //   layer_norm_vjp:      dx, dv = the VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz
+  // and with r = 1/sqrt(mean(x²) + eps), y = x·r:
+  //   rms_norm_rows:       out = y
+  //   rms_norm_backward:   out = r·(g − y·mean(g⊙y))                (the VJP of x ↦ y for upstream g)
+  virtual bool layer_norm_rows(const Tensor&, const Tensor&, double) { return false; }
+  virtual bool layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) { return false; }
+  virtual bool layer_norm_vjp(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double) {
+    return false;
+  }
+  virtual bool rms_norm_rows(const Tensor&, const Tensor&, double) { return false; }
+  virtual bool rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) { return false; }
 };
 
 Backend& backend(Device d);

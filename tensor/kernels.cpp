@@ -1,6 +1,7 @@
 #include "tensor/kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <stdexcept>
 
@@ -8,7 +9,8 @@ namespace ponder {
 
 const char* unary_name(UnaryOp op) {
   static const char* names[] = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu_tanh",
-                                "silu", "abs", "sign", "pow", "affine", "clamp", "step", "in_range"};
+                                "silu", "abs", "sign", "pow", "affine", "clamp", "step", "in_range",
+                                "gelu_tanh_grad", "silu_grad"};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(UnaryOp::Count), "one name per UnaryOp");
   return names[size_t(op)];
 }
@@ -135,8 +137,38 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
   return s;
 }
 
+namespace {
+// Strides that show `t`'s elements, in row-major order, with shape `s`, when its strides allow that
+// without a copy (merged axes must be laid out contiguously with respect to each other; size-1 axes are
+// free); false otherwise. The rule of PyTorch's computeStride.
+bool view_strides(const Tensor& t, const Shape& s, Shape& out) {
+  const Shape &os = t.shape(), &ost = t.strides();
+  out.assign(s.size(), 0);
+  if (os.empty() || t.numel() == 0) return false;
+  int64_t view_d = int64_t(s.size()) - 1, chunk_base = ost.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = int64_t(os.size()) - 1; d >= 0; --d) {
+    tensor_numel *= os[size_t(d)];
+    if (d == 0 || (os[size_t(d - 1)] != 1 && ost[size_t(d - 1)] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || s[size_t(view_d)] == 1)) {
+        out[size_t(view_d)] = view_numel * chunk_base;
+        view_numel *= s[size_t(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base = ost[size_t(d - 1)];
+        tensor_numel = view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+}  // namespace
+
 Tensor reshape(const Tensor& t, const Shape& shape) {
   Shape s = infer_shape(shape, t.numel(), "reshape");
+  Shape st;
+  if (!t.is_contiguous() && view_strides(t, s, st)) return make_view(t, s, st, t.offset());
   Tensor c = contiguous(t);
   return make_view(c, s, contiguous_strides(s), c.offset());
 }
@@ -404,6 +436,126 @@ Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor
   be(src).scatter_add(out, ax, i, contiguous(src));
   flops::add(FlopCat::Elementwise, uint64_t(src.numel()));
   return out;
+}
+
+// ---- fused row kernels
+
+namespace {
+std::atomic<bool> g_fused{true};
+
+// x as a contiguous float tensor with at least one axis, and t broadcast to x's shape, contiguous.
+Tensor rows_input(const Tensor& x, const char* op) {
+  need(is_float(x.dtype()), std::string(op) + ": needs a floating tensor, got " + dtype_name(x.dtype()));
+  need(x.dim() >= 1, std::string(op) + ": needs at least one axis");
+  return contiguous(x);
+}
+Tensor rows_like(const Tensor& t, const Tensor& x, const char* op) {
+  check_same(op, x, t);
+  if (t.shape() == x.shape()) return contiguous(t);
+  need(shape_numel(broadcast_shapes(x.shape(), t.shape(), op)) == x.numel(),
+       std::string(op) + ": " + shape_str(t.shape()) + " does not broadcast to " + shape_str(x.shape()));
+  return clone(expand(t, x.shape()));
+}
+
+// The compositions: primitive kernels, each counting its own FLOPs. Means are over the last axis.
+Tensor row_mean(const Tensor& t, double shift = 0) {
+  return unary(UnaryOp::Affine, reduce(ReduceOp::Sum, t, {-1}, true), 1.0 / double(t.shape().back()), shift);
+}
+void ln_stats(const Tensor& x, double eps, Tensor& xh, Tensor& s) {
+  Tensor xc = binary(BinaryOp::Sub, x, row_mean(x));
+  s = unary(UnaryOp::Rsqrt, row_mean(binary(BinaryOp::Mul, xc, xc), eps));
+  xh = binary(BinaryOp::Mul, xc, s);
+}
+// s·(v − m1 − x̂·m2) with m1 = mean v, m2 = mean(v⊙x̂)
+Tensor ln_project(const Tensor& xh, const Tensor& s, const Tensor& v, const Tensor& m1, const Tensor& m2) {
+  return binary(BinaryOp::Mul, binary(BinaryOp::Sub, binary(BinaryOp::Sub, v, m1), binary(BinaryOp::Mul, xh, m2)), s);
+}
+void rms_stats(const Tensor& x, double eps, Tensor& y, Tensor& r) {
+  r = unary(UnaryOp::Rsqrt, row_mean(binary(BinaryOp::Mul, x, x), eps));
+  y = binary(BinaryOp::Mul, x, r);
+}
+
+// FLOPs of the compositions, for n elements in R rows (tests check the two paths count alike).
+void count(uint64_t n, uint64_t R, uint64_t el_n, uint64_t el_r, uint64_t red_n) {
+  flops::add(FlopCat::Elementwise, el_n * n + el_r * R);
+  flops::add(FlopCat::Reduction, red_n * n);
+}
+uint64_t rows_of(const Tensor& x) { return x.shape().back() ? uint64_t(x.numel() / x.shape().back()) : 0; }
+}  // namespace
+
+void set_fused_kernels(bool on) { g_fused.store(on); }
+bool fused_kernels() { return g_fused.load(); }
+
+Tensor layer_norm_rows(const Tensor& x, double eps) {
+  Tensor c = rows_input(x, "layer_norm_rows");
+  Tensor out = empty_like(c);
+  if (g_fused.load() && be(c).layer_norm_rows(out, c, eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 3, 3, 2);
+    return out;
+  }
+  Tensor xh, s;
+  ln_stats(c, eps, xh, s);
+  return xh;
+}
+
+Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
+  Tensor c = rows_input(x, "layer_norm_backward"), vc = rows_like(v, c, "layer_norm_backward");
+  Tensor out = empty_like(c);
+  if (g_fused.load() && be(c).layer_norm_backward(out, c, vc, eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 8, 5, 4);
+    return out;
+  }
+  Tensor xh, s;
+  ln_stats(c, eps, xh, s);
+  return ln_project(xh, s, vc, row_mean(vc), row_mean(binary(BinaryOp::Mul, vc, xh)));
+}
+
+std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps) {
+  Tensor c = rows_input(x, "layer_norm_vjp"), vc = rows_like(v, c, "layer_norm_vjp"),
+         gc = rows_like(dz, c, "layer_norm_vjp");
+  Tensor dx = empty_like(c), dv = empty_like(c);
+  if (g_fused.load() && be(c).layer_norm_vjp(dx, dv, c, vc, gc, eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 25, 12, 9);
+    return {dx, dv};
+  }
+  Tensor xh, s;
+  ln_stats(c, eps, xh, s);
+  Tensor m2 = row_mean(binary(BinaryOp::Mul, vc, xh));
+  Tensor z = ln_project(xh, s, vc, row_mean(vc), m2);
+  Tensor b = row_mean(binary(BinaryOp::Mul, gc, xh));
+  Tensor cz = row_mean(binary(BinaryOp::Mul, gc, z));
+  dv = ln_project(xh, s, gc, row_mean(gc), b);
+  // dx̂ = −s·(m2·dz + b·v);  dx = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂
+  Tensor dxh = binary(BinaryOp::Mul, binary(BinaryOp::Add, binary(BinaryOp::Mul, gc, m2), binary(BinaryOp::Mul, vc, b)),
+                      unary(UnaryOp::Neg, s));
+  Tensor proj = ln_project(xh, s, dxh, row_mean(dxh), row_mean(binary(BinaryOp::Mul, dxh, xh)));
+  dx = binary(BinaryOp::Sub, proj, binary(BinaryOp::Mul, xh, binary(BinaryOp::Mul, s, cz)));
+  return {dx, dv};
+}
+
+Tensor rms_norm_rows(const Tensor& x, double eps) {
+  Tensor c = rows_input(x, "rms_norm_rows");
+  Tensor out = empty_like(c);
+  if (g_fused.load() && be(c).rms_norm_rows(out, c, eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 2, 2, 1);
+    return out;
+  }
+  Tensor y, r;
+  rms_stats(c, eps, y, r);
+  return y;
+}
+
+Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
+  Tensor c = rows_input(x, "rms_norm_backward"), gc = rows_like(g, c, "rms_norm_backward");
+  Tensor out = empty_like(c);
+  if (g_fused.load() && be(c).rms_norm_backward(out, c, gc, eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 6, 3, 2);
+    return out;
+  }
+  Tensor y, r;
+  rms_stats(c, eps, y, r);
+  Tensor m = row_mean(binary(BinaryOp::Mul, gc, y));
+  return binary(BinaryOp::Mul, binary(BinaryOp::Sub, gc, binary(BinaryOp::Mul, y, m)), r);
 }
 
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {

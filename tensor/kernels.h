@@ -1,6 +1,7 @@
 // Raw tensor functions: shape checks, output allocation, FLOP accounting and device dispatch.
 // Nothing here records autograd history; autograd/ops.h wraps these into differentiable ops.
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "tensor/backend.h"
@@ -58,6 +59,19 @@ Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& 
 Tensor gather(const Tensor& x, int axis, const Tensor& idx);
 Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype);
+
+// ---- fused row kernels over the last axis (maps defined in tensor/backend.h). Each runs the device's fused
+// kernel when it has one, else the composition of the primitive kernels above that defines it (kept in
+// kernels.cpp as the reference); both count the FLOPs of that composition. v, g and dz broadcast to x.
+Tensor layer_norm_rows(const Tensor& x, double eps);                         // x̂
+Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);    // s·(v − mean v − x̂·mean(v⊙x̂))
+// The VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz: {dx, dv}.
+std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
+Tensor rms_norm_rows(const Tensor& x, double eps);                           // y = x·r
+Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);      // r·(g − y·mean(g⊙y))
+// Off: every fused row kernel runs as its composition (tests compare the two). On by default.
+void set_fused_kernels(bool on);
+bool fused_kernels();
 
 // Throws std::invalid_argument naming `op` when devices or dtypes of the operands differ.
 void check_same(const char* op, const Tensor& a, const Tensor& b);

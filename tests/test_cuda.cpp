@@ -343,7 +343,8 @@ TEST_CASE("cuda: every unary op matches the CPU on strided inputs") {
                    {UnaryOp::Sigmoid, 0, 0, false}, {UnaryOp::Relu, 0, 0, false},    {UnaryOp::GeluTanh, 0, 0, false},
                    {UnaryOp::Silu, 0, 0, false},   {UnaryOp::Abs, 0, 0, false},     {UnaryOp::Sign, 0, 0, false},
                    {UnaryOp::Pow, -1.5, 0, true},  {UnaryOp::Pow, 3, 0, false},     {UnaryOp::Affine, 2.5, -1, false},
-                   {UnaryOp::Clamp, -0.5, 0.7, false}, {UnaryOp::Step, 0, 0, false}, {UnaryOp::InRange, -0.5, 0.7, false}};
+                   {UnaryOp::Clamp, -0.5, 0.7, false}, {UnaryOp::Step, 0, 0, false}, {UnaryOp::InRange, -0.5, 0.7, false},
+                   {UnaryOp::GeluTanhGrad, 0, 0, false}, {UnaryOp::SiluGrad, 0, 0, false}};
   for (DType dt : {DType::F32, DType::F64})
     for (const U& u : ops) {
       INFO(unary_name(u.op), " ", dtype_name(dt));

@@ -2,9 +2,12 @@
 // gradgradcheck in float64; and every primitive Op is exercised by at least one case.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 
 #include "autograd/op_table.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
 
 using namespace ponder;
 
@@ -30,5 +33,37 @@ TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
       CHECK(r.grad.checked > 0);
       CHECK(r.gradgrad.checked > 0);
     }
+  }
+}
+
+TEST_CASE("fused row kernels equal their compositions of primitive kernels, in values and FLOP counts") {
+  Generator g(31);
+  for (DType dt : {DType::F64, DType::F32}) {
+    const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
+    Tensor x = raw::transpose(g.normal({37, 3, 5}, 0.3, 1.2, dt), 0, 2);  // (5, 3, 37), non-contiguous rows
+    Tensor v = g.normal({5, 3, 37}, 0, 1, dt), dz = g.normal({3, 37}, 0, 1, dt);  // dz broadcasts
+    auto run = [&](bool fused) {
+      raw::set_fused_kernels(fused);
+      FlopScope scope;
+      std::vector<Tensor> out{raw::layer_norm_rows(x, 1e-5), raw::layer_norm_backward(x, v, 1e-5),
+                              raw::layer_norm_vjp(x, v, dz, 1e-5).first, raw::layer_norm_vjp(x, dz, v, 1e-5).second,
+                              raw::rms_norm_rows(x, 1e-6), raw::rms_norm_backward(x, dz, 1e-6)};
+      raw::set_fused_kernels(true);
+      return std::make_pair(out, scope.counts());
+    };
+    auto [fused, fc] = run(true);
+    auto [plain, pc] = run(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      CAPTURE(i);
+      auto a = fused[i].to_vector(), b = plain[i].to_vector();
+      double err = 0, scale = 1e-30;
+      for (size_t k = 0; k < a.size(); ++k) {
+        err = std::max(err, std::abs(a[k] - b[k]));
+        scale = std::max(scale, std::abs(b[k]));
+      }
+      CHECK(err / scale <= tol);
+    }
+    CHECK(fc.category(FlopCat::Elementwise) == pc.category(FlopCat::Elementwise));
+    CHECK(fc.category(FlopCat::Reduction) == pc.category(FlopCat::Reduction));
   }
 }

@@ -147,6 +147,33 @@ class CpuBackend final : public Backend {
   }
   void one_hot(const Tensor& o, const Tensor& i) override { prof::Scope t(Kind::Copy, "one_hot"); cpu::one_hot(o, i); }
 
+  bool layer_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
+    prof::Scope t(Kind::Fused, "layer_norm");
+    cpu::layer_norm_rows(o, x, eps);
+    return true;
+  }
+  bool layer_norm_backward(const Tensor& o, const Tensor& x, const Tensor& v, double eps) override {
+    prof::Scope t(Kind::Fused, "layer_norm_backward");
+    cpu::layer_norm_backward(o, x, v, eps);
+    return true;
+  }
+  bool layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz,
+                      double eps) override {
+    prof::Scope t(Kind::Fused, "layer_norm_vjp");
+    cpu::layer_norm_vjp(dx, dv, x, v, dz, eps);
+    return true;
+  }
+  bool rms_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
+    prof::Scope t(Kind::Fused, "rms_norm");
+    cpu::rms_norm_rows(o, x, eps);
+    return true;
+  }
+  bool rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
+    prof::Scope t(Kind::Fused, "rms_norm_backward");
+    cpu::rms_norm_backward(o, x, g, eps);
+    return true;
+  }
+
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
     prof::Scope t(Kind::Copy, "rng");
     PONDER_DISPATCH_FLOAT(out.dtype(), "rng_uniform", [&] {

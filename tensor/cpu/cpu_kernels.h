@@ -20,6 +20,12 @@ void index_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src
 void gather(const Tensor& out, const Tensor& x, int axis, const Tensor& idx);
 void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src);
 void one_hot(const Tensor& out, const Tensor& idx);
+// Fused row kernels on contiguous tensors of one shape (definitions in tensor/backend.h; cpu/norm.cpp).
+void layer_norm_rows(const Tensor& out, const Tensor& x, double eps);
+void layer_norm_backward(const Tensor& out, const Tensor& x, const Tensor& v, double eps);
+void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
+void rms_norm_rows(const Tensor& out, const Tensor& x, double eps);
+void rms_norm_backward(const Tensor& out, const Tensor& x, const Tensor& g, double eps);
 
 // Freed CPU blocks wait in a cache keyed by size for the next request of that size (tensor/cpu/backend.cpp),
 // up to a limit (1 GiB unless set); a block that would exceed it is returned to the system.

@@ -90,6 +90,8 @@ bool unary_f32_vec(UnaryOp op, const Tensor& out, const Tensor& x) {
     case UnaryOp::Sigmoid: map1_f32v(out, x, [](vf v) { return vmath::sigmoid_v(v); }); return true;
     case UnaryOp::Silu: map1_f32v(out, x, [](vf v) { return vmath::silu_v(v); }); return true;
     case UnaryOp::GeluTanh: map1_f32v(out, x, [](vf v) { return vmath::gelu_tanh_v(v); }); return true;
+    case UnaryOp::GeluTanhGrad: map1_f32v(out, x, [](vf v) { return vmath::gelu_tanh_grad_v(v); }); return true;
+    case UnaryOp::SiluGrad: map1_f32v(out, x, [](vf v) { return vmath::silu_grad_v(v); }); return true;
     default: return false;
   }
 }
@@ -98,6 +100,21 @@ template <class T>
 T gelu_tanh(T x) {
   const T c = T(0.7978845608028654);  // sqrt(2/pi)
   return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+}
+
+// d/dx gelu_tanh(x) = ½(1 + t) + ½x(1 − t²)·c(1 + 3a·x²), t = tanh(c(x + a·x³)).
+template <class T>
+T gelu_tanh_grad(T x) {
+  const T c = T(0.7978845608028654), a = T(0.044715);
+  const T t = std::tanh(c * (x + a * x * x * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(3) * a * x * x);
+}
+
+// d/dx silu(x) = σ(x)·(1 + x·(1 − σ(x))).
+template <class T>
+T silu_grad(T x) {
+  const T s = T(1) / (T(1) + std::exp(-x));
+  return s * (T(1) + x * (T(1) - s));
 }
 
 template <class T>
@@ -122,6 +139,8 @@ void unary_t(UnaryOp op, T p0, T p1, const Tensor& out, const Tensor& x) {
     case UnaryOp::Clamp: return map1<T, T>(out, x, [p0, p1](T v) { return v < p0 ? p0 : (v > p1 ? p1 : v); });
     case UnaryOp::Step: return map1<T, T>(out, x, [](T v) { return v > T(0) ? T(1) : T(0); });
     case UnaryOp::InRange: return map1<T, T>(out, x, [p0, p1](T v) { return v > p0 && v < p1 ? T(1) : T(0); });
+    case UnaryOp::GeluTanhGrad: return map1<T, T>(out, x, [](T v) { return gelu_tanh_grad(v); });
+    case UnaryOp::SiluGrad: return map1<T, T>(out, x, [](T v) { return silu_grad(v); });
     case UnaryOp::Count: break;
   }
   throw std::invalid_argument("cpu::unary: unknown op");

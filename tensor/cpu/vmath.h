@@ -70,6 +70,20 @@ inline vf gelu_tanh_v(vf x) {
   return x / (1.0f + exp_v(-c2 * (x + 0.044715f * x * x * x)));
 }
 
+// d/dx gelu_tanh = σ(2u) + 2x·σ(2u)(1 − σ(2u))·u', u = c(x + a·x³), u' = c(1 + 3a·x²): the usual
+// ½(1 + tanh u) + ½x(1 − tanh² u)·u' with 1 + tanh u = 2σ(2u), which does not cancel for u ≪ 0.
+inline vf gelu_tanh_grad_v(vf x) {
+  const float c = 0.7978845608028654f, a = 0.044715f;
+  const vf x2 = x * x;
+  const vf s = sigmoid_v(2.0f * c * (x + a * x2 * x));
+  return s + 2.0f * x * s * (1.0f - s) * (c * (1.0f + 3.0f * a * x2));
+}
+// d/dx silu = σ(x)·(1 + x·(1 − σ(x))).
+inline vf silu_grad_v(vf x) {
+  const vf s = sigmoid_v(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
 // y[i] = f(x[i]) for n contiguous floats, 8 at a time; the tail goes through a zero-padded vector.
 template <class F>
 void map_f32(float* y, const float* x, int64_t n, F f) {

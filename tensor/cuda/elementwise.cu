@@ -51,6 +51,15 @@ struct UnaryFn {
       case UnaryOp::Clamp: return v < p0 ? p0 : (v > p1 ? p1 : v);
       case UnaryOp::Step: return v > T(0) ? T(1) : T(0);
       case UnaryOp::InRange: return v > p0 && v < p1 ? T(1) : T(0);
+      case UnaryOp::GeluTanhGrad: {
+        const T c = T(0.7978845608028654), a = T(0.044715);
+        const T t = m_tanh(c * (v + a * v * v * v));
+        return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * c * (T(1) + T(3) * a * v * v);
+      }
+      case UnaryOp::SiluGrad: {
+        const T s = T(1) / (T(1) + m_exp(-v));
+        return s * (T(1) + v * (T(1) - s));
+      }
       default: return v;  // unreachable: unary() rejects unknown ops on the host
     }
   }
