@@ -84,15 +84,12 @@ std::vector<Tensor> Embedding::parameters() const { return {weight}; }
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   check_norm_param("layer_norm", "gamma", x, gamma);
   check_norm_param("layer_norm", "beta", x, beta);
-  Tensor d = sub(x, mean(x, {-1}, true));     // (…, D)
-  Tensor var = mean(mul(d, d), {-1}, true);   // (…, 1), biased
-  return add(mul(mul(d, rsqrt(affine(var, 1, eps))), gamma), beta);
+  return add(mul(layer_norm_rows(x, eps), gamma), beta);  // biased variance
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_norm_param("rms_norm", "weight", x, weight);
-  Tensor ms = mean(mul(x, x), {-1}, true);  // (…, 1)
-  return mul(mul(x, rsqrt(affine(ms, 1, eps))), weight);
+  return mul(rms_norm_rows(x, eps), weight);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {

@@ -14,12 +14,7 @@ InnerState InnerState::from(const std::vector<Tensor>& t, bool mlp) {
   return {t[0], t[1], {}, {}};
 }
 
-Tensor inner_ln(const Tensor& z, const InnerNorm& n) {
-  Tensor mu = mean(z, {-1}, true);
-  Tensor xc = sub(z, mu);
-  Tensor rstd = rsqrt(affine(mean(mul(xc, xc), {-1}, true), 1.0, n.eps));
-  return add(mul(mul(xc, rstd), n.gamma), n.beta);
-}
+Tensor inner_ln(const Tensor& z, const InnerNorm& n) { return add(mul(layer_norm_rows(z, n.eps), n.gamma), n.beta); }
 
 Tensor f_res(const InnerState& s, const Tensor& x) {
   Tensor z1 = add(matmul(x, s.W1), s.b1);
@@ -37,24 +32,13 @@ Tensor inner_loss_rows(const InnerState& s, const Tensor& xk, const Tensor& targ
 }
 
 Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const InnerNorm& n) {
-  const double D = double(z.shape().back());
-  Tensor mu = mean(z, {-1}, true);
-  Tensor xc = sub(z, mu);
-  Tensor stdv = sqrt(affine(mean(mul(xc, xc), {-1}, true), 1.0, n.eps));  // (…, rows, 1)
-  Tensor xhat = div(xc, stdv);
-  Tensor y = add(mul(xhat, n.gamma), n.beta);
-  Tensor gy = mul(sub(y, target), n.gamma);
-  // (D·gy − Σgy − x̂·Σ(gy⊙x̂)) / (D·σ)
-  Tensor num = sub(sub(affine(gy, D, 0), sum(gy, {-1}, true)), mul(xhat, sum(mul(gy, xhat), {-1}, true)));
-  return div(num, affine(stdv, D, 0));
+  // gy = (γ⊙x̂ + β − target)⊙γ, then (D·gy − Σgy − x̂·Σ(gy⊙x̂)) / (D·σ) = layer_norm_backward(z, gy): the
+  // closed form of ttt.md §1.6 as one fused op, whose own gradient (§2.2) is one fused kernel too.
+  Tensor y = add(mul(layer_norm_rows(z, n.eps), n.gamma), n.beta);
+  return layer_norm_backward(z, mul(sub(y, target), n.gamma), n.eps);
 }
 
-Tensor gelu_grad(const Tensor& x) {
-  const double c = 0.7978845608028654, a = 0.044715;
-  Tensor x2 = mul(x, x);
-  Tensor t = tanh(mul(affine(x2, c * a, c), x));
-  return add(mul(mul(affine(x, 0.5, 0), affine(mul(t, t), -1, 1)), affine(x2, 3 * c * a, c)), affine(t, 0.5, 0.5));
-}
+Tensor gelu_grad(const Tensor& x) { return gelu_tanh_grad(x); }
 
 Tensor inner_output(const InnerState& s, const Tensor& xq, const InnerNorm& n) {
   return add(xq, inner_ln(f_res(s, xq), n));

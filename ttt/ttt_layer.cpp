@@ -104,6 +104,10 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
                       const Tensor& gamma, const Tensor& beta, int64_t u0, int64_t u1, const TTTRun& run,
                       std::vector<int>& decided, bool replay) const {
   const int64_t b = cfg_.mini_batch;
+  // The units' inputs as pieces of one split each: their gradients come back as one concatenation.
+  const std::vector<int64_t> sizes(size_t(u1 - u0), b);
+  const std::vector<Tensor> qs = split(xq, sizes, 2), ks = split(xk, sizes, 2), vs = split(xv, sizes, 2),
+                            es = split(eta, std::vector<int64_t>(size_t(u1 - u0), 1), 2);
   std::vector<Tensor> outs;
   for (int64_t u = u0; u < u1; ++u) {
     const int64_t local = u - u0;
@@ -118,9 +122,8 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
       decided.push_back(steps);
     }
     UnitCost cost{layer_, u, steps, 0, 0, 0, 0};
-    Tensor e = squeeze(slice(eta, 2, local, local + 1), 2);  // (B, H, b, b)
-    outs.push_back(unit_step(state, units(xq, local, local + 1, b), units(xk, local, local + 1, b),
-                             units(xv, local, local + 1, b), e, gamma, beta, steps, run, cost));
+    const size_t i = size_t(local);
+    outs.push_back(unit_step(state, qs[i], ks[i], vs[i], squeeze(es[i], 2), gamma, beta, steps, run, cost));
     if (run.costs && !replay) run.costs->push_back(cost);
   }
   return outs.size() == 1 ? outs[0] : cat(outs, 2);
