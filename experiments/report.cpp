@@ -188,14 +188,14 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   for (const MethodResult& m : r.methods) {
     if (m.curve.empty()) continue;
     const rl::IterationStats &first = m.curve.front(), &last = m.curve.back();
-    learned << "- `" << m.name << "`: " << m.detail << ". Training (sampled decisions on the training windows), "
-            << "first → last iteration: unit loss " << fmt("%.4f", first.loss) << " → " << fmt("%.4f", last.loss)
+    learned << "- `" << m.name << "`: " << m.detail << ". Training (sampled decisions; each iteration sees other "
+            << "windows, so the loss moves with the text too), first → last iteration: unit loss " << fmt("%.4f", first.loss) << " → " << fmt("%.4f", last.loss)
             << " nats, mean K " << fmt("%.2f", first.mean_k) << " → " << fmt("%.2f", last.mean_k) << ", E_π[K] "
             << fmt("%.2f", first.expected_k) << " → " << fmt("%.2f", last.expected_k) << ", entropy "
             << fmt("%.3f", first.entropy) << " → " << fmt("%.3f", last.entropy) << " nats.";
     if (base) {
       const double saved = seed_mean(*base, inner_of) - seed_mean(m, inner_of), over = seed_mean(m, overhead_of);
-      learned << " Policy overhead " << fmt("%.4g", over) << " FLOPs/token (features, inner-loss probe, policy net) "
+      learned << " Policy overhead " << fmt("%.4g", over) << " FLOPs/token (its features and its network) "
               << "against " << fmt("%.4g", saved) << " inner FLOPs/token saved vs " << base_name << ": net "
               << fmt("%+.4g", saved - over) << " FLOPs/token (" << (saved - over > 0 ? "a saving" : "a loss") << ").";
     }
