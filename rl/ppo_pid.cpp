@@ -53,6 +53,17 @@ std::pair<Tensor, Tensor> action_log_probs(policy::LearnedPolicy& policy, const 
   return {chosen, entropy};
 }
 
+// 0.5·mean((V − R)²), or with clip > 0 the pessimistic clipped form of cleanrl's clip_vloss (rl_stats.md §3).
+Tensor critic_loss(const Tensor& v, const Tensor& v_old, const Tensor& ret, double clip) {
+  Tensor d = sub(v, ret);
+  Tensor sq = mul(d, d);
+  if (clip > 0) {
+    Tensor dc = sub(add(v_old, clamp(sub(v, v_old), -clip, clip)), ret);
+    sq = maximum(sq, mul(dc, dc));
+  }
+  return mul(mean(sq), scalar_like(sq, 0.5));
+}
+
 }  // namespace
 
 std::vector<IterationStats> train_ppo_pid(policy::LearnedPolicy& policy, Env& env, const PpoPidConfig& cfg,
@@ -104,6 +115,7 @@ std::vector<IterationStats> train_ppo_pid(policy::LearnedPolicy& policy, Env& en
     Boundaries end;
     end.terminated.assign(size_t(T), false);
     end.terminated.back() = true;
+    std::vector<std::vector<double>> old_r(static_cast<size_t>(B)), old_c(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) {
       std::vector<double> r, c, vr_b(v_r.begin() + b * T, v_r.begin() + (b + 1) * T),
           vc_b(v_c.begin() + b * T, v_c.begin() + (b + 1) * T);
@@ -112,7 +124,7 @@ std::vector<IterationStats> train_ppo_pid(policy::LearnedPolicy& policy, Env& en
         c.push_back(cscale(ts[size_t(b)].cost[size_t(u)]));
       }
       GaeResult gr = gae(r, vr_b, end, cfg.gamma, cfg.gae_lambda), gc = gae(c, vc_b, end, cfg.gamma, cfg.gae_lambda);
-      adv_r[size_t(b)] = gr.advantages, ret_r[size_t(b)] = gr.returns;
+      adv_r[size_t(b)] = gr.advantages, ret_r[size_t(b)] = gr.returns, old_r[size_t(b)] = vr_b, old_c[size_t(b)] = vc_b;
       adv_c[size_t(b)] = gc.advantages, ret_c[size_t(b)] = gc.returns;
     }
     // Reward and cost advantages standardised separately so λ weighs comparable scales, then combined.
@@ -144,9 +156,8 @@ std::vector<IterationStats> train_ppo_pid(policy::LearnedPolicy& policy, Env& en
         const ClippedSurrogate surr = clipped_surrogate(logratio, normalize_advantages(gather_rows(adv, pick)), cfg.clip);
         // Σ logπ·∂L/∂logratio has the surrogate's gradient (logπ_old is a constant).
         Tensor pg = sum(mul(logp, Tensor::from_vector(surr.grad_logratio, {b, T}, logp.dtype())));
-        Tensor dr = sub(critic_values(*vr, x), value_batch(ret_r, pick));
-        Tensor dc = sub(critic_values(*vc, x), value_batch(ret_c, pick));
-        Tensor lv = mul(add(mean(mul(dr, dr)), mean(mul(dc, dc))), scalar_like(dr, 0.5));
+        Tensor lv = add(critic_loss(critic_values(*vr, x), value_batch(old_r, pick), value_batch(ret_r, pick), cfg.clip_value),
+                        critic_loss(critic_values(*vc, x), value_batch(old_c, pick), value_batch(ret_c, pick), cfg.clip_value));
         Tensor total = add(sub(pg, mul(ent, scalar_like(ent, cfg.ent_coef))), mul(lv, scalar_like(lv, cfg.vf_coef)));
         opt.zero_grad();
         backward(total);

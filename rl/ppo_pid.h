@@ -25,6 +25,10 @@ struct PpoPidConfig {
   // what the cost is measured in (cost_limit is set to 1).
   PidConfig pid = {.kp = 1.0, .ki = 0.2, .kd = 0.0, .d_delay = 1, .alpha_p = 0.0, .alpha_d = 0.0,
                    .lambda_init = 0.0, .cost_limit = 1.0};
+  // > 0: clip the critics' updates around their pre-update values, 0.5·mean(max((V−R)², (V_clip−R)²)) with
+  // V_clip = V_old + clip(V − V_old, ±clip_value) (cleanrl clip_vloss). Off by default (P3: the clip acts on
+  // absolute value differences; here values are in units of the warm-up batch's reward spread).
+  double clip_value = 0;
   double target_kl = 0;   // > 0: stop an iteration's epochs once the last minibatch's approx-KL exceeds it (cleanrl)
   uint64_t seed = 0;
 };
