@@ -329,12 +329,49 @@ TEST_CASE("a NaN loss stops the run naming the step and the last good checkpoint
   const std::string e = error_of([&] { train_loop(t, o); });
   MESSAGE(e);
   CHECK(e.find("loss is nan at step ") == 0);
+  // …and where it began: a parameter or, with every parameter finite, the first activation.
+  CHECK((e.find("; the first non-finite activation is block") != std::string::npos ||
+         e.find("; parameter ") != std::string::npos));
   CHECK(e.find("last good checkpoint: '" + path + "' (step 5)") != std::string::npos);
   CHECK(slurp(path) == saved);
 
   // Without any checkpoint the message says so.
   Trainer fresh(c.model, c.train, moby().train);
   CHECK(error_of([&] { train_loop(fresh, TrainLoopOptions{}); }).find("none (no checkpoint") != std::string::npos);
+}
+
+TEST_CASE("a non-finite loss names the first parameter or activation that is not finite") {
+  const RunConfig c = ci_config(10);
+  auto set = [](const Trainer& t, const std::string& label, double value) {
+    const auto labels = t.model().parameter_labels();
+    const auto params = t.model().parameters();
+    REQUIRE(labels.size() == params.size());
+    for (size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] == label) return raw::fill_(params[i], value);
+    FAIL("no parameter " << label);
+  };
+  {
+    Trainer t(c.model, c.train, moby().train);
+    set(t, "block1.ttt.post_gamma", std::nan(""));
+    const std::string e = error_of([&] { t.step(); });
+    MESSAGE(e);
+    CHECK(e.find("at step 1; parameter block1.ttt.post_gamma ('block1.") != std::string::npos);
+    CHECK(e.find("64 NaN and 0 Inf among 64 values") != std::string::npos);
+  }
+  {
+    // Finite weights whose SwiGLU product overflows float32: silu(x·w1)⊙(x·w3) ≈ 1e21·1e21.
+    Trainer t(c.model, c.train, moby().train);
+    set(t, "block0.ffn.w1", 1e20);
+    set(t, "block0.ffn.w3", 1e20);
+    const std::string e = error_of([&] { t.step(); });
+    MESSAGE(e);
+    CHECK(e.find("the first non-finite activation is block0.ffn [4, 64, 64]") != std::string::npos);
+  }
+  // The labels follow named_parameters() one for one.
+  Trainer t(c.model, c.train, moby().train);
+  CHECK(t.model().parameter_labels().size() == t.model().named_parameters().size());
+  CHECK(t.model().parameter_labels().front() == "emb.weight");
+  CHECK(t.model().parameter_labels().back() == "final_norm.weight");
 }
 
 TEST_CASE("evaluation: FLOPs per token grow with K, bits per byte are finite, per-position losses average") {

@@ -114,6 +114,18 @@ std::vector<Tensor> Block::parameters() const {
   return p;
 }
 
+std::vector<std::string> Block::parameter_names() const {
+  std::vector<std::string> n;
+  if (conv_w.defined()) n.insert(n.end(), {"conv_norm.weight", "conv_w", "conv_b"});
+  n.push_back("seq_norm.weight");
+  if (is_ttt)
+    for (const std::string& t : ttt.parameter_names()) n.push_back("ttt." + t);
+  else
+    n.insert(n.end(), {"attn.wq", "attn.wk", "attn.wv", "attn.wo"});
+  n.insert(n.end(), {"ffn_norm.weight", "ffn.w1", "ffn.w3", "ffn.w2"});
+  return n;
+}
+
 // ---- model
 
 Model::Model(const ModelConfig& cfg, uint64_t seed, DType dt) : cfg_(cfg), dtype_(dt) {
@@ -157,15 +169,33 @@ Tensor Model::forward_chunk(const Tensor& ids, ModelState& st, const TTTRun& run
     st.pre_conv_hist.resize(blocks_.size());
   }
   Tensor h = emb_.forward(ids);  // (B, N, d)
+  if (run.watch) run.watch("embedding", h);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
+    const std::string where = "block" + std::to_string(l) + ".";
+    auto seen = [&](const std::string& what, const Tensor& t) {
+      if (run.watch) run.watch(where + what, t);
+    };
     if (b.conv_w.defined()) h = add(h, causal_conv_chunk(b.conv_norm.forward(h), st.pre_conv_hist[l], b.conv_w, b.conv_b));
     Tensor x = b.seq_norm.forward(h);
-    h = add(h, b.is_ttt ? b.ttt.forward_chunk(x, st.ttt[l], run) : b.attn.forward_chunk(x, st.kv[l]));
-    h = add(h, b.ffn.forward(b.ffn_norm.forward(h)));
+    seen("seq_norm", x);
+    Tensor mixed;
+    if (b.is_ttt && run.watch) {
+      TTTRun r = run;
+      r.watch = [&](const std::string& what, const Tensor& t) { run.watch(where + "ttt." + what, t); };
+      mixed = b.ttt.forward_chunk(x, st.ttt[l], r);
+    } else {
+      mixed = b.is_ttt ? b.ttt.forward_chunk(x, st.ttt[l], run) : b.attn.forward_chunk(x, st.kv[l]);
+    }
+    seen(b.is_ttt ? "ttt" : "attention", mixed);
+    h = add(h, mixed);
+    Tensor f = b.ffn.forward(b.ffn_norm.forward(h));
+    seen("ffn", f);
+    h = add(h, f);
   }
   st.tokens += ids.shape()[1];
   h = final_norm_.forward(h);
+  if (run.watch) run.watch("final_norm", h);
   return matmul(h, cfg_.tie_embeddings ? transpose(emb_.weight, 0, 1) : head_);  // (B, N, V)
 }
 
@@ -205,6 +235,15 @@ std::vector<std::pair<std::string, Tensor>> Model::named_parameters() const {
   }
   p.push_back({"final_norm", final_norm_.weight});
   return p;
+}
+
+std::vector<std::string> Model::parameter_labels() const {
+  std::vector<std::string> n{"emb.weight"};
+  if (head_.defined()) n.push_back("head");
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    for (const std::string& p : blocks_[l].parameter_names()) n.push_back("block" + std::to_string(l) + "." + p);
+  n.push_back("final_norm.weight");
+  return n;
 }
 
 Model& Model::to(Device device) {

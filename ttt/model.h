@@ -71,6 +71,7 @@ struct Block {
   Attention attn;
   SwiGLU ffn;
   std::vector<Tensor> parameters() const;
+  std::vector<std::string> parameter_names() const;  // same order: "seq_norm.weight", "ttt.W1", "ffn.w2", …
 };
 
 // Everything a model carries from one chunk of a sequence to the next.
@@ -97,6 +98,8 @@ class Model {
   std::vector<Tensor> parameters() const;
   // Named parameters in a fixed order (checkpoints).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  // What each of named_parameters() is, in the same order ("block1.ttt.W1", "final_norm.weight", …).
+  std::vector<std::string> parameter_labels() const;
   int64_t num_parameters() const;
   // Moves every parameter to `device` in place (move_to_device_ in autograd/nn.h), so an optimiser made
   // before keeps working on them. Parameters are created on the CPU (the initialisation is the same on

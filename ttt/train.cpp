@@ -57,6 +57,18 @@ void load_into(const std::vector<std::pair<std::string, Tensor>>& names, const s
   }
 }
 
+// "3 NaN and 1 Inf among 4096 values" when t holds non-finite values, else "".
+std::string non_finite(const Tensor& t) {
+  int64_t nan = 0, inf = 0;
+  for (double v : t.to_vector()) {
+    nan += std::isnan(v);
+    inf += std::isinf(v);
+  }
+  if (nan + inf == 0) return "";
+  return std::to_string(nan) + " NaN and " + std::to_string(inf) + " Inf among " + std::to_string(t.numel()) +
+         " values";
+}
+
 }  // namespace
 
 void TrainConfig::validate(const ModelConfig& model) const {
@@ -137,12 +149,20 @@ StepStats Trainer::step() {
   FlopScope grad_scope;
   for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
     const data::Batch batch = sampler_.next();
+    const uint64_t schedule_at = schedule_gen_.counter();
     auto t0 = std::chrono::steady_clock::now();
     Tensor loss = mean(model_.token_losses(batch.input, batch.target, run));
     const double value = loss.item();
     st.forward_s += since(t0);
-    if (!std::isfinite(value))
-      throw NonFiniteError("loss is " + std::to_string(value) + " at step " + std::to_string(st.step), st.step);
+    if (!std::isfinite(value)) {
+      schedule_gen_.set_state(cfg_.seed + kScheduleStream, schedule_at);  // the same step counts again
+      RandomSchedule again(cfg_.step_options, schedule_gen_);
+      TTTRun rerun = run;
+      rerun.schedule = run.schedule ? &again : nullptr;
+      throw NonFiniteError("loss is " + std::to_string(value) + " at step " + std::to_string(st.step) + "; " +
+                               trace_non_finite(batch, rerun),
+                           st.step);
+    }
     st.loss += value / double(cfg_.grad_accum);
     st.tokens += batch.input.numel();
     t0 = std::chrono::steady_clock::now();
@@ -154,14 +174,54 @@ StepStats Trainer::step() {
   FlopScope optim_scope;
   const double clip = cfg_.grad_clip > 0 ? cfg_.grad_clip : std::numeric_limits<double>::infinity();
   st.grad_norm = clip_grad_norm(opt_.params(), clip);
-  if (!std::isfinite(st.grad_norm))
-    throw NonFiniteError("gradient norm is " + std::to_string(st.grad_norm) + " at step " + std::to_string(st.step),
+  if (!std::isfinite(st.grad_norm)) {
+    std::string where = "every gradient is finite: their squared norm overflowed";
+    const auto named = model_.named_parameters();
+    const auto labels = model_.parameter_labels();
+    for (size_t i = 0; i < named.size(); ++i) {
+      const Tensor g = grad_of(named[i].second);
+      const std::string bad = g.defined() ? non_finite(g) : "";
+      if (bad.empty()) continue;
+      where = "the first parameter with a non-finite gradient is " + labels[i] + " ('" + named[i].first + "', " +
+              shape_str(g.shape()) + "): " + bad;
+      break;
+    }
+    throw NonFiniteError("gradient norm is " + std::to_string(st.grad_norm) + " at step " + std::to_string(st.step) +
+                             "; " + where,
                          st.step);
+  }
   opt_.step();
   st.optim_flops = optim_scope.counts();
   st.optim_s = since(t0);
   step_ = st.step;
   return st;
+}
+
+std::string Trainer::trace_non_finite(const data::Batch& batch, const TTTRun& run) const {
+  const auto named = model_.named_parameters();
+  const auto labels = model_.parameter_labels();
+  for (size_t i = 0; i < named.size(); ++i) {
+    const std::string bad = non_finite(named[i].second);
+    if (!bad.empty())
+      return "parameter " + labels[i] + " ('" + named[i].first + "', " + shape_str(named[i].second.shape()) +
+             ") holds " + bad;
+  }
+  // The parameters are finite: repeat the forward pass without recording and watch the activations.
+  NoGradGuard ng;
+  std::string first;
+  TTTRun watched = run;
+  watched.watch = [&](const std::string& where, const Tensor& t) {
+    if (!first.empty()) return;
+    const std::string bad = non_finite(t);
+    if (!bad.empty()) first = where + " " + shape_str(t.shape()) + ": " + bad;
+  };
+  const Tensor losses = model_.token_losses(batch.input, batch.target, watched);
+  if (first.empty()) {
+    const std::string bad = non_finite(losses);
+    if (!bad.empty()) first = "the token losses (the logits are finite) " + shape_str(losses.shape()) + ": " + bad;
+  }
+  return first.empty() ? "the repeated forward pass gave finite activations and losses"
+                       : "the first non-finite activation is " + first;
 }
 
 Checkpoint Trainer::checkpoint(const std::string& config_text, std::vector<std::pair<std::string, std::string>> meta) {

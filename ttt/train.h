@@ -100,6 +100,10 @@ class Trainer {
   void restore(const Checkpoint& ck);
 
  private:
+  // Why a step's loss came out non-finite: the first parameter holding NaN/Inf, else the first activation
+  // (in forward order, by name) that is non-finite when `batch` goes through the model again under `run`.
+  std::string trace_non_finite(const data::Batch& batch, const TTTRun& run) const;
+
   TrainConfig cfg_;
   Model model_;
   AdamW opt_;

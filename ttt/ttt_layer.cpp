@@ -67,6 +67,18 @@ std::vector<Tensor> TTTLayer::parameters() const {
   return p;
 }
 
+std::vector<std::string> TTTLayer::parameter_names() const {
+  const std::pair<const Tensor*, const char*> all[] = {
+      {&wq, "wq"}, {&wk, "wk"}, {&wv, "wv"}, {&wo, "wo"}, {&wg, "wg"}, {&conv_q_w, "conv_q_w"},
+      {&conv_q_b, "conv_q_b"}, {&conv_k_w, "conv_k_w"}, {&conv_k_b, "conv_k_b"}, {&lr_w, "lr_w"},
+      {&lr_b, "lr_b"}, {&token_idx, "token_idx"}, {&ln_gamma, "ln_gamma"}, {&ln_beta, "ln_beta"}, {&W1, "W1"},
+      {&b1, "b1"}, {&W2, "W2"}, {&b2, "b2"}, {&post_gamma, "post_gamma"}, {&post_beta, "post_beta"}};
+  std::vector<std::string> names;
+  for (const auto& [t, name] : all)
+    if (t->defined()) names.push_back(name);
+  return names;
+}
+
 Tensor TTTLayer::unit_step(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                            const Tensor& gamma, const Tensor& beta, int steps, const TTTRun& run,
                            UnitCost& cost) const {
@@ -125,6 +137,7 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
     const size_t i = size_t(local);
     outs.push_back(unit_step(state, qs[i], ks[i], vs[i], squeeze(es[i], 2), gamma, beta, steps, run, cost));
     if (run.costs && !replay) run.costs->push_back(cost);
+    if (run.watch) run.watch("unit" + std::to_string(u) + ".out", outs.back());
   }
   return outs.size() == 1 ? outs[0] : cat(outs, 2);
 }
@@ -191,6 +204,12 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   for (int64_t i = 0; i < b; ++i) inv[size_t(i)] = 1.0 / double(i + 1);
   Tensor tok = relu(add(raw::to_device(Tensor::from_vector(inv, {b}, u.dtype()), u.device()), token_idx));
   Tensor eta = mul(mul(lr, reshape(tok, {b, 1})), scalar_like(u, cfg_.base_lr * run.lr_mult / double(f)));
+  if (run.watch) {
+    run.watch("xq", xq);
+    run.watch("xk", xk);
+    run.watch("xv", xv);
+    run.watch("eta", eta);
+  }
 
   // The inner state starts from the learned W0 for every sequence.
   auto batch = [&](const Tensor& p) {
@@ -249,6 +268,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   // Heads back together, post-norm, gate, output projection (§1.10).
   Tensor z = reshape(permute(out, {0, 2, 1, 3}), {B, N, d});
   z = layer_norm(z, post_gamma, post_beta, 1e-6);
+  if (run.watch) run.watch("post_norm", z);
   if (cfg_.gate) z = mul(gelu_tanh(matmul(u, wg)), z);
   return matmul(z, wo);
 }

@@ -5,6 +5,8 @@
 // The scan over units runs either the dual form (closed-form inner gradients) or the iterative
 // path (inner gradients from the engine), under a step schedule.
 #pragma once
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "autograd/nn.h"
@@ -40,6 +42,9 @@ struct TTTRun {
   int64_t remat_group = 0;           // units per rematerialised group; 0 = store everything
   std::vector<UnitCost>* costs = nullptr;
   InnerState* final_state = nullptr;  // receives the state after the last unit (B, H, …)
+  // When set, sees the main activations of the pass in forward order, by name ("xq", "eta", "unit3.out",
+  // …; the model prefixes "block<l>.ttt."): how a non-finite loss is traced to where it began.
+  std::function<void(const std::string&, const Tensor&)> watch;
 };
 
 // What the layer carries from one chunk of a sequence to the next.
@@ -67,6 +72,8 @@ class TTTLayer : public Module {
   // size): a chunk continues from `state` and advances it. Chunked and whole-sequence outputs agree.
   Tensor forward_chunk(const Tensor& u, TTTLayerState& state, const TTTRun& run) const;
   std::vector<Tensor> parameters() const override;
+  // Names of parameters(), in the same order ("wq", "W1", "post_gamma", …).
+  std::vector<std::string> parameter_names() const;
   const TTTConfig& config() const { return cfg_; }
   Probe probe(const TTTLayerState& state, bool with_grad) const;
 
