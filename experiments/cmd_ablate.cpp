@@ -38,6 +38,7 @@ void run(const AblateArgs& a) {
   const std::vector<AblationGroup> groups =
       select_groups(ablation_groups(opt.learn, m.model.config().mini_batch, opt.seq_len), a.groups);
   opt.methods = ablation_methods(groups, opt.budget_k);
+  opt.frontier_mus.clear();  // no oracle here: its frontier would only cost time
   std::fprintf(stderr, "ablate: device %s; %zu cells (%s) × %lld seeds × %lld windows\n", describe_device(device).c_str(),
                opt.methods.size() - 1, a.groups.empty() ? "all groups" : a.groups.c_str(), (long long)opt.seeds,
                (long long)opt.windows_per_seed);
