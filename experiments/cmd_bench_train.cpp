@@ -1,7 +1,9 @@
 // `ponder bench train`: training throughput of a config's model on its corpus for the inner-loop
 // variants the issue names (dual form K=1, iterative path K=1, iterative prefix mode K = 1, 2, 4, 8),
 // at each thread count: tokens/s, GFLOP/s from the engine's counters, the fraction of a 512³ sgemm
-// measured in the same run, peak RSS, and where the time and FLOPs go.
+// measured in the same run, peak RSS, and where the time and FLOPs go. --variants picks rows; a variant
+// whose step would not fit in memory (estimated from a batch-1 probe step) is skipped with a message;
+// --profile adds the time per kernel kind and per kernel (tensor/profile.h).
 #include <cblas.h>
 #include <malloc.h>
 
@@ -34,7 +36,10 @@ struct Options {
   std::vector<std::string> variants{"dual", "iter-1", "prefix-1", "prefix-2", "prefix-4", "prefix-8"};
   bool json = false;
   bool profile = false;  // time kernels by kind (tensor/profile.h)
+  double mem_limit_mb = 0;  // memory a variant may use; 0 = MemAvailable less the block cache's limit
 };
+
+constexpr double kCacheMb = 1024;  // the CPU block cache's default limit (tensor/cpu/backend.cpp)
 
 struct Variant {
   std::string name;  // "dual", "iterative" or "prefix" (the table's variant column)
@@ -109,17 +114,46 @@ struct Row {
   prof::Totals kernels;  // time inside kernels by kind (with --profile)
   std::vector<prof::LabelTotal> labels;  // … and by kernel
   int64_t steps = 0;
-  double peak_mb = 0, other_cpus = 0, loss = 0;
+  double peak_mb = 0, estimated_mb = 0, other_cpus = 0, loss = 0;
   double tokens_per_s() const { return double(tokens) / seconds; }
   double gflops() const { return double(flops.total()) / seconds / 1e9; }
 };
 
-Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int threads, int64_t steps) {
+ttt::TrainConfig variant_config(const RunConfig& cfg, const Variant& v, int64_t steps) {
   ttt::TrainConfig tc = cfg.train;
   tc.step_options = {v.k};
   tc.path = v.path;
   tc.mode = v.mode;
   tc.steps = std::max(tc.steps, steps + 1);
+  return tc;
+}
+
+// MemAvailable of /proc/meminfo in MB (0 where unknown).
+double available_mb() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stod(line.substr(13)) / 1024.0;
+  return 0;
+}
+
+// Memory one training step of `v` needs, in MB: the peak of tensor storage during one step at batch size
+// 1 (a probe), times the batch size. Activations grow linearly with the batch; parameters and AdamW
+// moments do not, so this errs high. The probe costs 1/batch of a step.
+double estimate_step_mb(const RunConfig& cfg, const Dataset& ds, const Variant& v) {
+  ttt::TrainConfig tc = variant_config(cfg, v, 1);
+  tc.batch_size = 1;
+  const int64_t live0 = memory_stats(Device::CPU).live_bytes;
+  reset_peak_memory(Device::CPU);
+  {
+    ttt::Trainer probe(cfg.model, tc, ds.train);
+    probe.step();
+  }
+  const double probe_mb = double(memory_stats(Device::CPU).peak_bytes - live0) / (1024.0 * 1024.0);
+  return probe_mb * double(cfg.train.batch_size);
+}
+
+Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int threads, int64_t steps) {
+  const ttt::TrainConfig tc = variant_config(cfg, v, steps);
   reset_peak_rss();
   ttt::Trainer trainer(cfg.model, tc, ds.train);
   trainer.step();  // warm-up: first touch of buffers, thread start-up
@@ -157,7 +191,8 @@ void print_json(const Row& r, const Options& o, const RunConfig& cfg, double sge
       {"bench", "train"}, {"config", o.config}, {"variant", r.v->name}, {"mode", ttt::mode_name(r.v->mode)},
       {"path", ttt::path_name(r.v->path)}, {"K", r.v->k}, {"threads", r.threads},
       {"tokens_per_s", r.tokens_per_s()}, {"gflops", r.gflops()}, {"sgemm_gflops", sgemm},
-      {"frac_sgemm", r.gflops() / sgemm}, {"peak_rss_mb", r.peak_mb}, {"steps", o.steps},
+      {"frac_sgemm", r.gflops() / sgemm}, {"peak_rss_mb", r.peak_mb}, {"estimated_mb", r.estimated_mb},
+      {"steps", o.steps},
       {"batch_size", cfg.train.batch_size}, {"seq_len", cfg.train.seq_len},
       {"flops_per_token", double(total) / double(r.tokens)},
       {"time_share", {{"forward", r.forward_s / r.seconds}, {"backward", r.backward_s / r.seconds},
@@ -242,7 +277,29 @@ void run_bench_train(const Options& o) {
                   "GFLOP/s", "%sgemm", "peak MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce", "others");
     }
     for (const Variant& v : variants) {
-      const Row row = run_variant(cfg, ds, v, t, o.steps);
+      // A variant whose step would not fit is reported as skipped instead of being killed by the OOM
+      // killer together with the rest of the table (prefix mode stores (B, H, b, b, f) per step).
+      const double need_mb = estimate_step_mb(cfg, ds, v);
+      const double limit_mb = o.mem_limit_mb > 0 ? o.mem_limit_mb : std::max(0.0, available_mb() - kCacheMb);
+      if (limit_mb > 0 && need_mb > limit_mb) {
+        const std::string why = "a step needs about " + std::to_string(int64_t(need_mb)) + " MB (a batch-1 probe " +
+                                "times " + std::to_string(cfg.train.batch_size) + "), " +
+                                std::to_string(int64_t(limit_mb)) + " MB " +
+                                (o.mem_limit_mb > 0 ? "allowed (--mem-limit-mb)" : "available");
+        if (o.json) {
+          nlohmann::ordered_json j = {{"bench", "train"}, {"config", o.config}, {"variant", v.name},
+                                      {"mode", ttt::mode_name(v.mode)}, {"path", ttt::path_name(v.path)},
+                                      {"K", v.k}, {"threads", t}, {"skipped", why},
+                                      {"estimated_mb", need_mb}, {"limit_mb", limit_mb}};
+          std::cout << j.dump() << std::endl;
+        } else {
+          std::printf("%-10s %2d %7d skipped: %s\n", v.name.c_str(), v.k, t, why.c_str());
+          std::fflush(stdout);
+        }
+        continue;
+      }
+      Row row = run_variant(cfg, ds, v, t, o.steps);
+      row.estimated_mb = need_mb;
       busy_rows += row.other_cpus > kBusyCpus;
       o.json ? print_json(row, o, cfg, sgemm) : print_text(row, sgemm);
       if (o.profile && !o.json) print_profile(row);
@@ -272,6 +329,10 @@ void register_bench_train(CLI::App& bench) {
                   "prefix-K (iterative path, prefix mode)")
       ->delimiter(',')
       ->capture_default_str();
+  sub->add_option("--mem-limit-mb", opts->mem_limit_mb,
+                  "Skip a variant whose estimated step memory exceeds this many MB (default: MemAvailable less "
+                  "the 1 GiB block cache)")
+      ->check(kPositive);
   sub->add_flag("--json", opts->json, "One JSON object per line instead of a table");
   sub->add_flag("--profile", opts->profile,
                 "Also time the kernels by kind (matmul, element-wise, fused, reduction, copy, allocation) and "

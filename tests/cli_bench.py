@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""`ponder bench train` through the CLI on configs/ci.yaml: --variants picks and orders the rows and rejects
+unknown names with one line; a variant whose estimated step memory exceeds --mem-limit-mb is reported as
+skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times.
+No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
+import json
+import os
+import subprocess
+import sys
+
+PONDER = os.path.abspath(sys.argv[1])
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(ROOT, "configs", "ci.yaml")
+
+
+def bench(*args, ok=True):
+    r = subprocess.run([PONDER, "bench", "train", "--config", CONFIG, "--threads-list", "1", "--steps", "1", *args],
+                       capture_output=True, text=True)
+    if ok and r.returncode != 0:
+        sys.exit(f"FAIL: bench train {' '.join(args)} exited {r.returncode}\n{r.stderr}")
+    if not ok and r.returncode == 0:
+        sys.exit(f"FAIL: bench train {' '.join(args)} succeeded, expected an error")
+    return r
+
+
+def check(cond, what):
+    if not cond:
+        sys.exit("FAIL: " + what)
+    print("ok:", what)
+
+
+rows = [json.loads(l) for l in bench("--variants", "iter-2,dual", "--json", "--profile").stdout.splitlines()]
+check([(r["variant"], r["mode"], r["path"], r["K"]) for r in rows] ==
+      [("iterative", "carry", "iterative", 2), ("dual", "carry", "dual", 1)], "--variants picks and orders the rows")
+check(all(r["tokens_per_s"] > 0 and r["estimated_mb"] > 0 for r in rows), "rows report tokens/s and a memory estimate")
+prof = rows[1]["profile"]
+check(prof["matmul"]["calls_per_step"] > 0 and prof["framework"]["ms_per_step"] >= 0 and
+      any(k["kernel"] == "layer_norm_backward" for k in prof["kernels"]), "--profile reports kinds and kernels")
+
+rows = [json.loads(l) for l in bench("--variants", "dual,prefix-2", "--json", "--mem-limit-mb", "1").stdout.splitlines()]
+check(len(rows) == 2 and all("skipped" in r and r["estimated_mb"] > 1 and r["limit_mb"] == 1 for r in rows),
+      "variants over --mem-limit-mb are skipped with their estimate")
+check("tokens_per_s" not in rows[0], "a skipped variant is not run")
+text = bench("--variants", "prefix-2", "--mem-limit-mb", "1").stdout
+check("prefix      2       1 skipped: a step needs about" in text, "the table says which variant was skipped and why")
+
+for bad, msg in [("foo", "unknown variant 'foo'"), ("prefix-0", "needs a step count >= 1"),
+                 ("iter-x", "needs a step count >= 1")]:
+    r = bench("--variants", bad, ok=False)
+    check(msg in r.stderr.strip().splitlines()[-1], f"--variants {bad} is refused in one line")
