@@ -16,7 +16,7 @@ enum class Op : uint8_t {
   ToDtype, Clone, Checkpoint,
   // Fused ops (one kernel each where the device has one; autograd/ops_norm.cpp, ops_elementwise.cpp)
   // and the one multi-output view op.
-  LayerNorm, LayerNormBackward, RmsNorm, RmsNormBackward, GeluTanhGrad, SiluGrad, Split,
+  LayerNorm, LayerNormBackward, RmsNorm, RmsNormBackward, GeluTanhGrad, SiluGrad, Split, ActMul,
   Count
 };
 

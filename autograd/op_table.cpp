@@ -300,6 +300,22 @@ std::vector<OpCase> build() {
                     },
                     std35));
 
+  auto act_mul_ref = [](bool silu_act) {
+    return [silu_act](const Refs& r) {
+      return ref::zip(r[0], r[1], [silu_act](double a, double b) {
+        const double act = silu_act ? a / (1 + std::exp(-a))
+                                    : 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+        return act * b;
+      });
+    };
+  };
+  t.push_back({"silu_mul (non-contiguous)", {Op::ActMul},
+               [](DType dt) { return Ins{T(U({5, 3}, -2, 2, 99, dt)), U({3, 5}, -1, 1, 100, dt)}; }, {true, true},
+               [](const Ins& x) { return silu_mul(x[0], x[1]); }, act_mul_ref(true), {}});
+  t.push_back({"gelu_tanh_mul", {Op::ActMul},
+               [](DType dt) { return Ins{U({2, 3, 4}, -2, 2, 101, dt), U({2, 3, 4}, -1, 1, 102, dt)}; }, {true, true},
+               [](const Ins& x) { return gelu_tanh_mul(x[0], x[1]); }, act_mul_ref(false), {}});
+
   // ---- matmul
   auto mm_ref = [](const Refs& r) { return ref::matmul(r[0], r[1]); };
   auto mm = [](const Ins& x) { return matmul(x[0], x[1]); };

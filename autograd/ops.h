@@ -31,6 +31,11 @@ Tensor affine(const Tensor& x, double scale, double shift);  // scale·x + shift
 Tensor gelu_tanh_grad(const Tensor& x);  // d/dx gelu_tanh(x)
 Tensor silu_grad(const Tensor& x);       // d/dx silu(x) = σ(x)·(1 + x·(1 − σ(x)))
 
+// Gated products as one op (one kernel forward, one backward): silu(a)⊙b (SwiGLU) and gelu_tanh(a)⊙b
+// (the TTT output gate). Operands of different shapes fall back to the two ops.
+Tensor silu_mul(const Tensor& a, const Tensor& b);
+Tensor gelu_tanh_mul(const Tensor& a, const Tensor& b);
+
 // ---- element-wise, two inputs (NumPy broadcasting)
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

@@ -107,6 +107,27 @@ Tensor affine(const Tensor& x, double scale, double shift) {
   });
 }
 
+namespace {
+Tensor act_mul_op(GateAct act, const Tensor& a, const Tensor& b) {
+  const bool silu_act = act == GateAct::Silu;
+  if (a.shape() != b.shape()) return mul(silu_act ? silu(a) : gelu_tanh(a), b);
+  OpRecorder r(Op::ActMul, {a, b});
+  Tensor y = raw::act_mul(act, a, b);
+  return r.done(y, {a, b}, [act, silu_act](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+    if (!GradMode::enabled()) {  // first order: one fused kernel
+      auto [da, db] = raw::act_mul_backward(act, s[0], s[1], g);
+      return std::vector<Tensor>{da, db};
+    }
+    const Tensor &a = s[0], &b = s[1];
+    return std::vector<Tensor>{mul(mul(g, b), silu_act ? silu_grad(a) : gelu_tanh_grad(a)),
+                               mul(g, silu_act ? silu(a) : gelu_tanh(a))};
+  });
+}
+}  // namespace
+
+Tensor silu_mul(const Tensor& a, const Tensor& b) { return act_mul_op(GateAct::Silu, a, b); }
+Tensor gelu_tanh_mul(const Tensor& a, const Tensor& b) { return act_mul_op(GateAct::GeluTanh, a, b); }
+
 // ---- binary
 
 Tensor add(const Tensor& a, const Tensor& b) {

@@ -23,6 +23,8 @@ enum class UnaryOp : uint8_t {
 // Binary maps with NumPy broadcasting; comparisons return 1/0 in the inputs' dtype.
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Eq, Gt, Ge, Lt, Le, Count };
 enum class ReduceOp : uint8_t { Sum, Max, Min, Count };
+// The activation of a gated product act(a)⊙b (SwiGLU's silu, the TTT output gate's gelu_tanh).
+enum class GateAct : uint8_t { Silu, GeluTanh };
 
 const char* unary_name(UnaryOp op);
 const char* binary_name(BinaryOp op);
@@ -76,6 +78,12 @@ class Backend {
   }
   virtual bool rms_norm_rows(const Tensor&, const Tensor&, double) { return false; }
   virtual bool rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) { return false; }
+  // Gated products on contiguous tensors of one shape: out = act(a)⊙b, and for upstream g
+  // da = (g⊙b)⊙act'(a), db = g⊙act(a).
+  virtual bool act_mul(GateAct, const Tensor&, const Tensor&, const Tensor&) { return false; }
+  virtual bool act_mul_backward(GateAct, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+    return false;
+  }
 };
 
 Backend& backend(Device d);

@@ -558,6 +558,42 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
   return binary(BinaryOp::Mul, binary(BinaryOp::Sub, gc, binary(BinaryOp::Mul, y, m)), r);
 }
 
+namespace {
+UnaryOp act_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::Silu : UnaryOp::GeluTanh; }
+UnaryOp act_grad_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::SiluGrad : UnaryOp::GeluTanhGrad; }
+void check_gate(const char* op, const Tensor& a, const Tensor& b) {
+  check_same(op, a, b);
+  need(is_float(a.dtype()), std::string(op) + ": needs floating tensors");
+  need(a.shape() == b.shape(), std::string(op) + ": shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
+                                   " differ");
+}
+}  // namespace
+
+Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b) {
+  check_gate("act_mul", a, b);
+  Tensor ac = contiguous(a), bc = contiguous(b);
+  Tensor out = empty_like(ac);
+  if (g_fused.load() && be(ac).act_mul(act, out, ac, bc)) {
+    flops::add(FlopCat::Elementwise, 2 * uint64_t(ac.numel()));
+    return out;
+  }
+  return binary(BinaryOp::Mul, unary(act_op(act), ac), bc);
+}
+
+std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g) {
+  check_gate("act_mul_backward", a, b);
+  check_gate("act_mul_backward", a, g);
+  Tensor ac = contiguous(a), bc = contiguous(b), gc = contiguous(g);
+  Tensor da = empty_like(ac), db = empty_like(ac);
+  if (g_fused.load() && be(ac).act_mul_backward(act, da, db, ac, bc, gc)) {
+    flops::add(FlopCat::Elementwise, 5 * uint64_t(ac.numel()));
+    return {da, db};
+  }
+  da = binary(BinaryOp::Mul, binary(BinaryOp::Mul, gc, bc), unary(act_grad_op(act), ac));
+  db = binary(BinaryOp::Mul, gc, unary(act_op(act), ac));
+  return {da, db};
+}
+
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {
   Tensor i = int64_contiguous(idx, idx.device(), "one_hot");
   need(n > 0, "one_hot: number of classes must be positive");

@@ -69,7 +69,10 @@ Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);    // 
 std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
 Tensor rms_norm_rows(const Tensor& x, double eps);                           // y = x·r
 Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);      // r·(g − y·mean(g⊙y))
-// Off: every fused row kernel runs as its composition (tests compare the two). On by default.
+// act(a)⊙b and its gradients {da, db} for upstream g; a, b (and g) of one shape.
+Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);
+std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
+// Off: every fused kernel runs as its composition (tests compare the two). On by default.
 void set_fused_kernels(bool on);
 bool fused_kernels();
 

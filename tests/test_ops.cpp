@@ -36,18 +36,25 @@ TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
   }
 }
 
-TEST_CASE("fused row kernels equal their compositions of primitive kernels, in values and FLOP counts") {
+TEST_CASE("fused kernels equal their compositions of primitive kernels, in values and FLOP counts") {
   Generator g(31);
   for (DType dt : {DType::F64, DType::F32}) {
     const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
     Tensor x = raw::transpose(g.normal({37, 3, 5}, 0.3, 1.2, dt), 0, 2);  // (5, 3, 37), non-contiguous rows
     Tensor v = g.normal({5, 3, 37}, 0, 1, dt), dz = g.normal({3, 37}, 0, 1, dt);  // dz broadcasts
+    Tensor a = g.normal({5, 3, 37}, 0, 2, dt);
     auto run = [&](bool fused) {
       raw::set_fused_kernels(fused);
       FlopScope scope;
       std::vector<Tensor> out{raw::layer_norm_rows(x, 1e-5), raw::layer_norm_backward(x, v, 1e-5),
                               raw::layer_norm_vjp(x, v, dz, 1e-5).first, raw::layer_norm_vjp(x, dz, v, 1e-5).second,
                               raw::rms_norm_rows(x, 1e-6), raw::rms_norm_backward(x, dz, 1e-6)};
+      for (GateAct act : {GateAct::Silu, GateAct::GeluTanh}) {
+        out.push_back(raw::act_mul(act, a, x));  // a non-contiguous gate operand
+        auto [da, db] = raw::act_mul_backward(act, a, x, v);
+        out.push_back(da);
+        out.push_back(db);
+      }
       raw::set_fused_kernels(true);
       return std::make_pair(out, scope.counts());
     };

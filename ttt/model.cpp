@@ -96,7 +96,7 @@ SwiGLU::SwiGLU(int64_t d, int64_t hidden, double sd, Generator& gen, DType dt) {
   w2 = param(gen.normal({hidden, d}, 0, sd, dt));
 }
 
-Tensor SwiGLU::forward(const Tensor& x) const { return matmul(mul(silu(matmul(x, w1)), matmul(x, w3)), w2); }
+Tensor SwiGLU::forward(const Tensor& x) const { return matmul(silu_mul(matmul(x, w1), matmul(x, w3)), w2); }
 std::vector<Tensor> SwiGLU::parameters() const { return {w1, w3, w2}; }
 
 std::vector<Tensor> Block::parameters() const {

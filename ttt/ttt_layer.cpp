@@ -269,7 +269,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   Tensor z = reshape(permute(out, {0, 2, 1, 3}), {B, N, d});
   z = layer_norm(z, post_gamma, post_beta, 1e-6);
   if (run.watch) run.watch("post_norm", z);
-  if (cfg_.gate) z = mul(gelu_tanh(matmul(u, wg)), z);
+  if (cfg_.gate) z = gelu_tanh_mul(matmul(u, wg), z);
   return matmul(z, wo);
 }
 

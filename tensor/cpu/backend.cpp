@@ -168,6 +168,17 @@ class CpuBackend final : public Backend {
     cpu::rms_norm_rows(o, x, eps);
     return true;
   }
+  bool act_mul(GateAct act, const Tensor& o, const Tensor& a, const Tensor& b) override {
+    prof::Scope t(Kind::Fused, act == GateAct::Silu ? "silu_mul" : "gelu_tanh_mul");
+    cpu::act_mul(act, o, a, b);
+    return true;
+  }
+  bool act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
+                        const Tensor& g) override {
+    prof::Scope t(Kind::Fused, act == GateAct::Silu ? "silu_mul_backward" : "gelu_tanh_mul_backward");
+    cpu::act_mul_backward(act, da, db, a, b, g);
+    return true;
+  }
   bool rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_backward");
     cpu::rms_norm_backward(o, x, g, eps);

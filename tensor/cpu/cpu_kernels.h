@@ -26,6 +26,9 @@ void layer_norm_backward(const Tensor& out, const Tensor& x, const Tensor& v, do
 void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
 void rms_norm_rows(const Tensor& out, const Tensor& x, double eps);
 void rms_norm_backward(const Tensor& out, const Tensor& x, const Tensor& g, double eps);
+// Gated products on contiguous tensors of one shape (tensor/backend.h; cpu/elementwise.cpp).
+void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
+void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b, const Tensor& g);
 
 // Freed CPU blocks wait in a cache keyed by size for the next request of that size (tensor/cpu/backend.cpp),
 // up to a limit (1 GiB unless set); a block that would exceed it is returned to the system.
