@@ -93,12 +93,9 @@ void AdamW::step() {
     const Tensor& p = params_[i];
     const Tensor g = grad_of(p);
     if (!g.defined()) continue;
-    raw::copy_(m_[i], plus(scale(m_[i], beta1_), scale(g, 1 - beta1_)));
-    raw::copy_(v_[i], plus(scale(v_[i], beta2_), scale(times(g, g), 1 - beta2_)));
-    // sqrt(v̂) + eps, then lr·m̂ / that; the decay factor multiplies p before the Adam step (PyTorch order).
-    Tensor denom = scale(raw::unary(UnaryOp::Sqrt, scale(v_[i], 1 / bc2)), 1, eps_);
-    Tensor update = raw::binary(BinaryOp::Div, scale(m_[i], lr_ / bc1), denom);
-    raw::copy_(p, raw::binary(BinaryOp::Sub, scale(p, 1 - lr_ * wd_), update));
+    // m, v, then sqrt(v̂) + eps and lr·m̂ / that; the decay factor multiplies p before the Adam step
+    // (PyTorch order). One fused kernel where the device has it (tensor/kernels.h).
+    raw::adamw_step_(p, m_[i], v_[i], g, AdamWCoeffs{lr_, beta1_, beta2_, eps_, wd_, bc1, bc2});
   }
 }
 

@@ -26,6 +26,12 @@ enum class ReduceOp : uint8_t { Sum, Max, Min, Count };
 // The activation of a gated product act(a)⊙b (SwiGLU's silu, the TTT output gate's gelu_tanh).
 enum class GateAct : uint8_t { Silu, GeluTanh };
 
+// Scalars of one AdamW step: m ← b1·m + (1−b1)·g; v ← b2·v + (1−b2)·g²;
+// p ← (1 − lr·wd)·p − (lr/bc1)·m / (sqrt(v/bc2) + eps), each factor rounded to the tensor's dtype.
+struct AdamWCoeffs {
+  double lr, beta1, beta2, eps, weight_decay, bc1, bc2;
+};
+
 const char* unary_name(UnaryOp op);
 const char* binary_name(BinaryOp op);
 
@@ -82,6 +88,10 @@ class Backend {
   // da = (g⊙b)⊙act'(a), db = g⊙act(a).
   virtual bool act_mul(GateAct, const Tensor&, const Tensor&, const Tensor&) { return false; }
   virtual bool act_mul_backward(GateAct, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+    return false;
+  }
+  // One AdamW update in place on contiguous tensors of one shape (autograd/optim.cpp states the rule).
+  virtual bool adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWCoeffs&) {
     return false;
   }
 };

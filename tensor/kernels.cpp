@@ -594,6 +594,27 @@ std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const T
   return {da, db};
 }
 
+void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
+  for (const Tensor* t : {&m, &v, &g}) {
+    check_same("adamw_step_", p, *t);
+    need(t->shape() == p.shape(), "adamw_step_: shapes " + shape_str(p.shape()) + " and " + shape_str(t->shape()) +
+                                      " differ");
+  }
+  need(is_float(p.dtype()), "adamw_step_: needs floating tensors");
+  const bool dense = p.is_contiguous() && m.is_contiguous() && v.is_contiguous();
+  if (g_fused.load() && dense && be(p).adamw_step(p, m, v, contiguous(g), c)) {
+    flops::add(FlopCat::Elementwise, 14 * uint64_t(p.numel()));
+    for (const Tensor* t : {&p, &m, &v}) t->bump_version();
+    return;
+  }
+  auto scale = [](const Tensor& x, double a, double b = 0) { return unary(UnaryOp::Affine, x, a, b); };
+  copy_(m, binary(BinaryOp::Add, scale(m, c.beta1), scale(g, 1 - c.beta1)));
+  copy_(v, binary(BinaryOp::Add, scale(v, c.beta2), scale(binary(BinaryOp::Mul, g, g), 1 - c.beta2)));
+  Tensor denom = scale(unary(UnaryOp::Sqrt, scale(v, 1 / c.bc2)), 1, c.eps);
+  Tensor update = binary(BinaryOp::Div, scale(m, c.lr / c.bc1), denom);
+  copy_(p, binary(BinaryOp::Sub, scale(p, 1 - c.lr * c.weight_decay), update));
+}
+
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {
   Tensor i = int64_contiguous(idx, idx.device(), "one_hot");
   need(n > 0, "one_hot: number of classes must be positive");

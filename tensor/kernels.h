@@ -72,6 +72,9 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);      // 
 // act(a)⊙b and its gradients {da, db} for upstream g; a, b (and g) of one shape.
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
+// One AdamW step on p, m, v (updated in place, versions bumped) from g; the fused kernel computes the
+// composition's float operations in the same order, so both give the same bits.
+void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
 // Off: every fused kernel runs as its composition (tests compare the two). On by default.
 void set_fused_kernels(bool on);
 bool fused_kernels();

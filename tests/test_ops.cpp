@@ -74,3 +74,24 @@ TEST_CASE("fused kernels equal their compositions of primitive kernels, in value
     CHECK(fc.category(FlopCat::Reduction) == pc.category(FlopCat::Reduction));
   }
 }
+
+TEST_CASE("the fused AdamW step gives the composition's bits") {
+  Generator g(37);
+  for (DType dt : {DType::F32, DType::F64}) {
+    Tensor p0 = g.normal({7, 300}, 0, 1, dt), grad = g.normal({7, 300}, 0, 0.1, dt);
+    Tensor m0 = g.normal({7, 300}, 0, 0.01, dt), v0 = g.uniform({7, 300}, 0, 1e-3, dt);
+    const AdamWCoeffs c{3e-3, 0.9, 0.95, 1e-8, 0.1, 1 - std::pow(0.9, 3.0), 1 - std::pow(0.95, 3.0)};
+    std::vector<std::vector<double>> out[2];
+    for (bool fused : {true, false}) {
+      Tensor p = raw::clone(p0), m = raw::clone(m0), v = raw::clone(v0);
+      raw::set_fused_kernels(fused);
+      FlopScope scope;
+      raw::adamw_step_(p, m, v, grad, c);
+      raw::set_fused_kernels(true);
+      CHECK(scope.counts().category(FlopCat::Elementwise) == 14 * 7 * 300);
+      CHECK(p.version() == 1);
+      out[fused] = {p.to_vector(), m.to_vector(), v.to_vector()};
+    }
+    CHECK(out[0] == out[1]);
+  }
+}

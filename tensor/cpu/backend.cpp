@@ -168,6 +168,11 @@ class CpuBackend final : public Backend {
     cpu::rms_norm_rows(o, x, eps);
     return true;
   }
+  bool adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) override {
+    prof::Scope t(Kind::Fused, "adamw_step");
+    cpu::adamw_step(p, m, v, g, c);
+    return true;
+  }
   bool act_mul(GateAct act, const Tensor& o, const Tensor& a, const Tensor& b) override {
     prof::Scope t(Kind::Fused, act == GateAct::Silu ? "silu_mul" : "gelu_tanh_mul");
     cpu::act_mul(act, o, a, b);

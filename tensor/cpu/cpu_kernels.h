@@ -26,6 +26,8 @@ void layer_norm_backward(const Tensor& out, const Tensor& x, const Tensor& v, do
 void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
 void rms_norm_rows(const Tensor& out, const Tensor& x, double eps);
 void rms_norm_backward(const Tensor& out, const Tensor& x, const Tensor& g, double eps);
+// One AdamW step in place on contiguous p, m, v from contiguous g (cpu/elementwise.cpp).
+void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
 // Gated products on contiguous tensors of one shape (tensor/backend.h; cpu/elementwise.cpp).
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b, const Tensor& g);

@@ -227,7 +227,31 @@ void act_mul_backward_t(GateAct act, const Tensor& da, const Tensor& db, const T
   });
 }
 
+// The float operations of the composition in raw::adamw_step_, in its order: scale(x, a, b) is a·x + b.
+template <class T>
+void adamw_step_t(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
+  T *pp = p.data<T>(), *pm = m.data<T>(), *pv = v.data<T>();
+  const T* pg = g.data<T>();
+  const T b1 = T(c.beta1), nb1 = T(1 - c.beta1), b2 = T(c.beta2), nb2 = T(1 - c.beta2), ibc2 = T(1 / c.bc2),
+          eps = T(c.eps), step = T(c.lr / c.bc1), decay = T(1 - c.lr * c.weight_decay), zero = T(0), one = T(1);
+  chunks(p.numel(), [&](int64_t s, int64_t n) {
+    for (int64_t i = s; i < s + n; ++i) {
+      const T gi = pg[i];
+      const T mi = (b1 * pm[i] + zero) + (nb1 * gi + zero);
+      const T vi = (b2 * pv[i] + zero) + (nb2 * (gi * gi) + zero);
+      const T denom = one * std::sqrt(ibc2 * vi + zero) + eps;
+      pm[i] = mi;
+      pv[i] = vi;
+      pp[i] = (decay * pp[i] + zero) - (step * mi + zero) / denom;
+    }
+  });
+}
+
 }  // namespace
+
+void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
+  PONDER_DISPATCH_FLOAT(p.dtype(), "adamw_step", [&] { adamw_step_t<scalar_t>(p, m, v, g, c); });
+}
 
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b) {
   PONDER_DISPATCH_FLOAT(out.dtype(), "act_mul", [&] { act_mul_t<scalar_t>(act, out, a, b); });
