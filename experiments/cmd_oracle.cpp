@@ -46,9 +46,9 @@ void run(const OracleArgs& a) {
   for (int64_t c : o.k_hist) units += c;
   std::vector<double> share;
   txt << "Oracle K distribution (" << units << " units):\n";
-  for (size_t i = 0; i < opt.step_options.size(); ++i) {
+  for (size_t i = 0; i < r.k_options.size(); ++i) {
     share.push_back(units ? double(o.k_hist[i]) / double(units) : 0.0);
-    txt << "  K=" << opt.step_options[i] << "  " << fmt("%5.1f%%", 100 * share.back()) << "\n";
+    txt << "  K=" << r.k_options[i] << "  " << fmt("%5.1f%%", 100 * share.back()) << "\n";
   }
   const double mean_k = seed_mean(o, k_of);
   txt << "  mean K " << fmt("%.3f", mean_k) << ", bpb " << fmt("%.4f", seed_mean(o, bpb_of)) << "\n\n";
@@ -80,7 +80,7 @@ void run(const OracleArgs& a) {
   j["seeds"] = opt.seeds;
   j["windows_per_seed"] = opt.windows_per_seed;
   j["units"] = units;
-  j["k_options"] = opt.step_options;
+  j["k_options"] = r.k_options;
   j["k_count"] = o.k_hist;
   j["k_share"] = share;
   j["mean_k"] = mean_k;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <stdexcept>
 
 #include "data/windows.h"
@@ -62,13 +63,16 @@ SeedResult summarise(int seed, const std::vector<Episode>& eps, double seconds) 
   return s;
 }
 
-void count_ks(const std::vector<Episode>& eps, const std::vector<int>& options, std::vector<int64_t>& hist) {
-  hist.resize(options.size());
-  for (const Episode& ep : eps)
-    for (const policy::UnitRecord& r : ep.units) {
-      auto it = std::find(options.begin(), options.end(), r.k);
-      if (it != options.end()) hist[size_t(it - options.begin())]++;
-    }
+// Every step count in `options` or used by any method, sorted; then each method's count of units per value.
+// (A method may use counts outside the step options: PonderNet halts after any n ≤ N.)
+void count_ks(const std::vector<int>& options, CompareResult& res) {
+  std::set<int> all(options.begin(), options.end());
+  for (const MethodResult& m : res.methods) all.insert(m.unit_k.begin(), m.unit_k.end());
+  res.k_options.assign(all.begin(), all.end());
+  for (MethodResult& m : res.methods) {
+    m.k_hist.assign(res.k_options.size(), 0);
+    for (int k : m.unit_k) m.k_hist[size_t(std::lower_bound(res.k_options.begin(), res.k_options.end(), k) - res.k_options.begin())]++;
+  }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -217,7 +221,6 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
           }
       }
       e.result.seeds.push_back(summarise(s, eps, seconds_since(t0)));
-      count_ks(eps, opt.step_options, e.result.k_hist);
       for (const Episode& ep : eps)
         for (const policy::UnitRecord& r : ep.units) e.result.unit_k.push_back(r.k);
       if (s == 0)
@@ -237,6 +240,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     res.frontier.push_back({opt.frontier_mus[i], s.bpb, s.inner_per_token, s.base_per_token, s.mean_k});
   }
   for (Entry& e : entries) res.methods.push_back(std::move(e.result));
+  count_ks(opt.step_options, res);
   res.seconds = seconds_since(t_start);
   return res;
 }

@@ -44,7 +44,7 @@ struct MethodResult {
   std::string kind;  // uniform | fixed | random | heuristic | oracle | reinforce | ppo-pid | pondernet
   std::string detail;  // e.g. the calibrated threshold
   std::vector<SeedResult> seeds;
-  std::vector<int64_t> k_hist;  // count of units per step option, all seeds
+  std::vector<int64_t> k_hist;  // count of units per value of CompareResult::k_options, all seeds
   std::vector<int> passage_k;   // K per unit of the first window of seed 0 (the per-token view)
   std::vector<int> unit_k;      // K of every unit, seeds and windows in order (aligned across methods of one unit size)
   int64_t unit_tokens = 0;      // tokens per decision unit
@@ -67,6 +67,7 @@ struct CompareResult {
   OracleUnits oracle_units;
   double budget_inner_per_token = 0;    // what uniform-<budget_k> spends (calibration split)
   std::vector<double> k_cost_multiple;  // measured (base + inner(K)) / base for each step option
+  std::vector<int> k_options;           // step options ∪ every K a method used, sorted: the k_hist columns
   std::vector<int32_t> passage_tokens;  // the first window of seed 0: input tokens
   // Per TTT layer, the token factor of η's last row, relu(1/b + token_idx[b−1]): it scales every
   // carry step, so where it is 0 the state handed to later units never moves and K ≥ 1 are alike.

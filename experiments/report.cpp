@@ -80,7 +80,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
                        {"value_loss", it.value_loss}, {"seconds", it.seconds}});
     methods.push_back({{"name", m.name}, {"kind", m.kind}, {"detail", m.detail}, {"unit_tokens", m.unit_tokens},
                        {"bpb", {{"mean", ci.point}, {"ci95", {ci.lo, ci.hi}}, {"iqm", iqm}}},
-                       {"k_options", opt.step_options}, {"k_hist", m.k_hist}, {"seeds", seeds}});
+                       {"k_options", r.k_options}, {"k_hist", m.k_hist}, {"seeds", seeds}});
     if (!m.curve.empty()) {
       methods.back()["train_seconds"] = m.train_seconds;
       methods.back()["training_curve"] = curve;
@@ -302,7 +302,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
 
   // ---- files
   write_pareto(r, dir);
-  write_k_hist(r, opt.step_options, dir);
+  write_k_hist(r, r.k_options, dir);
   std::string best_method;
   double best_bpb = INFINITY;
   for (const MethodResult& m : r.methods)
