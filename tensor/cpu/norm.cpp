@@ -1,8 +1,10 @@
 // Fused row kernels over the last axis (tensor/backend.h): layer norm, its backward and the VJP of that
 // backward, RMS norm and its backward. Each row is handled by one thread in double precision, with sums
-// taken over four interleaved lanes in a fixed order, so results do not depend on the thread count.
+// taken over interleaved lanes in a fixed order, so results do not depend on the thread count.
 // tensor/kernels.cpp keeps the same maps composed of primitive kernels beside them (and tests compare).
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loop.h"
@@ -10,11 +12,69 @@
 namespace ponder::cpu {
 namespace {
 
-constexpr int kL = 4;  // lanes per running sum
+// Rows are processed four elements at a time in double-precision vectors (AVX2: one instruction each),
+// with a scalar tail; a lambda written for `auto` operands serves both. Sums keep two vector
+// accumulators and fold them in a fixed order.
+using vd = double __attribute__((vector_size(32)));
+using vf4 = float __attribute__((vector_size(16)));
+struct Vec {};
+struct One {};
 
-double fold(const double* a) { return (a[0] + a[1]) + (a[2] + a[3]); }
+template <class T>
+vd ld(const T* p, int64_t i, Vec) {
+  if constexpr (std::is_same_v<T, double>) {
+    vd v;
+    std::memcpy(&v, p + i, sizeof v);
+    return v;
+  } else {
+    vf4 f;
+    std::memcpy(&f, p + i, sizeof f);
+    return __builtin_convertvector(f, vd);
+  }
+}
+template <class T>
+double ld(const T* p, int64_t i, One) {
+  return double(p[i]);
+}
+template <class T>
+void st(T* p, int64_t i, vd v, Vec) {
+  if constexpr (std::is_same_v<T, double>) {
+    std::memcpy(p + i, &v, sizeof v);
+  } else {
+    const vf4 f = __builtin_convertvector(v, vf4);
+    std::memcpy(p + i, &f, sizeof f);
+  }
+}
+template <class T>
+void st(T* p, int64_t i, double v, One) {
+  p[i] = T(v);
+}
 
-// Runs fn(row) over the rows of a (…, D) tensor, in parallel when the tensor is large.
+// Σ_i f(i) over a row, f(i, Vec{}) giving elements i..i+3 and f(i, One{}) element i.
+template <class F>
+double vsum(int64_t D, F f) {
+  vd a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8) {
+    a += f(i, Vec{});
+    b += f(i + 4, Vec{});
+  }
+  for (; i + 4 <= D; i += 4) a += f(i, Vec{});
+  a += b;
+  double t = (a[0] + a[1]) + (a[2] + a[3]);
+  for (; i < D; ++i) t += f(i, One{});
+  return t;
+}
+
+// f(i, Vec{}) and f(i, One{}) over a row, for writes.
+template <class F>
+void vfor(int64_t D, F f) {
+  int64_t i = 0;
+  for (; i + 4 <= D; i += 4) f(i, Vec{});
+  for (; i < D; ++i) f(i, One{});
+}
+
+// Runs fn(offset, D) over the rows of a (…, D) tensor, in parallel when the tensor is large.
 template <class Fn>
 void for_rows(const Tensor& x, Fn fn) {
   const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
@@ -25,35 +85,12 @@ void for_rows(const Tensor& x, Fn fn) {
 // Mean and 1/sqrt(var + eps) of one row.
 template <class T>
 void ln_stats(const T* p, int64_t D, double eps, double& mu, double& s) {
-  double a[kL] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + kL <= D; i += kL)
-    for (int j = 0; j < kL; ++j) a[j] += double(p[i + j]);
-  for (int j = 0; i < D; ++i, ++j) a[j] += double(p[i]);
-  mu = fold(a) / double(D);
-  double q[kL] = {0, 0, 0, 0};
-  i = 0;
-  for (; i + kL <= D; i += kL)
-    for (int j = 0; j < kL; ++j) {
-      const double c = double(p[i + j]) - mu;
-      q[j] += c * c;
-    }
-  for (int j = 0; i < D; ++i, ++j) {
-    const double c = double(p[i]) - mu;
-    q[j] += c * c;
-  }
-  s = 1.0 / std::sqrt(fold(q) / double(D) + eps);
-}
-
-// Σ f(i) over a row, with f giving one double per index.
-template <class F>
-double row_sum(int64_t D, F f) {
-  double a[kL] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + kL <= D; i += kL)
-    for (int j = 0; j < kL; ++j) a[j] += f(i + j);
-  for (int j = 0; i < D; ++i, ++j) a[j] += f(i);
-  return fold(a);
+  mu = vsum(D, [&](int64_t i, auto t) { return ld(p, i, t); }) / double(D);
+  const double var = vsum(D, [&](int64_t i, auto t) {
+    const auto c = ld(p, i, t) - mu;
+    return c * c;
+  });
+  s = 1.0 / std::sqrt(var / double(D) + eps);
 }
 
 template <class T>
@@ -64,7 +101,7 @@ void layer_norm_rows_t(const Tensor& out, const Tensor& x, double eps) {
     const T* p = px + o;
     double mu, s;
     ln_stats(p, D, eps, mu, s);
-    for (int64_t i = 0; i < D; ++i) po[o + i] = T((double(p[i]) - mu) * s);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, (ld(p, i, t) - mu) * s, t); });
   });
 }
 
@@ -76,9 +113,9 @@ void layer_norm_backward_t(const Tensor& out, const Tensor& x, const Tensor& v, 
     const T *p = px + o, *q = pv + o;
     double mu, s;
     ln_stats(p, D, eps, mu, s);
-    const double m1 = row_sum(D, [&](int64_t i) { return double(q[i]); }) / double(D);
-    const double m2 = row_sum(D, [&](int64_t i) { return double(q[i]) * (double(p[i]) - mu) * s; }) / double(D);
-    for (int64_t i = 0; i < D; ++i) po[o + i] = T(s * (double(q[i]) - m1 - (double(p[i]) - mu) * s * m2));
+    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t); }) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t) * ((ld(p, i, t) - mu) * s); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, s * (ld(q, i, t) - m1 - (ld(p, i, t) - mu) * s * m2), t); });
   });
 }
 
@@ -91,27 +128,32 @@ void layer_norm_vjp_t(const Tensor& dx, const Tensor& dv, const Tensor& x, const
     const T *p = px + o, *q = pv + o, *g = pz + o;
     double mu, s;
     ln_stats(p, D, eps, mu, s);
-    auto xh = [&](int64_t i) { return (double(p[i]) - mu) * s; };
-    const double m1 = row_sum(D, [&](int64_t i) { return double(q[i]); }) / double(D);
-    const double m2 = row_sum(D, [&](int64_t i) { return double(q[i]) * xh(i); }) / double(D);
-    auto z = [&](int64_t i) { return s * (double(q[i]) - m1 - xh(i) * m2); };
-    const double a = row_sum(D, [&](int64_t i) { return double(g[i]); }) / double(D);
-    const double b = row_sum(D, [&](int64_t i) { return double(g[i]) * xh(i); }) / double(D);
-    const double c = row_sum(D, [&](int64_t i) { return double(g[i]) * z(i); }) / double(D);
+    auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
+    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t); }) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t) * xh(i, t); }) / double(D);
+    auto z = [&](int64_t i, auto t) { return s * (ld(q, i, t) - m1 - xh(i, t) * m2); };
+    const double a = vsum(D, [&](int64_t i, auto t) { return ld(g, i, t); }) / double(D);
+    const double b = vsum(D, [&](int64_t i, auto t) { return ld(g, i, t) * xh(i, t); }) / double(D);
+    const double c = vsum(D, [&](int64_t i, auto t) { return ld(g, i, t) * z(i, t); }) / double(D);
     // dv = s·(dz − a − x̂·b);  dx̂ = −s·(m2·dz + b·v);  dx = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂
-    auto dxh = [&](int64_t i) { return -s * (m2 * double(g[i]) + b * double(q[i])); };
-    const double e = row_sum(D, dxh) / double(D);
-    const double f = row_sum(D, [&](int64_t i) { return dxh(i) * xh(i); }) / double(D);
-    for (int64_t i = 0; i < D; ++i) {
-      pdv[o + i] = T(s * (double(g[i]) - a - xh(i) * b));
-      pdx[o + i] = T(s * (dxh(i) - e - xh(i) * f) - s * c * xh(i));
-    }
+    auto dxh = [&](int64_t i, auto t) { return -s * (m2 * ld(g, i, t) + b * ld(q, i, t)); };
+    const double e = vsum(D, dxh) / double(D);
+    const double f = vsum(D, [&](int64_t i, auto t) { return dxh(i, t) * xh(i, t); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) {
+      const auto h = xh(i, t);
+      st(pdv + o, i, s * (ld(g, i, t) - a - h * b), t);
+      st(pdx + o, i, s * (dxh(i, t) - e - h * f) - s * c * h, t);
+    });
   });
 }
 
 template <class T>
 double rms_scale(const T* p, int64_t D, double eps) {
-  return 1.0 / std::sqrt(row_sum(D, [&](int64_t i) { return double(p[i]) * double(p[i]); }) / double(D) + eps);
+  const double ss = vsum(D, [&](int64_t i, auto t) {
+    const auto v = ld(p, i, t);
+    return v * v;
+  });
+  return 1.0 / std::sqrt(ss / double(D) + eps);
 }
 
 template <class T>
@@ -121,7 +163,7 @@ void rms_norm_rows_t(const Tensor& out, const Tensor& x, double eps) {
   for_rows(x, [&](int64_t o, int64_t D) {
     const T* p = px + o;
     const double r = rms_scale(p, D, eps);
-    for (int64_t i = 0; i < D; ++i) po[o + i] = T(double(p[i]) * r);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, ld(p, i, t) * r, t); });
   });
 }
 
@@ -132,8 +174,8 @@ void rms_norm_backward_t(const Tensor& out, const Tensor& x, const Tensor& g, do
   for_rows(x, [&](int64_t o, int64_t D) {
     const T *p = px + o, *q = pg + o;
     const double r = rms_scale(p, D, eps);
-    const double m = row_sum(D, [&](int64_t i) { return double(q[i]) * double(p[i]) * r; }) / double(D);
-    for (int64_t i = 0; i < D; ++i) po[o + i] = T(r * (double(q[i]) - double(p[i]) * r * m));
+    const double m = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t) * (ld(p, i, t) * r); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, r * (ld(q, i, t) - ld(p, i, t) * r * m), t); });
   });
 }
 
