@@ -26,14 +26,17 @@ namespace {
 
 Backend& be(const Tensor& t) { return backend(t.device()); }
 
-void need(bool ok, const std::string& msg) {
-  if (!ok) throw std::invalid_argument(msg);
-}
+// Throws std::invalid_argument(msg) unless ok. A macro, so the message (shape strings and all) is only
+// built when the check fails: these checks run on every kernel call.
+#define PONDER_NEED(ok, msg)                             \
+  do {                                                   \
+    if (!(ok)) throw std::invalid_argument(msg);         \
+  } while (0)
 
 // A device kernel would read indices on another device as its own memory, so the devices are checked here.
 Tensor int64_contiguous(const Tensor& idx, Device data_device, const char* op) {
-  need(!is_float(idx.dtype()), std::string(op) + ": indices must be an integer tensor, got " + dtype_name(idx.dtype()));
-  need(idx.device() == data_device, std::string(op) + ": indices are on " + device_name(idx.device()) +
+  PONDER_NEED(!is_float(idx.dtype()), std::string(op) + ": indices must be an integer tensor, got " + dtype_name(idx.dtype()));
+  PONDER_NEED(idx.device() == data_device, std::string(op) + ": indices are on " + device_name(idx.device()) +
                                         " but the data is on " + device_name(data_device));
   return contiguous(idx.dtype() == DType::I64 ? idx : to_dtype(idx, DType::I64));
 }
@@ -41,10 +44,10 @@ Tensor int64_contiguous(const Tensor& idx, Device data_device, const char* op) {
 }  // namespace
 
 void check_same(const char* op, const Tensor& a, const Tensor& b) {
-  need(a.defined() && b.defined(), std::string(op) + ": undefined tensor");
-  need(a.device() == b.device(), std::string(op) + ": tensors are on different devices (" + device_name(a.device()) +
+  PONDER_NEED(a.defined() && b.defined(), std::string(op) + ": undefined tensor");
+  PONDER_NEED(a.device() == b.device(), std::string(op) + ": tensors are on different devices (" + device_name(a.device()) +
                                      " and " + device_name(b.device()) + ")");
-  need(a.dtype() == b.dtype(), std::string(op) + ": dtype mismatch (" + dtype_name(a.dtype()) + " and " +
+  PONDER_NEED(a.dtype() == b.dtype(), std::string(op) + ": dtype mismatch (" + dtype_name(a.dtype()) + " and " +
                                    dtype_name(b.dtype()) + ")");
 }
 
@@ -100,9 +103,9 @@ void to_device_(const Tensor& t, Device device) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  need(dst.device() == src.device(), "copy_: tensors are on different devices");
+  PONDER_NEED(dst.device() == src.device(), "copy_: tensors are on different devices");
   broadcast_shapes(dst.shape(), src.shape(), "copy_");
-  need(shape_numel(broadcast_shapes(dst.shape(), src.shape(), "copy_")) == dst.numel(),
+  PONDER_NEED(shape_numel(broadcast_shapes(dst.shape(), src.shape(), "copy_")) == dst.numel(),
        "copy_: source " + shape_str(src.shape()) + " does not broadcast to destination " + shape_str(dst.shape()));
   be(dst).copy(dst, src);
   dst.bump_version();
@@ -120,19 +123,19 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
   int64_t known = 1, neg = -1;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
-      need(neg < 0, std::string(op) + ": more than one -1 in shape " + shape_str(shape));
+      PONDER_NEED(neg < 0, std::string(op) + ": more than one -1 in shape " + shape_str(shape));
       neg = int64_t(i);
     } else {
-      need(s[i] >= 0, std::string(op) + ": invalid dimension in shape " + shape_str(shape));
+      PONDER_NEED(s[i] >= 0, std::string(op) + ": invalid dimension in shape " + shape_str(shape));
       known *= s[i];
     }
   }
   if (neg >= 0) {
-    need(known > 0 && numel % known == 0,
+    PONDER_NEED(known > 0 && numel % known == 0,
          std::string(op) + ": cannot infer -1 in " + shape_str(shape) + " for " + std::to_string(numel) + " elements");
     s[size_t(neg)] = numel / known;
   }
-  need(shape_numel(s) == numel, std::string(op) + ": shape " + shape_str(shape) + " does not hold " +
+  PONDER_NEED(shape_numel(s) == numel, std::string(op) + ": shape " + shape_str(shape) + " does not hold " +
                                     std::to_string(numel) + " elements");
   return s;
 }
@@ -174,13 +177,13 @@ Tensor reshape(const Tensor& t, const Shape& shape) {
 }
 
 Tensor permute(const Tensor& t, const std::vector<int>& perm) {
-  need(perm.size() == t.dim(), "permute: permutation has " + std::to_string(perm.size()) + " axes for a " +
+  PONDER_NEED(perm.size() == t.dim(), "permute: permutation has " + std::to_string(perm.size()) + " axes for a " +
                                    std::to_string(t.dim()) + "-d tensor");
   std::vector<int> seen(perm.size(), 0);
   Shape sh(perm.size()), st(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {
     int p = normalize_axis(perm[i], t.dim(), "permute");
-    need(!seen[size_t(p)]++, "permute: axis repeated in permutation");
+    PONDER_NEED(!seen[size_t(p)]++, "permute: axis repeated in permutation");
     sh[i] = t.shape()[size_t(p)];
     st[i] = t.strides()[size_t(p)];
   }
@@ -196,7 +199,7 @@ Tensor transpose(const Tensor& t, int a, int b) {
 
 Tensor slice(const Tensor& t, int axis, int64_t start, int64_t end, int64_t step) {
   int ax = normalize_axis(axis, t.dim(), "slice");
-  need(step > 0, "slice: step must be positive, got " + std::to_string(step));
+  PONDER_NEED(step > 0, "slice: step must be positive, got " + std::to_string(step));
   int64_t n = t.shape()[size_t(ax)];
   if (start < 0) start += n;
   if (end < 0) end += n;
@@ -209,18 +212,18 @@ Tensor slice(const Tensor& t, int axis, int64_t start, int64_t end, int64_t step
 }
 
 Tensor expand(const Tensor& t, const Shape& shape) {
-  need(shape.size() >= t.dim(), "expand: cannot expand " + shape_str(t.shape()) + " to fewer axes " + shape_str(shape));
+  PONDER_NEED(shape.size() >= t.dim(), "expand: cannot expand " + shape_str(t.shape()) + " to fewer axes " + shape_str(shape));
   size_t lead = shape.size() - t.dim();
   Shape sh(shape.size()), st(shape.size(), 0);
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) {
-      need(shape[i] >= 0, "expand: invalid target " + shape_str(shape));
+      PONDER_NEED(shape[i] >= 0, "expand: invalid target " + shape_str(shape));
       sh[i] = shape[i];
       continue;
     }
     int64_t have = t.shape()[i - lead];
     int64_t want = shape[i] == -1 ? have : shape[i];
-    need(have == want || have == 1, "expand: cannot expand " + shape_str(t.shape()) + " to " + shape_str(shape));
+    PONDER_NEED(have == want || have == 1, "expand: cannot expand " + shape_str(t.shape()) + " to " + shape_str(shape));
     sh[i] = want;
     st[i] = have == want ? t.strides()[i - lead] : 0;
   }
@@ -238,7 +241,7 @@ Tensor unsqueeze(const Tensor& t, int axis) {
 
 Tensor squeeze(const Tensor& t, int axis) {
   int ax = normalize_axis(axis, t.dim(), "squeeze");
-  need(t.shape()[size_t(ax)] == 1, "squeeze: axis " + std::to_string(axis) + " of " + shape_str(t.shape()) +
+  PONDER_NEED(t.shape()[size_t(ax)] == 1, "squeeze: axis " + std::to_string(axis) + " of " + shape_str(t.shape()) +
                                        " has size " + std::to_string(t.shape()[size_t(ax)]) + ", not 1");
   Shape sh = t.shape(), st = t.strides();
   sh.erase(sh.begin() + ax);
@@ -249,7 +252,7 @@ Tensor squeeze(const Tensor& t, int axis) {
 // ---- compute
 
 Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
-  need(is_float(x.dtype()), std::string(unary_name(op)) + ": needs a floating tensor, got " + dtype_name(x.dtype()));
+  PONDER_NEED(is_float(x.dtype()), std::string(unary_name(op)) + ": needs a floating tensor, got " + dtype_name(x.dtype()));
   Tensor out = empty_like(x);
   be(x).unary(op, p0, p1, out, x);
   flops::add(FlopCat::Elementwise, uint64_t(out.numel()));
@@ -278,7 +281,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bo
   std::vector<int> ax = normalize_axes(axes, x.dim(), "reduce");
   if (op != ReduceOp::Sum)
     for (int a : ax)
-      need(x.shape()[size_t(a)] > 0, "max/min: cannot reduce over an empty axis of " + shape_str(x.shape()));
+      PONDER_NEED(x.shape()[size_t(a)] > 0, "max/min: cannot reduce over an empty axis of " + shape_str(x.shape()));
   Tensor out = Tensor::empty(reduced_shape(x.shape(), ax, true), x.dtype(), x.device());
   be(x).reduce(op, out, x);
   flops::add(FlopCat::Reduction, uint64_t(x.numel()));
@@ -288,13 +291,13 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bo
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
-  need(t.dim() >= shape.size(), "sum_to: cannot sum " + shape_str(t.shape()) + " to " + shape_str(shape));
+  PONDER_NEED(t.dim() >= shape.size(), "sum_to: cannot sum " + shape_str(t.shape()) + " to " + shape_str(shape));
   size_t lead = t.dim() - shape.size();
   std::vector<int64_t> axes;
   for (size_t i = 0; i < t.dim(); ++i) {
     if (i < lead) { axes.push_back(int64_t(i)); continue; }
     int64_t want = shape[i - lead];
-    need(want == t.shape()[i] || want == 1, "sum_to: cannot sum " + shape_str(t.shape()) + " to " + shape_str(shape));
+    PONDER_NEED(want == t.shape()[i] || want == 1, "sum_to: cannot sum " + shape_str(t.shape()) + " to " + shape_str(shape));
     if (want == 1 && t.shape()[i] != 1) axes.push_back(int64_t(i));
   }
   if (axes.empty()) return reshape(t, shape);
@@ -310,7 +313,7 @@ Tensor cumsum(const Tensor& x, int axis, bool reverse) {
 }
 
 Tensor tri(const Tensor& x, int64_t k, bool upper) {
-  need(x.dim() >= 2, std::string(upper ? "triu" : "tril") + ": needs at least 2 axes, got " + shape_str(x.shape()));
+  PONDER_NEED(x.dim() >= 2, std::string(upper ? "triu" : "tril") + ": needs at least 2 axes, got " + shape_str(x.shape()));
   Tensor c = contiguous(x);
   Tensor out = empty_like(c);
   be(x).tri(out, c, k, upper);
@@ -331,11 +334,11 @@ bool blas_ready(const Tensor& t) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same("matmul", a, b);
-  need(is_float(a.dtype()), "matmul: needs floating tensors");
-  need(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need at least 2 axes, got " + shape_str(a.shape()) + " and " +
+  PONDER_NEED(is_float(a.dtype()), "matmul: needs floating tensors");
+  PONDER_NEED(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need at least 2 axes, got " + shape_str(a.shape()) + " and " +
                                          shape_str(b.shape()));
   const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
-  need(b.shape()[b.dim() - 2] == k, "matmul: inner dimensions differ: " + shape_str(a.shape()) + " · " +
+  PONDER_NEED(b.shape()[b.dim() - 2] == k, "matmul: inner dimensions differ: " + shape_str(a.shape()) + " · " +
                                         shape_str(b.shape()));
   // (…, m, k)·(k, n) with a row-contiguous a is one GEMM over all rows.
   if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
@@ -358,15 +361,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor cat(const std::vector<Tensor>& ts, int axis) {
-  need(!ts.empty(), "cat: no tensors given");
+  PONDER_NEED(!ts.empty(), "cat: no tensors given");
   int ax = normalize_axis(axis, ts[0].dim(), "cat");
   Shape s = ts[0].shape();
   int64_t total = 0;
   for (const Tensor& t : ts) {
     check_same("cat", ts[0], t);
-    need(t.dim() == s.size(), "cat: rank mismatch " + shape_str(s) + " vs " + shape_str(t.shape()));
+    PONDER_NEED(t.dim() == s.size(), "cat: rank mismatch " + shape_str(s) + " vs " + shape_str(t.shape()));
     for (size_t d = 0; d < s.size(); ++d)
-      need(int(d) == ax || t.shape()[d] == s[d], "cat: shapes " + shape_str(s) + " and " + shape_str(t.shape()) +
+      PONDER_NEED(int(d) == ax || t.shape()[d] == s[d], "cat: shapes " + shape_str(s) + " and " + shape_str(t.shape()) +
                                                     " differ off the concatenation axis");
     total += t.shape()[size_t(ax)];
   }
@@ -386,7 +389,7 @@ Tensor pad_slice(const Tensor& src, const Shape& shape, int axis, int64_t start,
   int ax = normalize_axis(axis, shape.size(), "pad_slice");
   Tensor out = Tensor::zeros(shape, src.dtype(), src.device());
   Tensor view = slice(out, ax, start, start + src.shape()[size_t(ax)] * step, step);
-  need(view.shape() == src.shape(), "pad_slice: slice " + shape_str(view.shape()) + " of " + shape_str(shape) +
+  PONDER_NEED(view.shape() == src.shape(), "pad_slice: slice " + shape_str(view.shape()) + " of " + shape_str(shape) +
                                         " does not match source " + shape_str(src.shape()));
   be(src).copy(view, src);
   return out;
@@ -395,7 +398,7 @@ Tensor pad_slice(const Tensor& src, const Shape& shape, int axis, int64_t start,
 Tensor index_select(const Tensor& x, int axis, const Tensor& idx) {
   int ax = normalize_axis(axis, x.dim(), "index_select");
   Tensor i = int64_contiguous(idx, x.device(), "index_select");
-  need(i.dim() == 1, "index_select: indices must be 1-d, got " + shape_str(i.shape()));
+  PONDER_NEED(i.dim() == 1, "index_select: indices must be 1-d, got " + shape_str(i.shape()));
   Shape s = x.shape();
   s[size_t(ax)] = i.numel();
   Tensor out = Tensor::empty(s, x.dtype(), x.device());
@@ -408,7 +411,7 @@ Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& 
   Tensor i = int64_contiguous(idx, src.device(), "index_add");
   Shape expect = shape;
   expect[size_t(ax)] = i.numel();
-  need(src.shape() == expect, "index_add: source " + shape_str(src.shape()) + " should be " + shape_str(expect));
+  PONDER_NEED(src.shape() == expect, "index_add: source " + shape_str(src.shape()) + " should be " + shape_str(expect));
   Tensor out = Tensor::zeros(shape, src.dtype(), src.device());
   be(src).index_add(out, ax, i, contiguous(src));
   flops::add(FlopCat::Elementwise, uint64_t(src.numel()));
@@ -418,9 +421,9 @@ Tensor index_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& 
 Tensor gather(const Tensor& x, int axis, const Tensor& idx) {
   int ax = normalize_axis(axis, x.dim(), "gather");
   Tensor i = int64_contiguous(idx, x.device(), "gather");
-  need(i.dim() == x.dim(), "gather: index rank differs from input rank");
+  PONDER_NEED(i.dim() == x.dim(), "gather: index rank differs from input rank");
   for (size_t d = 0; d < x.dim(); ++d)
-    need(int(d) == ax || i.shape()[d] == x.shape()[d], "gather: index " + shape_str(i.shape()) + " and input " +
+    PONDER_NEED(int(d) == ax || i.shape()[d] == x.shape()[d], "gather: index " + shape_str(i.shape()) + " and input " +
                                                           shape_str(x.shape()) + " differ off the gather axis");
   Tensor out = Tensor::empty(i.shape(), x.dtype(), x.device());
   be(x).gather(out, contiguous(x), ax, i);
@@ -430,7 +433,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& idx) {
 Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src) {
   int ax = normalize_axis(axis, shape.size(), "scatter_add");
   Tensor i = int64_contiguous(idx, src.device(), "scatter_add");
-  need(i.shape() == src.shape(), "scatter_add: index " + shape_str(i.shape()) + " and source " +
+  PONDER_NEED(i.shape() == src.shape(), "scatter_add: index " + shape_str(i.shape()) + " and source " +
                                      shape_str(src.shape()) + " differ");
   Tensor out = Tensor::zeros(shape, src.dtype(), src.device());
   be(src).scatter_add(out, ax, i, contiguous(src));
@@ -445,14 +448,14 @@ std::atomic<bool> g_fused{true};
 
 // x as a contiguous float tensor with at least one axis, and t broadcast to x's shape, contiguous.
 Tensor rows_input(const Tensor& x, const char* op) {
-  need(is_float(x.dtype()), std::string(op) + ": needs a floating tensor, got " + dtype_name(x.dtype()));
-  need(x.dim() >= 1, std::string(op) + ": needs at least one axis");
+  PONDER_NEED(is_float(x.dtype()), std::string(op) + ": needs a floating tensor, got " + dtype_name(x.dtype()));
+  PONDER_NEED(x.dim() >= 1, std::string(op) + ": needs at least one axis");
   return contiguous(x);
 }
 Tensor rows_like(const Tensor& t, const Tensor& x, const char* op) {
   check_same(op, x, t);
   if (t.shape() == x.shape()) return contiguous(t);
-  need(shape_numel(broadcast_shapes(x.shape(), t.shape(), op)) == x.numel(),
+  PONDER_NEED(shape_numel(broadcast_shapes(x.shape(), t.shape(), op)) == x.numel(),
        std::string(op) + ": " + shape_str(t.shape()) + " does not broadcast to " + shape_str(x.shape()));
   return clone(expand(t, x.shape()));
 }
@@ -563,8 +566,8 @@ UnaryOp act_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::Silu : Unar
 UnaryOp act_grad_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::SiluGrad : UnaryOp::GeluTanhGrad; }
 void check_gate(const char* op, const Tensor& a, const Tensor& b) {
   check_same(op, a, b);
-  need(is_float(a.dtype()), std::string(op) + ": needs floating tensors");
-  need(a.shape() == b.shape(), std::string(op) + ": shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
+  PONDER_NEED(is_float(a.dtype()), std::string(op) + ": needs floating tensors");
+  PONDER_NEED(a.shape() == b.shape(), std::string(op) + ": shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
                                    " differ");
 }
 }  // namespace
@@ -597,10 +600,10 @@ std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const T
 void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
   for (const Tensor* t : {&m, &v, &g}) {
     check_same("adamw_step_", p, *t);
-    need(t->shape() == p.shape(), "adamw_step_: shapes " + shape_str(p.shape()) + " and " + shape_str(t->shape()) +
+    PONDER_NEED(t->shape() == p.shape(), "adamw_step_: shapes " + shape_str(p.shape()) + " and " + shape_str(t->shape()) +
                                       " differ");
   }
-  need(is_float(p.dtype()), "adamw_step_: needs floating tensors");
+  PONDER_NEED(is_float(p.dtype()), "adamw_step_: needs floating tensors");
   const bool dense = p.is_contiguous() && m.is_contiguous() && v.is_contiguous();
   if (g_fused.load() && dense && be(p).adamw_step(p, m, v, contiguous(g), c)) {
     flops::add(FlopCat::Elementwise, 14 * uint64_t(p.numel()));
@@ -617,7 +620,7 @@ void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor
 
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {
   Tensor i = int64_contiguous(idx, idx.device(), "one_hot");
-  need(n > 0, "one_hot: number of classes must be positive");
+  PONDER_NEED(n > 0, "one_hot: number of classes must be positive");
   Shape s = i.shape();
   s.push_back(n);
   Tensor out = Tensor::empty(s, dtype, i.device());
