@@ -84,7 +84,7 @@ std::vector<Tensor> Embedding::parameters() const { return {weight}; }
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   check_norm_param("layer_norm", "gamma", x, gamma);
   check_norm_param("layer_norm", "beta", x, beta);
-  return add(mul(layer_norm_rows(x, eps), gamma), beta);  // biased variance
+  return layer_norm_affine(x, gamma, beta, eps);  // biased variance
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {

@@ -271,13 +271,47 @@ std::vector<OpCase> build() {
                [](DType dt) { return Ins{U({2, 3, 5}, -1, 1, 91, dt), U({3, 5}, -1, 1, 92, dt)}; }, {true, true},
                [](const Ins& x) { return layer_norm_backward(x[0], x[1], kLnEps); },
                [norm_backward_ref](const Refs& r) { return norm_backward_ref(r, false); }, {}});
-  t.push_back({"layer_norm (affine, nn)", {Op::LayerNorm, Op::Mul, Op::Add},
+  t.push_back({"layer_norm (affine, nn)", {Op::LayerNormAffine},
                [](DType dt) { return Ins{U({3, 5}, -1, 1, 93, dt), U({5}, 0.5, 1.5, 94, dt), U({5}, -1, 1, 95, dt)}; },
                {true, true, true}, [](const Ins& x) { return layer_norm(x[0], x[1], x[2], kLnEps); },
                [norm_ref](const Refs& r) {
                  Dense xh = norm_ref(r, false);
                  return ref::zip(ref::zip(xh, r[1], [](double a, double g) { return a * g; }), r[2],
                                  [](double a, double b) { return a + b; });
+               },
+               {}});
+  // Per-head γ, β (1, H, 1, D) over (B, H, rows, D), as in the TTT inner LayerNorm.
+  auto per_head = [](const Dense& x, const Dense& p, int64_t k) {  // p's element for x's flat index k
+    const int64_t D = x.shape.back(), H = x.shape[1], rows = x.shape[2];
+    return p.v[size_t((k / (rows * D)) % H * D + k % D)];
+  };
+  t.push_back({"layer_norm_affine (per-head γ, β)", {Op::LayerNormAffine},
+               [](DType dt) {
+                 return Ins{U({2, 2, 3, 5}, -1, 1, 103, dt), U({1, 2, 1, 5}, 0.5, 1.5, 104, dt), U({1, 2, 1, 5}, -1, 1, 105, dt)};
+               },
+               {true, true, true}, [](const Ins& x) { return layer_norm_affine(x[0], x[1], x[2], kLnEps); },
+               [norm_ref, per_head](const Refs& r) {
+                 Dense o = norm_ref(r, false);
+                 for (int64_t k = 0; k < o.numel(); ++k)
+                   o.v[size_t(k)] = o.v[size_t(k)] * per_head(r[0], r[1], k) + per_head(r[0], r[2], k);
+                 return o;
+               },
+               {}});
+  t.push_back({"ln_l2_grad (per-head γ, β; broadcast target)", {Op::LnL2Grad},
+               [](DType dt) {
+                 return Ins{U({2, 2, 3, 5}, -1, 1, 106, dt), U({2, 1, 3, 5}, -1, 1, 107, dt),
+                            U({1, 2, 1, 5}, 0.5, 1.5, 108, dt), U({1, 2, 1, 5}, -1, 1, 109, dt)};
+               },
+               {true, true, true, true}, [](const Ins& x) { return ln_l2_grad(x[0], x[1], x[2], x[3], kLnEps); },
+               [norm_ref, per_head, norm_backward_ref](const Refs& r) {
+                 // gy = (γ⊙x̂ + β − t)⊙γ, then the LayerNorm backward of gy
+                 Dense xh = norm_ref(r, false), gy = r[0];
+                 const Dense t = ref::zip(r[0], r[1], [](double, double b) { return b; });
+                 for (int64_t k = 0; k < gy.numel(); ++k) {
+                   const double g = per_head(r[0], r[2], k);
+                   gy.v[size_t(k)] = (g * xh.v[size_t(k)] + per_head(r[0], r[3], k) - t.v[size_t(k)]) * g;
+                 }
+                 return norm_backward_ref({r[0], gy}, false);
                },
                {}});
   t.push_back({"rms_norm_rows", {Op::RmsNorm}, [](DType dt) { return Ins{U({3, 2, 5}, -1, 1, 96, dt)}; }, {true},

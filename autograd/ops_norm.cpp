@@ -32,31 +32,84 @@ Tensor layer_norm_rows(const Tensor& x, double eps) {
   });
 }
 
+namespace {
+// The VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz, written with differentiable ops.
+// z = s·(v − m1 − x̂·m2), m1 = mean v, m2 = mean(v⊙x̂). z is linear in v with a self-adjoint map, so
+// dv = layer_norm_backward(x, dz). Through x̂ (s held): dx̂ = −s·(m2·dz + mean(dz⊙x̂)·v); through s itself:
+// ds = Σ dz⊙z / s, and ∂s/∂x = −s²·x̂/D. Together dx = layer_norm_backward(x, dx̂) − s·mean(dz⊙z)·x̂.
+// dv has x's shape.
+std::pair<Tensor, Tensor> layer_norm_vjp_ops(const Tensor& x, const Tensor& v, const Tensor& dz, double eps) {
+  Tensor xh = layer_norm_rows(x, eps), sc = ln_scale(x, eps);
+  Tensor m2 = mean(mul(v, xh), {-1}, true);
+  Tensor z = layer_norm_backward(x, v, eps);
+  Tensor dxh = neg(mul(sc, add(mul(m2, dz), mul(mean(mul(dz, xh), {-1}, true), v))));
+  Tensor dx = sub(layer_norm_backward(x, dxh, eps), mul(mul(sc, mean(mul(dz, z), {-1}, true)), xh));
+  return {dx, layer_norm_backward(x, dz, eps)};
+}
+}  // namespace
+
 Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
   check_rows("layer_norm_backward", x);
   OpRecorder r(Op::LayerNormBackward, {x, v});
   Tensor z = raw::layer_norm_backward(x, v, eps);
   return r.done(z, {x, v}, [eps](const Tensor& dz, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     const Tensor &x = s[0], &v = s[1];
-    Tensor dx, dv;
-    if (!GradMode::enabled()) {  // first order: one fused kernel
-      auto [gx, gv] = raw::layer_norm_vjp(x, v, dz, eps);
-      dx = gx;
-      dv = gv;
-    } else {
-      // z = s·(v − m1 − x̂·m2), m1 = mean v, m2 = mean(v⊙x̂). z is linear in v with a self-adjoint map, so
-      // dv = layer_norm_backward(x, dz). Through x̂ (s held): dx̂ = −s·(m2·dz + mean(dz⊙x̂)·v); through s
-      // itself: ds = Σ dz⊙z / s, and ∂s/∂x = −s²·x̂/D. Together
-      // dx = layer_norm_backward(x, dx̂) − s·mean(dz⊙z)·x̂.
-      Tensor xh = layer_norm_rows(x, eps), sc = ln_scale(x, eps);
-      Tensor m2 = mean(mul(v, xh), {-1}, true);
-      Tensor z = layer_norm_backward(x, v, eps);
-      Tensor dxh = neg(mul(sc, add(mul(m2, dz), mul(mean(mul(dz, xh), {-1}, true), v))));
-      dx = sub(layer_norm_backward(x, dxh, eps), mul(mul(sc, mean(mul(dz, z), {-1}, true)), xh));
-      dv = layer_norm_backward(x, dz, eps);
-    }
+    // First order: one fused kernel; recorded: differentiable ops.
+    auto [dx, dv] = GradMode::enabled() ? layer_norm_vjp_ops(x, v, dz, eps) : raw::layer_norm_vjp(x, v, dz, eps);
     return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? sum_to(dv, v.shape()) : Tensor()};
   });
+}
+
+Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  check_rows("layer_norm_affine", x);
+  OpRecorder r(Op::LayerNormAffine, {x, gamma, beta});
+  Tensor y = raw::layer_norm_affine(x, gamma, beta, eps);
+  return r.done(y, {x, gamma}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
+    const Tensor &x = s[0], &gamma = s[1];
+    Tensor dx, dg, db;
+    if (!GradMode::enabled()) {  // first order: one fused kernel
+      auto [gx, gg, gb] = raw::layer_norm_affine_backward(x, gamma, g, eps);
+      dx = gx;
+      dg = gg;
+      db = gb;
+    } else {
+      dx = layer_norm_backward(x, mul(g, gamma), eps);
+      dg = sum_to(mul(g, layer_norm_rows(x, eps)), gamma.shape());
+      db = sum_to(g, gamma.shape());
+    }
+    return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? dg : Tensor(), n[2] ? db : Tensor()};
+  });
+}
+
+Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, const Tensor& beta, double eps) {
+  check_rows("ln_l2_grad", z);
+  OpRecorder r(Op::LnL2Grad, {z, target, gamma, beta});
+  Tensor y = raw::ln_l2_grad(z, target, gamma, beta, eps);
+  return r.done(y, {z, target, gamma, beta},
+                [eps](const Tensor& w, const std::vector<Tensor>& s, const std::vector<bool>& n) {
+                  const Tensor &z = s[0], &t = s[1], &gamma = s[2], &beta = s[3];
+                  Tensor dz, dt, dg, db;
+                  if (!GradMode::enabled()) {  // first order: one fused kernel
+                    auto [a, b, c, d] = raw::ln_l2_grad_vjp(z, t, gamma, beta, w, eps);
+                    dz = a;
+                    dt = b;
+                    dg = c;
+                    db = d;
+                  } else {
+                    // gy = r⊙γ, r = γ⊙x̂ + β − t, out = layer_norm_backward(z, gy): dgy (and part of dz) from
+                    // its VJP; x̂ then gets dgy⊙γ², γ gets dgy⊙(r + γ⊙x̂), β gets dgy⊙γ, t gets −dgy⊙γ.
+                    Tensor xh = layer_norm_rows(z, eps);
+                    Tensor rr = sub(add(mul(xh, gamma), beta), t);
+                    auto [dz_a, dgy] = layer_norm_vjp_ops(z, mul(rr, gamma), w, eps);
+                    Tensor dgyg = mul(dgy, gamma);
+                    dz = add(dz_a, layer_norm_backward(z, mul(dgyg, gamma), eps));
+                    dt = neg(dgyg);
+                    dg = sum_to(mul(dgy, add(rr, mul(gamma, xh))), gamma.shape());
+                    db = sum_to(dgyg, beta.shape());
+                  }
+                  return std::vector<Tensor>{n[0] ? dz : Tensor(), n[1] ? sum_to(dt, t.shape()) : Tensor(),
+                                             n[2] ? dg : Tensor(), n[3] ? db : Tensor()};
+                });
 }
 
 Tensor rms_norm_rows(const Tensor& x, double eps) {

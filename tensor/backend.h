@@ -84,6 +84,27 @@ class Backend {
   }
   virtual bool rms_norm_rows(const Tensor&, const Tensor&, double) { return false; }
   virtual bool rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) { return false; }
+  // With per-element γ, β (contiguous, shape P; row r of x uses γ[goff[r] .. goff[r] + D)):
+  //   layer_norm_affine:          out = γ⊙x̂ + β
+  //   layer_norm_affine_backward: dx = layer_norm_backward(x, g⊙γ), dγ = Σ_rows g⊙x̂, dβ = Σ_rows g
+  //   ln_l2_grad:                 out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ)   (ttt.md §1.6)
+  //   ln_l2_grad_vjp:             dz, dt, dγ, dβ of ln_l2_grad for upstream w      (ttt.md §2.2)
+  // dγ and dβ (shape P) sum over rows in fixed blocks of rows, so they do not depend on the thread count.
+  virtual bool layer_norm_affine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
+    return false;
+  }
+  virtual bool layer_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                          const Tensor&, const int64_t*, double) {
+    return false;
+  }
+  virtual bool ln_l2_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*,
+                          double) {
+    return false;
+  }
+  virtual bool ln_l2_grad_vjp(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
+    return false;
+  }
   // Gated products on contiguous tensors of one shape: out = act(a)⊙b, and for upstream g
   // da = (g⊙b)⊙act'(a), db = g⊙act(a).
   virtual bool act_mul(GateAct, const Tensor&, const Tensor&, const Tensor&) { return false; }

@@ -562,6 +562,107 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
 }
 
 namespace {
+// γ and β checked against x and made contiguous, with the offset of each row's γ: γ broadcast to x's
+// shape must keep the last axis (size D, unit stride after the copy).
+struct RowParams {
+  Tensor gamma, beta;
+  std::vector<int64_t> goff;
+};
+RowParams row_params(const Tensor& x, const Tensor& gamma, const Tensor& beta, const char* op) {
+  check_same(op, x, gamma);
+  check_same(op, x, beta);
+  PONDER_NEED(gamma.shape() == beta.shape(), std::string(op) + ": γ " + shape_str(gamma.shape()) + " and β " +
+                                                 shape_str(beta.shape()) + " differ");
+  PONDER_NEED(gamma.dim() >= 1 && gamma.dim() <= x.dim() && gamma.shape().back() == x.shape().back() &&
+                  shape_numel(broadcast_shapes(x.shape(), gamma.shape(), op)) == x.numel(),
+              std::string(op) + ": γ " + shape_str(gamma.shape()) + " does not broadcast to " + shape_str(x.shape()) +
+                  " along the leading axes");
+  RowParams rp{contiguous(gamma), contiguous(beta), {}};
+  const Tensor ge = expand(rp.gamma, x.shape());
+  const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
+  rp.goff.resize(size_t(rows));
+  const int nd = int(x.dim()) - 1;
+  std::vector<int64_t> idx(size_t(std::max(nd, 0)), 0);
+  int64_t off = 0;
+  for (int64_t r = 0; r < rows; ++r) {  // odometer over the leading axes
+    rp.goff[size_t(r)] = off;
+    for (int d = nd - 1; d >= 0; --d) {
+      off += ge.strides()[size_t(d)];
+      if (++idx[size_t(d)] < x.shape()[size_t(d)]) break;
+      off -= ge.strides()[size_t(d)] * x.shape()[size_t(d)];
+      idx[size_t(d)] = 0;
+    }
+  }
+  return rp;
+}
+// The reduction sum_to does when γ is smaller than x.
+uint64_t sum_to_count(const Tensor& x, const Tensor& gamma) { return gamma.shape() == x.shape() ? 0 : uint64_t(x.numel()); }
+}  // namespace
+
+Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  Tensor c = rows_input(x, "layer_norm_affine");
+  RowParams rp = row_params(c, gamma, beta, "layer_norm_affine");
+  Tensor out = empty_like(c);
+  if (g_fused.load() && be(c).layer_norm_affine(out, c, rp.gamma, rp.beta, rp.goff.data(), eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 5, 3, 2);
+    return out;
+  }
+  return binary(BinaryOp::Add, binary(BinaryOp::Mul, layer_norm_rows(c, eps), rp.gamma), rp.beta);
+}
+
+std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps) {
+  Tensor c = rows_input(x, "layer_norm_affine_backward"), gc = rows_like(g, c, "layer_norm_affine_backward");
+  RowParams rp = row_params(c, gamma, gamma, "layer_norm_affine_backward");
+  Tensor dx = empty_like(c), dg = empty_like(rp.gamma), db = empty_like(rp.gamma);
+  if (g_fused.load() && be(c).layer_norm_affine_backward(dx, dg, db, c, rp.gamma, gc, rp.goff.data(), eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 13, 8, 6);
+    flops::add(FlopCat::Reduction, 2 * sum_to_count(c, rp.gamma));
+    return {dx, dg, db};
+  }
+  dx = layer_norm_backward(c, binary(BinaryOp::Mul, gc, rp.gamma), eps);
+  dg = sum_to(binary(BinaryOp::Mul, gc, layer_norm_rows(c, eps)), rp.gamma.shape());
+  db = sum_to(gc, rp.gamma.shape());
+  return {dx, dg, db};
+}
+
+Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps) {
+  Tensor c = rows_input(z, "ln_l2_grad"), tc = rows_like(t, c, "ln_l2_grad");
+  RowParams rp = row_params(c, gamma, beta, "ln_l2_grad");
+  Tensor out = empty_like(c);
+  if (g_fused.load() && be(c).ln_l2_grad(out, c, tc, rp.gamma, rp.beta, rp.goff.data(), eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 15, 8, 6);
+    return out;
+  }
+  Tensor y = binary(BinaryOp::Add, binary(BinaryOp::Mul, layer_norm_rows(c, eps), rp.gamma), rp.beta);
+  return layer_norm_backward(c, binary(BinaryOp::Mul, binary(BinaryOp::Sub, y, tc), rp.gamma), eps);
+}
+
+std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& w, double eps) {
+  Tensor c = rows_input(z, "ln_l2_grad_vjp"), tc = rows_like(t, c, "ln_l2_grad_vjp"),
+         wc = rows_like(w, c, "ln_l2_grad_vjp");
+  RowParams rp = row_params(c, gamma, beta, "ln_l2_grad_vjp");
+  Tensor dz = empty_like(c), dt = empty_like(c), dg = empty_like(rp.gamma), db = empty_like(rp.gamma);
+  if (g_fused.load() && be(c).ln_l2_grad_vjp(dz, dt, dg, db, c, tc, rp.gamma, rp.beta, wc, rp.goff.data(), eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 47, 20, 15);
+    flops::add(FlopCat::Reduction, 2 * sum_to_count(c, rp.gamma));
+    return {dz, dt, dg, db};
+  }
+  // gy = r⊙γ with r = γ⊙x̂ + β − t; out = layer_norm_backward(z, gy). Through gy: dgy (and dz_a) from
+  // layer_norm_vjp; then x̂ gets dgy⊙γ², γ gets dgy⊙(r + γ⊙x̂), β gets dgy⊙γ and t gets −dgy⊙γ.
+  Tensor xh = layer_norm_rows(c, eps);
+  Tensor r = binary(BinaryOp::Sub, binary(BinaryOp::Add, binary(BinaryOp::Mul, xh, rp.gamma), rp.beta), tc);
+  Tensor gy = binary(BinaryOp::Mul, r, rp.gamma);
+  auto [dz_a, dgy] = layer_norm_vjp(c, gy, wc, eps);
+  Tensor dgyg = binary(BinaryOp::Mul, dgy, rp.gamma);
+  dz = binary(BinaryOp::Add, dz_a, layer_norm_backward(c, binary(BinaryOp::Mul, dgyg, rp.gamma), eps));
+  dt = unary(UnaryOp::Neg, dgyg);
+  db = sum_to(dgyg, rp.gamma.shape());
+  dg = sum_to(binary(BinaryOp::Mul, dgy, binary(BinaryOp::Add, r, binary(BinaryOp::Mul, rp.gamma, xh))), rp.gamma.shape());
+  return {dz, dt, dg, db};
+}
+
+namespace {
 UnaryOp act_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::Silu : UnaryOp::GeluTanh; }
 UnaryOp act_grad_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::SiluGrad : UnaryOp::GeluTanhGrad; }
 void check_gate(const char* op, const Tensor& a, const Tensor& b) {

@@ -1,6 +1,7 @@
 // Raw tensor functions: shape checks, output allocation, FLOP accounting and device dispatch.
 // Nothing here records autograd history; autograd/ops.h wraps these into differentiable ops.
 #pragma once
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,15 @@ Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);    // 
 std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
 Tensor rms_norm_rows(const Tensor& x, double eps);                           // y = x·r
 Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);      // r·(g − y·mean(g⊙y))
+// Layer norm with γ and β (of one shape, broadcast to x along its leading axes), and its gradients
+// {dx, dγ, dβ} for upstream g (dγ, dβ shaped like γ).
+Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps);
+std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps);
+// ∂/∂z of ½‖γ⊙x̂ + β − t‖² row by row (ttt.md §1.6): layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ); t broadcasts
+// to z. And its VJP {dz, dt (shaped like z), dγ, dβ} for upstream w (ttt.md §2.2).
+Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps);
+std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& w, double eps);
 // act(a)⊙b and its gradients {da, db} for upstream g; a, b (and g) of one shape.
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);

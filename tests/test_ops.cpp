@@ -43,12 +43,22 @@ TEST_CASE("fused kernels equal their compositions of primitive kernels, in value
     Tensor x = raw::transpose(g.normal({37, 3, 5}, 0.3, 1.2, dt), 0, 2);  // (5, 3, 37), non-contiguous rows
     Tensor v = g.normal({5, 3, 37}, 0, 1, dt), dz = g.normal({3, 37}, 0, 1, dt);  // dz broadcasts
     Tensor a = g.normal({5, 3, 37}, 0, 2, dt);
+    // Per-head γ, β over (5, 3, 37) seen as (B, H, rows, D) = (5, 3, 1, 37), and a plain (D) pair.
+    Tensor gh = g.normal({1, 3, 37}, 1, 0.2, dt), bh = g.normal({1, 3, 37}, 0, 0.2, dt);
+    Tensor gd = g.normal({37}, 1, 0.2, dt), bd = g.normal({37}, 0, 0.2, dt);
     auto run = [&](bool fused) {
       raw::set_fused_kernels(fused);
       FlopScope scope;
       std::vector<Tensor> out{raw::layer_norm_rows(x, 1e-5), raw::layer_norm_backward(x, v, 1e-5),
                               raw::layer_norm_vjp(x, v, dz, 1e-5).first, raw::layer_norm_vjp(x, dz, v, 1e-5).second,
                               raw::rms_norm_rows(x, 1e-6), raw::rms_norm_backward(x, dz, 1e-6)};
+      out.push_back(raw::layer_norm_affine(x, gh, bh, 1e-5));
+      out.push_back(raw::layer_norm_affine(x, gd, bd, 1e-5));
+      for (const Tensor& t : raw::layer_norm_affine_backward(x, gh, v, 1e-5)) out.push_back(t);
+      for (const Tensor& t : raw::layer_norm_affine_backward(x, gd, v, 1e-5)) out.push_back(t);
+      out.push_back(raw::ln_l2_grad(x, dz, gh, bh, 1e-5));
+      for (const Tensor& t : raw::ln_l2_grad_vjp(x, dz, gh, bh, v, 1e-5)) out.push_back(t);
+      for (const Tensor& t : raw::ln_l2_grad_vjp(x, v, gd, bd, a, 1e-5)) out.push_back(t);
       for (GateAct act : {GateAct::Silu, GateAct::GeluTanh}) {
         out.push_back(raw::act_mul(act, a, x));  // a non-contiguous gate operand
         auto [da, db] = raw::act_mul_backward(act, a, x, v);

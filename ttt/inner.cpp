@@ -14,7 +14,7 @@ InnerState InnerState::from(const std::vector<Tensor>& t, bool mlp) {
   return {t[0], t[1], {}, {}};
 }
 
-Tensor inner_ln(const Tensor& z, const InnerNorm& n) { return add(mul(layer_norm_rows(z, n.eps), n.gamma), n.beta); }
+Tensor inner_ln(const Tensor& z, const InnerNorm& n) { return layer_norm_affine(z, n.gamma, n.beta, n.eps); }
 
 Tensor f_res(const InnerState& s, const Tensor& x) {
   Tensor z1 = add(matmul(x, s.W1), s.b1);
@@ -32,10 +32,9 @@ Tensor inner_loss_rows(const InnerState& s, const Tensor& xk, const Tensor& targ
 }
 
 Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const InnerNorm& n) {
-  // gy = (γ⊙x̂ + β − target)⊙γ, then (D·gy − Σgy − x̂·Σ(gy⊙x̂)) / (D·σ) = layer_norm_backward(z, gy): the
-  // closed form of ttt.md §1.6 as one fused op, whose own gradient (§2.2) is one fused kernel too.
-  Tensor y = add(mul(layer_norm_rows(z, n.eps), n.gamma), n.beta);
-  return layer_norm_backward(z, mul(sub(y, target), n.gamma), n.eps);
+  // (D·gy − Σgy − x̂·Σ(gy⊙x̂)) / (D·σ) with gy = (γ⊙x̂ + β − target)⊙γ: the closed form of ttt.md §1.6 as
+  // one fused op, whose gradient in the outer backward (§2.2) is one fused kernel too.
+  return ponder::ln_l2_grad(z, target, n.gamma, n.beta, n.eps);
 }
 
 Tensor gelu_grad(const Tensor& x) { return gelu_tanh_grad(x); }

@@ -184,6 +184,31 @@ class CpuBackend final : public Backend {
     cpu::act_mul_backward(act, da, db, a, b, g);
     return true;
   }
+  bool layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const int64_t* goff,
+                         double eps) override {
+    prof::Scope t(Kind::Fused, "layer_norm_affine");
+    cpu::layer_norm_affine(o, x, gm, bt, goff, eps);
+    return true;
+  }
+  bool layer_norm_affine_backward(const Tensor& dx, const Tensor& dg, const Tensor& db, const Tensor& x,
+                                  const Tensor& gm, const Tensor& g, const int64_t* goff, double eps) override {
+    prof::Scope t(Kind::Fused, "layer_norm_affine_backward");
+    cpu::layer_norm_affine_backward(dx, dg, db, x, gm, g, goff, eps);
+    return true;
+  }
+  bool ln_l2_grad(const Tensor& o, const Tensor& z, const Tensor& tg, const Tensor& gm, const Tensor& bt,
+                  const int64_t* goff, double eps) override {
+    prof::Scope t(Kind::Fused, "ln_l2_grad");
+    cpu::ln_l2_grad(o, z, tg, gm, bt, goff, eps);
+    return true;
+  }
+  bool ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dg, const Tensor& db, const Tensor& z,
+                      const Tensor& tg, const Tensor& gm, const Tensor& bt, const Tensor& w, const int64_t* goff,
+                      double eps) override {
+    prof::Scope t(Kind::Fused, "ln_l2_grad_vjp");
+    cpu::ln_l2_grad_vjp(dz, dt, dg, db, z, tg, gm, bt, w, goff, eps);
+    return true;
+  }
   bool rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_backward");
     cpu::rms_norm_backward(o, x, g, eps);

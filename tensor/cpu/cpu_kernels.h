@@ -26,6 +26,15 @@ void layer_norm_backward(const Tensor& out, const Tensor& x, const Tensor& v, do
 void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
 void rms_norm_rows(const Tensor& out, const Tensor& x, double eps);
 void rms_norm_backward(const Tensor& out, const Tensor& x, const Tensor& g, double eps);
+void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const int64_t* goff, double eps);
+void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& x,
+                                const Tensor& gamma, const Tensor& g, const int64_t* goff, double eps);
+void ln_l2_grad(const Tensor& out, const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
+                const int64_t* goff, double eps);
+void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, const Tensor& dbeta, const Tensor& z,
+                    const Tensor& t, const Tensor& gamma, const Tensor& beta, const Tensor& w, const int64_t* goff,
+                    double eps);
 // One AdamW step in place on contiguous p, m, v from contiguous g (cpu/elementwise.cpp).
 void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
 // Gated products on contiguous tensors of one shape (tensor/backend.h; cpu/elementwise.cpp).

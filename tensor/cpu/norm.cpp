@@ -4,7 +4,9 @@
 // tensor/kernels.cpp keeps the same maps composed of primitive kernels beside them (and tests compare).
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loop.h"
@@ -179,7 +181,161 @@ void rms_norm_backward_t(const Tensor& out, const Tensor& x, const Tensor& g, do
   });
 }
 
+// ---- with per-row γ, β (row r reads γ[goff[r] ...]); sums over rows into γ-shaped outputs go through
+// fixed blocks of kRowBlock rows, each with its own double accumulators, added up in block order.
+
+constexpr int64_t kRowBlock = 32;
+
+// fn(row offset o, D, row r, acc) for every row, acc = n_acc·P doubles of the row's block; then
+// outs[k][j] = Σ_blocks acc_block[k·P + j].
+template <class T, class Fn>
+void rows_into(const Tensor& x, int64_t P, std::initializer_list<T*> outs, Fn fn) {
+  const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock, n_acc = int64_t(outs.size());
+  std::vector<double> part(size_t(std::max<int64_t>(blocks, 1) * n_acc * P), 0.0);
+#pragma omp parallel for schedule(static) if (blocks > 1 && x.numel() >= kParallelMin)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    double* acc = part.data() + blk * n_acc * P;
+    for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) fn(r * D, D, r, acc);
+  }
+  int64_t k = 0;
+  for (T* out : outs) {
+    for (int64_t j = 0; j < P; ++j) {
+      double sum = 0;
+      for (int64_t blk = 0; blk < blocks; ++blk) sum += part[size_t((blk * n_acc + k) * P + j)];
+      out[j] = T(sum);
+    }
+    ++k;
+  }
+}
+
+// acc[i] += v over a row, for the vector and the scalar step.
+inline void acc_add(double* acc, int64_t i, vd v, Vec) {
+  vd a;
+  std::memcpy(&a, acc + i, sizeof a);
+  a += v;
+  std::memcpy(acc + i, &a, sizeof a);
+}
+inline void acc_add(double* acc, int64_t i, double v, One) { acc[i] += v; }
+
+template <class T>
+void layer_norm_affine_t(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const int64_t* goff, double eps) {
+  const T *px = x.data<T>(), *pgam = gamma.data<T>(), *pbet = beta.data<T>();
+  T* po = out.data<T>();
+  const int64_t D = x.shape().back();
+  for_rows(x, [&](int64_t o, int64_t) {
+    const T *p = px + o, *gm = pgam + goff[o / D], *bt = pbet + goff[o / D];
+    double mu, s;
+    ln_stats(p, D, eps, mu, s);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, ld(gm, i, t) * ((ld(p, i, t) - mu) * s) + ld(bt, i, t), t); });
+  });
+}
+
+template <class T>
+void layer_norm_affine_backward_t(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& x,
+                                  const Tensor& gamma, const Tensor& g, const int64_t* goff, double eps) {
+  const T *px = x.data<T>(), *pgam = gamma.data<T>(), *pg = g.data<T>();
+  T* pdx = dx.data<T>();
+  const int64_t P = gamma.numel();
+  rows_into<T>(x, P, {dgamma.data<T>(), dbeta.data<T>()}, [&](int64_t o, int64_t D, int64_t r, double* acc) {
+    const T *p = px + o, *q = pg + o, *gm = pgam + goff[r];
+    double* ag = acc + goff[r];
+    double* ab = acc + P + goff[r];
+    double mu, s;
+    ln_stats(p, D, eps, mu, s);
+    auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
+    auto gg = [&](int64_t i, auto t) { return ld(q, i, t) * ld(gm, i, t); };
+    const double m1 = vsum(D, gg) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return gg(i, t) * xh(i, t); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) {
+      const auto h = xh(i, t);
+      st(pdx + o, i, s * (gg(i, t) - m1 - h * m2), t);
+      acc_add(ag, i, ld(q, i, t) * h, t);
+      acc_add(ab, i, ld(q, i, t), t);
+    });
+  });
+}
+
+template <class T>
+void ln_l2_grad_t(const Tensor& out, const Tensor& z, const Tensor& tg, const Tensor& gamma, const Tensor& beta,
+                  const int64_t* goff, double eps) {
+  const T *pz = z.data<T>(), *pt = tg.data<T>(), *pgam = gamma.data<T>(), *pbet = beta.data<T>();
+  T* po = out.data<T>();
+  const int64_t D = z.shape().back();
+  for_rows(z, [&](int64_t o, int64_t) {
+    const T *p = pz + o, *q = pt + o, *gm = pgam + goff[o / D], *bt = pbet + goff[o / D];
+    double mu, s;
+    ln_stats(p, D, eps, mu, s);
+    auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
+    auto gy = [&](int64_t i, auto t) { return (ld(gm, i, t) * xh(i, t) + ld(bt, i, t) - ld(q, i, t)) * ld(gm, i, t); };
+    const double m1 = vsum(D, gy) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return gy(i, t) * xh(i, t); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, s * (gy(i, t) - m1 - xh(i, t) * m2), t); });
+  });
+}
+
+template <class T>
+void ln_l2_grad_vjp_t(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, const Tensor& dbeta, const Tensor& z,
+                      const Tensor& tg, const Tensor& gamma, const Tensor& beta, const Tensor& w, const int64_t* goff,
+                      double eps) {
+  const T *pz = z.data<T>(), *pt = tg.data<T>(), *pgam = gamma.data<T>(), *pbet = beta.data<T>(), *pw = w.data<T>();
+  T *pdz = dz.data<T>(), *pdt = dt.data<T>();
+  const int64_t P = gamma.numel();
+  rows_into<T>(z, P, {dgamma.data<T>(), dbeta.data<T>()}, [&](int64_t o, int64_t D, int64_t row, double* acc) {
+    const T *p = pz + o, *q = pt + o, *gm = pgam + goff[row], *bt = pbet + goff[row], *wr = pw + o;
+    double* ag = acc + goff[row];
+    double* ab = acc + P + goff[row];
+    double mu, s;
+    ln_stats(p, D, eps, mu, s);
+    auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
+    auto r = [&](int64_t i, auto t) { return ld(gm, i, t) * xh(i, t) + ld(bt, i, t) - ld(q, i, t); };
+    auto gy = [&](int64_t i, auto t) { return r(i, t) * ld(gm, i, t); };
+    const double m1 = vsum(D, gy) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return gy(i, t) * xh(i, t); }) / double(D);
+    auto out = [&](int64_t i, auto t) { return s * (gy(i, t) - m1 - xh(i, t) * m2); };
+    const double a = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t); }) / double(D);
+    const double b = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * xh(i, t); }) / double(D);
+    const double c = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * out(i, t); }) / double(D);
+    // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²; dz = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂
+    auto dgy = [&](int64_t i, auto t) { return s * (ld(wr, i, t) - a - xh(i, t) * b); };
+    auto dxh = [&](int64_t i, auto t) {
+      const auto gmi = ld(gm, i, t);
+      return -s * (m2 * ld(wr, i, t) + b * gy(i, t)) + dgy(i, t) * gmi * gmi;
+    };
+    const double e = vsum(D, dxh) / double(D);
+    const double f = vsum(D, [&](int64_t i, auto t) { return dxh(i, t) * xh(i, t); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) {
+      const auto h = xh(i, t), gmi = ld(gm, i, t), dg = dgy(i, t);
+      st(pdz + o, i, s * (dxh(i, t) - e - h * f) - s * c * h, t);
+      st(pdt + o, i, -(dg * gmi), t);
+      acc_add(ag, i, dg * (r(i, t) + gmi * h), t);
+      acc_add(ab, i, dg * gmi, t);
+    });
+  });
+}
+
 }  // namespace
+
+void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const int64_t* goff, double eps) {
+  PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_affine", [&] { layer_norm_affine_t<scalar_t>(out, x, gamma, beta, goff, eps); });
+}
+void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& x,
+                                const Tensor& gamma, const Tensor& g, const int64_t* goff, double eps) {
+  PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_affine_backward",
+                        [&] { layer_norm_affine_backward_t<scalar_t>(dx, dgamma, dbeta, x, gamma, g, goff, eps); });
+}
+void ln_l2_grad(const Tensor& out, const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
+                const int64_t* goff, double eps) {
+  PONDER_DISPATCH_FLOAT(z.dtype(), "ln_l2_grad", [&] { ln_l2_grad_t<scalar_t>(out, z, t, gamma, beta, goff, eps); });
+}
+void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, const Tensor& dbeta, const Tensor& z,
+                    const Tensor& t, const Tensor& gamma, const Tensor& beta, const Tensor& w, const int64_t* goff,
+                    double eps) {
+  PONDER_DISPATCH_FLOAT(z.dtype(), "ln_l2_grad_vjp",
+                        [&] { ln_l2_grad_vjp_t<scalar_t>(dz, dt, dgamma, dbeta, z, t, gamma, beta, w, goff, eps); });
+}
 
 void layer_norm_rows(const Tensor& out, const Tensor& x, double eps) {
   PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_rows", [&] { layer_norm_rows_t<scalar_t>(out, x, eps); });
