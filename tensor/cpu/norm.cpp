@@ -218,6 +218,13 @@ inline void acc_add(double* acc, int64_t i, vd v, Vec) {
 }
 inline void acc_add(double* acc, int64_t i, double v, One) { acc[i] += v; }
 
+// Per-thread scratch of at least n doubles (rows of intermediates, kept instead of recomputed).
+double* scratch(int64_t n) {
+  thread_local std::vector<double> buf;
+  if (int64_t(buf.size()) < n) buf.resize(size_t(n));
+  return buf.data();
+}
+
 template <class T>
 void layer_norm_affine_t(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                          const int64_t* goff, double eps) {
@@ -242,18 +249,21 @@ void layer_norm_affine_backward_t(const Tensor& dx, const Tensor& dgamma, const 
     const T *p = px + o, *q = pg + o, *gm = pgam + goff[r];
     double* ag = acc + goff[r];
     double* ab = acc + P + goff[r];
+    double* xh = scratch(2 * D);
+    double* gg = xh + D;
     double mu, s;
     ln_stats(p, D, eps, mu, s);
-    auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
-    auto gg = [&](int64_t i, auto t) { return ld(q, i, t) * ld(gm, i, t); };
-    const double m1 = vsum(D, gg) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return gg(i, t) * xh(i, t); }) / double(D);
+    // x̂ and g⊙γ kept; dγ += g⊙x̂, dβ += g
     vfor(D, [&](int64_t i, auto t) {
-      const auto h = xh(i, t);
-      st(pdx + o, i, s * (gg(i, t) - m1 - h * m2), t);
-      acc_add(ag, i, ld(q, i, t) * h, t);
-      acc_add(ab, i, ld(q, i, t), t);
+      const auto h = (ld(p, i, t) - mu) * s, gi = ld(q, i, t);
+      st(xh, i, h, t);
+      st(gg, i, gi * ld(gm, i, t), t);
+      acc_add(ag, i, gi * h, t);
+      acc_add(ab, i, gi, t);
     });
+    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t); }) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t) * ld(xh, i, t); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) { st(pdx + o, i, s * (ld(gg, i, t) - m1 - ld(xh, i, t) * m2), t); });
   });
 }
 
@@ -265,13 +275,18 @@ void ln_l2_grad_t(const Tensor& out, const Tensor& z, const Tensor& tg, const Te
   const int64_t D = z.shape().back();
   for_rows(z, [&](int64_t o, int64_t) {
     const T *p = pz + o, *q = pt + o, *gm = pgam + goff[o / D], *bt = pbet + goff[o / D];
+    double* xh = scratch(2 * D);
+    double* gy = xh + D;
     double mu, s;
     ln_stats(p, D, eps, mu, s);
-    auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
-    auto gy = [&](int64_t i, auto t) { return (ld(gm, i, t) * xh(i, t) + ld(bt, i, t) - ld(q, i, t)) * ld(gm, i, t); };
-    const double m1 = vsum(D, gy) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return gy(i, t) * xh(i, t); }) / double(D);
-    vfor(D, [&](int64_t i, auto t) { st(po + o, i, s * (gy(i, t) - m1 - xh(i, t) * m2), t); });
+    vfor(D, [&](int64_t i, auto t) {  // x̂ and gy = (γ⊙x̂ + β − t)⊙γ
+      const auto h = (ld(p, i, t) - mu) * s, g = ld(gm, i, t);
+      st(xh, i, h, t);
+      st(gy, i, (g * h + ld(bt, i, t) - ld(q, i, t)) * g, t);
+    });
+    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2), t); });
   });
 }
 
@@ -286,31 +301,42 @@ void ln_l2_grad_vjp_t(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, 
     const T *p = pz + o, *q = pt + o, *gm = pgam + goff[row], *bt = pbet + goff[row], *wr = pw + o;
     double* ag = acc + goff[row];
     double* ab = acc + P + goff[row];
+    double* xh = scratch(5 * D);
+    double *rr = xh + D, *gy = xh + 2 * D, *dg = xh + 3 * D, *dx = xh + 4 * D;
     double mu, s;
     ln_stats(p, D, eps, mu, s);
-    auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
-    auto r = [&](int64_t i, auto t) { return ld(gm, i, t) * xh(i, t) + ld(bt, i, t) - ld(q, i, t); };
-    auto gy = [&](int64_t i, auto t) { return r(i, t) * ld(gm, i, t); };
-    const double m1 = vsum(D, gy) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return gy(i, t) * xh(i, t); }) / double(D);
-    auto out = [&](int64_t i, auto t) { return s * (gy(i, t) - m1 - xh(i, t) * m2); };
-    const double a = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t); }) / double(D);
-    const double b = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * xh(i, t); }) / double(D);
-    const double c = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * out(i, t); }) / double(D);
-    // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²; dz = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂
-    auto dgy = [&](int64_t i, auto t) { return s * (ld(wr, i, t) - a - xh(i, t) * b); };
-    auto dxh = [&](int64_t i, auto t) {
-      const auto gmi = ld(gm, i, t);
-      return -s * (m2 * ld(wr, i, t) + b * gy(i, t)) + dgy(i, t) * gmi * gmi;
-    };
-    const double e = vsum(D, dxh) / double(D);
-    const double f = vsum(D, [&](int64_t i, auto t) { return dxh(i, t) * xh(i, t); }) / double(D);
+    // x̂, r = γ⊙x̂ + β − t and gy = r⊙γ, kept for the passes below
     vfor(D, [&](int64_t i, auto t) {
-      const auto h = xh(i, t), gmi = ld(gm, i, t), dg = dgy(i, t);
-      st(pdz + o, i, s * (dxh(i, t) - e - h * f) - s * c * h, t);
-      st(pdt + o, i, -(dg * gmi), t);
-      acc_add(ag, i, dg * (r(i, t) + gmi * h), t);
-      acc_add(ab, i, dg * gmi, t);
+      const auto h = (ld(p, i, t) - mu) * s;
+      const auto ri = ld(gm, i, t) * h + ld(bt, i, t) - ld(q, i, t);
+      st(xh, i, h, t);
+      st(rr, i, ri, t);
+      st(gy, i, ri * ld(gm, i, t), t);
+    });
+    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
+    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
+    const double a = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t); }) / double(D);
+    const double b = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * ld(xh, i, t); }) / double(D);
+    // c = mean(w⊙out), out = s·(gy − m1 − x̂·m2) the forward result
+    const double c = vsum(D, [&](int64_t i, auto t) {
+                       return ld(wr, i, t) * (s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2));
+                     }) / double(D);
+    // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²
+    vfor(D, [&](int64_t i, auto t) {
+      const auto g = ld(gm, i, t), wi = ld(wr, i, t);
+      const auto d = s * (wi - a - ld(xh, i, t) * b);
+      st(dg, i, d, t);
+      st(dx, i, -s * (m2 * wi + b * ld(gy, i, t)) + d * g * g, t);
+    });
+    const double e = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t); }) / double(D);
+    const double f = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t) * ld(xh, i, t); }) / double(D);
+    // dz = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂; dt = −dgy⊙γ; dγ += dgy⊙(r + γ⊙x̂); dβ += dgy⊙γ
+    vfor(D, [&](int64_t i, auto t) {
+      const auto h = ld(xh, i, t), g = ld(gm, i, t), d = ld(dg, i, t);
+      st(pdz + o, i, s * (ld(dx, i, t) - e - h * f) - s * c * h, t);
+      st(pdt + o, i, -(d * g), t);
+      acc_add(ag, i, d * (ld(rr, i, t) + g * h), t);
+      acc_add(ab, i, d * g, t);
     });
   });
 }
