@@ -89,7 +89,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_norm_param("rms_norm", "weight", x, weight);
-  return mul(rms_norm_rows(x, eps), weight);
+  return rms_norm_affine(x, weight, eps);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {

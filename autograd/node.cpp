@@ -28,7 +28,7 @@ const char* op_name(Op op) {
       "cumsum", "tri", "matmul", "reshape", "permute", "slice", "pad_slice", "cat", "index_select", "index_add",
       "gather", "scatter_add", "to_dtype", "clone", "checkpoint", "layer_norm", "layer_norm_backward", "rms_norm",
       "rms_norm_backward", "gelu_tanh_grad", "silu_grad", "split", "act_mul", "layer_norm_affine",
-      "ln_l2_grad"};
+      "ln_l2_grad", "rms_norm_affine"};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(Op::Count), "one name per Op");
   return names[size_t(op)];
 }

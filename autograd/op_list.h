@@ -17,7 +17,7 @@ enum class Op : uint8_t {
   // Fused ops (one kernel each where the device has one; autograd/ops_norm.cpp, ops_elementwise.cpp)
   // and the one multi-output view op.
   LayerNorm, LayerNormBackward, RmsNorm, RmsNormBackward, GeluTanhGrad, SiluGrad, Split, ActMul,
-  LayerNormAffine, LnL2Grad,
+  LayerNormAffine, LnL2Grad, RmsNormAffine,
   Count
 };
 

@@ -314,6 +314,13 @@ std::vector<OpCase> build() {
                  return norm_backward_ref({r[0], gy}, false);
                },
                {}});
+  t.push_back({"rms_norm_affine (nn)", {Op::RmsNormAffine},
+               [](DType dt) { return Ins{T(U({6, 3}, -1, 1, 110, dt)), U({6}, 0.5, 1.5, 111, dt)}; }, {true, true},
+               [](const Ins& x) { return rms_norm(x[0], x[1], kLnEps); },
+               [norm_ref](const Refs& r) {
+                 return ref::zip(norm_ref(r, true), r[1], [](double a, double w) { return a * w; });
+               },
+               {}});
   t.push_back({"rms_norm_rows", {Op::RmsNorm}, [](DType dt) { return Ins{U({3, 2, 5}, -1, 1, 96, dt)}; }, {true},
                [](const Ins& x) { return rms_norm_rows(x[0], kLnEps); },
                [norm_ref](const Refs& r) { return norm_ref(r, true); }, {}});

@@ -81,6 +81,8 @@ Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& bet
 Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, const Tensor& beta, double eps);
 // x / sqrt(mean(x²) + eps); rms_norm in autograd/nn.h adds the weight.
 Tensor rms_norm_rows(const Tensor& x, double eps);
+// w⊙rms_norm_rows(x) as one op (w broadcast like layer_norm_affine's γ); rms_norm in autograd/nn.h uses it.
+Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps);
 // r·(g − y·mean(g⊙y)), y = rms_norm_rows(x), r = 1/sqrt(mean(x²) + eps): its gradient for upstream g.
 Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);
 

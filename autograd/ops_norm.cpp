@@ -121,6 +121,25 @@ Tensor rms_norm_rows(const Tensor& x, double eps) {
   });
 }
 
+Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
+  check_rows("rms_norm_affine", x);
+  OpRecorder r(Op::RmsNormAffine, {x, weight});
+  Tensor y = raw::rms_norm_affine(x, weight, eps);
+  return r.done(y, {x, weight}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
+    const Tensor &x = s[0], &w = s[1];
+    Tensor dx, dw;
+    if (!GradMode::enabled()) {  // first order: one fused kernel
+      auto [gx, gw] = raw::rms_norm_affine_backward(x, w, g, eps);
+      dx = gx;
+      dw = gw;
+    } else {
+      dx = rms_norm_backward(x, mul(g, w), eps);
+      dw = sum_to(mul(g, rms_norm_rows(x, eps)), w.shape());
+    }
+    return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? dw : Tensor()};
+  });
+}
+
 Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
   check_rows("rms_norm_backward", x);
   OpRecorder r(Op::RmsNormBackward, {x, g});

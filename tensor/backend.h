@@ -97,6 +97,12 @@ class Backend {
                                           const Tensor&, const int64_t*, double) {
     return false;
   }
+  //   rms_norm_affine:            out = w⊙y;  rms_norm_affine_backward: dx = rms_norm_backward(x, g⊙w), dw = Σ_rows g⊙y
+  virtual bool rms_norm_affine(const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) { return false; }
+  virtual bool rms_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                        const int64_t*, double) {
+    return false;
+  }
   virtual bool ln_l2_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*,
                           double) {
     return false;

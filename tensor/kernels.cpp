@@ -625,6 +625,31 @@ std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& 
   return {dx, dg, db};
 }
 
+Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
+  Tensor c = rows_input(x, "rms_norm_affine");
+  RowParams rp = row_params(c, weight, weight, "rms_norm_affine");
+  Tensor out = empty_like(c);
+  if (g_fused.load() && be(c).rms_norm_affine(out, c, rp.gamma, rp.goff.data(), eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 3, 2, 1);
+    return out;
+  }
+  return binary(BinaryOp::Mul, rms_norm_rows(c, eps), rp.gamma);
+}
+
+std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g, double eps) {
+  Tensor c = rows_input(x, "rms_norm_affine_backward"), gc = rows_like(g, c, "rms_norm_affine_backward");
+  RowParams rp = row_params(c, weight, weight, "rms_norm_affine_backward");
+  Tensor dx = empty_like(c), dw = empty_like(rp.gamma);
+  if (g_fused.load() && be(c).rms_norm_affine_backward(dx, dw, c, rp.gamma, gc, rp.goff.data(), eps)) {
+    count(uint64_t(c.numel()), rows_of(c), 10, 5, 3);
+    flops::add(FlopCat::Reduction, sum_to_count(c, rp.gamma));
+    return {dx, dw};
+  }
+  dx = rms_norm_backward(c, binary(BinaryOp::Mul, gc, rp.gamma), eps);
+  dw = sum_to(binary(BinaryOp::Mul, gc, rms_norm_rows(c, eps)), rp.gamma.shape());
+  return {dx, dw};
+}
+
 Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps) {
   Tensor c = rows_input(z, "ln_l2_grad"), tc = rows_like(t, c, "ln_l2_grad");
   RowParams rp = row_params(c, gamma, beta, "ln_l2_grad");

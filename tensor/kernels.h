@@ -74,6 +74,9 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);      // 
 // {dx, dγ, dβ} for upstream g (dγ, dβ shaped like γ).
 Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps);
 std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps);
+// RMS norm with a weight w broadcast like γ above, and its gradients {dx, dw} for upstream g.
+Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps);
+std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g, double eps);
 // ∂/∂z of ½‖γ⊙x̂ + β − t‖² row by row (ttt.md §1.6): layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ); t broadcasts
 // to z. And its VJP {dz, dt (shaped like z), dγ, dβ} for upstream w (ttt.md §2.2).
 Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps);

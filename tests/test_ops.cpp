@@ -56,6 +56,8 @@ TEST_CASE("fused kernels equal their compositions of primitive kernels, in value
       out.push_back(raw::layer_norm_affine(x, gd, bd, 1e-5));
       for (const Tensor& t : raw::layer_norm_affine_backward(x, gh, v, 1e-5)) out.push_back(t);
       for (const Tensor& t : raw::layer_norm_affine_backward(x, gd, v, 1e-5)) out.push_back(t);
+      out.push_back(raw::rms_norm_affine(x, gd, 1e-6));
+      for (const Tensor& t : raw::rms_norm_affine_backward(x, gh, v, 1e-6)) out.push_back(t);
       out.push_back(raw::ln_l2_grad(x, dz, gh, bh, 1e-5));
       for (const Tensor& t : raw::ln_l2_grad_vjp(x, dz, gh, bh, v, 1e-5)) out.push_back(t);
       for (const Tensor& t : raw::ln_l2_grad_vjp(x, v, gd, bd, a, 1e-5)) out.push_back(t);

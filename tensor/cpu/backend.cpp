@@ -196,6 +196,17 @@ class CpuBackend final : public Backend {
     cpu::layer_norm_affine_backward(dx, dg, db, x, gm, g, goff, eps);
     return true;
   }
+  bool rms_norm_affine(const Tensor& o, const Tensor& x, const Tensor& w, const int64_t* goff, double eps) override {
+    prof::Scope t(Kind::Fused, "rms_norm_affine");
+    cpu::rms_norm_affine(o, x, w, goff, eps);
+    return true;
+  }
+  bool rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
+                                const int64_t* goff, double eps) override {
+    prof::Scope t(Kind::Fused, "rms_norm_affine_backward");
+    cpu::rms_norm_affine_backward(dx, dw, x, w, g, goff, eps);
+    return true;
+  }
   bool ln_l2_grad(const Tensor& o, const Tensor& z, const Tensor& tg, const Tensor& gm, const Tensor& bt,
                   const int64_t* goff, double eps) override {
     prof::Scope t(Kind::Fused, "ln_l2_grad");

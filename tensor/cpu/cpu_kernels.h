@@ -30,6 +30,9 @@ void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, 
                        const int64_t* goff, double eps);
 void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& x,
                                 const Tensor& gamma, const Tensor& g, const int64_t* goff, double eps);
+void rms_norm_affine(const Tensor& out, const Tensor& x, const Tensor& w, const int64_t* goff, double eps);
+void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
+                              const int64_t* goff, double eps);
 void ln_l2_grad(const Tensor& out, const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
                 const int64_t* goff, double eps);
 void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, const Tensor& dbeta, const Tensor& z,

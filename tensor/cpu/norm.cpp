@@ -268,6 +268,38 @@ void layer_norm_affine_backward_t(const Tensor& dx, const Tensor& dgamma, const 
 }
 
 template <class T>
+void rms_norm_affine_t(const Tensor& out, const Tensor& x, const Tensor& w, const int64_t* goff, double eps) {
+  const T *px = x.data<T>(), *pw = w.data<T>();
+  T* po = out.data<T>();
+  const int64_t D = x.shape().back();
+  for_rows(x, [&](int64_t o, int64_t) {
+    const T *p = px + o, *wr = pw + goff[o / D];
+    const double r = rms_scale(p, D, eps);
+    vfor(D, [&](int64_t i, auto t) { st(po + o, i, ld(wr, i, t) * (ld(p, i, t) * r), t); });
+  });
+}
+
+template <class T>
+void rms_norm_affine_backward_t(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
+                                const int64_t* goff, double eps) {
+  const T *px = x.data<T>(), *pw = w.data<T>(), *pg = g.data<T>();
+  T* pdx = dx.data<T>();
+  const int64_t P = w.numel();
+  rows_into<T>(x, P, {dw.data<T>()}, [&](int64_t o, int64_t D, int64_t r, double* acc) {
+    const T *p = px + o, *q = pg + o, *wr = pw + goff[r];
+    double* aw = acc + goff[r];
+    const double rs = rms_scale(p, D, eps);
+    // dw += g⊙y; dx = r·(g⊙w − y·mean(g⊙w⊙y))
+    const double m = vsum(D, [&](int64_t i, auto t) {
+                       const auto y = ld(p, i, t) * rs, gi = ld(q, i, t);
+                       acc_add(aw, i, gi * y, t);
+                       return gi * ld(wr, i, t) * y;
+                     }) / double(D);
+    vfor(D, [&](int64_t i, auto t) { st(pdx + o, i, rs * (ld(q, i, t) * ld(wr, i, t) - ld(p, i, t) * rs * m), t); });
+  });
+}
+
+template <class T>
 void ln_l2_grad_t(const Tensor& out, const Tensor& z, const Tensor& tg, const Tensor& gamma, const Tensor& beta,
                   const int64_t* goff, double eps) {
   const T *pz = z.data<T>(), *pt = tg.data<T>(), *pgam = gamma.data<T>(), *pbet = beta.data<T>();
@@ -351,6 +383,14 @@ void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Te
                                 const Tensor& gamma, const Tensor& g, const int64_t* goff, double eps) {
   PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_affine_backward",
                         [&] { layer_norm_affine_backward_t<scalar_t>(dx, dgamma, dbeta, x, gamma, g, goff, eps); });
+}
+void rms_norm_affine(const Tensor& out, const Tensor& x, const Tensor& w, const int64_t* goff, double eps) {
+  PONDER_DISPATCH_FLOAT(x.dtype(), "rms_norm_affine", [&] { rms_norm_affine_t<scalar_t>(out, x, w, goff, eps); });
+}
+void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
+                              const int64_t* goff, double eps) {
+  PONDER_DISPATCH_FLOAT(x.dtype(), "rms_norm_affine_backward",
+                        [&] { rms_norm_affine_backward_t<scalar_t>(dx, dw, x, w, g, goff, eps); });
 }
 void ln_l2_grad(const Tensor& out, const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
                 const int64_t* goff, double eps) {
