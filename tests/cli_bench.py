@@ -35,7 +35,7 @@ check([(r["variant"], r["mode"], r["path"], r["K"]) for r in rows] ==
 check(all(r["tokens_per_s"] > 0 and r["estimated_mb"] > 0 for r in rows), "rows report tokens/s and a memory estimate")
 prof = rows[1]["profile"]
 check(prof["matmul"]["calls_per_step"] > 0 and prof["framework"]["ms_per_step"] >= 0 and
-      any(k["kernel"] == "layer_norm_backward" for k in prof["kernels"]), "--profile reports kinds and kernels")
+      any(k["kernel"] == "ln_l2_grad" and k["kind"] == "fused" for k in prof["kernels"]), "--profile reports kinds and kernels")
 
 rows = [json.loads(l) for l in bench("--variants", "dual,prefix-2", "--json", "--mem-limit-mb", "1").stdout.splitlines()]
 check(len(rows) == 2 and all("skipped" in r and r["estimated_mb"] > 1 and r["limit_mb"] == 1 for r in rows),
