@@ -14,7 +14,6 @@ namespace {
 
 Tensor scale(const Tensor& x, double a, double b = 0) { return raw::unary(UnaryOp::Affine, x, a, b); }
 Tensor plus(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Add, a, b); }
-Tensor times(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Mul, a, b); }
 
 void buffers_to(std::vector<Tensor>& buffers, Device device) {
   for (Tensor& b : buffers) b = raw::to_device(b, device);
@@ -110,8 +109,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& p : params) {
     Tensor g = grad_of(p);
     if (!g.defined()) continue;
-    Tensor g64 = raw::to_dtype(g, DType::F64);
-    total += raw::reduce(ReduceOp::Sum, times(g64, g64), {}, false).item();
+    total += raw::sum_squares(g);  // squares and sum in float64, one kernel where the device has it
   }
   const double norm = std::sqrt(total);
   if (norm > max_norm) {

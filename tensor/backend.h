@@ -117,6 +117,9 @@ class Backend {
   virtual bool act_mul_backward(GateAct, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
     return false;
   }
+  // Σ x² of a contiguous floating tensor in float64, as the sum of all elements of x converted to float64
+  // and squared would give it (gradient clipping).
+  virtual bool sum_squares(const Tensor&, double&) { return false; }
   // One AdamW update in place on contiguous tensors of one shape (autograd/optim.cpp states the rule).
   virtual bool adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWCoeffs&) {
     return false;

@@ -723,6 +723,19 @@ std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const T
   return {da, db};
 }
 
+double sum_squares(const Tensor& t) {
+  PONDER_NEED(is_float(t.dtype()), "sum_squares: needs a floating tensor");
+  Tensor c = contiguous(t);
+  double out = 0;
+  if (g_fused.load() && be(c).sum_squares(c, out)) {
+    flops::add(FlopCat::Elementwise, uint64_t(c.numel()));
+    flops::add(FlopCat::Reduction, uint64_t(c.numel()));
+    return out;
+  }
+  Tensor d = to_dtype(c, DType::F64);
+  return reduce(ReduceOp::Sum, binary(BinaryOp::Mul, d, d), {}, false).item();
+}
+
 void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
   for (const Tensor* t : {&m, &v, &g}) {
     check_same("adamw_step_", p, *t);

@@ -85,6 +85,8 @@ std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Ten
 // act(a)⊙b and its gradients {da, db} for upstream g; a, b (and g) of one shape.
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
+// Σ t² in float64 (t converted to float64, squared and summed as reduce() would sum it).
+double sum_squares(const Tensor& t);
 // One AdamW step on p, m, v (updated in place, versions bumped) from g; the fused kernel computes the
 // composition's float operations in the same order, so both give the same bits.
 void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);

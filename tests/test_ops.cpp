@@ -87,6 +87,19 @@ TEST_CASE("fused kernels equal their compositions of primitive kernels, in value
   }
 }
 
+TEST_CASE("sum_squares gives the composition's bits") {
+  Generator g(41);
+  for (DType dt : {DType::F32, DType::F64})
+    for (const Shape& s : std::vector<Shape>{{7, 300}, {5}, {3, 1, 40}, {1, 1}}) {
+      Tensor t = g.normal(s, 0, 1, dt);
+      const double fused = raw::sum_squares(t);
+      raw::set_fused_kernels(false);
+      const double plain = raw::sum_squares(t);
+      raw::set_fused_kernels(true);
+      CHECK(fused == plain);
+    }
+}
+
 TEST_CASE("the fused AdamW step gives the composition's bits") {
   Generator g(37);
   for (DType dt : {DType::F32, DType::F64}) {

@@ -168,6 +168,11 @@ class CpuBackend final : public Backend {
     cpu::rms_norm_rows(o, x, eps);
     return true;
   }
+  bool sum_squares(const Tensor& x, double& out) override {
+    prof::Scope t(Kind::Reduction, "sum_squares");
+    out = cpu::sum_squares(x);
+    return true;
+  }
   bool adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) override {
     prof::Scope t(Kind::Fused, "adamw_step");
     cpu::adamw_step(p, m, v, g, c);

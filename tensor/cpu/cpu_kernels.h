@@ -11,6 +11,8 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void tri(const Tensor& out, const Tensor& x, int64_t k, bool upper);
 void reduce(ReduceOp op, const Tensor& out, const Tensor& x);
+// Σ x² of a contiguous floating tensor, accumulated in double (cpu/reduce.cpp).
+double sum_squares(const Tensor& x);
 void cumsum(const Tensor& out, const Tensor& x, int axis, bool reverse);
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 // Triple-loop reference GEMM (…, m, k)·(…, k, n) kept beside the BLAS path to validate it.

@@ -1,5 +1,6 @@
 // Element-wise CPU kernels: copy/convert, fill, unary and binary maps, where, triangular masks.
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "tensor/cpu/cpu_kernels.h"
@@ -228,22 +229,39 @@ void act_mul_backward_t(GateAct act, const Tensor& da, const Tensor& db, const T
 }
 
 // The float operations of the composition in raw::adamw_step_, in its order: scale(x, a, b) is a·x + b.
+// float32 goes 8 lanes at a time (libm's sqrt, which may set errno, keeps the scalar loop from vectorising).
+template <class T, class V>
+V adamw_lanes(V& m, V& v, V p, V g, const AdamWCoeffs& c, V (*sq)(V)) {
+  const T b1 = T(c.beta1), nb1 = T(1 - c.beta1), b2 = T(c.beta2), nb2 = T(1 - c.beta2), ibc2 = T(1 / c.bc2),
+          eps = T(c.eps), step = T(c.lr / c.bc1), decay = T(1 - c.lr * c.weight_decay), zero = T(0), one = T(1);
+  m = (b1 * m + zero) + (nb1 * g + zero);
+  v = (b2 * v + zero) + (nb2 * (g * g) + zero);
+  const V denom = one * sq(ibc2 * v + zero) + eps;
+  return (decay * p + zero) - (step * m + zero) / denom;
+}
+
 template <class T>
 void adamw_step_t(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
   T *pp = p.data<T>(), *pm = m.data<T>(), *pv = v.data<T>();
   const T* pg = g.data<T>();
-  const T b1 = T(c.beta1), nb1 = T(1 - c.beta1), b2 = T(c.beta2), nb2 = T(1 - c.beta2), ibc2 = T(1 / c.bc2),
-          eps = T(c.eps), step = T(c.lr / c.bc1), decay = T(1 - c.lr * c.weight_decay), zero = T(0), one = T(1);
   chunks(p.numel(), [&](int64_t s, int64_t n) {
-    for (int64_t i = s; i < s + n; ++i) {
-      const T gi = pg[i];
-      const T mi = (b1 * pm[i] + zero) + (nb1 * gi + zero);
-      const T vi = (b2 * pv[i] + zero) + (nb2 * (gi * gi) + zero);
-      const T denom = one * std::sqrt(ibc2 * vi + zero) + eps;
-      pm[i] = mi;
-      pv[i] = vi;
-      pp[i] = (decay * pp[i] + zero) - (step * mi + zero) / denom;
+    int64_t i = s;
+    if constexpr (std::is_same_v<T, float>) {
+      using vmath::vf;
+      for (; i + vmath::kLanes <= s + n; i += vmath::kLanes) {
+        vf vp, vm, vv, vg;
+        std::memcpy(&vp, pp + i, sizeof vp);
+        std::memcpy(&vm, pm + i, sizeof vm);
+        std::memcpy(&vv, pv + i, sizeof vv);
+        std::memcpy(&vg, pg + i, sizeof vg);
+        vp = adamw_lanes<float, vf>(vm, vv, vp, vg, c, vmath::sqrt_v);
+        std::memcpy(pp + i, &vp, sizeof vp);
+        std::memcpy(pm + i, &vm, sizeof vm);
+        std::memcpy(pv + i, &vv, sizeof vv);
+      }
     }
+    for (; i < s + n; ++i)
+      pp[i] = adamw_lanes<T, T>(pm[i], pv[i], pp[i], pg[i], c, [](T x) -> T { return std::sqrt(x); });
   });
 }
 

@@ -12,23 +12,24 @@ namespace {
 // A sum of n values at stride st in double, in a fixed order that does not depend on the thread count:
 // eight interleaved partial sums (lane j takes elements j, j+8, …), then combined pairwise. Unlike one
 // running sum it is not a chain of dependent additions, so a row of 64 takes a few dozen cycles.
-template <class T>
-double sum_run(const T* p, int64_t n, int64_t st) {
+// f maps an element, widened to double, to the value summed (the identity, or a square).
+template <class T, class F = double (*)(double)>
+double sum_run(const T* p, int64_t n, int64_t st, F f = [](double v) { return v; }) {
   if (n < 16) {
     double acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += double(p[i * st]);
+    for (int64_t i = 0; i < n; ++i) acc += f(double(p[i * st]));
     return acc;
   }
   double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   if (st == 1) {
     for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) lane[j] += double(p[i + j]);
+      for (int j = 0; j < 8; ++j) lane[j] += f(double(p[i + j]));
   } else {
     for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) lane[j] += double(p[(i + j) * st]);
+      for (int j = 0; j < 8; ++j) lane[j] += f(double(p[(i + j) * st]));
   }
-  for (int j = 0; i < n; ++i, ++j) lane[j] += double(p[i * st]);
+  for (int j = 0; i < n; ++i, ++j) lane[j] += f(double(p[i * st]));
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
@@ -170,7 +171,29 @@ void cumsum_t(const Tensor& out, const Tensor& x, int axis, bool reverse) {
   }
 }
 
+// Σ x² of a contiguous tensor in double, with the additions reduce() makes for the sum of all elements of
+// x converted to float64 and squared: runs along the innermost non-unit axis summed by sum_run, the runs
+// added in order. So it equals that composition bit for bit.
+template <class T>
+double sum_squares_t(const Tensor& x) {
+  int64_t inner = 1;
+  for (size_t d = x.dim(); d-- > 0;)
+    if (x.shape()[d] != 1) {
+      inner = x.shape()[d];
+      break;
+    }
+  const T* p = x.data<T>();
+  const int64_t n = x.numel();
+  double acc = 0;
+  for (int64_t o = 0; o < n; o += inner) acc += sum_run(p + o, inner, 1, [](double v) { return v * v; });
+  return acc;
+}
+
 }  // namespace
+
+double sum_squares(const Tensor& x) {
+  return PONDER_DISPATCH_FLOAT(x.dtype(), "sum_squares", [&] { return sum_squares_t<scalar_t>(x); });
+}
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& x) {
   PONDER_DISPATCH_ALL(x.dtype(), "reduce", [&] { reduce_t<scalar_t>(op, out, x); });

@@ -17,6 +17,16 @@ constexpr int kLanes = 8;
 
 inline vf splat(float v) { return vf{v, v, v, v, v, v, v, v}; }
 
+// IEEE square root of each lane (exact, as std::sqrt).
+inline vf sqrt_v(vf x) {
+#if defined(__AVX__)
+  return __builtin_ia32_sqrtps256(x);
+#else
+  for (int i = 0; i < kLanes; ++i) x[i] = __builtin_sqrtf(x[i]);
+  return x;
+#endif
+}
+
 inline vf exp_v(vf x) {
   const vf lo = splat(-87.3365448f), hi = splat(88.7228390f);  // exp(lo) = FLT_MIN, exp(hi) ≈ FLT_MAX
   const vi below = x < lo, above = x > hi, nan = x != x;
