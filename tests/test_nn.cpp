@@ -33,8 +33,10 @@ std::vector<double> numeric_grad(const Tensor& p, const std::function<Tensor()>&
 }
 
 // Analytical gradients of the scalar loss() with respect to `wrt` against central differences.
-void check_grads(const std::function<Tensor()>& loss, const std::vector<Tensor>& wrt) {
+// Returns how many gradient elements were compared, so callers can assert the check was not vacuous.
+size_t check_grads(const std::function<Tensor()>& loss, const std::vector<Tensor>& wrt) {
   std::vector<Tensor> ana = grad({loss()}, wrt);
+  size_t compared = 0;
   for (size_t k = 0; k < wrt.size(); ++k) {
     std::vector<double> a = ana[k].to_vector(), n = numeric_grad(wrt[k], loss);
     REQUIRE(a.size() == n.size());
@@ -42,7 +44,9 @@ void check_grads(const std::function<Tensor()>& loss, const std::vector<Tensor>&
       INFO("tensor " << k << " element " << i << ": analytical " << a[i] << " numerical " << n[i]);
       CHECK(std::abs(a[i] - n[i]) <= kAtol + kRtol * std::abs(n[i]));
     }
+    compared += a.size();
   }
+  return compared;
 }
 
 Tensor leaf(const std::vector<double>& v, const Shape& s) {
@@ -62,12 +66,14 @@ Tensor weighted_sum(const Tensor& y, uint64_t seed = 7) {
   return sum(mul(y, g.uniform(y.shape(), -1, 1, y.dtype())));
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+// Returns how many elements were compared.
+size_t check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i);
     CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1));
   }
+  return got.size();
 }
 
 double sigm(double z) { return 1 / (1 + std::exp(-z)); }
@@ -264,7 +270,7 @@ TEST_CASE("modules keep second-order gradients") {
     opt.create_graph = true;
     return sum(mul(grad({y}, {x}, {}, opt)[0], v));
   };
-  check_grads(gv, {x, lin.weight});
+  CHECK(check_grads(gv, {x, lin.weight}) == 6 + 9);
 }
 
 // ---- checkpoint
@@ -322,14 +328,14 @@ TEST_CASE("checkpoint: second-order gradients match the plain region") {
     return grad({sum(mul(gx, v))}, {in.x, in.w});
   };
   std::vector<Tensor> want = hvp(false), got = hvp(true);
-  for (size_t i = 0; i < 2; ++i) check_close(got[i].to_vector(), want[i].to_vector());
+  for (size_t i = 0; i < 2; ++i) CHECK(check_close(got[i].to_vector(), want[i].to_vector()) > 0);
 
   // And against central differences of the first-order gradient.
-  check_grads([&] {
+  CHECK(check_grads([&] {
     SetGradGuard on(true);
     Tensor gx = grad({region_loss(checkpoint(region, {in.x, in.w}))}, {in.x}, {}, create_graph_opt())[0];
     return sum(mul(gx, v));
-  }, {in.x, in.w});
+  }, {in.x, in.w}) == 6 + 9);
 }
 
 TEST_CASE("checkpoint: an input derived from another input is not counted twice") {
@@ -342,8 +348,8 @@ TEST_CASE("checkpoint: an input derived from another input is not counted twice"
     Tensor gx = grad({out}, {x}, {}, create_graph_opt())[0];
     return grad({sum(mul(gx, gx))}, {x})[0];
   };
-  check_close(run(true, false).to_vector(), run(false, false).to_vector());
-  check_close(run(true, true).to_vector(), run(false, true).to_vector());
+  CHECK(check_close(run(true, false).to_vector(), run(false, false).to_vector()) == 3);
+  CHECK(check_close(run(true, true).to_vector(), run(false, true).to_vector()) == 3);
 }
 
 TEST_CASE("checkpoint: a create_graph inner step inside an outer loss") {
@@ -357,8 +363,8 @@ TEST_CASE("checkpoint: a create_graph inner step inside an outer loss") {
   CkptInputs in;
   std::vector<Tensor> want = grad({outer(false, in.w, in.x)}, {in.w, in.x});
   std::vector<Tensor> got = grad({outer(true, in.w, in.x)}, {in.w, in.x});
-  for (size_t i = 0; i < 2; ++i) check_close(got[i].to_vector(), want[i].to_vector());
-  check_grads([&] { SetGradGuard on(true); return outer(true, in.w, in.x); }, {in.w, in.x});
+  for (size_t i = 0; i < 2; ++i) CHECK(check_close(got[i].to_vector(), want[i].to_vector()) > 0);
+  CHECK(check_grads([&] { SetGradGuard on(true); return outer(true, in.w, in.x); }, {in.w, in.x}) == 9 + 6);
 }
 
 TEST_CASE("checkpoint: unused inputs, no recording, retain_graph, release and in-place errors") {
