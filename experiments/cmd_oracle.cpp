@@ -15,26 +15,15 @@
 namespace ponder::cli {
 namespace {
 
-struct OracleArgs {
-  std::string config = "tiny";
-  std::string checkpoint;
-  std::string out = "results/oracle";
-  int64_t seeds = 0, windows = 0;
-};
-
 double k_of(const SeedResult& s) { return s.mean_k; }
 double bpb_of(const SeedResult& s) { return s.bpb; }
 
-void run(const OracleArgs& a) {
-  RunConfig cfg = load_config(resolve_config(a.config));
-  CompareOptions opt = cfg.compare;
-  if (a.seeds > 0) opt.seeds = a.seeds;
-  if (a.windows > 0) opt.windows_per_seed = a.windows;
+void run(const CheckpointJobArgs& a) {
+  CheckpointJob job = load_checkpoint_job(a, "oracle");
+  CompareOptions& opt = job.opt;
+  const TrainedModel& m = job.m;
+  const Dataset& ds = job.ds;
   opt.methods = {"oracle"};  // the difficulty scores come with the oracle's units
-  const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
-  const TrainedModel m = load_trained(ck, a.checkpoint);
-  const Dataset ds = load_dataset(m.config.data);
-  std::filesystem::create_directories(a.out);
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("oracle"));
   std::fprintf(stderr, "\n");
   const MethodResult& o = *find(r, "oracle");
@@ -97,16 +86,12 @@ void run(const OracleArgs& a) {
 }  // namespace
 
 void register_oracle(CLI::App& app) {
-  auto args = std::make_shared<OracleArgs>();
+  auto args = std::make_shared<CheckpointJobArgs>();
+  args->out = "results/oracle";
   CLI::App* sub = app.add_subcommand(
       "oracle", "Oracle analysis of a trained checkpoint: the oracle's K distribution, Spearman correlation of "
                 "oracle K with each difficulty score, and the oracle frontier; writes oracle.json");
-  sub->add_option("--config", args->config, "Config whose compare: section sets seeds, windows and step options")
-      ->capture_default_str();
-  sub->add_option("--checkpoint", args->checkpoint, "Trained model (ponder train's checkpoint.ckpt)")->required();
-  sub->add_option("--out", args->out, "Output folder")->capture_default_str();
-  sub->add_option("--seeds", args->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
-  sub->add_option("--windows", args->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  add_checkpoint_job_options(sub, *args, "Config whose compare: section sets seeds, windows and step options");
   sub->callback([args] { run(*args); });
 }
 

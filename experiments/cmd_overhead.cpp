@@ -15,31 +15,20 @@
 namespace ponder::cli {
 namespace {
 
-struct OverheadArgs {
-  std::string config = "tiny";
-  std::string checkpoint;
-  std::string out = "results/overhead";
-  int64_t seeds = 0, windows = 0;
-};
-
 double bpb_of(const SeedResult& s) { return s.bpb; }
 double base_of(const SeedResult& s) { return s.base_per_token; }
 double inner_of(const SeedResult& s) { return s.inner_per_token; }
 double overhead_of(const SeedResult& s) { return s.overhead_per_token; }
 double k_of(const SeedResult& s) { return s.mean_k; }
 
-void run(const OverheadArgs& a) {
-  RunConfig cfg = load_config(resolve_config(a.config));
-  CompareOptions opt = cfg.compare;
-  if (a.seeds > 0) opt.seeds = a.seeds;
-  if (a.windows > 0) opt.windows_per_seed = a.windows;
+void run(const CheckpointJobArgs& a) {
+  CheckpointJob job = load_checkpoint_job(a, "overhead");
+  CompareOptions& opt = job.opt;
+  const TrainedModel& m = job.m;
+  const Dataset& ds = job.ds;
   const std::string budget = "uniform-" + std::to_string(opt.budget_k), high = "uniform-" + std::to_string(opt.high);
   opt.methods = {"entropy", "loss", "ttt-loss", "gradnorm", budget};
   if (high != budget) opt.methods.push_back(high);
-  const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
-  const TrainedModel m = load_trained(ck, a.checkpoint);
-  const Dataset ds = load_dataset(m.config.data);
-  std::filesystem::create_directories(a.out);
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("overhead"));
   std::fprintf(stderr, "\n");
   const std::vector<std::string> refs = high == budget ? std::vector<std::string>{high}
@@ -97,16 +86,12 @@ void run(const OverheadArgs& a) {
 }  // namespace
 
 void register_overhead(CLI::App& app) {
-  auto args = std::make_shared<OverheadArgs>();
+  auto args = std::make_shared<CheckpointJobArgs>();
+  args->out = "results/overhead";
   CLI::App* sub = app.add_subcommand(
       "overhead", "Policy FLOPs vs inner FLOPs saved (against the always-high and the budget uniform schedules) "
                   "for each difficulty heuristic: the net saving; writes overhead.json");
-  sub->add_option("--config", args->config, "Config whose compare: section sets seeds, budget_k and high")
-      ->capture_default_str();
-  sub->add_option("--checkpoint", args->checkpoint, "Trained model (ponder train's checkpoint.ckpt)")->required();
-  sub->add_option("--out", args->out, "Output folder")->capture_default_str();
-  sub->add_option("--seeds", args->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
-  sub->add_option("--windows", args->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  add_checkpoint_job_options(sub, *args, "Config whose compare: section sets seeds, budget_k and high");
   sub->callback([args] { run(*args); });
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <unistd.h>
 
@@ -12,6 +13,28 @@
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace ponder::cli {
+
+void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help) {
+  sub->add_option("--config", a.config, config_help)->capture_default_str();
+  sub->add_option("--checkpoint", a.checkpoint, "Trained model (ponder train's checkpoint.ckpt)")->required();
+  sub->add_option("--out", a.out, "Output folder")->capture_default_str();
+  sub->add_option("--seeds", a.seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
+  sub->add_option("--windows", a.windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  add_device_override(sub, a.device);
+}
+
+CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string& label) {
+  const RunConfig cfg = load_config(resolve_config(a.config));
+  CompareOptions opt = cfg.compare;
+  if (a.seeds > 0) opt.seeds = a.seeds;
+  if (a.windows > 0) opt.windows_per_seed = a.windows;
+  const Device device = run_device(a.device, cfg.device, cfg.source);
+  std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
+  TrainedModel m = load_trained(ttt::load_checkpoint(a.checkpoint), a.checkpoint, device);
+  Dataset ds = load_dataset(m.config.data);
+  std::filesystem::create_directories(a.out);
+  return {std::move(opt), device, std::move(m), std::move(ds)};
+}
 
 CompareProgress stderr_progress(const std::string& label) {
   const auto t0 = std::chrono::steady_clock::now();

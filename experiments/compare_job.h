@@ -1,12 +1,34 @@
 // A comparison run from a trained model, shared by `ponder compare` and `ponder quick`: progress on
 // stderr with ETA, provenance, and the outputs of experiments/report.h.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "experiments/training.h"
 
 namespace ponder::cli {
+
+// What every analysis of a trained checkpoint takes (compare, oracle, overhead, ablate).
+struct CheckpointJobArgs {
+  std::string config = "tiny";
+  std::string checkpoint;
+  std::string out;
+  int64_t seeds = 0, windows = 0;  // 0: the config's compare.seeds / compare.windows_per_seed
+  std::string device;              // empty: the config's model.device
+};
+// Adds --config (described by `config_help`), --checkpoint (required), --out, --seeds, --windows and --device.
+void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help);
+
+// What such a command works on: the config's compare options with --seeds / --windows applied, the trained
+// model on its device and its dataset. Prints "<label>: device …" and creates the output folder.
+struct CheckpointJob {
+  CompareOptions opt;
+  Device device;
+  TrainedModel m;
+  Dataset ds;
+};
+CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string& label);
 
 // A progress callback for run_compare that prints "<label>: what  NN%  elapsed, ETA" on stderr
 // (overwriting one line on a terminal, a line every few seconds in logs).
