@@ -50,15 +50,9 @@ std::vector<double> reinforce_advantages(const std::vector<Trajectory>& ts, cons
   }
   *scale = 1;
   if (!cfg.normalize_advantages) return adv;
-  // Standardising divides the policy-gradient term by the advantages' spread (sd + eps, as standardize does);
-  // the caller divides the penalty term by the same number so λ keeps its meaning in nats per step.
-  if (adv.size() >= 2) {
-    double m = 0, ss = 0;
-    for (double a : adv) m += a / double(adv.size());
-    for (double a : adv) ss += (a - m) * (a - m);
-    *scale = std::sqrt(ss / double(adv.size() - 1)) + kFloat32Eps;
-  }
-  return standardize(adv);
+  // Standardising divides the policy-gradient term by the advantages' spread; the caller divides the penalty
+  // term by the same number so λ keeps its meaning in nats per step.
+  return standardize(adv, 1, kFloat32Eps, scale);
 }
 
 Tensor reinforce_objective(policy::LearnedPolicy& policy, const std::vector<Trajectory>& ts,

@@ -72,18 +72,20 @@ std::vector<double> EmaBaseline::advantages(const std::vector<double>& returns) 
   return a;
 }
 
-std::vector<double> standardize(const std::vector<double>& x, int ddof, double eps) {
+std::vector<double> standardize(const std::vector<double>& x, int ddof, double eps, double* divisor) {
   const char* who = "standardize";
   check_nonempty(x, who, "x");
   if (ddof != 0 && ddof != 1)
     throw std::invalid_argument(std::string(who) + ": ddof must be 0 or 1, got " + std::to_string(ddof));
   if (!(eps >= 0.0) || !std::isfinite(eps))
     throw std::invalid_argument(std::string(who) + ": eps must be finite and >= 0, got " + std::to_string(eps));
+  if (divisor) *divisor = 1;
   if (x.size() == 1) return x;
   const double m = mean(x);
   double ss = 0;
   for (double v : x) ss += (v - m) * (v - m);
   const double sd = std::sqrt(ss / double(x.size() - size_t(ddof)));
+  if (divisor && sd + eps > 0) *divisor = sd + eps;
   std::vector<double> out(x.size());
   for (size_t i = 0; i < x.size(); ++i) out[i] = sd + eps > 0 ? (x[i] - m) / (sd + eps) : 0.0;
   return out;

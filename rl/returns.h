@@ -46,7 +46,9 @@ inline constexpr double kFloat32Eps = std::numeric_limits<float>::epsilon();
 // (x - mean) / (std_ddof + eps). P2: a single value has no spread (torch's unbiased std is NaN there), so a vector
 // of size 1 is returned unchanged — no centring, no division — as stable-baselines3 PR #1028 does. Constant
 // vectors of size >= 2 give exact zeros (std = 0, finite eps), never NaN. ddof must be 0 or 1.
-std::vector<double> standardize(const std::vector<double>& x, int ddof = 1, double eps = kFloat32Eps);
+// When `divisor` is given it receives what the centred values were divided by (sd + eps), or 1 where nothing was.
+std::vector<double> standardize(const std::vector<double>& x, int ddof = 1, double eps = kFloat32Eps,
+                                double* divisor = nullptr);
 
 // L_pi = -(1/n) Σ log π(a_t|s_t)·A_t (§1); the advantages are constants here (detached).
 double policy_gradient_loss(const std::vector<double>& log_probs, const std::vector<double>& advantages);

@@ -341,3 +341,14 @@ TEST_CASE("§9.6 ACT: the sact unit tests and the extra case") {
   }
   CHECK(error_of([] { act_halting({0.1, 0.2}, 5); }).find("max_steps") != std::string::npos);
 }
+
+TEST_CASE("standardize reports what it divided by") {
+  double d = 0;
+  const std::vector<double> z = ponder::rl::standardize({1, 2, 3}, 1, 1e-8, &d);
+  CHECK(d == doctest::Approx(1.0 + 1e-8).epsilon(1e-15));
+  CHECK(z[2] == doctest::Approx(1.0 / (1.0 + 1e-8)).epsilon(1e-15));
+  ponder::rl::standardize({5}, 1, 1e-8, &d);
+  CHECK(d == 1.0);  // a single value is returned as is
+  ponder::rl::standardize({2, 2, 2}, 1, 0.0, &d);
+  CHECK(d == 1.0);  // no spread and no eps: zeros, nothing divided
+}
