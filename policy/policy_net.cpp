@@ -173,20 +173,20 @@ void HaltingPolicy::begin_sequence(uint64_t seed) {
 
 int HaltingPolicy::act(const std::vector<double>& x) {
   const std::vector<double> z = net_->step(norm_.apply(x));
-  const int64_t N = int64_t(z.size());
-  if (mode_ == ActMode::Greedy) {
+  const size_t N = z.size();
+  std::vector<double> lam(N, 1.0);  // conditional halting probabilities, λ_N = 1
+  for (size_t n = 0; n + 1 < N; ++n) lam[n] = 1.0 / (1.0 + std::exp(-z[n]));
+  if (mode_ == ActMode::Greedy) {  // the mode of p_n = λ_n·Π_{j<n}(1 − λ_j)
     double survive = 1, best = -1;
-    int64_t arg = N;
-    for (int64_t n = 0; n < N; ++n) {
-      const double lam = n + 1 == N ? 1.0 : 1.0 / (1.0 + std::exp(-z[size_t(n)]));
-      const double p = lam * survive;
-      if (p > best) best = p, arg = n + 1;
-      survive *= 1 - lam;
+    size_t arg = N - 1;
+    for (size_t n = 0; n < N; ++n) {
+      if (lam[n] * survive > best) best = lam[n] * survive, arg = n;
+      survive *= 1 - lam[n];
     }
-    return int(arg);
+    return int(arg + 1);
   }
-  for (int64_t n = 0; n + 1 < N; ++n)
-    if (gen_.uniform01() < 1.0 / (1.0 + std::exp(-z[size_t(n)]))) return int(n + 1);
+  for (size_t n = 0; n + 1 < N; ++n)
+    if (gen_.uniform01() < lam[n]) return int(n + 1);
   return int(N);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 
 #include "autograd/gradcheck.h"
 #include "rl/halting.h"
@@ -110,6 +111,29 @@ TEST_CASE("halting_log_probs: PonderNet's p_n with λ_N = 1, and its gradients")
   CHECK_MESSAGE(g1.ok, g1.message);
   CHECK_MESSAGE(g2.ok, g2.message);
   CHECK(g1.checked > 0);
+}
+
+TEST_CASE("a greedy halting policy halts at the mode of PonderNet's p_n") {
+  auto n = net("mlp", 3, 5, 9);
+  Generator g(4);
+  {
+    NoGradGuard ng;  // large random weights, so the mode is not always the first step
+    for (const Tensor& w : n->parameters()) copy_(w, g.normal(w.shape(), 0, 2, w.dtype()));
+  }
+  HaltingPolicy pol("pondernet", n, {}, {});
+  pol.set_mode(ActMode::Greedy);
+  std::set<int> seen;
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::vector<double> x = {3 * g.uniform01() - 1.5, 3 * g.uniform01() - 1.5, 3 * g.uniform01() - 1.5};
+    const std::vector<double> z = n->step(x);  // the MLP is stateless: same logits as act() sees
+    std::vector<double> lam;
+    for (double v : z) lam.push_back(1 / (1 + std::exp(-v)));
+    const std::vector<double> p = pondernet_halting_distribution(lam);
+    const int k = pol.act(x);
+    CHECK(k == int(std::max_element(p.begin(), p.end()) - p.begin()) + 1);
+    seen.insert(k);
+  }
+  CHECK(seen.size() >= 2);
 }
 
 TEST_CASE("learned and halting policies are causal on the language model") {
