@@ -7,6 +7,7 @@
 #include "autograd/engine.h"
 #include "autograd/optim.h"
 #include "ttt/model.h"
+#include "ttt/rope.h"
 
 using namespace ponder;
 using namespace ponder::ttt;
@@ -60,6 +61,25 @@ TEST_CASE("causality of attention, TTT and hybrid models under random schedules"
         CHECK(err < 1e-12);
       }
     }
+}
+
+TEST_CASE("rope rotates pair i of token t by ((offset + t) % period) * theta^(-2i/f)") {
+  const int64_t N = 37, f = 6;  // more than two periods, so rows copied from earlier ones are checked
+  Generator gen(3);
+  Tensor x = gen.normal({1, 2, N, f}, 0, 1, DType::F64);  // (B, H, N, f)
+  for (int64_t period : {0, 16}) {
+    const int64_t offset = 5;
+    const auto in = x.to_vector(), out = rope(x, period, 10000.0, offset).to_vector();
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t t = 0; t < N; ++t)
+        for (int64_t i = 0; i < f / 2; ++i) {
+          const double p = double(period > 0 ? (offset + t) % period : offset + t);
+          const double ang = p * std::pow(10000.0, -2.0 * double(i) / double(f));
+          const size_t e = size_t((h * N + t) * f + 2 * i);
+          CHECK(out[e] == doctest::Approx(in[e] * std::cos(ang) - in[e + 1] * std::sin(ang)).epsilon(1e-14));
+          CHECK(out[e + 1] == doctest::Approx(in[e] * std::sin(ang) + in[e + 1] * std::cos(ang)).epsilon(1e-14));
+        }
+  }
 }
 
 TEST_CASE("model config errors name the field") {
