@@ -281,7 +281,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("train:\n  step_options: [1, 2]\n  mode: prefix\n").find("train.path must be 'iterative'") !=
         std::string::npos);
   // Every shipped config parses.
-  for (const char* name : {"tiny", "small", "ci"}) CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));
+  for (const char* name : {"tiny", "tiny_prefix", "small", "ci"}) CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));
   CHECK(error_of([] { cli::load_config("/no/such.yaml"); }) == "cannot open config '/no/such.yaml'");
 }
 
