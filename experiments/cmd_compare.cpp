@@ -11,7 +11,7 @@ namespace {
 
 void run(const CheckpointJobArgs& a) {
   const CheckpointJob job = load_checkpoint_job(a, "compare");
-  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, a.out).c_str());
+  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out).c_str());
 }
 
 }  // namespace

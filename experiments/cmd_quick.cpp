@@ -163,7 +163,7 @@ void run_quick(const Options& o) {
   CompareOptions copt = cfg.compare;
   if (o.seeds > 0) copt.seeds = o.seeds;
   if (o.windows > 0) copt.windows_per_seed = o.windows;
-  const std::string headline = run_compare_job(m, ds, copt, ckpt, o.out);
+  const std::string headline = run_compare_job(m, ds, copt, ckpt, cfg.text, o.out);
   {
     std::ofstream out(report, std::ios::app);
     out << "\n## Training, and uniform schedules on the whole test split\n\n" << md.str();

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "data/windows.h"
+#include "experiments/result_json.h"
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace ponder::cli {
@@ -89,10 +90,31 @@ int parse_k(const std::string& s, const std::string& method) {
   throw std::invalid_argument("compare: bad step count in method '" + method + "'");
 }
 
+std::string run_key(const std::string& method, int seed) { return "run " + method + " seed " + std::to_string(seed); }
+
+nlohmann::json oracle_units_json(const OracleUnits& u, size_t from) {
+  auto tail = [from](const std::vector<double>& v) { return std::vector<double>(v.begin() + long(from), v.end()); };
+  return {{"k", tail(u.k)}, {"loss", tail(u.loss)}, {"entropy", tail(u.entropy)}, {"ttt_loss", tail(u.ttt_loss)},
+          {"grad_norm", tail(u.grad_norm)}};
+}
+
+void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
+  auto add = [&j](const char* key, std::vector<double>& v) {
+    for (const auto& x : j.at(key)) v.push_back(number_or_nan(x));  // NaN: no completed unit before it
+  };
+  add("k", u.k);
+  add("loss", u.loss);
+  add("entropy", u.entropy);
+  add("ttt_loss", u.ttt_loss);
+  add("grad_norm", u.grad_norm);
+}
+
 }  // namespace
 
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
-                          const CompareOptions& opt, const CompareProgress& progress) {
+                          const CompareOptions& opt, const CompareProgress& progress, Journal* journal) {
+  Journal off;
+  Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();
   // One sequence at a time, unit by unit: every op is tiny, and threads cost more than they save
   // (measured: 0.43 s on 1 thread vs 0.66 s on 2 for the same episodes).
@@ -142,7 +164,16 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     Entry e;
     e.result.name = m;
     e.rollout = opt.rollout;
-    if (is_learned(m)) {
+    bool evaluated = true;  // every seed of this method is in the journal
+    for (int s = 0; s < opt.seeds; ++s) evaluated = evaluated && jr.find(run_key(m, s));
+    const nlohmann::json* trained = jr.find("train " + m);
+    if (is_learned(m) && evaluated && trained) {  // nothing left to run: the training record is enough
+      e.result.kind = trained->at("kind").get<std::string>();
+      e.result.detail = trained->at("detail").get<std::string>();
+      e.result.curve = trained->at("curve").get<std::vector<rl::IterationStats>>();
+      e.result.train_seconds = trained->at("train_seconds").get<double>();
+      e.rollout.unit_batches = trained->at("unit_batches").get<int64_t>();
+    } else if (is_learned(m)) {
       if (learn_windows.empty())
         learn_windows = sample_windows(calib, opt.seq_len, opt.learn.train_windows, 777);
       LearnedMethod lm = build_learned(m, model, learn_windows, opt.learn,
@@ -154,6 +185,8 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       e.result.train_seconds = lm.train_seconds;
       e.rollout = lm.rollout;
       e.policy = std::move(lm.policy);
+      jr.add("train " + m, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
+                            {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches}});
     } else if (m.rfind("uniform-", 0) == 0) {
       e.result.kind = "uniform";
       e.policy = std::make_unique<policy::UniformPolicy>(parse_k(m.substr(8), m));
@@ -179,7 +212,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       e.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
                         " vs target " + std::to_string(c.target) + " FLOPs/token";
       e.policy = std::make_unique<policy::ThresholdPolicy>(sc, std::vector<double>{c.threshold},
-                                                           std::vector<int>{opt.low, opt.high}, opt.low);
+                                                           std::vector<int>{int(opt.low), int(opt.high)}, int(opt.low));
     } else if (m == "oracle") {
       e.result.kind = "oracle";
       e.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
@@ -203,9 +236,18 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     }
     for (Entry& e : entries) {
       report(e.result.name + " (seed " + std::to_string(s) + ")", done++, total);
+      const std::string key = run_key(e.result.name, s);
+      if (const nlohmann::json* rec = jr.find(key)) {
+        e.result.seeds.push_back(rec->at("result").get<SeedResult>());
+        for (const auto& k : rec->at("unit_k")) e.result.unit_k.push_back(k.get<int>());
+        if (s == 0) e.result.passage_k = rec->at("passage_k").get<std::vector<int>>();
+        if (e.result.kind == "oracle") append_oracle_units(rec->at("oracle_units"), res.oracle_units);
+        continue;
+      }
       std::vector<Episode> eps;
+      const size_t oracle_from = res.oracle_units.k.size();
       const auto t0 = std::chrono::steady_clock::now();
-      if (e.policy) {
+      if (e.result.kind != "oracle") {
         policy::run_windows(model, ws, *e.policy, e.rollout, uint64_t(s) * 7919, &eps);
       } else {
         for (const Window& w : ws)
@@ -221,10 +263,16 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
           }
       }
       e.result.seeds.push_back(summarise(s, eps, seconds_since(t0)));
+      std::vector<int> unit_k;
       for (const Episode& ep : eps)
-        for (const policy::UnitRecord& r : ep.units) e.result.unit_k.push_back(r.k);
+        for (const policy::UnitRecord& r : ep.units) unit_k.push_back(r.k);
+      e.result.unit_k.insert(e.result.unit_k.end(), unit_k.begin(), unit_k.end());
       if (s == 0)
         for (const policy::UnitRecord& r : eps[0].units) e.result.passage_k.push_back(r.k);
+      nlohmann::json rec{{"result", e.result.seeds.back()}, {"unit_k", unit_k}};
+      if (s == 0) rec["passage_k"] = e.result.passage_k;
+      if (e.result.kind == "oracle") rec["oracle_units"] = oracle_units_json(res.oracle_units, oracle_from);
+      jr.add(key, rec);
     }
   }
 
@@ -232,12 +280,18 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   const std::vector<Window> ws0 = sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000);
   for (size_t i = 0; i < opt.frontier_mus.size(); ++i) {
     report("oracle frontier", double(i), double(opt.frontier_mus.size()));
+    const std::string key = "frontier mu " + nlohmann::json(opt.frontier_mus[i]).dump();
+    if (const nlohmann::json* rec = jr.find(key)) {
+      res.frontier.push_back(rec->get<FrontierPoint>());
+      continue;
+    }
     std::vector<Episode> eps;
     for (const Window& w : ws0)
       eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, opt.frontier_mus[i],
                                        opt.oracle_lookahead, opt.rollout));
     SeedResult s = summarise(0, eps, 0);
     res.frontier.push_back({opt.frontier_mus[i], s.bpb, s.inner_per_token, s.base_per_token, s.mean_k});
+    jr.add(key, res.frontier.back());
   }
   for (Entry& e : entries) res.methods.push_back(std::move(e.result));
   count_ks(opt.step_options, res);

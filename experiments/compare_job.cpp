@@ -3,11 +3,16 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 
 #include "experiments/bench_util.h"
+#include "data/sha256.h"
 #include "experiments/build_info.h"
+#include "experiments/command_line.h"
 #include "experiments/device.h"
 #include "experiments/report.h"
 #include "tensor/cpu/cpu_kernels.h"
@@ -33,7 +38,7 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   TrainedModel m = load_trained(ttt::load_checkpoint(a.checkpoint), a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
   std::filesystem::create_directories(a.out);
-  return {std::move(opt), device, std::move(m), std::move(ds)};
+  return {std::move(opt), cfg.text, device, std::move(m), std::move(ds)};
 }
 
 CompareProgress stderr_progress(const std::string& label) {
@@ -53,7 +58,7 @@ CompareProgress stderr_progress(const std::string& label) {
 nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint,
                                   const std::string& produced_by) {
   const MachineInfo mi = machine_info();
-  return {{"produced_by", produced_by}, {"version", version()}, {"commit", git_commit()},
+  return {{"produced_by", produced_by}, {"command", command_line()}, {"version", version()}, {"commit", git_commit()},
           {"build_type", build_type()}, {"machine", mi.cpu_model},
           {"threads", cpu::num_threads()}, {"device", describe_device(m.model.device())},
           {"checkpoint", checkpoint},
@@ -61,11 +66,40 @@ nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, cons
           {"data", ds.corpus.name}, {"data_sha256", ds.corpus.sha256}};
 }
 
+namespace {
+
+std::string file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return data::sha256_hex(bytes.str());
+}
+
+}  // namespace
+
+Journal open_journal(const std::string& dir, const std::string& label, const std::string& checkpoint,
+                     const std::string& config_text) {
+  // The binary's own hash, not the commit: a rebuild with uncommitted changes keeps its "-dirty" commit.
+  const nlohmann::json fingerprint{{"command", command_line()},
+                                   {"binary_sha256", file_sha256("/proc/self/exe")},
+                                   {"checkpoint_sha256", file_sha256(checkpoint)},
+                                   {"config", config_text}};
+  Journal j(dir + "/journal.jsonl", fingerprint);
+  if (j.reused() > 0)
+    std::fprintf(stderr, "%s: resuming from %s: %zu finished cells are reused\n", label.c_str(), j.path().c_str(),
+                 j.reused());
+  return j;
+}
+
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
-                            const std::string& checkpoint, const std::string& dir) {
-  CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("compare"));
+                            const std::string& checkpoint, const std::string& config_text, const std::string& dir) {
+  Journal journal = open_journal(dir, "compare", checkpoint, config_text);
+  CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("compare"), &journal);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
-  return write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder compare"), dir);
+  std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder compare"), dir);
+  journal.remove();
+  return headline;
 }
 
 }  // namespace ponder::cli

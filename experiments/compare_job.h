@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "experiments/journal.h"
 #include "experiments/training.h"
 
 namespace ponder::cli {
@@ -24,6 +25,7 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
 // model on its device and its dataset. Prints "<label>: device …" and creates the output folder.
 struct CheckpointJob {
   CompareOptions opt;
+  std::string config_text;  // the --config file's text
   Device device;
   TrainedModel m;
   Dataset ds;
@@ -37,9 +39,16 @@ CompareProgress stderr_progress(const std::string& label);
 nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint,
                                   const std::string& produced_by);
 
+// The journal of a comparison that writes into `dir` (DIR/journal.jsonl). Its cells are reused by a rerun
+// with the same command line, the same `ponder` binary, checkpoint file and config text; "<label>: resuming
+// …" on stderr says when they are.
+Journal open_journal(const std::string& dir, const std::string& label, const std::string& checkpoint,
+                     const std::string& config_text);
+
 // Runs the comparison on the model's held-out splits (calibration on valid, evaluation on test)
-// and writes everything into `dir`. Returns the headline table.
+// and writes everything into `dir`; an interrupted run resumes from its journal (deleted once the
+// outputs are written). Returns the headline table.
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
-                            const std::string& checkpoint, const std::string& dir);
+                            const std::string& checkpoint, const std::string& config_text, const std::string& dir);
 
 }  // namespace ponder::cli

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "experiments/build_info.h"
+#include "experiments/command_line.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
 #include "tensor/cpu/cpu_kernels.h"
@@ -37,6 +38,7 @@ void prefer_passive_waiting(char** argv) {
 int main(int argc, char** argv) {
   using namespace ponder::cli;
   prefer_passive_waiting(argv);
+  set_command_line(argc, argv);
   CLI::App app{"PonderTTT: a C++ research engine for adaptive test-time training", "ponder"};
   app.require_subcommand(1);
   app.fallthrough();  // lets global options follow the subcommand too

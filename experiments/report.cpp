@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "experiments/plots.h"
+#include "experiments/result_json.h"
 #include "experiments/result_util.h"
 #include "stats/stats.h"
 
@@ -66,18 +67,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
           << fmt("%.4f", ci.hi) << "] | " << fmt("%.4f", iqm) << " | " << fmt("%.4g", seed_mean(m, total_of)) << " | "
           << fmt("%.4g", seed_mean(m, inner_of)) << " | " << fmt("%.3g", seed_mean(m, overhead_of)) << " | "
           << fmt("%.2f", seed_mean(m, k_of)) << " |\n";
-    ordered_json seeds = ordered_json::array();
-    for (const SeedResult& s : m.seeds)
-      seeds.push_back({{"seed", s.seed}, {"loss_nats", s.loss}, {"bpb", s.bpb}, {"base_flops_per_token", s.base_per_token},
-                       {"inner_flops_per_token", s.inner_per_token}, {"overhead_flops_per_token", s.overhead_per_token},
-                       {"total_flops_per_token", s.total_per_token()}, {"mean_k", s.mean_k},
-                       {"seconds_per_token", s.seconds_per_token}, {"window_bpb", s.window_bpb}});
-    ordered_json curve = ordered_json::array();
-    for (const rl::IterationStats& it : m.curve)
-      curve.push_back({{"iteration", it.iteration}, {"loss", it.loss}, {"mean_k", it.mean_k}, {"cost", it.cost},
-                       {"expected_k", it.expected_k}, {"entropy", it.entropy}, {"objective", it.objective},
-                       {"lambda", it.lambda}, {"approx_kl", it.approx_kl}, {"clip_fraction", it.clip_fraction},
-                       {"value_loss", it.value_loss}, {"seconds", it.seconds}});
+    const ordered_json seeds = m.seeds, curve = m.curve;
     methods.push_back({{"name", m.name}, {"kind", m.kind}, {"detail", m.detail}, {"unit_tokens", m.unit_tokens},
                        {"bpb", {{"mean", ci.point}, {"ci95", {ci.lo, ci.hi}}, {"iqm", iqm}}},
                        {"k_options", r.k_options}, {"k_hist", m.k_hist}, {"seeds", seeds}});

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""End to end: `ponder oracle`, `overhead`, `convergence` and `ablate` on a checkpoint of the CI config.
+"""End to end: `ponder oracle`, `overhead`, `convergence` and `ablate` on a checkpoint of the CI config, and
+a `ponder compare` killed midway that resumes from its journal.
 
 Trains configs/ci.yaml into a temporary folder, runs each analysis with tiny settings and checks that
 it exits 0 and that its JSON holds the expected keys and numbers that agree with each other.
@@ -7,9 +8,11 @@ Usage: cli_analyses.py PONDER"""
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,6 +139,52 @@ with tempfile.TemporaryDirectory() as tmp:
         check(by[unit[1]["method"]]["unit_tokens"] == 4 * by[unit[0]["method"]]["unit_tokens"], "chunk = 4 mini-batches")
     check(os.path.exists(os.path.join(out, "ablation.md")) and "## Discount" in open(os.path.join(out, "ablation.md")).read(),
           "ablation.md has the gamma table")
+
+    # ---- compare resumes from its journal after a kill, and gives the uninterrupted run's results
+    resume_cfg = os.path.join(tmp, "resume.yaml")
+    with open(config) as f:
+        text = f.read()
+    with open(resume_cfg, "w") as f:
+        f.write(text.replace("compare:\n", "compare:\n  methods: [oracle, uniform-1, uniform-2, entropy, "
+                             "learned-reinforce, learned-ppo-pid, pondernet]\n", 1))
+    args = ["compare", "--checkpoint", ckpt, "--config", resume_cfg, "--seeds", "4", "--windows", "3"]
+    whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
+    ponder_run(*args, "--out", whole)
+    check(not os.path.exists(os.path.join(whole, "journal.jsonl")), "a finished comparison deletes its journal")
+    journal = os.path.join(cut, "journal.jsonl")
+    proc = subprocess.Popen([ponder, *args, "--out", cut], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lines = 0
+    while proc.poll() is None:  # SIGKILL once a few cells are durable: no chance to clean up
+        if os.path.exists(journal):
+            with open(journal) as f:
+                lines = sum(1 for _ in f)
+            if lines >= 6:
+                proc.kill()
+                break
+        time.sleep(0.002)
+    proc.wait()
+    check(lines >= 6 and proc.returncode != 0, "the comparison was killed midway (%d journal lines)" % lines)
+    with open(journal, "a") as f:
+        f.write('{"key": "run entropy seed 3", "rec')  # the torn line a kill during a write leaves
+    other = os.path.join(tmp, "other")  # the same journal under another command line is started anew
+    shutil.copytree(cut, other)
+    run = ponder_run(*args[:-1], "2", "--out", other)
+    check("resuming" not in run.stderr, "a different command line does not reuse a journal")
+    run = ponder_run(*args, "--out", cut)
+    check("resuming from " + journal in run.stderr, "the rerun says it resumes: " + run.stderr[-300:])
+    check(not os.path.exists(journal), "the resumed comparison deletes its journal when done")
+    a, b = load(os.path.join(whole, "results.json")), load(os.path.join(cut, "results.json"))
+    if a and b:
+        def same(x, y):  # timings differ between runs; every result must not
+            drop = ("seconds", "seconds_per_token", "train_seconds", "command")
+            if isinstance(x, dict):
+                return isinstance(y, dict) and x.keys() == y.keys() and all(
+                    k in drop or same(x[k], y[k]) for k in x)
+            if isinstance(x, list):
+                return isinstance(y, list) and len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
+            return x == y
+        for key in ["methods", "comparisons", "oracle", "policy_oracle_spearman", "success_criteria"]:
+            check(same(a[key], b[key]), "resumed run equals the uninterrupted one: " + key)
 
 print("%d passed, %d failed" % (len(passes), len(failures)))
 sys.exit(1 if failures else 0)

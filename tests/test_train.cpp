@@ -12,6 +12,8 @@
 
 #include "experiments/config.h"
 #include "experiments/device.h"
+#include "experiments/journal.h"
+#include "experiments/result_json.h"
 #include "experiments/training.h"
 #include "tensor/cuda/cuda.h"
 #include "ttt/checkpoint_io.h"
@@ -432,4 +434,42 @@ TEST_CASE("the learn: section sets the learners and rejects bad values naming th
   CHECK(err("learn:\n  options: [2]\n").find("learn.options") != std::string::npos);
   CHECK(err("learn:\n  unit: 24\n").find("learn.unit") != std::string::npos);
   CHECK(err("learn:\n  speed: 3\n").find("speed") != std::string::npos);
+}
+
+TEST_CASE("a journal keeps its records for the same fingerprint, starts anew for another, skips a torn line") {
+  Scratch tmp("journal");
+  const std::string path = tmp.file("journal.jsonl");
+  cli::SeedResult r;
+  r.seed = 3;
+  r.bpb = 2.5;
+  r.mean_k = std::nan("");  // JSON has no NaN: it must come back as NaN
+  r.window_bpb = {0.1 + 0.2, 1.0 / 3.0};
+  {
+    cli::Journal j(path, {{"run", "a"}});
+    CHECK(j.reused() == 0);
+    CHECK(j.find("cell 1") == nullptr);
+    j.add("cell 1", r);
+    j.add("cell 2", {{"x", 2}});
+  }
+  spit(path, slurp(path) + "{\"key\": \"cell 3\", \"rec");  // what a kill during a write leaves
+  {
+    cli::Journal j(path, {{"run", "a"}});
+    CHECK(j.reused() == 2);
+    REQUIRE(j.find("cell 1") != nullptr);
+    const cli::SeedResult back = j.find("cell 1")->get<cli::SeedResult>();
+    CHECK(back.seed == 3);
+    CHECK(back.bpb == 2.5);
+    CHECK(std::isnan(back.mean_k));
+    CHECK(back.window_bpb == r.window_bpb);  // doubles round-trip exactly
+    CHECK(j.find("cell 3") == nullptr);
+    j.add("cell 3", 3);  // appended after the torn line, still found on the next open
+  }
+  CHECK(cli::Journal(path, {{"run", "a"}}).find("cell 3") != nullptr);
+  {
+    cli::Journal j(path, {{"run", "b"}});
+    CHECK(j.reused() == 0);
+    CHECK(j.find("cell 1") == nullptr);
+    j.remove();
+  }
+  CHECK(!fs::exists(path));
 }

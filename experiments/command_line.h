@@ -1,0 +1,12 @@
+// The command line `ponder` was started with, for result files (what produced them) and journals (what
+// a rerun must repeat to reuse their cells).
+#pragma once
+#include <string>
+
+namespace ponder::cli {
+
+void set_command_line(int argc, char** argv);
+// "ponder" and the arguments, joined by spaces, each quoted when it holds a space or a quote; empty until set.
+const std::string& command_line();
+
+}  // namespace ponder::cli

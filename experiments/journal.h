@@ -1,0 +1,41 @@
+// A crash-safe record of the finished cells of a long run (a comparison's method × seed results, its
+// learned methods' training, its oracle frontier), so that running the same command again after an
+// interruption reuses them instead of computing them again. The runs are deterministic, so a reused
+// cell equals a recomputed one.
+//
+// One JSON object per line: the first holds the fingerprint of the run (code, command line, model,
+// config); each later one a record with its key. Every line is written and fsync'ed on its own, so an
+// interruption loses at most the cell in progress; a torn last line is cut off when the file is opened.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ponder::cli {
+
+class Journal {
+ public:
+  Journal() = default;  // disabled: finds nothing, records nothing
+  // Opens `path`. Its records are reused only when its first line holds `fingerprint`; otherwise (or when
+  // the file does not exist) it is started anew with that fingerprint.
+  Journal(std::string path, const nlohmann::json& fingerprint);
+
+  bool enabled() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  // The record stored under `key`, or null.
+  const nlohmann::json* find(const std::string& key) const;
+  // Stores `record` under `key` and makes it durable before returning.
+  void add(const std::string& key, const nlohmann::json& record);
+  // How many records came from an earlier run.
+  size_t reused() const { return reused_; }
+  // Deletes the file: the run's results are written, so there is nothing left to resume.
+  void remove();
+
+ private:
+  void append_line(const std::string& line) const;
+  std::string path_;
+  std::map<std::string, nlohmann::json> records_;
+  size_t reused_ = 0;
+};
+
+}  // namespace ponder::cli
