@@ -31,6 +31,8 @@ with tempfile.TemporaryDirectory() as out:
     results = json.load(open(os.path.join(out, "results.json")))
     report = open(os.path.join(out, "report.md")).read()
     check(results["commit"] != "" and len(results["data_sha256"]) == 64, "results say what produced them")
+    check(results.get("command", "").startswith("ponder quick --config "), "results record the command line")
+    check(not os.path.exists(os.path.join(out, "journal.jsonl")), "the finished comparison deleted its journal")
     names = [m["name"] for m in results["methods"]]
     for want in ["oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy",
                  "loss", "ttt-loss", "gradnorm", "learned-reinforce"]:
