@@ -154,7 +154,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   // Build every method's policy once (calibrations happen here).
   struct Entry {
     MethodResult result;
-    std::unique_ptr<policy::Policy> policy;  // null for oracles
+    std::unique_ptr<policy::Policy> policy;  // null for oracles and for methods whose seeds are all journaled
     policy::RolloutOptions rollout;
   };
   const double base_per_token = base;
@@ -166,13 +166,13 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     e.rollout = opt.rollout;
     bool evaluated = true;  // every seed of this method is in the journal
     for (int s = 0; s < opt.seeds; ++s) evaluated = evaluated && jr.find(run_key(m, s));
-    const nlohmann::json* trained = jr.find("train " + m);
-    if (is_learned(m) && evaluated && trained) {  // nothing left to run: the training record is enough
-      e.result.kind = trained->at("kind").get<std::string>();
-      e.result.detail = trained->at("detail").get<std::string>();
-      e.result.curve = trained->at("curve").get<std::vector<rl::IterationStats>>();
-      e.result.train_seconds = trained->at("train_seconds").get<double>();
-      e.rollout.unit_batches = trained->at("unit_batches").get<int64_t>();
+    const nlohmann::json* built = jr.find("method " + m);
+    if (evaluated && built) {  // nothing left to run: skip the calibration or training, keep what it reported
+      e.result.kind = built->at("kind").get<std::string>();
+      e.result.detail = built->at("detail").get<std::string>();
+      e.result.curve = built->at("curve").get<std::vector<rl::IterationStats>>();
+      e.result.train_seconds = built->at("train_seconds").get<double>();
+      e.rollout.unit_batches = built->at("unit_batches").get<int64_t>();
     } else if (is_learned(m)) {
       if (learn_windows.empty())
         learn_windows = sample_windows(calib, opt.seq_len, opt.learn.train_windows, 777);
@@ -185,8 +185,6 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       e.result.train_seconds = lm.train_seconds;
       e.rollout = lm.rollout;
       e.policy = std::move(lm.policy);
-      jr.add("train " + m, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
-                            {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches}});
     } else if (m.rfind("uniform-", 0) == 0) {
       e.result.kind = "uniform";
       e.policy = std::make_unique<policy::UniformPolicy>(parse_k(m.substr(8), m));
@@ -221,6 +219,9 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
                                   "' (uniform-K, fixed-K/N, random, entropy, loss, gradnorm, ttt-loss, oracle, "
                                   "learned-reinforce, learned-ppo-pid, pondernet)");
     }
+    if (!(evaluated && built))
+      jr.add("method " + m, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
+                             {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches}});
     e.result.unit_tokens = model.config().mini_batch * e.rollout.unit_batches;
     entries.push_back(std::move(e));
   }

@@ -79,9 +79,9 @@ struct CompareResult {
 
 using CompareProgress = std::function<void(const std::string& what, double done, double total)>;
 
-// With a journal, every finished cell (a method's training, a method × seed, a frontier point) is recorded
-// there, and cells already in it are reused instead of run: a rerun after an interruption picks up where
-// the first run stopped and gives the same result.
+// With a journal, every finished cell (a method's calibration or training, a method × seed, a frontier point)
+// is recorded there, and cells already in it are reused instead of run: a rerun after an interruption picks up
+// where the first run stopped and gives the same result.
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr);
 

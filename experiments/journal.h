@@ -1,5 +1,5 @@
 // A crash-safe record of the finished cells of a long run (a comparison's method × seed results, its
-// learned methods' training, its oracle frontier), so that running the same command again after an
+// methods' calibration and training, its oracle frontier), so that running the same command again after an
 // interruption reuses them instead of computing them again. The runs are deterministic, so a reused
 // cell equals a recomputed one.
 //

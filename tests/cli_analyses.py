@@ -8,6 +8,7 @@ Usage: cli_analyses.py PONDER"""
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,17 +154,19 @@ with tempfile.TemporaryDirectory() as tmp:
     check(not os.path.exists(os.path.join(whole, "journal.jsonl")), "a finished comparison deletes its journal")
     journal = os.path.join(cut, "journal.jsonl")
     proc = subprocess.Popen([ponder, *args, "--out", cut], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    lines = 0
-    while proc.poll() is None:  # SIGKILL once a few cells are durable: no chance to clean up
+    # SIGKILL (no chance to clean up) once the header, the 7 methods' records and 6 method x seed cells are
+    # durable: 28 cells (7 methods x 4 seeds) are then still to run.
+    lines, target = 0, 1 + 7 + 6
+    while proc.poll() is None:
         if os.path.exists(journal):
             with open(journal) as f:
                 lines = sum(1 for _ in f)
-            if lines >= 6:
+            if lines >= target:
                 proc.kill()
                 break
         time.sleep(0.002)
     proc.wait()
-    check(lines >= 6 and proc.returncode != 0, "the comparison was killed midway (%d journal lines)" % lines)
+    check(lines >= target and proc.returncode != 0, "the comparison was killed midway (%d journal lines)" % lines)
     with open(journal, "a") as f:
         f.write('{"key": "run entropy seed 3", "rec')  # the torn line a kill during a write leaves
     other = os.path.join(tmp, "other")  # the same journal under another command line is started anew
@@ -171,7 +174,9 @@ with tempfile.TemporaryDirectory() as tmp:
     run = ponder_run(*args[:-1], "2", "--out", other)
     check("resuming" not in run.stderr, "a different command line does not reuse a journal")
     run = ponder_run(*args, "--out", cut)
-    check("resuming from " + journal in run.stderr, "the rerun says it resumes: " + run.stderr[-300:])
+    reused = re.search(re.escape("resuming from " + journal) + r": (\d+) finished cells", run.stderr)
+    check(reused is not None and target - 1 <= int(reused.group(1)) < 1 + 7 + 28,
+          "the rerun says it resumes with the journaled cells: " + run.stderr[-300:])
     check(not os.path.exists(journal), "the resumed comparison deletes its journal when done")
     a, b = load(os.path.join(whole, "results.json")), load(os.path.join(cut, "results.json"))
     if a and b:
