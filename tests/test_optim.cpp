@@ -85,6 +85,8 @@ TEST_CASE("AdamW: weight decay is decoupled from the gradient") {
   opt.step();
   // Zero gradient: the Adam part is 0 / (0 + eps) = 0, only the decay factor remains.
   check_values(p, {2.0 * (1 - lr * wd), -3.0 * (1 - lr * wd)}, 1e-15);
+  // Decay coupled into the gradient (Adam + L2) would have taken a full normalised step of lr instead.
+  CHECK(p.to_vector()[0] > 2.0 - lr + 0.01);
 }
 
 TEST_CASE("SGD: plain and heavy-ball momentum steps") {
