@@ -5,23 +5,14 @@
 
 #include <utility>
 
+#include "model_fixtures.h"
 #include "policy/rollout.h"
 #include "ttt/model.h"
 
 namespace ponder::test {
 
 // Two layers (TTT, attention), vocabulary 32, mini-batch 4: every rollout path in a few milliseconds.
-inline ttt::ModelConfig small_hybrid() {
-  ttt::ModelConfig c;
-  c.vocab = 32;
-  c.d = 16;
-  c.layers = 2;
-  c.heads = 2;
-  c.mini_batch = 4;
-  c.mixers = {"ttt", "attention"};
-  c.init_std = 0.2;
-  return c;
-}
+inline ttt::ModelConfig small_hybrid() { return test_model({"ttt", "attention"}); }
 
 // Input and next-token target (1, N) of a random sequence over the 32-token vocabulary.
 inline std::pair<Tensor, Tensor> random_sequence(uint64_t seed, int64_t N) {

@@ -19,6 +19,7 @@
 #include "autograd/nn.h"
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
+#include "model_fixtures.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/plan.h"
@@ -580,27 +581,11 @@ TEST_CASE("cuda: 1,000 create_graph inner/outer steps keep device memory flat") 
 
 namespace {
 
+// The shared test model; the pre-conv goes with the Mamba backbone, as in the official configs.
 ttt::ModelConfig gpu_model(std::vector<std::string> mixers, const std::string& backbone, const std::string& inner) {
-  ttt::ModelConfig c;
-  c.vocab = 32;
-  c.d = 16;
-  c.layers = int64_t(mixers.size());
-  c.heads = 2;
-  c.mini_batch = 4;
-  c.mixers = std::move(mixers);
-  c.backbone = backbone;
-  c.inner = inner;
-  c.pre_conv = backbone == "mamba";
-  c.init_std = 0.2;
-  return c;
+  return test::test_model(std::move(mixers), backbone, backbone == "mamba", inner);
 }
-
-// Host int64 ids in [0, V).
-Tensor random_ids(Generator& gen, int64_t B, int64_t N, int64_t V) {
-  std::vector<int64_t> v;
-  for (double u : gen.uniform({B, N}, 0, 1, DType::F64).to_vector()) v.push_back(std::min(V - 1, int64_t(u * double(V))));
-  return Tensor::from_ints(v, {B, N});
-}
+using test::random_ids;
 
 // Documents of random tokens below `vocab`, for a Trainer.
 data::TokenStream random_stream(int64_t vocab, uint64_t seed) {

@@ -6,6 +6,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/optim.h"
+#include "model_fixtures.h"
 #include "ttt/model.h"
 #include "ttt/rope.h"
 
@@ -13,24 +14,11 @@ using namespace ponder;
 using namespace ponder::ttt;
 
 namespace {
+// Mamba backbone with the pre-conv unless the test says otherwise: the most code on the path.
 ModelConfig small(std::vector<std::string> mixers, std::string backbone = "mamba") {
-  ModelConfig c;
-  c.vocab = 32;
-  c.d = 16;
-  c.layers = int64_t(mixers.size());
-  c.heads = 2;
-  c.mini_batch = 4;
-  c.mixers = std::move(mixers);
-  c.backbone = backbone;
-  c.pre_conv = true;
-  c.init_std = 0.2;
-  return c;
+  return test::test_model(std::move(mixers), std::move(backbone), true);
 }
-
-Tensor random_ids(Generator& gen, int64_t B, int64_t N, int64_t V) {
-  return raw::to_dtype(raw::unary(UnaryOp::Affine, gen.uniform({B, N}, 0, double(V) - 1e-9, DType::F64), 1, 0),
-                       DType::I64);
-}
+using test::random_ids;
 }  // namespace
 
 TEST_CASE("causality of attention, TTT and hybrid models under random schedules") {
