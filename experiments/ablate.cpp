@@ -47,12 +47,6 @@ stats::ScoreMatrix differences(const MethodResult& m, const MethodResult& base) 
   return d;
 }
 
-std::vector<double> flat(const stats::ScoreMatrix& x) {
-  std::vector<double> v;
-  for (const auto& row : x) v.insert(v.end(), row.begin(), row.end());
-  return v;
-}
-
 void plot_group(const AblationGroup& g, const std::map<std::string, CellStats>& st, const std::string& base_name,
                 const std::string& dir) {
   const std::string stem = dir + "/ablation_" + g.name;
@@ -146,10 +140,10 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
     c.bpb = stats::stratified_bootstrap_ci(windows_by_seed(m), stats::aggregate_mean, bo);
     const stats::ScoreMatrix d = differences(m, *base);
     c.delta = stats::stratified_bootstrap_ci(d, stats::aggregate_mean, bo);
-    c.t_p = stats::paired_t_test(flat(d)).p_value;
-    c.inner = seed_mean(m, [](const SeedResult& s) { return s.inner_per_token; });
-    c.overhead = seed_mean(m, [](const SeedResult& s) { return s.overhead_per_token; });
-    c.mean_k = seed_mean(m, [](const SeedResult& s) { return s.mean_k; });
+    c.t_p = stats::paired_t_test(window_differences(m, *base)).p_value;
+    c.inner = seed_mean(m, inner_of);
+    c.overhead = seed_mean(m, overhead_of);
+    c.mean_k = seed_mean(m, k_of);
     st[m.name] = c;
     names.push_back(m.name);
     ps.push_back(std::isfinite(c.t_p) ? c.t_p : 1.0);
@@ -157,16 +151,14 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
   const std::vector<double> holm = stats::holm(ps);
   for (size_t i = 0; i < names.size(); ++i) st[names[i]].holm = holm[i];
 
-  const double base_inner = seed_mean(*base, [](const SeedResult& s) { return s.inner_per_token; });
+  const double base_inner = seed_mean(*base, inner_of);
   std::ostringstream md;
   md << "# Ablations of learned-reinforce\n\n"
      << "Produced by `ponder ablate` " << provenance.value("version", "") << " (commit "
      << provenance.value("commit", "?") << ") on " << provenance.value("machine", "") << " with "
      << provenance.value("threads", 0) << " thread(s). Every cell is a learned-reinforce policy trained on the "
      << "same validation windows and evaluated on the same " << opt.seeds << " seeds × " << opt.windows_per_seed
-     << " held-out windows as " << base_name << " (bpb " << fmt("%.4f", seed_mean(*base, [](const SeedResult& s) {
-          return s.bpb;
-        })) << ", inner " << fmt("%.4g", base_inner) << " FLOPs/token), so Δ is paired by window; CIs are stratified "
+     << " held-out windows as " << base_name << " (bpb " << fmt("%.4f", seed_mean(*base, bpb_of)) << ", inner " << fmt("%.4g", base_inner) << " FLOPs/token), so Δ is paired by window; CIs are stratified "
      << "bootstrap 95% intervals over windows within seeds; Holm corrects the paired t-tests of all "
      << names.size() << " distinct cells together. Negative Δ = better than " << base_name << ".\n";
   ordered_json groups_json = ordered_json::array();

@@ -6,6 +6,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "experiments/result_util.h"
+
 namespace ponder::cli {
 namespace {
 
@@ -53,8 +55,8 @@ void write_pareto(const CompareResult& r, const std::string& dir) {
     std::ofstream f = open_out(dir + "/pareto.dat");
     f << "# method  flops_per_token  bpb  bpb_min  bpb_max  flops_min  flops_max\n";
     for (const MethodResult& m : r.methods) {
-      Range b = over_seeds(m, [](const SeedResult& s) { return s.bpb; });
-      Range c = over_seeds(m, [](const SeedResult& s) { return s.total_per_token(); });
+      Range b = over_seeds(m, bpb_of);
+      Range c = over_seeds(m, total_of);
       f << '"' << m.name << "\" " << c.mean << ' ' << b.mean << ' ' << b.lo << ' ' << b.hi << ' ' << c.lo << ' '
         << c.hi << '\n';
     }

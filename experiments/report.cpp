@@ -17,18 +17,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-std::vector<double> all_windows(const MethodResult& m) {
-  std::vector<double> v;
-  for (const SeedResult& s : m.seeds) v.insert(v.end(), s.window_bpb.begin(), s.window_bpb.end());
-  return v;
-}
-
-double bpb_of(const SeedResult& s) { return s.bpb; }
-double total_of(const SeedResult& s) { return s.total_per_token(); }
-double inner_of(const SeedResult& s) { return s.inner_per_token; }
-double overhead_of(const SeedResult& s) { return s.overhead_per_token; }
-double k_of(const SeedResult& s) { return s.mean_k; }
-
 struct Comparison {
   std::string method;
   double delta = 0;  // mean bpb(method) − bpb(baseline), per window
@@ -84,8 +72,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
       if (m.name == base->name || m.kind == "oracle" || m.kind == "uniform") continue;
       Comparison c;
       c.method = m.name;
-      std::vector<double> a = all_windows(m), b = all_windows(*base), d;
-      for (size_t i = 0; i < a.size(); ++i) d.push_back(a[i] - b[i]);
+      const std::vector<double> a = all_windows(m), b = all_windows(*base), d = window_differences(m, *base);
       c.delta = stats::mean(d);
       c.t_p = stats::paired_t_test(d).p_value;
       c.w_p = stats::wilcoxon_signed_rank(d).p_value;
@@ -178,7 +165,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   for (const MethodResult& m : r.methods) {
     if (m.curve.empty()) continue;
     const rl::IterationStats &first = m.curve.front(), &last = m.curve.back();
-    learned << "- `" << m.name << "`: " << m.detail << ". Training (sampled decisions; each iteration sees other "
+    learned << "- `" << m.name << "`: " << m.detail << ", trained in " << fmt("%.0f", m.train_seconds)
+            << " s. Training (sampled decisions; each iteration sees other "
             << "windows, so the loss moves with the text too), first → last iteration: unit loss " << fmt("%.4f", first.loss) << " → " << fmt("%.4f", last.loss)
             << " nats, mean K " << fmt("%.2f", first.mean_k) << " → " << fmt("%.2f", last.mean_k) << ", E_π[K] "
             << fmt("%.2f", first.expected_k) << " → " << fmt("%.2f", last.expected_k) << ", entropy "
@@ -217,9 +205,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     for (const MethodResult& m : r.methods) {
       if (m.kind == "oracle" || m.kind == "uniform") continue;
       // one-sided non-inferiority: H0 bpb(m) ≥ 1.01·bpb(uniform-4), per window
-      std::vector<double> a = all_windows(m), b = all_windows(*u4), d;
-      for (size_t i = 0; i < a.size(); ++i) d.push_back(a[i] - 1.01 * b[i]);
-      stats::TTest t = stats::paired_t_test(d);
+      const stats::TTest t = stats::paired_t_test(window_differences(m, *u4, 1.01));
       ps.push_back(std::isfinite(t.p_value) ? (t.mean < 0 ? t.p_value / 2 : 1 - t.p_value / 2) : 1.0);
       names.push_back(m.name);
       quality_cost.push_back({seed_mean(m, bpb_of) / b4 - 1, 1 - seed_mean(m, total_of) / f4});

@@ -1,4 +1,4 @@
-// Small helpers over a CompareResult shared by the report and the analysis commands (oracle, overhead).
+// Small helpers over a CompareResult shared by the report and the analysis commands (oracle, overhead, ablate).
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -33,6 +33,27 @@ inline stats::ScoreMatrix windows_by_seed(const MethodResult& m) {
     for (size_t w = 0; w < W; ++w) x[w][s] = m.seeds[s].window_bpb[w];
   return x;
 }
+
+// Every window's bpb, seed after seed (the order is the same for every method of a run: paired).
+inline std::vector<double> all_windows(const MethodResult& m) {
+  std::vector<double> v;
+  for (const SeedResult& s : m.seeds) v.insert(v.end(), s.window_bpb.begin(), s.window_bpb.end());
+  return v;
+}
+
+// Per-window bpb(m) − scale·bpb(base), paired by window.
+inline std::vector<double> window_differences(const MethodResult& m, const MethodResult& base, double scale = 1.0) {
+  std::vector<double> a = all_windows(m), b = all_windows(base);
+  for (size_t i = 0; i < a.size(); ++i) a[i] -= scale * b[i];
+  return a;
+}
+
+// Per-seed numbers, for seed_mean.
+inline double bpb_of(const SeedResult& s) { return s.bpb; }
+inline double total_of(const SeedResult& s) { return s.total_per_token(); }
+inline double inner_of(const SeedResult& s) { return s.inner_per_token; }
+inline double overhead_of(const SeedResult& s) { return s.overhead_per_token; }
+inline double k_of(const SeedResult& s) { return s.mean_k; }
 
 // Mean over seeds of a per-seed number.
 inline double seed_mean(const MethodResult& m, double (*get)(const SeedResult&)) {
