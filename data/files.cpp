@@ -27,14 +27,20 @@ std::string default_shared_dir() {
   return env_or("PONDER_SHARED_DIR", std::string(PONDER_SOURCE_ROOT) + "/../shared");
 }
 
-std::string read_verified(const std::string& path, const std::string& expected_sha256,
-                          const std::string& missing_hint) {
+std::optional<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open '" + path + "': " + missing_hint);
+  if (!in) return std::nullopt;
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) throw std::runtime_error("error while reading '" + path + "'");
-  std::string bytes = std::move(buffer).str();
+  return std::move(buffer).str();
+}
+
+std::string read_verified(const std::string& path, const std::string& expected_sha256,
+                          const std::string& missing_hint) {
+  std::optional<std::string> read = read_file(path);
+  if (!read) throw std::runtime_error("cannot open '" + path + "': " + missing_hint);
+  std::string bytes = std::move(*read);
   std::string actual = sha256_hex(bytes);
   if (actual != expected_sha256)
     throw std::runtime_error("sha256 mismatch for '" + path + "': expected " + expected_sha256 + ", got " + actual +

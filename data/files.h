@@ -1,5 +1,6 @@
 // Where corpus files live and how they are read: whole, and checked against a known sha256.
 #pragma once
+#include <optional>
 #include <string>
 
 namespace ponder::data {
@@ -9,6 +10,9 @@ std::string default_data_dir();
 // The shared/ folder beside the project (holds data/tinyshakespeare.txt, data/wikitext-2/);
 // env PONDER_SHARED_DIR overrides it.
 std::string default_shared_dir();
+
+// The bytes of `path`, or nothing when it cannot be opened (errno says why); a read error throws naming it.
+std::optional<std::string> read_file(const std::string& path);
 
 // Reads `path` whole and checks its sha256 against `expected_sha256`. A missing file throws
 // std::runtime_error naming the path followed by `missing_hint` (what to do about it); a different hash

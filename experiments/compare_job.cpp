@@ -3,14 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <unistd.h>
 
-#include "experiments/bench_util.h"
+#include "data/files.h"
 #include "data/sha256.h"
+#include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
 #include "experiments/device.h"
@@ -69,11 +68,9 @@ nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, cons
 namespace {
 
 std::string file_sha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return data::sha256_hex(bytes.str());
+  const std::optional<std::string> bytes = data::read_file(path);
+  if (!bytes) throw std::runtime_error("cannot read " + path);
+  return data::sha256_hex(*bytes);
 }
 
 }  // namespace

@@ -3,11 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
-#include <sstream>
+#include <optional>
 #include <stdexcept>
 #include <vector>
+
+#include "data/files.h"
 
 #ifndef PONDER_SOURCE_ROOT
 #error "PONDER_SOURCE_ROOT must be defined by the build (experiments/meson.build)"
@@ -314,11 +315,9 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 }
 
 RunConfig load_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open config '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path);
+  const std::optional<std::string> text = data::read_file(path);
+  if (!text) throw std::runtime_error("cannot open config '" + path + "'");
+  return parse_config(*text, path);
 }
 
 std::string resolve_config(const std::string& name_or_path) {

@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
+
+#include "data/files.h"
 
 namespace ponder::cli {
 namespace {
@@ -21,12 +21,7 @@ std::runtime_error io_error(const std::string& what, const std::string& path) {
 }  // namespace
 
 Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(std::move(path)) {
-  std::string text;
-  if (std::ifstream in{path_, std::ios::binary}) {
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    text = bytes.str();
-  }
+  const std::string text = data::read_file(path_).value_or("");  // no file yet: a new journal
   // Complete lines only: one without its newline was cut short by an interruption.
   std::vector<nlohmann::json> lines;
   size_t good_end = 0;

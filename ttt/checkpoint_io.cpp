@@ -6,10 +6,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "data/files.h"
 #include "data/sha256.h"
 #include "tensor/kernels.h"
 
@@ -203,11 +202,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open checkpoint '" + path + "': " + std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  const std::string bytes = std::move(buf).str();
+  const std::optional<std::string> read = data::read_file(path);
+  if (!read) throw std::runtime_error("cannot open checkpoint '" + path + "': " + std::strerror(errno));
+  const std::string& bytes = *read;
   const std::string where = "checkpoint '" + path + "'";
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw std::runtime_error(where + " is not a ponder checkpoint (bad magic header)");
