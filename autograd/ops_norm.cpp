@@ -150,11 +150,11 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
     // dx = rms_norm_backward(x, dy) − r·mean(dz⊙w)·y. Only gradients of gradients come here, so it is
     // written with differentiable ops and no fused kernel.
     const Tensor &x = s[0], &g = s[1];
-    Tensor y = rms_norm_rows(x, eps), rs = rms_scale(x, eps);
-    Tensor m = mean(mul(g, y), {-1}, true);
-    Tensor w = rms_norm_backward(x, g, eps);
     Tensor dx, dg;
     if (n[0]) {
+      Tensor y = rms_norm_rows(x, eps), rs = rms_scale(x, eps);
+      Tensor m = mean(mul(g, y), {-1}, true);
+      Tensor w = rms_norm_backward(x, g, eps);
       Tensor dy = neg(mul(rs, add(mul(m, dz), mul(mean(mul(dz, y), {-1}, true), g))));
       dx = sub(rms_norm_backward(x, dy, eps), mul(mul(rs, mean(mul(dz, w), {-1}, true)), y));
     }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <utility>
 #include <unordered_map>
 
 namespace ponder::prof {
@@ -62,8 +64,16 @@ void add(Kind k, const char* label, double seconds) {
 }
 
 std::vector<LabelTotal> label_snapshot() {
+  // Entries are keyed by the label's address; two literals with the same text may have two addresses,
+  // so merge by text (and kind), which is what label_diff matches on.
+  std::map<std::pair<std::string, Kind>, LabelTotal> merged;
+  for (const auto& [label, e] : t_labels) {
+    LabelTotal& t = merged.try_emplace({label, e.kind}, LabelTotal{label, e.kind}).first->second;
+    t.seconds += e.seconds;
+    t.calls += e.calls;
+  }
   std::vector<LabelTotal> v;
-  for (const auto& [label, e] : t_labels) v.push_back({label, e.kind, e.seconds, e.calls});
+  for (auto& [key, t] : merged) v.push_back(std::move(t));
   by_time(v);
   return v;
 }

@@ -43,7 +43,7 @@ struct LabelTotal {
 bool enabled();
 void set_enabled(bool on);
 Totals snapshot();  // this thread's totals since it started
-// This thread's totals per label since it started, most time first.
+// This thread's totals per label since it started, one entry per label text and kind, most time first.
 std::vector<LabelTotal> label_snapshot();
 // Per-label difference of two label snapshots (labels absent from `before` count from zero), most time first.
 std::vector<LabelTotal> label_diff(const std::vector<LabelTotal>& after, const std::vector<LabelTotal>& before);

@@ -6,6 +6,7 @@
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/kernels.h"
+#include "tensor/profile.h"
 #include "tensor/rng.h"
 
 using namespace ponder;
@@ -268,4 +269,30 @@ TEST_CASE("freed CPU blocks are cached by size, reused, and bounded by the cache
   CHECK(memory_stats(Device::CPU).live_bytes == before.live_bytes);  // cached blocks are not live
   cpu::release_alloc_cache();
   CHECK(cpu::alloc_cache_bytes() == 0);
+}
+
+TEST_CASE("kernel profile: labels with the same text are one entry, and a diff subtracts them once") {
+  // Two arrays with equal text at different addresses, as two translation units' literals can be.
+  static const char first[] = "test-label", second[] = "test-label";
+  REQUIRE(static_cast<const void*>(first) != static_cast<const void*>(second));
+  const auto before = prof::label_snapshot();
+  prof::add(prof::Kind::Copy, first, 1.0);
+  prof::add(prof::Kind::Copy, second, 2.0);
+  const auto mid = prof::label_snapshot();
+  prof::add(prof::Kind::Copy, first, 4.0);
+  auto entry = [](const std::vector<prof::LabelTotal>& v) {
+    std::vector<prof::LabelTotal> out;
+    for (const prof::LabelTotal& t : v)
+      if (t.label == "test-label") out.push_back(t);
+    return out;
+  };
+  const auto total = entry(prof::label_snapshot());
+  REQUIRE(total.size() == 1);
+  CHECK(total[0].calls == 3);
+  CHECK(total[0].seconds == 7.0);
+  const auto since_mid = entry(prof::label_diff(prof::label_snapshot(), mid));
+  REQUIRE(since_mid.size() == 1);
+  CHECK(since_mid[0].calls == 1);
+  CHECK(since_mid[0].seconds == 4.0);
+  CHECK(entry(prof::label_diff(prof::label_snapshot(), before)).at(0).calls == 3);
 }

@@ -38,7 +38,9 @@ double sum_run(const T* p, int64_t n, int64_t st, F f = [](double v) { return v;
 //    double buffer while the reduced indices run in lexicographic order, so the loop over the row
 //    vectorises and every element sees the same additions in the same order as one at a time;
 //  - otherwise each output element is reduced on its own, its innermost reduced run summed by sum_run.
-// Either way the order of the additions is fixed, whatever the thread count.
+// Either way the order of the additions is fixed, whatever the thread count. The two paths add in
+// different orders (a running sum against sum_run's eight lanes), so the same logical sum of a
+// contiguous tensor and of a transposed view may differ in the last bits.
 template <class T>
 void reduce_t(ReduceOp op, const Tensor& out, const Tensor& x) {
   std::vector<int64_t> ks, kis, kos, rs, rst;  // kept sizes/in-strides/out-strides, reduced sizes/strides
