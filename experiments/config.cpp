@@ -158,10 +158,14 @@ void read_train(Section& s, ttt::TrainConfig& t) {
 }
 
 void read_data(Section& s, DataConfig& d) {
-  s.get<std::string>("corpus", d.corpus,
-                     [](const std::string& v) { return one_of(v, {"moby_dick", "tinyshakespeare", "wikitext2"}); });
+  s.get("corpus", d.corpus);
   s.get("valid_frac", d.valid_frac);
   s.get("test_frac", d.test_frac);
+  s.get("test_from", d.test_from);
+  s.get("adapt_frac", d.adapt_frac);
+  s.get("extensions", d.extensions);
+  s.get("max_file_bytes", d.max_file_bytes);
+  s.get<std::string>("layout", d.layout, [](const std::string& v) { return one_of(v, {"auto", "documents", "repositories"}); });
 }
 
 void read_eval(Section& s, EvalConfig& e) {
@@ -249,6 +253,9 @@ void check(const RunConfig& c) {
   need(c.data.valid_frac > 0 && c.data.valid_frac < 1, "data.valid_frac must lie in (0, 1)");
   need(c.data.test_frac > 0 && c.data.test_frac < 1, "data.test_frac must lie in (0, 1)");
   need(c.data.valid_frac + c.data.test_frac < 1, "data.valid_frac + data.test_frac must be below 1");
+  need(c.data.adapt_frac >= 0 && c.data.adapt_frac < 1, "data.adapt_frac must lie in [0, 1)");
+  need(c.data.max_file_bytes > 0, "data.max_file_bytes must be positive, got " + std::to_string(c.data.max_file_bytes));
+  need(!c.data.corpus.empty(), "data.corpus must name a built-in corpus or a path");
   need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));
   need(c.eval.max_windows >= 0, "eval.max_windows must be >= 0, got " + std::to_string(c.eval.max_windows));
   const CompareOptions& k = c.compare;

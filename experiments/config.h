@@ -13,9 +13,16 @@
 namespace ponder::cli {
 
 struct DataConfig {
-  std::string corpus = "moby_dick";  // moby_dick | tinyshakespeare | wikitext2
-  double valid_frac = 0.1;           // documents held out, in order: train, then valid, then test
+  // A built-in corpus (moby_dick | tinyshakespeare | wikitext2 | sotu | pystdlib | pycode) or a path: a text file,
+  // a folder of documents or a folder of repositories (data/dir_corpus.h).
+  std::string corpus = "moby_dick";
+  double valid_frac = 0.1;           // documents (or repositories) held out, in order: train, then valid, then test
   double test_frac = 0.1;
+  std::string test_from;             // flat corpora: documents named this or later (byte order) are the test split
+  double adapt_frac = 0.8;           // repository corpora: share of a held-out repository's files read, not scored
+  std::vector<std::string> extensions;  // path corpora: file suffixes to read (e.g. [".py"]); empty = all
+  int64_t max_file_bytes = 1 << 20;  // path corpora: larger files are skipped
+  std::string layout = "auto";       // path corpora: auto | documents | repositories
 };
 
 struct EvalConfig {

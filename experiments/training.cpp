@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "data/corpora.h"
+#include "data/dir_corpus.h"
 #include "experiments/device.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -117,30 +119,84 @@ const data::TokenStream& Dataset::split(const std::string& name) const {
   throw std::invalid_argument("split must be 'valid' or 'test', got '" + name + "'");
 }
 
+const std::vector<data::StreamTokens>& Dataset::streams(const std::string& name) const {
+  if (name == "valid") return valid_streams;
+  if (name == "test") return test_streams;
+  throw std::invalid_argument("split must be 'valid' or 'test', got '" + name + "'");
+}
+
+namespace {
+
+data::Corpus load_corpus(const DataConfig& cfg) {
+  const std::string& name = cfg.corpus;
+  if (name == "moby_dick") return data::load_moby_dick();
+  if (name == "tinyshakespeare") return data::load_tinyshakespeare();
+  if (name == "sotu") return data::load_sotu();
+  if (name == "pystdlib") return data::load_pystdlib(cfg.max_file_bytes);
+  if (name == "pycode") return data::load_pycode(data::default_data_dir(), cfg.max_file_bytes);
+  if (name == "wikitext2") {
+    // Only the validation and test files exist offline: their articles, in that order, are the corpus.
+    data::Corpus c = data::load_wikitext2("valid");
+    data::Corpus test = data::load_wikitext2("test");
+    c.docs.insert(c.docs.end(), test.docs.begin(), test.docs.end());
+    c.name = "wikitext2";
+    c.source += " + " + test.source;
+    c.sha256 += "," + test.sha256;
+    return c;
+  }
+  if (!std::filesystem::exists(name))
+    throw std::invalid_argument("data.corpus: '" + name + "' is neither a built-in corpus (moby_dick, tinyshakespeare, "
+                                "wikitext2, sotu, pystdlib, pycode) nor an existing file or folder");
+  data::DirCorpusOptions opt;
+  opt.extensions = cfg.extensions;
+  opt.max_file_bytes = cfg.max_file_bytes;
+  opt.layout = cfg.layout;
+  return data::load_dir_corpus(name, opt);
+}
+
+data::Split split_corpus(const data::Corpus& c, const DataConfig& cfg) {
+  if (c.repositories) {
+    if (!cfg.test_from.empty())
+      throw std::invalid_argument("data.test_from splits flat corpora by document name; corpus '" + c.name +
+                                  "' is a corpus of repositories (split by data.valid_frac and data.test_frac)");
+    return data::split_by_repository(c, cfg.valid_frac, cfg.test_frac, cfg.adapt_frac);
+  }
+  if (!cfg.test_from.empty()) return data::split_from_name(c, cfg.test_from, cfg.valid_frac);
+  return data::split_by_document(c, cfg.valid_frac, cfg.test_frac);
+}
+
+}  // namespace
+
 Dataset load_dataset(const DataConfig& cfg) {
   Dataset ds;
-  if (cfg.corpus == "moby_dick") {
-    ds.corpus = data::load_moby_dick();
-  } else if (cfg.corpus == "tinyshakespeare") {
-    ds.corpus = data::load_tinyshakespeare();
-  } else if (cfg.corpus == "wikitext2") {
-    // Only the validation and test files exist offline: their articles, in that order, are the corpus.
-    ds.corpus = data::load_wikitext2("valid");
-    data::Corpus test = data::load_wikitext2("test");
-    ds.corpus.docs.insert(ds.corpus.docs.end(), test.docs.begin(), test.docs.end());
-    ds.corpus.name = "wikitext2";
-    ds.corpus.source += " + " + test.source;
-    ds.corpus.sha256 += "," + test.sha256;
-  } else {
-    throw std::invalid_argument("data.corpus must be moby_dick, tinyshakespeare or wikitext2, got '" + cfg.corpus +
-                                "'");
-  }
-  const data::Split split = data::split_by_document(ds.corpus, cfg.valid_frac, cfg.test_frac);
+  ds.corpus = load_corpus(cfg);
+  const data::Split split = split_corpus(ds.corpus, cfg);
   ds.corpus.docs.clear();
   ds.train = data::tokenize(split.train);
   ds.valid = data::tokenize(split.valid);
   ds.test = data::tokenize(split.test);
+  ds.valid_streams = data::tokenize_streams(split.valid_streams);
+  ds.test_streams = data::tokenize_streams(split.test_streams);
+  ds.roles = data::split_roles(split);
   return ds;
+}
+
+nlohmann::ordered_json corpus_json(const Dataset& ds) {
+  nlohmann::ordered_json j = {{"name", ds.corpus.name}, {"source", ds.corpus.source}, {"sha256", ds.corpus.sha256},
+                              {"layout", ds.corpus.repositories ? "repositories" : "documents"}};
+  if (ds.corpus.manifest.empty()) return j;
+  std::map<std::string, std::string> role(ds.roles.begin(), ds.roles.end());
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const data::ManifestEntry& m : ds.corpus.manifest) {
+    nlohmann::ordered_json f = {{"path", m.path}, {"bytes", m.bytes}};
+    if (!m.repo.empty()) f["repo"] = m.repo;
+    if (!m.sha256.empty()) f["sha256"] = m.sha256;
+    if (m.skipped.empty()) f["split"] = role.count(m.path) ? role[m.path] : "unused";
+    else f["skipped"] = m.skipped;
+    files.push_back(f);
+  }
+  j["files"] = files;
+  return j;
 }
 
 std::string checkpoint_path(const std::string& dir) {

@@ -19,11 +19,19 @@ struct Provenance {
 };
 
 struct Dataset {
-  data::Corpus corpus;  // name, source and sha256 (its documents are moved into the splits)
-  data::TokenStream train, valid, test;
+  data::Corpus corpus;  // name, source, sha256 and manifest (its documents are moved into the splits)
+  data::TokenStream train, valid, test;  // valid/test: the scored documents of the held-out streams
+  std::vector<data::StreamTokens> valid_streams, test_streams;  // whole held-out documents or repositories
+  std::vector<std::pair<std::string, std::string>> roles;  // document name → train / valid-adapt / … / test-eval
   const data::TokenStream& split(const std::string& name) const;  // "valid" | "test"
+  const std::vector<data::StreamTokens>& streams(const std::string& name) const;  // "valid" | "test"
 };
+// Loads a built-in corpus or a path (DataConfig::corpus) and splits it: flat corpora by document order (or from
+// data.test_from on), repository corpora by repository and then by file (data/corpus.h). Throws naming the key.
 Dataset load_dataset(const DataConfig& cfg);
+// The corpus as results files record it: name, source, sha256 of the manifest (or file), and for corpora read from
+// folders every file with its size, sha256, split role, or the reason it was skipped.
+nlohmann::ordered_json corpus_json(const Dataset& ds);
 
 std::string checkpoint_path(const std::string& dir);
 std::string log_path(const std::string& dir);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "data/corpora.h"
+#include "data/dir_corpus.h"
 #include "data/sha256.h"
 #include "data/windows.h"
 
@@ -216,7 +218,7 @@ TEST_CASE("split by document holds out the last chapters, disjoint and complete"
   CHECK_THROWS_AS(split_by_document(c, 0.0, 0.1), std::invalid_argument);  // empty valid
   CHECK_THROWS_AS(split_by_document(c, 0.6, 0.5), std::invalid_argument);  // empty train
   CHECK_THROWS_AS(split_by_document(c, -0.1, 0.1), std::invalid_argument);
-  Corpus two{"two", {{"a", "x"}, {"b", "y"}}, "", ""};
+  Corpus two{"two", {{"a", "x", ""}, {"b", "y", ""}}, "", "", false, {}};
   CHECK(error_of([&] { split_by_document(two, 0.1, 0.1); }).find("train/valid/test = 2/0/0") != std::string::npos);
 }
 
@@ -368,4 +370,162 @@ TEST_CASE("shared corpora: Tiny Shakespeare and WikiText-2 verify their sha256, 
   }
   CHECK(load_wikitext2("valid").docs.front().name == "Homarus gammarus");
   CHECK(load_wikitext2("test").docs.front().name == "Robert <unk>");
+}
+
+// ---- corpora read from folders (data/dir_corpus.h) and their splits
+
+TEST_CASE("is_text: NUL bytes and invalid UTF-8 are binary, multi-byte UTF-8 is text") {
+  CHECK(is_text("plain ascii\n"));
+  CHECK(is_text("What\xE2\x80\x99s \xF0\x9F\x90\x8B caf\xC3\xA9"));  // ’ 🐋 é
+  CHECK_FALSE(is_text(std::string("a\0b", 3)));
+  CHECK_FALSE(is_text("\xC3"));              // truncated
+  CHECK_FALSE(is_text("\x80"));              // stray continuation byte
+  CHECK_FALSE(is_text("\xC0\xAF"));          // overlong '/'
+  CHECK_FALSE(is_text("\xED\xA0\x80"));      // surrogate U+D800
+  CHECK_FALSE(is_text("\xF4\x90\x80\x80"));  // past U+10FFFF
+  CHECK_FALSE(is_text("\xFF"));
+}
+
+TEST_CASE("a folder of documents: binary, empty, hidden, oversize, symlinked and other-suffix files are skipped as "
+          "documented, and the manifest reproduces") {
+  TempDir t;
+  write_all(t.path / "b.txt", "second document\n");
+  write_all(t.path / "a.txt", "first document\n");
+  write_all(t.path / "sub" / "c.txt", "nested document\n");
+  write_all(t.path / "blob.txt", std::string("\x89PNG\0\0", 6));
+  write_all(t.path / "empty.txt", "");
+  write_all(t.path / ".hidden.txt", "not read\n");
+  write_all(t.path / "big.txt", std::string(200, 'x'));
+  write_all(t.path / "notes.md", "other suffix\n");
+  fs::create_symlink(t.path / "a.txt", t.path / "link.txt");
+  DirCorpusOptions opt;
+  opt.extensions = {".txt"};
+  opt.max_file_bytes = 100;
+  const Corpus c = load_dir_corpus(t.path.string(), opt);
+  CHECK_FALSE(c.repositories);
+  REQUIRE(c.docs.size() == 3);
+  CHECK(c.docs[0].name == "a.txt");  // byte order of relative paths
+  CHECK(c.docs[1].name == "b.txt");
+  CHECK(c.docs[2].name == "sub/c.txt");
+  CHECK(c.docs[2].text == "nested document\n");
+  std::map<std::string, std::string> why;
+  for (const ManifestEntry& m : c.manifest) why[m.path] = m.skipped;
+  CHECK(why.at("blob.txt") == "binary");
+  CHECK(why.at("empty.txt") == "empty");
+  CHECK(why.at(".hidden.txt") == "hidden");
+  CHECK(why.at("big.txt") == "over size cap");
+  CHECK(why.at("notes.md") == "extension");
+  CHECK(why.at("link.txt") == "symlink");
+  CHECK(why.at("a.txt").empty());
+  for (const ManifestEntry& m : c.manifest)
+    if (m.skipped.empty()) CHECK(m.sha256 == sha256_hex(read_all(t.path / m.path)));
+  // The same files give the same manifest; one changed byte gives another.
+  CHECK(load_dir_corpus(t.path.string(), opt).sha256 == c.sha256);
+  CHECK(c.sha256 == sha256_hex(manifest_text(c)));
+  write_all(t.path / "b.txt", "second documenT\n");
+  CHECK(load_dir_corpus(t.path.string(), opt).sha256 != c.sha256);
+  // A single file is one document named by its file name.
+  const Corpus one = load_dir_corpus((t.path / "a.txt").string());
+  REQUIRE(one.docs.size() == 1);
+  CHECK(one.docs[0].name == "a.txt");
+}
+
+TEST_CASE("folder corpora: missing, empty and all-binary inputs give one clear error each") {
+  TempDir t;
+  CHECK(error_of([&] { load_dir_corpus((t.path / "nope").string()); }).find("does not exist") != std::string::npos);
+  fs::create_directories(t.path / "empty");
+  CHECK(error_of([&] { load_dir_corpus((t.path / "empty").string()); }).find("no usable document (no files)") !=
+        std::string::npos);
+  write_all(t.path / "bin" / "x.dat", std::string("\0\1\2", 3));
+  write_all(t.path / "bin" / "y.dat", "");
+  const std::string e = error_of([&] { load_dir_corpus((t.path / "bin").string()); });
+  CHECK(e.find("no usable document (skipped: 1 binary, 1 empty)") != std::string::npos);
+  DirCorpusOptions bad;
+  bad.layout = "tree";
+  CHECK(error_of([&] { load_dir_corpus(t.path.string(), bad); }).find("got 'tree'") != std::string::npos);
+}
+
+namespace {
+
+// A corpus of `n` repositories "r0" … with `files` files each (with one nested folder).
+Corpus make_repos(const fs::path& root, int n, int files) {
+  for (int r = 0; r < n; ++r)
+    for (int f = 0; f < files; ++f) {
+      std::ostringstream text;
+      text << "# repo " << r << " file " << f << "\nx = " << r * 100 + f << "\n";
+      const fs::path dir = root / ("r" + std::to_string(r)) / (f % 3 == 0 ? "pkg" : "");
+      write_all(dir / ("m" + std::to_string(f) + ".py"), text.str());
+    }
+  return load_dir_corpus(root.string());
+}
+
+std::set<std::string> names(const std::vector<Document>& docs) {
+  std::set<std::string> s;
+  for (const Document& d : docs) s.insert(d.name);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("repository corpora: splits are deterministic and disjoint by repository, then by file inside held-out ones") {
+  TempDir t;
+  const Corpus c = make_repos(t.path, 10, 7);
+  REQUIRE(c.repositories);
+  CHECK(c.docs.size() == 70);
+  for (const Document& d : c.docs) CHECK(d.name.starts_with(d.repo + "/"));
+  const Split s = split_by_repository(c, 0.2, 0.3, 0.8);
+  const Split again = split_by_repository(make_repos(t.path, 10, 7), 0.2, 0.3, 0.8);
+  CHECK(names(s.train) == names(again.train));
+  CHECK(names(s.test) == names(again.test));
+  REQUIRE(s.valid_streams.size() == 2);
+  REQUIRE(s.test_streams.size() == 3);
+  std::set<std::string> train_repos, held_repos, all;
+  for (const Document& d : s.train) train_repos.insert(d.repo);
+  CHECK(train_repos.size() == 5);
+  for (const auto* streams : {&s.valid_streams, &s.test_streams})
+    for (const HeldOut& h : *streams) {
+      CHECK(held_repos.insert(h.name).second);
+      CHECK(train_repos.count(h.name) == 0);  // a held-out repository never trains
+      CHECK(h.adapt.size() == 6);             // round(0.8 · 7) = 6 adaptation files, 1 evaluation file
+      CHECK(h.eval.size() == 1);
+      std::set<std::string> a = names(h.adapt), e = names(h.eval);
+      for (const std::string& n : e) CHECK(a.count(n) == 0);
+      for (const Document& d : h.adapt) CHECK(d.repo == h.name);
+      for (size_t i = 1; i < h.adapt.size(); ++i) CHECK(h.adapt[i - 1].name < h.adapt[i].name);  // path order
+    }
+  // Every document has exactly one role.
+  const auto roles = split_roles(s);
+  for (const auto& [name, role] : roles) CHECK(all.insert(name).second);
+  CHECK(all.size() == 70);
+  // The scored documents of the held-out splits are their streams' evaluation parts.
+  CHECK(s.test.size() == 3);
+  // Too few repositories for the fractions: a clear error naming the counts.
+  CHECK(error_of([&] { split_by_repository(c, 0.01, 0.01, 0.8); }).find("train/valid/test = 10/0/0 repositories") !=
+        std::string::npos);
+}
+
+TEST_CASE("chronological split: documents named from test_from on are the test split") {
+  Corpus c{"years", {}, "", "", false, {}};
+  for (int y : {1801, 1790, 1950, 1949, 2001, 1900, 1930, 1960, 1850, 1899})
+    c.docs.push_back({std::to_string(y) + "_x.txt", "text of " + std::to_string(y), ""});
+  const Split s = split_from_name(c, "1950", 0.25);
+  CHECK(names(s.test) == std::set<std::string>{"1950_x.txt", "1960_x.txt", "2001_x.txt"});
+  CHECK(names(s.valid) == std::set<std::string>{"1930_x.txt", "1949_x.txt"});  // the last round(0.25 · 7) = 2 before
+  CHECK(s.train.size() == 5);
+  CHECK(s.train.front().name == "1790_x.txt");
+  CHECK(s.test_streams.size() == 3);
+  CHECK(error_of([&] { split_from_name(c, "3000", 0.25); }).find("train/valid/test = 7/3/0") != std::string::npos);
+}
+
+TEST_CASE("held-out streams: adaptation then evaluation tokens, scored from the first evaluation token") {
+  HeldOut h{"repo", {{"repo/a.py", "abc", "repo"}, {"repo/b.py", "de", "repo"}}, {{"repo/c.py", "XYZ", "repo"}}};
+  HeldOut only{"doc", {}, {{"doc", "hello", ""}}};
+  const std::vector<StreamTokens> s = tokenize_streams({h, only});
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].tokens == std::vector<int32_t>{'a', 'b', 'c', 'd', 'e', 'X', 'Y', 'Z'});
+  CHECK(s[0].first_scored == 5);
+  CHECK(s[0].scored() == 3);
+  CHECK(s[1].first_scored == 1);  // the first token has no context
+  CHECK(s[1].scored() == 4);
+  CHECK(scored_tokens(s) == 7);
 }
