@@ -453,8 +453,10 @@ Corpus make_repos(const fs::path& root, int n, int files) {
     for (int f = 0; f < files; ++f) {
       std::ostringstream text;
       text << "# repo " << r << " file " << f << "\nx = " << r * 100 + f << "\n";
-      const fs::path dir = root / ("r" + std::to_string(r)) / (f % 3 == 0 ? "pkg" : "");
-      write_all(dir / ("m" + std::to_string(f) + ".py"), text.str());
+      std::ostringstream repo, file;  // (not "r" + std::to_string(r): g++ 12 warns falsely on that with -O2)
+      repo << "r" << r;
+      file << "m" << f << ".py";
+      write_all(root / repo.str() / (f % 3 == 0 ? "pkg" : "") / file.str(), text.str());
     }
   return load_dir_corpus(root.string());
 }
