@@ -191,10 +191,12 @@ int bits_for(int vocab) {  // bits to hold ids 0..vocab−1, at least 1
   return b;
 }
 
-void check_id(int32_t id, int vocab, const std::string& where) {
-  if (id < 0 || id >= vocab)
-    throw std::invalid_argument("NgramModel: token id " + std::to_string(id) + " " + where + " is outside [0, " +
-                                std::to_string(vocab) + ")");
+bool in_vocab(int32_t id, int vocab) { return id >= 0 && id < vocab; }
+
+// Callers test in_vocab first, so the message (`where`: "at position …") is only built to throw.
+[[noreturn]] void bad_id(int32_t id, int vocab, const std::string& where) {
+  throw std::invalid_argument("NgramModel: token id " + std::to_string(id) + " " + where + " is outside [0, " +
+                              std::to_string(vocab) + ")");
 }
 
 void check_train(int order, int vocab, const Docs& train) {
@@ -205,9 +207,8 @@ void check_train(int order, int vocab, const Docs& train) {
   size_t tokens = 0;
   for (size_t d = 0; d < train.size(); ++d) {
     for (size_t i = 0; i < train[d].size(); ++i)
-      if (train[d][i] < 0 || train[d][i] >= vocab)  // tested first so the message is only built to throw
-        check_id(train[d][i], vocab, "at position " + std::to_string(i) + " of training document " +
-                                         std::to_string(d));
+      if (!in_vocab(train[d][i], vocab))
+        bad_id(train[d][i], vocab, "at position " + std::to_string(i) + " of training document " + std::to_string(d));
     tokens += train[d].size();
   }
   if (tokens == 0)
@@ -231,11 +232,12 @@ NgramModel::NgramModel(int order, int vocab, const Docs& train) : order_(order),
 }
 
 double NgramModel::prob(std::span<const int32_t> context, int32_t w) const {
-  check_id(w, vocab_, "(the predicted token)");
+  if (!in_vocab(w, vocab_)) bad_id(w, vocab_, "(the predicted token)");
   size_t used = std::min(context.size(), size_t(order_ - 1));
   std::span<const int32_t> h = context.last(used);
   for (size_t i = 0; i < used; ++i)
-    check_id(h[i], vocab_, "at position " + std::to_string(context.size() - used + i) + " of the context");
+    if (!in_vocab(h[i], vocab_))
+      bad_id(h[i], vocab_, "at position " + std::to_string(context.size() - used + i) + " of the context");
   return std::visit([&](const auto& t) { return t.prob(h, w); }, impl_->tables);
 }
 
@@ -244,7 +246,8 @@ std::vector<double> NgramModel::token_bits(std::span<const int32_t> doc, size_t 
     throw std::invalid_argument("NgramModel::bits: range [" + std::to_string(from) + ", " + std::to_string(to) +
                                 ") is not within a document of " + std::to_string(doc.size()) + " tokens");
   size_t first = from >= size_t(order_ - 1) ? from - size_t(order_ - 1) : 0;  // the first token read
-  for (size_t i = first; i < to; ++i) check_id(doc[i], vocab_, "at position " + std::to_string(i) + " of the document");
+  for (size_t i = first; i < to; ++i)
+    if (!in_vocab(doc[i], vocab_)) bad_id(doc[i], vocab_, "at position " + std::to_string(i) + " of the document");
   std::vector<double> out;
   out.reserve(to - from);
   std::visit(
@@ -268,7 +271,8 @@ int64_t NgramModel::count(std::span<const int32_t> gram) const {
   if (gram.empty() || gram.size() > size_t(order_))
     throw std::invalid_argument("NgramModel::count: a gram of " + std::to_string(gram.size()) +
                                 " tokens; the order is " + std::to_string(order_));
-  for (size_t i = 0; i < gram.size(); ++i) check_id(gram[i], vocab_, "at position " + std::to_string(i) + " of the gram");
+  for (size_t i = 0; i < gram.size(); ++i)
+    if (!in_vocab(gram[i], vocab_)) bad_id(gram[i], vocab_, "at position " + std::to_string(i) + " of the gram");
   return std::visit([&](const auto& t) { return t.count(gram); }, impl_->tables);
 }
 

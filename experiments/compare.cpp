@@ -129,10 +129,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   };
   CompareResult res;
   res.mini_batch = model.config().mini_batch;
-  for (const ttt::TTTLayer* l : model.ttt_layers()) {
-    const double last = l->token_idx.to_vector().back();
-    res.carry_token_factor.push_back(std::max(0.0, 1.0 / double(res.mini_batch) + last));
-  }
+  res.carry_token_factor = model.carry_factors();
   const std::vector<Window> cal = sample_windows(calib, opt.seq_len, opt.calib_windows, 12345);
 
   // Budget and measured cost multiples of each step option (calibration split).

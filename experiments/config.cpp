@@ -128,6 +128,8 @@ void read_model(Section& s, ttt::ModelConfig& m) {
   s.get("init_std", m.init_std);
   s.get("base_lr", m.base_lr);
   s.get("tie_embeddings", m.tie_embeddings);
+  s.get<std::string>("token_factor", m.token_factor, [](const std::string& v) { return one_of(v, {"official", "softplus"}); });
+  s.get("attn_window", m.attn_window);
 }
 
 void read_train(Section& s, ttt::TrainConfig& t) {

@@ -165,3 +165,45 @@ TEST_CASE("Model::to(Device::CPU) on a CPU model is a no-op: same tensors, same 
   Tensor derived = mul(params[0], params[0]);
   CHECK_THROWS_WITH(move_to_device_(derived, Device::CPU), doctest::Contains("only a leaf tensor"));
 }
+
+TEST_CASE("sliding-window attention: full attention when the window covers the sequence, local otherwise, and the same "
+          "fed in chunks") {
+  ModelConfig full = test::test_model({"attention", "attention"}), local = full, wide = full;  // no pre-conv
+  local.attn_window = 6;
+  wide.attn_window = 16;
+  Model mf(full, 3, DType::F64), ml(local, 3, DType::F64), mw(wide, 3, DType::F64);
+  Generator gen(4);
+  Tensor ids = random_ids(gen, 2, 16, 32);
+  NoGradGuard ng;
+  const auto yf = mf.forward(ids).to_vector(), yw = mw.forward(ids).to_vector(), yl = ml.forward(ids).to_vector();
+  double wide_err = 0, local_diff = 0;
+  for (size_t i = 0; i < yf.size(); ++i) {
+    wide_err = std::max(wide_err, std::abs(yf[i] - yw[i]));
+    local_diff = std::max(local_diff, std::abs(yf[i] - yl[i]));
+  }
+  CHECK(wide_err < 1e-12);
+  CHECK(local_diff > 1e-3);
+  // Two layers of window 6: position t sees tokens t − 10 … t. Changing token 2 leaves positions ≥ 13 alone
+  // and changes position 12.
+  auto v = ids.to_ints();
+  for (int64_t b = 0; b < 2; ++b) v[size_t(b * 16 + 2)] = (v[size_t(b * 16 + 2)] + 5) % 32;
+  const auto y2 = ml.forward(Tensor::from_ints(v, {2, 16})).to_vector();
+  const int64_t V = 32;
+  auto max_at = [&](int64_t t) {
+    double m = 0;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t k = 0; k < V; ++k) m = std::max(m, std::abs(yl[size_t((b * 16 + t) * V + k)] - y2[size_t((b * 16 + t) * V + k)]));
+    return m;
+  };
+  CHECK(max_at(12) > 1e-6);
+  for (int64_t t = 13; t < 16; ++t) CHECK(max_at(t) == 0.0);
+  // Chunked with a trimmed cache: the same logits as the whole sequence.
+  ModelState st;
+  std::vector<Tensor> parts;
+  for (int64_t c = 0; c < 4; ++c) parts.push_back(ml.forward_chunk(raw::slice(ids, 1, 4 * c, 4 * c + 4), st, {}));
+  const auto yc = raw::cat(parts, 1).to_vector();
+  double chunk_err = 0;
+  for (size_t i = 0; i < yc.size(); ++i) chunk_err = std::max(chunk_err, std::abs(yc[i] - yl[i]));
+  CHECK(chunk_err < 1e-12);
+  CHECK(st.kv[0].k.shape()[2] == 5);  // window − 1 positions kept
+}

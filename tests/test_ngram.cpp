@@ -118,13 +118,16 @@ TEST_CASE("ngram: probabilities over the vocabulary sum to 1 for every context, 
   Docs random = random_docs(rng, 20, 30, 5);
   Docs text = {ids(phrase_text(rng, 600)), ids(phrase_text(rng, 300)), ids("a"), {}};
   for (int order = 1; order <= 5; ++order) {
-    for (const auto& [docs, vocab] : {std::pair{random, 5}, std::pair{text, 256}}) {
+    for (const auto& corpus : {std::pair{random, 5}, std::pair{text, 256}}) {
+      const Docs& docs = corpus.first;
+      int vocab = corpus.second;  // not structured bindings: clang rejects those inside CAPTURE's lambda
       CAPTURE(order);
       CAPTURE(vocab);
       NgramModel m(order, vocab, docs);
       std::vector<Gram> contexts = {{}};
       const Gram& doc = docs[0];  // every prefix: contexts shorter than order − 1 and seen ones
-      for (size_t t = 1; t <= std::min<size_t>(doc.size(), 25); ++t) contexts.emplace_back(doc.begin(), doc.begin() + long(t));
+      for (size_t t = 1; t <= std::min<size_t>(doc.size(), 25); ++t)
+        contexts.emplace_back(doc.begin(), doc.begin() + long(t));
       for (int i = 0; i < 25; ++i) {  // random contexts: mostly unseen for bytes, any length up to 7
         Gram c(rng() % 8);
         for (auto& t : c) t = int32_t(rng() % uint32_t(vocab));

@@ -224,3 +224,47 @@ TEST_CASE("per-unit costs add up and SKIP units spend only the query path") {
   CHECK(costs[2].inner_grad == 2 * costs[1].inner_grad);  // every carry step costs the same
   CHECK(costs[3].inner_grad == 4 * costs[1].inner_grad);
 }
+
+TEST_CASE("token factor: softplus equals the official factor at initialisation, stays positive where relu dies, and "
+          "its outer gradients match finite differences") {
+  Generator gen(21);
+  TTTConfig off = tiny(false), soft = tiny(false);
+  soft.softplus_token_factor = true;
+  Generator g1(5), g2(5);
+  TTTLayer a(off, 0, g1, DType::F64), b(soft, 0, g2, DType::F64);
+  const std::vector<double> ta = a.token_factor(DType::F64, Device::CPU).to_vector(),
+                            tb = b.token_factor(DType::F64, Device::CPU).to_vector();
+  for (size_t i = 0; i < ta.size(); ++i) {
+    CHECK(ta[i] == doctest::Approx(1.0 / double(i + 1)).epsilon(1e-14));
+    CHECK(tb[i] == doctest::Approx(1.0 / double(i + 1)).epsilon(1e-12));
+  }
+  Tensor u = gen.normal({1, 8, 8}, 0, 1, DType::F64);
+  {
+    NoGradGuard ng;
+    CHECK(max_diff(a.forward(u, {}), b.forward(u, {})) < 1e-12);  // the same layer at initialisation
+  }
+  // An offset of −0.5 on the last position kills the official carry, not the softplus one.
+  std::vector<double> dead(4, 0.0);
+  dead[3] = -0.5;
+  a.token_idx = Tensor::from_vector(dead, {4}, DType::F64);
+  b.token_idx = Tensor::from_vector(dead, {4}, DType::F64);
+  CHECK(a.carry_factor() == 0.0);
+  CHECK(b.carry_factor() > 0.0);
+  CHECK(b.carry_factor() == doctest::Approx(std::log1p(std::exp(std::log(std::expm1(0.25)) - 0.5))).epsilon(1e-12));
+  // Gradients through the softplus factor, into token_idx and W1, over two units with K = 2.
+  UniformSchedule sched(2);
+  Tensor r = gen.normal({1, 8, 8}, 0, 1, DType::F64);
+  auto fn = [&](const std::vector<Tensor>& xs) {
+    TTTLayer l = b;
+    l.token_idx = xs[0];
+    l.W1 = xs[1];
+    TTTRun run;
+    run.schedule = &sched;
+    return sum(mul(l.forward(u, run), r));
+  };
+  Tensor offsets = raw::clone(b.token_idx);
+  set_requires_grad(offsets);
+  CheckResult res = gradcheck(fn, {offsets, b.W1}, {true, true});
+  CHECK_MESSAGE(res.ok, res.message);
+  CHECK(res.checked > 20);
+}

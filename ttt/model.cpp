@@ -32,6 +32,7 @@ TTTConfig ModelConfig::ttt_config() const {
   c.base_lr = base_lr > 0 ? base_lr : (c.mlp ? 0.1 : 1.0);
   c.rope_theta = rope_theta;
   c.init_std = init_std;
+  c.softplus_token_factor = token_factor == "softplus";
   return c;
 }
 
@@ -48,12 +49,15 @@ void ModelConfig::validate() const {
        "mixers lists " + std::to_string(mixers.size()) + " layers, the model has " + std::to_string(layers));
   for (const std::string& m : mixers) need(m == "ttt" || m == "attention", "mixer must be 'ttt' or 'attention', got '" + m + "'");
   need(conv_width > 0, "conv_width must be positive");
+  need(token_factor == "official" || token_factor == "softplus",
+       "token_factor must be 'official' or 'softplus', got '" + token_factor + "'");
+  need(attn_window >= 0, "attn_window must be >= 0, got " + std::to_string(attn_window));
 }
 
 // ---- attention
 
-Attention::Attention(int64_t d, int64_t h, double theta, double sd, Generator& gen, DType dt)
-    : heads(h), rope_theta(theta) {
+Attention::Attention(int64_t d, int64_t h, double theta, double sd, Generator& gen, DType dt, int64_t win)
+    : heads(h), rope_theta(theta), window(win) {
   wq = param(gen.normal({d, d}, 0, sd, dt));
   wk = param(gen.normal({d, d}, 0, sd, dt));
   wv = param(gen.normal({d, d}, 0, sd, dt));
@@ -75,13 +79,26 @@ Tensor Attention::forward_chunk(const Tensor& x, KVCache& cache) const {
     k = cat({cache.k, k}, 2);
     v = cat({cache.v, v}, 2);
   }
-  cache.k = k;
-  cache.v = v;
-  cache.len += n;
-  const int64_t T = t0 + n;
+  const int64_t T = k.shape()[2], first = t0 + n - T;  // keys hold positions [first, t0 + n)
   Tensor scores = affine(matmul(q, transpose(k, -1, -2)), 1.0 / std::sqrt(double(f)), 0);  // (B, H, n, T)
-  Tensor future = raw::tri(Tensor::full({n, T}, 1.0, x.dtype(), x.device()), t0 + 1, true);  // key j > t0 + i
-  Tensor att = softmax(masked_fill(scores, future, -1e9), -1);
+  Tensor hidden;  // 1 where key j may not be seen by query i
+  if (window == 0) {
+    hidden = raw::tri(Tensor::full({n, T}, 1.0, x.dtype(), x.device()), t0 + 1, true);  // key j > t0 + i
+  } else {
+    std::vector<double> m(size_t(n * T), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const int64_t lag = t0 + i - (first + j);  // query position − key position
+        m[size_t(i * T + j)] = lag < 0 || lag >= window ? 1.0 : 0.0;
+      }
+    hidden = raw::to_device(Tensor::from_vector(m, {n, T}, x.dtype()), x.device());
+  }
+  // The cache keeps what later queries can still see: everything, or the last window − 1 positions.
+  const int64_t keep = window == 0 ? T : std::min(T, window - 1);
+  cache.k = keep == T ? k : slice(k, 2, T - keep, T);
+  cache.v = keep == T ? v : slice(v, 2, T - keep, T);
+  cache.len += n;
+  Tensor att = softmax(masked_fill(scores, hidden, -1e9), -1);
   Tensor y = reshape(permute(matmul(att, v), {0, 2, 1, 3}), {B, n, d});
   return matmul(y, wo);
 }
@@ -147,7 +164,7 @@ Model::Model(const ModelConfig& cfg, uint64_t seed, DType dt) : cfg_(cfg), dtype
       b.ttt_index = n_ttt_++;
       b.ttt = TTTLayer(cfg.ttt_config(), b.ttt_index, gen, dt);
     } else {
-      b.attn = Attention(cfg.d, cfg.heads, cfg.rope_theta, cfg.init_std, gen, dt);
+      b.attn = Attention(cfg.d, cfg.heads, cfg.rope_theta, cfg.init_std, gen, dt, cfg.attn_window);
     }
     b.ffn = SwiGLU(cfg.d, cfg.ffn_hidden(), cfg.init_std, gen, dt);
     blocks_.push_back(std::move(b));
@@ -209,6 +226,12 @@ std::vector<const TTTLayer*> Model::ttt_layers() const {
   std::vector<const TTTLayer*> out;
   for (const Block& b : blocks_)
     if (b.is_ttt) out.push_back(&b.ttt);
+  return out;
+}
+
+std::vector<double> Model::carry_factors() const {
+  std::vector<double> out;
+  for (const TTTLayer* l : ttt_layers()) out.push_back(l->carry_factor());
   return out;
 }
 

@@ -27,6 +27,8 @@ struct ModelConfig {
   double init_std = 0.02;
   double base_lr = 0;            // 0: 1.0 for linear, 0.1 for mlp
   bool tie_embeddings = true;
+  std::string token_factor = "official";  // "official" (relu, can die) or "softplus" (cannot): TTTConfig
+  int64_t attn_window = 0;       // attention layers: keys within this many positions (sliding window); 0 = all
 
   int64_t ffn_hidden() const { return swiglu_hidden > 0 ? swiglu_hidden : (8 * d / 3 + 31) / 32 * 32; }
   std::string mixer(int64_t layer) const { return mixers.empty() ? "ttt" : mixers[size_t(layer)]; }
@@ -36,8 +38,8 @@ struct ModelConfig {
 
 // Keys and values of the tokens seen so far (after RoPE), for chunked attention.
 struct KVCache {
-  Tensor k, v;  // (B, H, T, f)
-  int64_t len = 0;
+  Tensor k, v;        // (B, H, kept, f): keys and values of positions [len − kept, len)
+  int64_t len = 0;    // positions seen so far
 };
 
 // Causal multi-head self-attention with RoPE on absolute positions.
@@ -45,8 +47,10 @@ struct Attention : Module {
   Tensor wq, wk, wv, wo;  // (d, d)
   int64_t heads = 0;
   double rope_theta = 10000;
+  int64_t window = 0;  // a query sees the keys of its last `window` positions (itself included); 0 = all
   Attention() = default;
-  Attention(int64_t d, int64_t heads, double rope_theta, double init_std, Generator& gen, DType dt);
+  Attention(int64_t d, int64_t heads, double rope_theta, double init_std, Generator& gen, DType dt,
+            int64_t window = 0);
   Tensor forward(const Tensor& x) const;  // (B, N, d) → (B, N, d)
   // x (B, n, d) continues the sequence cached in `cache` and is appended to it.
   Tensor forward_chunk(const Tensor& x, KVCache& cache) const;
@@ -108,6 +112,8 @@ class Model {
   Model& to(Device device);
   Device device() const { return emb_.weight.device(); }
   int num_ttt_layers() const { return n_ttt_; }
+  // tok[b−1] of every TTT layer, in layer order (TTTLayer::carry_factor).
+  std::vector<double> carry_factors() const;
   std::vector<const TTTLayer*> ttt_layers() const;
   const ModelConfig& config() const { return cfg_; }
   DType dtype() const { return dtype_; }

@@ -1,5 +1,6 @@
 #include "ttt/ttt_layer.h"
 
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 
@@ -169,6 +170,23 @@ Probe TTTLayer::probe(const TTTLayerState& st, bool with_grad) const {
   return p;
 }
 
+Tensor TTTLayer::token_factor(DType dtype, Device device) const {
+  const int64_t b = cfg_.mini_batch;
+  std::vector<double> base(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    const double inv = 1.0 / double(i + 1);
+    base[size_t(i)] = cfg_.softplus_token_factor ? std::log(std::expm1(inv)) : inv;  // softplus⁻¹(1/(i+1))
+  }
+  Tensor x = add(raw::to_device(Tensor::from_vector(base, {b}, dtype), device), token_idx);
+  // log(1 + eˣ) composed from existing ops: the offsets stay far below where eˣ would overflow.
+  return cfg_.softplus_token_factor ? log(affine(exp(x), 1.0, 1.0)) : relu(x);
+}
+
+double TTTLayer::carry_factor() const {
+  NoGradGuard ng;
+  return token_factor(token_idx.dtype(), token_idx.device()).to_vector().back();
+}
+
 Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
   TTTLayerState st;
   return forward_chunk(u, st, run);
@@ -200,9 +218,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   // η[b,h,m,i,j] = base_lr · lr_mult · tok[i] · σ(u_j·θ_lr + bias) / f   (§1.5)
   Tensor lr = sigmoid(add(matmul(u, lr_w), lr_b));                     // (B, N, H)
   lr = reshape(permute(lr, {0, 2, 1}), {B, H, n, 1, b});               // per source token j
-  std::vector<double> inv(static_cast<size_t>(b));
-  for (int64_t i = 0; i < b; ++i) inv[size_t(i)] = 1.0 / double(i + 1);
-  Tensor tok = relu(add(raw::to_device(Tensor::from_vector(inv, {b}, u.dtype()), u.device()), token_idx));
+  Tensor tok = token_factor(u.dtype(), u.device());
   Tensor eta = mul(mul(lr, reshape(tok, {b, 1})), scalar_like(u, cfg_.base_lr * run.lr_mult / double(f)));
   if (run.watch) {
     run.watch("xq", xq);

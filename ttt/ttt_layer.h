@@ -26,6 +26,10 @@ struct TTTConfig {
   double base_lr = 1.0;     // ttt_base_lr: 1.0 linear, 0.1 MLP
   double rope_theta = 10000;
   double init_std = 0.02;
+  // η's token factor tok[i] for position i of a unit: "official" relu(1/(i+1) + token_idx[i]), which is 0 for good
+  // once an offset falls below −1/(i+1) (a dead carry: the last row scales every carried update); "softplus"
+  // softplus(softplus⁻¹(1/(i+1)) + token_idx[i]), equal at initialisation and positive for every offset.
+  bool softplus_token_factor = false;
   int64_t head_dim() const { return d / heads; }
   int64_t hidden() const { return mlp ? 4 * head_dim() : head_dim(); }
 };
@@ -76,6 +80,11 @@ class TTTLayer : public Module {
   std::vector<std::string> parameter_names() const;
   const TTTConfig& config() const { return cfg_; }
   Probe probe(const TTTLayerState& state, bool with_grad) const;
+  // tok (b) on `device`, differentiable in token_idx (see TTTConfig::softplus_token_factor).
+  Tensor token_factor(DType dtype, Device device) const;
+  // tok[b−1], the factor of η's last row that every carried update is scaled by: 0 means the state handed to
+  // later units never moves, so every K ≥ 1 gives the same outputs.
+  double carry_factor() const;
 
   Tensor wq, wk, wv, wo, wg;           // (d, d); wk without shared_qk, wg with gate
   Tensor conv_q_w, conv_q_b;           // (d, w), (d): shared_qk only
