@@ -160,7 +160,14 @@ void read_train(Section& s, ttt::TrainConfig& t) {
 }
 
 void read_data(Section& s, DataConfig& d) {
-  s.get("corpus", d.corpus);
+  s.get<std::string>("corpus", d.corpus, [](const std::string& v) {
+    for (const char* b : {"moby_dick", "tinyshakespeare", "wikitext2", "sotu", "pystdlib", "pycode"})
+      if (v == b) return v;
+    if (v.find('/') == std::string::npos)
+      throw std::invalid_argument("'" + v + "' is not a built-in corpus (moby_dick, tinyshakespeare, wikitext2, sotu, "
+                                  "pystdlib, pycode); a path must contain a '/' (e.g. ./my_text.txt)");
+    return v;
+  });
   s.get("valid_frac", d.valid_frac);
   s.get("test_frac", d.test_frac);
   s.get("test_from", d.test_from);

@@ -263,14 +263,14 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("model:\n  d: 64\n  dd: 3\n") == "bad.yaml:3: model.dd: unknown key (model takes: vocab, d, layers, "
                                             "heads, mini_batch, inner, backbone, gate, pre_conv, mixers, "
                                             "swiglu_hidden, conv_width, rope_theta, rms_eps, init_std, base_lr, "
-                                            "tie_embeddings, device)");
+                                            "tie_embeddings, token_factor, attn_window, device)");
   CHECK(err("model:\n  d: sixty\n") == "bad.yaml:2: model.d: expected an integer, got 'sixty'");
   CHECK(err("train:\n  lr: fast\n") == "bad.yaml:2: train.lr: expected a number, got 'fast'");
   CHECK(err("train:\n  mode: sideways\n") ==
         "bad.yaml:2: train.mode: mode must be 'carry' or 'prefix', got 'sideways'");
   CHECK(err("train:\n  step_options: [1, two]\n") == "bad.yaml:2: train.step_options: expected an integer, got 'two'");
   CHECK(err("train:\n  seed: -3\n") == "bad.yaml:2: train.seed: must be >= 0, got -3");
-  CHECK(err("data:\n  corpus: shakespeare\n").find("data.corpus: expected one of moby_dick") != std::string::npos);
+  CHECK(err("data:\n  corpus: shakespeare\n").find("data.corpus: 'shakespeare' is not a built-in corpus (moby_dick") != std::string::npos);
   CHECK(err("eval:\n  schedule: uniform-k\n").find("bad.yaml:2: eval.schedule:") != std::string::npos);
   CHECK(err("optimizer:\n  lr: 1\n") == "bad.yaml:1: unknown section 'optimizer' (expected model, train, data, eval, compare, learn)");
   CHECK(err("model: [1, 2]\n").find("model: must be a mapping") != std::string::npos);
