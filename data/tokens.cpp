@@ -37,6 +37,15 @@ std::vector<StreamTokens> tokenize_streams(const std::vector<HeldOut>& streams, 
   return out;
 }
 
+StreamTokens cap_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_scored) {
+  const int64_t n = int64_t(s.tokens.size());
+  const int64_t unscored = std::min(n, s.first_scored);  // tokens before the first scored one (incl. token 0)
+  const int64_t from = max_adapt > 0 ? std::max<int64_t>(0, unscored - std::max<int64_t>(1, max_adapt)) : 0;
+  const int64_t to = max_scored > 0 ? std::min(n, unscored + max_scored) : n;
+  StreamTokens out{s.name, std::vector<int32_t>(s.tokens.begin() + from, s.tokens.begin() + to), unscored - from};
+  return out;
+}
+
 int64_t scored_tokens(const std::vector<StreamTokens>& streams) {
   int64_t n = 0;
   for (const StreamTokens& s : streams) n += s.scored();

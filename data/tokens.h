@@ -27,6 +27,9 @@ struct StreamTokens {
   int64_t scored() const { return std::max<int64_t>(0, int64_t(tokens.size()) - first_scored); }
 };
 std::vector<StreamTokens> tokenize_streams(const std::vector<HeldOut>& streams, const ByteTokenizer& tokenizer = {});
+// `s` shortened for a quick look: at most the last `max_adapt` tokens of its unscored part (those right before the
+// scored part) and at most the first `max_scored` scored tokens; 0 leaves a part whole.
+StreamTokens cap_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_scored);
 // Scored tokens over all streams.
 int64_t scored_tokens(const std::vector<StreamTokens>& streams);
 

@@ -9,6 +9,7 @@
 #include "model_fixtures.h"
 #include "ttt/model.h"
 #include "ttt/rope.h"
+#include "ttt/stream_eval.h"
 
 using namespace ponder;
 using namespace ponder::ttt;
@@ -206,4 +207,43 @@ TEST_CASE("sliding-window attention: full attention when the window covers the s
   for (size_t i = 0; i < yc.size(); ++i) chunk_err = std::max(chunk_err, std::abs(yc[i] - yl[i]));
   CHECK(chunk_err < 1e-12);
   CHECK(st.kv[0].k.shape()[2] == 5);  // window − 1 positions kept
+}
+
+TEST_CASE("stream evaluation with a carried state equals the whole-sequence forward on the concatenated stream") {
+  for (const auto& mixers : std::vector<std::vector<std::string>>{{"ttt", "ttt"}, {"attention", "ttt"}}) {
+    ModelConfig cfg = test::test_model(mixers);
+    cfg.attn_window = 12;
+    Model model(cfg, 7, DType::F64);
+    Generator gen(11);
+    const std::vector<int64_t> ids = random_ids(gen, 1, 43, 32).to_ints();  // 42 predictions: not a multiple of 4
+    data::StreamTokens s{"s", {}, 10};
+    for (int64_t v : ids) s.tokens.push_back(int32_t(v));
+    StreamEvalOptions opt;
+    opt.chunk = 8;
+    opt.inner.schedule = "uniform-2";
+    const StreamEvalResult r = evaluate_streams(model, {s}, opt);
+    // The whole stream in one forward pass (padded to 44 inputs), scored from token 10 on.
+    std::vector<int64_t> in(ids.begin(), ids.end() - 1), tgt(ids.begin() + 1, ids.end());
+    in.resize(44, 0);
+    tgt.resize(44, 0);
+    UniformSchedule two(2);
+    TTTRun run;
+    run.schedule = &two;
+    NoGradGuard ng;
+    const std::vector<double> whole =
+        model.token_losses(Tensor::from_ints(in, {1, 44}), Tensor::from_ints(tgt, {1, 44}), run).to_vector();
+    double sum = 0;
+    for (int64_t t = 9; t < 42; ++t) sum += whole[size_t(t)];  // input t predicts token t + 1
+    CHECK(r.tokens == 33);
+    CHECK(r.read == 42);
+    CHECK(r.loss == doctest::Approx(sum / 33).epsilon(1e-12));
+    // Bins [8, 16), [16, 32), [32, 64) hold positions 10–15, 16–31, 32–42.
+    REQUIRE(r.by_position.lo.size() == 6);
+    CHECK(r.by_position.count[3] == 6);
+    CHECK(r.by_position.count[4] == 16);
+    CHECK(r.by_position.count[5] == 11);
+    double first_bin = 0;
+    for (int64_t t = 9; t < 15; ++t) first_bin += whole[size_t(t)];
+    CHECK(r.by_position.mean(3) == doctest::Approx(first_bin / 6).epsilon(1e-12));
+  }
 }

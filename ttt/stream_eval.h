@@ -1,0 +1,49 @@
+// Evaluation of whole held-out streams (a document, or a repository's adaptation files followed by its evaluation
+// files): the sequence is fed chunk by chunk with the model state — TTT inner weights, attention keys — carried from
+// its first token to its last, and only the scored part's predictions count. Loss by position uses log-spaced
+// bins of the predicted token's position in its stream: the TTT paper's loss-vs-context curve, on long text.
+#pragma once
+#include <vector>
+
+#include "data/tokens.h"
+#include "ttt/eval.h"
+
+namespace ponder::ttt {
+
+struct StreamEvalOptions {
+  InnerRun inner;
+  int64_t chunk = 1024;   // tokens per forward pass (a multiple of the mini-batch; the state carries across chunks)
+  double lr_mult = 1.0;   // ttt_lr_mult (TTT-MLP ends its warm-up at 1)
+};
+
+// Position bins [1, 2), [2, 4), [4, 8), … up to the longest stream: a bin holds the predictions of tokens whose
+// index in their stream lies in it.
+struct PositionBins {
+  std::vector<int64_t> lo, hi;  // [lo, hi)
+  std::vector<double> loss_sum;
+  std::vector<int64_t> count;
+  void add(int64_t position, double loss);
+  double mean(size_t bin) const { return count[bin] > 0 ? loss_sum[bin] / double(count[bin]) : 0.0; }
+};
+
+struct StreamEvalResult {
+  int64_t streams = 0;
+  int64_t tokens = 0;                 // scored predictions
+  int64_t read = 0;                   // tokens fed through the model (scored or not, padding excluded)
+  double loss = 0, bpb = 0;           // mean over scored predictions
+  std::vector<double> stream_bpb;     // per stream (NaN for a stream with nothing scored)
+  std::vector<int64_t> stream_tokens; // scored predictions per stream
+  PositionBins by_position;           // scored predictions only
+  FlopCounts flops;                   // every forward pass, unscored parts included
+  UnitCost inner;                     // TTT inner-loop FLOPs over all units and layers
+  double flops_per_token = 0;         // flops.total() / read: what reading one token costs
+  double inner_flops_per_token = 0;
+  double seconds = 0;
+};
+
+// Runs every stream through `model` under NoGradGuard. A stream's inputs are padded at the end to a multiple of the
+// mini-batch; padding is causal-safe (it comes after every scored position) and never scored or counted as read.
+StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::StreamTokens>& streams,
+                                  const StreamEvalOptions& opt);
+
+}  // namespace ponder::ttt
