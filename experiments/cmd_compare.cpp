@@ -5,6 +5,7 @@
 
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
+#include "experiments/regime.h"
 
 namespace ponder::cli {
 namespace {
@@ -12,6 +13,19 @@ namespace {
 void run(const CheckpointJobArgs& a) {
   const CheckpointJob job = load_checkpoint_job(a, "compare");
   std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out).c_str());
+  // The regime checks on whole held-out streams, with the checkpoint's own streams settings.
+  const StreamsConfig& sc = job.m.config.streams;
+  RegimeOptions ro;
+  ro.chunk = sc.chunk;
+  ro.max_adapt = sc.max_adapt;
+  ro.max_scored = sc.max_scored;
+  ro.max_ngram = int(sc.max_ngram);
+  const RegimeResult regime = run_regime(job.m, nullptr, job.ds, ro);
+  write_position_plot(regime, a.out);
+  nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};
+  add_regime_json(regime, top);
+  merge_outputs(a.out, top, "# ponder compare\n\nCorpus " + job.ds.corpus.source + ".\n\n" + regime_markdown(regime) + "\n",
+                "");
 }
 
 }  // namespace

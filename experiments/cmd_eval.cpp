@@ -23,13 +23,16 @@ struct Options {
 };
 
 void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std::string& path, int64_t step,
-                const std::string& split, const std::string& device) {
+                const std::string& split, const std::string& device, const std::vector<double>& carry) {
   std::printf("device %s\n", device.c_str());
   std::printf("checkpoint %s (step %lld), %s split: %lld windows of %zu tokens\n", path.c_str(), (long long)step,
               split.c_str(), (long long)r.windows, r.position_loss.size());
   std::printf("schedule %s, mode %s, path %s: mean K %.2f\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
               ttt::path_name(inner.path), r.mean_k);
   std::printf("loss %.4f nats/token, %.4f bits/byte\n", r.loss, r.bpb);
+  std::printf("carry factor per TTT layer (0: the carried state never moves, every K >= 1 alike):");
+  for (double f : carry) std::printf(" %.4g", f);
+  std::printf("%s\n", carry.empty() ? " none (no TTT layer)" : "");
   std::printf("FLOPs/token: %.4g total, %.4g inner TTT (inner forward %.3g, inner grad %.3g, update %.3g, "
               "output %.3g)\n", r.flops_per_token, r.inner_flops_per_token,
               double(r.inner.inner_forward) / double(r.tokens), double(r.inner.inner_grad) / double(r.tokens),
@@ -59,11 +62,13 @@ void run_eval(const Options& o) {
   const Dataset ds = load_dataset(m.config.data);
   const data::EvalWindows windows(ds.split(split), m.config.train.seq_len, o.max_windows.value_or(ec.max_windows));
   const ttt::EvalResult r = ttt::evaluate(m.model, windows, eval_options(m, inner));
-  if (!o.json) return print_text(r, inner, o.checkpoint, m.step, split, describe_device(device));
+  if (!o.json)
+    return print_text(r, inner, o.checkpoint, m.step, split, describe_device(device), m.model.carry_factors());
   nlohmann::ordered_json j = {{"checkpoint", o.checkpoint}, {"step", m.step}, {"split", split},
                               {"device", describe_device(device)},
                               {"corpus", ds.corpus.name}, {"data_sha256", ds.corpus.sha256},
-                              {"trained_commit", ck.meta_value("commit")}, {"commit", git_commit()}};
+                              {"trained_commit", ck.meta_value("commit")}, {"commit", git_commit()},
+                              {"carry_token_factor", m.model.carry_factors()}};
   j.update(eval_json(r, inner));
   std::cout << j.dump() << std::endl;
 }

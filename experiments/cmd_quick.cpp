@@ -1,9 +1,12 @@
-// `ponder quick`: the README's main job. Trains the tiny model on Moby Dick with randomised schedules
-// over K ∈ {0,1,2,4} (or reuses results/quick/checkpoint.ckpt when its config text and git commit match
-// this build, continuing it if it was interrupted), then evaluates it on the held-out test split under
-// uniform schedules K = 0, 1, 2, 4 (carry mode, dual path) and writes results/quick/report.md and
-// results/quick/results.json.
+// `ponder quick`: the README's main job, in a regime where the answer could be yes. Trains the config's TTT model
+// (configs/quick.yaml: long windows of held-out-repository Python code) and an attention-only model of the same size,
+// or reuses them when their config text and git commit match this build (continuing an interrupted run); checks that
+// the question is live on whole held-out streams (carry factor, loss by position, TTT vs uniform-0, count n-grams,
+// attention); then compares allocation methods and writes results/quick/report.md, results.json and the figures.
+#include <yaml-cpp/yaml.h>
+
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,18 +20,16 @@
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
 #include "experiments/device.h"
+#include "experiments/regime.h"
 #include "experiments/training.h"
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace ponder::cli {
 namespace {
 
-const std::vector<int> kSteps = {0, 1, 2, 4};
-
 struct Options {
-  std::string config = "tiny";
+  std::string config = "quick";
   std::string out = "results/quick";
-  int64_t max_windows = 0;  // of the test split; 0 = all
   bool retrain = false;
   int64_t seeds = 0, windows = 0;  // override the config's compare.seeds / compare.windows_per_seed
   std::string device;              // empty: the config's model.device
@@ -63,120 +64,105 @@ std::map<int64_t, double> training_curve(const std::string& log) {
   return curve;
 }
 
-struct Row {
-  int k;
-  ttt::EvalResult r;
-};
-
-std::string table(const std::vector<Row>& rows) {
-  std::ostringstream s;
-  char line[256];
-  s << "| schedule | bits/byte | loss (nats) | FLOPs/token | inner TTT FLOPs/token | inner share | vs uniform-0 |\n"
-    << "|---|---|---|---|---|---|---|\n";
-  for (const Row& row : rows) {
-    std::snprintf(line, sizeof line, "| uniform-%d | %.4f | %.4f | %.4g | %.4g | %.1f%% | %.3fx |\n", row.k, row.r.bpb,
-                  row.r.loss, row.r.flops_per_token, row.r.inner_flops_per_token,
-                  100.0 * row.r.inner_flops_per_token / row.r.flops_per_token,
-                  row.r.flops_per_token / rows.front().r.flops_per_token);
-    s << line;
-  }
-  return s.str();
-}
-
-void run_quick(const Options& o) {
-  const RunConfig cfg = load_config(resolve_config(o.config));
-  const Device device = run_device(o.device, cfg.device, cfg.source);
-  std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
-  const std::string ckpt = checkpoint_path(o.out);
+// The model `cfg` trains into `dir`: reused when a finished run of the same config by this build is there, continued
+// when it was interrupted, else trained afresh.
+TrainedModel trained(const RunConfig& cfg, const std::string& dir, bool retrain, Device device, bool& reused) {
+  const std::string ckpt = checkpoint_path(dir);
   ttt::Checkpoint cached;
-  const Cached state = o.retrain ? Cached::Retrain : inspect(ckpt, cfg, cached);
-  const bool reuse = state == Cached::Reuse;
-  if (reuse) {
+  const Cached state = retrain ? Cached::Retrain : inspect(ckpt, cfg, cached);
+  reused = state == Cached::Reuse;
+  if (reused) {
     std::fprintf(stderr, "quick: reusing %s (same config and commit)\n", ckpt.c_str());
   } else {
     if (state == Cached::Retrain) {
       std::filesystem::remove(ckpt);
-      std::filesystem::remove(log_path(o.out));
+      std::filesystem::remove(log_path(dir));
     }
     TrainJob job;
     job.config = cfg;
-    job.out_dir = o.out;
+    job.out_dir = dir;
     job.resume = state == Cached::Resume ? &cached : nullptr;
     job.provenance = {version(), git_commit(), build_type()};
     job.device = device;
     run_train_job(job);
   }
+  return load_trained(ttt::load_checkpoint(ckpt), ckpt, device);
+}
 
-  const ttt::Checkpoint ck = ttt::load_checkpoint(ckpt);
-  const TrainedModel m = load_trained(ck, ckpt, device);
-  const Dataset ds = load_dataset(cfg.data);
-  const data::EvalWindows windows(ds.test, cfg.train.seq_len, o.max_windows);
-  const double entropy = data::unigram_entropy_bits(ds.train.docs);
-  std::vector<Row> rows;
-  for (int k : kSteps) {
-    const ttt::InnerRun inner{"uniform-" + std::to_string(k), ttt::StepMode::Carry, ttt::InnerPath::Dual};
-    rows.push_back({k, ttt::evaluate(m.model, windows, eval_options(m, inner))});
-    std::fprintf(stderr, "quick: uniform-%d: %.4f bits/byte (%.1f s)\n", k, rows.back().r.bpb, rows.back().r.seconds);
-  }
-  const std::map<int64_t, double> curve = training_curve(log_path(o.out));
+// The same model with every mixer an attention layer over a sliding window of the training length.
+RunConfig attention_config(const RunConfig& cfg) {
+  YAML::Node root = YAML::Load(cfg.text);
+  std::vector<std::string> mixers(size_t(cfg.model.layers), "attention");
+  root["model"]["mixers"] = mixers;
+  root["model"]["attn_window"] = cfg.train.seq_len;
+  YAML::Emitter out;
+  out << root;
+  return parse_config(std::string(out.c_str()) + "\n", cfg.source + " (attention-only baseline)");
+}
 
+std::string training_section(const RunConfig& cfg, const TrainedModel& m, const Dataset& ds,
+                             const std::map<int64_t, double>& curve) {
   std::ostringstream md;
   char line[64];
-  md << "# ponder quick\n\n"
-     << "Tiny TTT-Linear model (" << cfg.source << ", " << m.model.num_parameters() << " parameters) trained "
-     << cfg.train.steps << " steps on " << ds.corpus.name << " with K drawn per unit and layer from {";
+  md << "\n## Training\n\nTTT model (" << cfg.source << ", " << m.model.num_parameters() << " parameters, token factor "
+     << cfg.model.token_factor << ") trained " << cfg.train.steps << " steps on windows of " << cfg.train.seq_len
+     << " tokens of " << ds.corpus.name << " with K drawn per unit and layer from {";
   for (size_t i = 0; i < cfg.train.step_options.size(); ++i) md << (i ? "," : "") << cfg.train.step_options[i];
-  md << "} (" << ttt::mode_name(cfg.train.mode) << " mode), evaluated on the held-out test split (" << windows.size()
-     << " windows of " << cfg.train.seq_len << " bytes) under uniform schedules, carry mode, dual path.\n\n"
-     << table(rows) << "\nFLOPs are counted by the engine for the whole forward pass; the inner part is what the TTT "
-     << "layers spent on inner forward, inner gradient, update and output per unit.\n\n"
-     << "Unigram entropy of the training split: " << entropy << " bits/byte (the best context-free model).\n\n"
-     << "Validation bits/byte during training (" << cfg.eval.inner.schedule << ", "
-     << ttt::mode_name(cfg.eval.inner.mode) << " mode, " << ttt::path_name(cfg.eval.inner.path) << " path, "
+  md << "} (" << ttt::mode_name(cfg.train.mode) << " mode). Validation bits/byte (" << cfg.eval.inner.schedule << ", "
      << cfg.eval.max_windows << " windows of the validation split):\n\n| step | val bpb |\n|---|---|\n";
   for (const auto& [step, bpb] : curve) {
     std::snprintf(line, sizeof line, "| %lld | %.4f |\n", (long long)step, bpb);
     md << line;
   }
   md << "\nconfig " << cfg.source << ", seed " << cfg.train.seed << ", commit " << git_commit() << " (" << build_type()
-     << " build, " << cpu::num_threads() << " threads), data " << ds.corpus.name << " sha256 " << ds.corpus.sha256
-     << "\n\n```yaml\n" << cfg.text << "```\n";
+     << " build, " << cpu::num_threads() << " threads), corpus " << ds.corpus.source << "\n\n```yaml\n" << cfg.text
+     << "```\n";
+  return md.str();
+}
 
-  nlohmann::ordered_json j = {
-      {"config_source", cfg.source}, {"config", cfg.text}, {"seed", cfg.train.seed}, {"commit", git_commit()},
-      {"version", version()}, {"build_type", build_type()}, {"threads", cpu::num_threads()},
-      {"corpus", ds.corpus.name}, {"data_sha256", ds.corpus.sha256}, {"checkpoint", ckpt},
-      {"reused_checkpoint", reuse}, {"trained_steps", m.step}, {"unigram_entropy_bits", entropy},
-      {"test_windows", windows.size()}, {"results", nlohmann::ordered_json::array()},
-      {"training_curve", nlohmann::ordered_json::array()}};
-  j["device"] = describe_device(device);
-  for (const Row& row : rows) j["results"].push_back(eval_json(row.r, {"uniform-" + std::to_string(row.k)}));
-  for (const auto& [step, bpb] : curve) j["training_curve"].push_back({{"step", step}, {"val_bpb", bpb}});
+void run_quick(const Options& o) {
+  const RunConfig cfg = load_config(resolve_config(o.config));
+  const Device device = run_device(o.device, cfg.device, cfg.source);
+  std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
+  bool reused = false, attn_reused = false;
+  const TrainedModel m = trained(cfg, o.out, o.retrain, device, reused);
+  std::optional<TrainedModel> attn;
+  const std::string attn_dir = (std::filesystem::path(o.out) / "attention").string();
+  if (cfg.streams.attention_baseline) attn = trained(attention_config(cfg), attn_dir, o.retrain, device, attn_reused);
+  const Dataset ds = load_dataset(cfg.data);
 
-  std::filesystem::create_directories(o.out);
-  const std::string report = (std::filesystem::path(o.out) / "report.md").string();
-  const std::string results = (std::filesystem::path(o.out) / "results.json").string();
-  std::printf("%s\nunigram entropy of the training split: %.4f bits/byte\n", table(rows).c_str(), entropy);
+  RegimeOptions ro;
+  ro.chunk = cfg.streams.chunk;
+  ro.max_adapt = cfg.streams.max_adapt;
+  ro.max_scored = cfg.streams.max_scored;
+  ro.max_ngram = int(cfg.streams.max_ngram);
+  RegimeResult regime = run_regime(m, attn ? &*attn : nullptr, ds, ro);
+  if (attn) regime.attention_checkpoint = checkpoint_path(attn_dir);
+  const std::map<int64_t, double> curve = training_curve(log_path(o.out));
 
-  // The comparison of allocation methods (writes report.md, results.json and the figures), then the
-  // training and full-test-split sections above appended to both.
+  // The comparison of allocation methods (writes report.md, results.json and its figures), then the regime checks
+  // before it and the training after it, in both files.
   CompareOptions copt = cfg.compare;
   if (o.seeds > 0) copt.seeds = o.seeds;
   if (o.windows > 0) copt.windows_per_seed = o.windows;
+  const std::string ckpt = checkpoint_path(o.out);
   const std::string headline = run_compare_job(m, ds, copt, ckpt, cfg.text, o.out);
-  {
-    std::ofstream out(report, std::ios::app);
-    out << "\n## Training, and uniform schedules on the whole test split\n\n" << md.str();
-  }
-  nlohmann::ordered_json all;
-  {
-    std::ifstream in(results);
-    all = nlohmann::ordered_json::parse(in);
-  }
-  all["training"] = j;
-  std::ofstream(results) << all.dump(1) << "\n";
-  std::printf("\n%s\nreport: %s\nresults: %s\nfigures: %s/pareto.png, %s/k_hist.png, %s/tokens.html\n",
-              headline.c_str(), report.c_str(), results.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str());
+  write_position_plot(regime, o.out);
+  nlohmann::ordered_json top = {{"corpus", corpus_json(ds)}};
+  add_regime_json(regime, top);
+  nlohmann::ordered_json training = {{"config_source", cfg.source}, {"seed", cfg.train.seed},
+                                     {"reused_checkpoint", reused}, {"trained_steps", m.step},
+                                     {"training_curve", nlohmann::ordered_json::array()}};
+  for (const auto& [step, bpb] : curve) training["training_curve"].push_back({{"step", step}, {"val_bpb", bpb}});
+  if (attn) training["attention_baseline"] = {{"checkpoint", checkpoint_path(attn_dir)}, {"reused_checkpoint", attn_reused},
+                                              {"parameters", attn->model.num_parameters()}};
+  top["training"] = training;
+  const std::string intro = "# ponder quick\n\nCorpus " + ds.corpus.source + ".\n\n" + regime_markdown(regime) + "\n";
+  merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve));
+  std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
+              "%s/pareto.png, %s/k_hist.png, %s/tokens.html\n",
+              regime_markdown(regime).c_str(), headline.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str(),
+              o.out.c_str(), o.out.c_str(), o.out.c_str());
 }
 
 }  // namespace
@@ -188,9 +174,6 @@ void register_quick(CLI::App& app) {
                "(uniform, random, calibrated heuristics, oracle) over seeds, write results/quick/");
   sub->add_option("--config", opts->config, "Config to train (name in configs/ or a file)")->capture_default_str();
   sub->add_option("--out", opts->out, "Output folder")->capture_default_str();
-  sub->add_option("--max-windows", opts->max_windows, "Test windows to evaluate; 0 = all")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
   sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");
   sub->add_option("--seeds", opts->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
   sub->add_option("--windows", opts->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);

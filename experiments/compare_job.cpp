@@ -1,6 +1,7 @@
 #include "experiments/compare_job.h"
 
 #include <chrono>
+#include <fstream>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -87,6 +88,34 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
     std::fprintf(stderr, "%s: resuming from %s: %zu finished cells are reused\n", label.c_str(), j.path().c_str(),
                  j.reused());
   return j;
+}
+
+namespace {
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full or read-only?)");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
+                   const std::string& after) {
+  const std::string results = dir + "/results.json", report = dir + "/report.md";
+  const std::optional<std::string> rj = data::read_file(results), rm = data::read_file(report);
+  if (!rj || !rm) throw std::runtime_error("cannot read the comparison's outputs in '" + dir + "'");
+  nlohmann::ordered_json all = nlohmann::ordered_json::parse(*rj);
+  nlohmann::ordered_json merged = fields;  // the new fields first, so readers see them at the top
+  for (auto it = all.begin(); it != all.end(); ++it)
+    if (!merged.contains(it.key())) merged[it.key()] = it.value();
+  write_atomically(results, merged.dump(1) + "\n");
+  write_atomically(report, before + *rm + after);
 }
 
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,

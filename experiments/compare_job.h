@@ -51,4 +51,9 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir);
 
+// Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
+// each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.
+void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
+                   const std::string& after);
+
 }  // namespace ponder::cli

@@ -252,6 +252,14 @@ void read_learn(Section& s, LearnOptions& l) {
   s.get("pondernet_lr", n.lr);
 }
 
+void read_streams(Section& s, StreamsConfig& c) {
+  s.get("chunk", c.chunk);
+  s.get("max_adapt", c.max_adapt);
+  s.get("max_scored", c.max_scored);
+  s.get("max_ngram", c.max_ngram);
+  s.get("attention_baseline", c.attention_baseline);
+}
+
 // Checks that need more than one key; messages name the keys.
 void check(const RunConfig& c) {
   c.model.validate();
@@ -265,6 +273,11 @@ void check(const RunConfig& c) {
   need(c.data.adapt_frac >= 0 && c.data.adapt_frac < 1, "data.adapt_frac must lie in [0, 1)");
   need(c.data.max_file_bytes > 0, "data.max_file_bytes must be positive, got " + std::to_string(c.data.max_file_bytes));
   need(!c.data.corpus.empty(), "data.corpus must name a built-in corpus or a path");
+  need(c.streams.chunk > 0 && c.streams.chunk % c.model.mini_batch == 0,
+       "streams.chunk must be a positive multiple of model.mini_batch, got " + std::to_string(c.streams.chunk));
+  need(c.streams.max_adapt >= 0 && c.streams.max_scored >= 0, "streams.max_adapt and streams.max_scored must be >= 0");
+  need(c.streams.max_ngram >= 1 && c.streams.max_ngram <= 8, "streams.max_ngram must lie in 1..8, got " +
+       std::to_string(c.streams.max_ngram));
   need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));
   need(c.eval.max_windows >= 0, "eval.max_windows must be >= 0, got " + std::to_string(c.eval.max_windows));
   const CompareOptions& k = c.compare;
@@ -306,14 +319,15 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   RunConfig c;
   c.text = text;
   c.source = source;
-  const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare", "learn"};
+  const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare", "learn", "streams"};
   if (root && root.IsMap())
     for (const auto& kv : root)
       if (std::find(sections.begin(), sections.end(), kv.first.Scalar()) == sections.end())
         throw std::invalid_argument(source + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown section '" +
-                                    kv.first.Scalar() + "' (expected model, train, data, eval, compare, learn)");
+                                    kv.first.Scalar() + "' (expected model, train, data, eval, compare, learn, streams)");
   Section model(root, "model", source), train(root, "train", source), data(root, "data", source),
-      eval(root, "eval", source), compare(root, "compare", source), learn(root, "learn", source);
+      eval(root, "eval", source), compare(root, "compare", source), learn(root, "learn", source),
+      streams(root, "streams", source);
   read_model(model, c.model);
   model.get<std::string>("device", c.device, [](const std::string& v) { return one_of(v, {"cpu", "cuda"}); });
   read_train(train, c.train);
@@ -321,7 +335,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   read_eval(eval, c.eval);
   read_compare(compare, c.compare);
   read_learn(learn, c.compare.learn);
-  for (const Section* s : {&model, &train, &data, &eval, &compare, &learn}) s->done();
+  read_streams(streams, c.streams);
+  for (const Section* s : {&model, &train, &data, &eval, &compare, &learn, &streams}) s->done();
   try {
     check(c);
   } catch (const std::invalid_argument& e) {

@@ -32,6 +32,15 @@ struct EvalConfig {
   std::string split = "valid";  // valid | test
 };
 
+// streams: how held-out streams are read for the regime checks (experiments/regime.h) of quick and compare.
+struct StreamsConfig {
+  int64_t chunk = 1024;        // tokens per forward pass; the state carries across chunks
+  int64_t max_adapt = 0;       // per stream: at most this many unscored tokens before the scored part; 0 = all
+  int64_t max_scored = 0;      // per stream: at most this many scored tokens; 0 = all
+  int64_t max_ngram = 5;       // count n-gram baselines of orders 1 … max_ngram
+  bool attention_baseline = true;  // quick: also train an attention-only model of the same size and read it
+};
+
 struct RunConfig {
   ttt::ModelConfig model;
   std::string device = "cpu";  // model.device: cpu | cuda, where the parameters live and passes run
@@ -39,6 +48,7 @@ struct RunConfig {
   DataConfig data;
   EvalConfig eval;
   CompareOptions compare;  // `ponder compare` and `ponder quick`
+  StreamsConfig streams;
   std::string text;    // the YAML it was parsed from: what checkpoints and logs record
   std::string source;  // where the text came from, for messages
 };

@@ -36,6 +36,17 @@ class InterruptGuard {
   void (*prev_)(int);
 };
 
+// " 0.0625 0.071" for the carry factors of the TTT layers, " –" for a model without TTT layers.
+std::string carry_text(const std::vector<double>& f) {
+  std::string s;
+  char buf[32];
+  for (double v : f) {
+    std::snprintf(buf, sizeof buf, " %.4g", v);
+    s += buf;
+  }
+  return s.empty() ? " –" : s;
+}
+
 std::string clock_text(double seconds) {
   const long s = long(seconds + 0.5);
   char buf[32];
@@ -50,7 +61,7 @@ class Progress {
       : first_(first), end_(end), every_(every), tty_(isatty(STDERR_FILENO) != 0),
         t0_(std::chrono::steady_clock::now()) {}
 
-  void update(const ttt::StepReport& r) {
+  void update(const ttt::StepReport& r, const std::vector<double>& carry) {
     const int64_t s = r.stats.step, done = s - first_;
     tokens_ += r.stats.tokens;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -61,8 +72,9 @@ class Progress {
                   clock_text(eta).c_str());
     if (r.val) {
       clear();
-      std::fprintf(stderr, "step %lld: val loss %.4f, %.4f bits/byte (%lld windows, %.1f s)\n", (long long)s,
-                   r.val->loss, r.val->bpb, (long long)r.val->windows, r.val->seconds);
+      std::fprintf(stderr, "step %lld: val loss %.4f, %.4f bits/byte (%lld windows, %.1f s), carry factor%s\n",
+                   (long long)s, r.val->loss, r.val->bpb, (long long)r.val->windows, r.val->seconds,
+                   carry_text(carry).c_str());
     }
     if (tty_) {
       constexpr int kWidth = 24;
@@ -241,7 +253,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
   const int64_t end = job.stop_after > 0 ? std::min(job.stop_after, c.train.steps) : c.train.steps;
   Progress progress(trainer.step_count(), end, c.train.log_every);
   out.result = ttt::train_loop(trainer, opt, [&](const ttt::StepReport& r) {
-    progress.update(r);
+    progress.update(r, r.val ? trainer.model().carry_factors() : std::vector<double>{});
     const ttt::StepStats& s = r.stats;
     if (s.step % c.train.log_every != 0 && !r.val && s.step != end) return;
     nlohmann::ordered_json line = {{"type", "step"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
@@ -249,6 +261,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
     if (r.val) {
       line["val_loss"] = r.val->loss;
       line["val_bpb"] = r.val->bpb;
+      line["carry_token_factor"] = trainer.model().carry_factors();  // 0 in a layer: its carried state is dead
     }
     log << line.dump() << std::endl;
   });

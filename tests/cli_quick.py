@@ -64,6 +64,27 @@ with tempfile.TemporaryDirectory() as out:
     check(all(s["overhead_flops_per_token"] > 0 for s in learned["seeds"]), "the learned policy's overhead is counted")
     check("## Learned policies" in report and "`learned-reinforce`: REINFORCE" in report,
           "report describes the learned policy and its training")
+    # The regime checks on whole held-out streams (experiments/regime.h).
+    check(results["corpus"]["name"] == "moby_dick" and len(results["corpus"]["sha256"]) == 64, "results name the corpus")
+    check(len(results["carry_token_factor"]) == 2 and all(f >= 0 for f in results["carry_token_factor"]),
+          "one carry factor per TTT layer")
+    check(sorted(results["ngram_bpb"]) == ["1", "2", "3", "4"] and
+          all(0 < v < 9 for v in results["ngram_bpb"].values()), "n-gram bits/byte for n = 1..4")
+    bins = results["loss_by_position"]
+    check(sum(b["tokens"] for b in bins) >= results["eval_tokens"] > 0, "position bins hold every prediction read")
+    check(all(b["hi"] == 2 * b["lo"] for b in bins) and bins[0]["lo"] == 1, "bins are [1,2), [2,4), ...")
+    for sched in results["regime"]["uniform"]:
+        name = sched["schedule"]
+        # ci.yaml scores whole test chapters (no adaptation part), so the bins hold exactly the scored tokens
+        total = sum(b["mean_loss"][name] * b["tokens"] for b in bins if b["tokens"] > 0)
+        check(math.isclose(total / results["eval_tokens"] / math.log(2), sched["bpb"], rel_tol=1e-9),
+              name + ": stream bits/byte recomputed from the position bins")
+        check("| TTT %s | %.4f |" % (name, sched["bpb"]) in report, name + " stream bpb stated in report.md")
+    check("attention" in bins[0]["mean_loss"] and os.path.exists(os.path.join(out, "attention", "checkpoint.ckpt")),
+          "the attention-only baseline was trained and read on the same streams")
+    check("## Is the question live here?" in report and "Carry factor per TTT layer" in report,
+          "report states the regime checks")
+    check(os.path.getsize(os.path.join(out, "loss_by_position.png")) > 0, "loss_by_position.png written")
     zero = by["uniform-0"]["seeds"][0]
     check(zero["inner_flops_per_token"] == 0 and zero["overhead_flops_per_token"] == 0, "uniform-0 spends no inner FLOPs")
 

@@ -237,13 +237,14 @@ TEST_CASE("stream evaluation with a carried state equals the whole-sequence forw
     CHECK(r.tokens == 33);
     CHECK(r.read == 42);
     CHECK(r.loss == doctest::Approx(sum / 33).epsilon(1e-12));
-    // Bins [8, 16), [16, 32), [32, 64) hold positions 10–15, 16–31, 32–42.
+    // Every prediction read is binned: [1, 2), [2, 4), … [32, 64) hold positions 1, 2–3, …, 32–42.
     REQUIRE(r.by_position.lo.size() == 6);
-    CHECK(r.by_position.count[3] == 6);
+    CHECK(r.by_position.count[0] == 1);
+    CHECK(r.by_position.count[3] == 8);
     CHECK(r.by_position.count[4] == 16);
     CHECK(r.by_position.count[5] == 11);
-    double first_bin = 0;
-    for (int64_t t = 9; t < 15; ++t) first_bin += whole[size_t(t)];
-    CHECK(r.by_position.mean(3) == doctest::Approx(first_bin / 6).epsilon(1e-12));
+    double bin = 0;
+    for (int64_t t = 7; t < 15; ++t) bin += whole[size_t(t)];  // positions 8–15
+    CHECK(r.by_position.mean(3) == doctest::Approx(bin / 8).epsilon(1e-12));
   }
 }

@@ -272,7 +272,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("train:\n  seed: -3\n") == "bad.yaml:2: train.seed: must be >= 0, got -3");
   CHECK(err("data:\n  corpus: shakespeare\n").find("data.corpus: 'shakespeare' is not a built-in corpus (moby_dick") != std::string::npos);
   CHECK(err("eval:\n  schedule: uniform-k\n").find("bad.yaml:2: eval.schedule:") != std::string::npos);
-  CHECK(err("optimizer:\n  lr: 1\n") == "bad.yaml:1: unknown section 'optimizer' (expected model, train, data, eval, compare, learn)");
+  CHECK(err("optimizer:\n  lr: 1\n") == "bad.yaml:1: unknown section 'optimizer' (expected model, train, data, eval, compare, learn, streams)");
   CHECK(err("model: [1, 2]\n").find("model: must be a mapping") != std::string::npos);
   CHECK(err("model:\n  d: [1\n").find("bad.yaml: invalid YAML") != std::string::npos);
   // Values that parse but are out of range, and cross-key checks.
@@ -283,7 +283,8 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("train:\n  step_options: [1, 2]\n  mode: prefix\n").find("train.path must be 'iterative'") !=
         std::string::npos);
   // Every shipped config parses.
-  for (const char* name : {"tiny", "tiny_prefix", "small", "ci"}) CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));
+  for (const char* name : {"tiny", "tiny_prefix", "small", "ci", "quick", "sotu_small", "pycode_small"})
+    CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));
   CHECK(error_of([] { cli::load_config("/no/such.yaml"); }) == "cannot open config '/no/such.yaml'");
 }
 

@@ -78,10 +78,10 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
       const std::vector<double> losses = chunk_losses(logits, tgt);
       for (int64_t i = 0; i < len; ++i) {
         const int64_t position = c0 + i + 1;  // index of the predicted token in the stream
+        r.by_position.add(position, losses[size_t(i)]);  // every prediction read: how loss evolves along the stream
         if (position < s.first_scored) continue;
         stream_sum += losses[size_t(i)];
         ++stream_count;
-        r.by_position.add(position, losses[size_t(i)]);
       }
       r.read += len;
     }

@@ -1,7 +1,8 @@
 // Evaluation of whole held-out streams (a document, or a repository's adaptation files followed by its evaluation
 // files): the sequence is fed chunk by chunk with the model state — TTT inner weights, attention keys — carried from
-// its first token to its last, and only the scored part's predictions count. Loss by position uses log-spaced
-// bins of the predicted token's position in its stream: the TTT paper's loss-vs-context curve, on long text.
+// its first token to its last, and only the scored part's predictions count in the loss. Loss by position covers
+// every prediction read, in log-spaced bins of the predicted token's position in its stream: the TTT paper's
+// loss-vs-context curve, on long text.
 #pragma once
 #include <vector>
 
@@ -33,7 +34,7 @@ struct StreamEvalResult {
   double loss = 0, bpb = 0;           // mean over scored predictions
   std::vector<double> stream_bpb;     // per stream (NaN for a stream with nothing scored)
   std::vector<int64_t> stream_tokens; // scored predictions per stream
-  PositionBins by_position;           // scored predictions only
+  PositionBins by_position;           // every prediction read (the adaptation part too): loss along the stream
   FlopCounts flops;                   // every forward pass, unscored parts included
   UnitCost inner;                     // TTT inner-loop FLOPs over all units and layers
   double flops_per_token = 0;         // flops.total() / read: what reading one token costs

@@ -1,0 +1,230 @@
+#include "experiments/regime.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numbers>
+#include <sstream>
+#include <stdexcept>
+
+#include "data/ngram.h"
+#include "experiments/plots.h"
+
+namespace ponder::cli {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Mean loss of uniform-K's scored predictions at positions [lo, hi) (bins wholly inside the range).
+double mean_between(const ttt::PositionBins& b, int64_t lo, int64_t hi) {
+  double sum = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < b.lo.size(); ++i)
+    if (b.lo[i] >= lo && b.hi[i] <= hi) {
+      sum += b.loss_sum[i];
+      n += b.count[i];
+    }
+  return n > 0 ? sum / double(n) : NAN;
+}
+
+double ngram_bits(const data::NgramModel& model, const std::vector<data::StreamTokens>& streams, int64_t& tokens) {
+  double bits = 0;
+  tokens = 0;
+  for (const data::StreamTokens& s : streams) {
+    if (s.first_scored >= int64_t(s.tokens.size())) continue;
+    bits += model.bits(s.tokens, size_t(s.first_scored), s.tokens.size());
+    tokens += s.scored();
+  }
+  return bits;
+}
+
+}  // namespace
+
+const ttt::StreamEvalResult* RegimeResult::uniform_k(int k) const {
+  for (const auto& [kk, r] : uniform)
+    if (kk == k) return &r;
+  return nullptr;
+}
+
+bool RegimeResult::carry_alive() const {
+  for (double f : carry_factors)
+    if (f > 0) return true;
+  return false;
+}
+
+bool RegimeResult::loss_falls() const {
+  const ttt::StreamEvalResult* u1 = uniform_k(1);
+  if (!u1) return false;
+  const double early = mean_between(u1->by_position, 16, 64), late = mean_between(u1->by_position, 64, INT64_MAX);
+  return late < early;
+}
+
+bool RegimeResult::ttt_helps() const {
+  const ttt::StreamEvalResult *u0 = uniform_k(0), *u1 = uniform_k(1);
+  return u0 && u1 && u1->bpb < u0->bpb;
+}
+
+double RegimeResult::best_ngram() const {
+  double best = INFINITY;
+  for (const auto& [n, bpb] : ngram_bpb) best = std::min(best, bpb);
+  return best;
+}
+
+RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
+                        const RegimeOptions& opt) {
+  RegimeResult r;
+  r.carry_factors = m.model.carry_factors();
+  const std::vector<data::StreamTokens>& whole = ds.streams(opt.split);
+  std::vector<data::StreamTokens> streams;
+  for (const data::StreamTokens& s : whole) {
+    r.split_tokens += s.scored();
+    data::StreamTokens c = data::cap_stream(s, opt.max_adapt, opt.max_scored);
+    if (c.scored() > 0) streams.push_back(std::move(c));
+  }
+  if (streams.empty()) throw std::invalid_argument("regime: the " + opt.split + " split has no scored token");
+  r.eval_tokens = data::scored_tokens(streams);
+  r.streams = int64_t(streams.size());
+  for (int k : opt.ks) {
+    ttt::StreamEvalOptions so;
+    so.inner = {"uniform-" + std::to_string(k), ttt::StepMode::Carry, ttt::InnerPath::Dual};
+    so.chunk = opt.chunk;
+    so.lr_mult = eval_options(m, so.inner).lr_mult;
+    r.uniform.push_back({k, ttt::evaluate_streams(m.model, streams, so)});
+    std::fprintf(stderr, "regime: uniform-%d on %lld streams: %.4f bits/byte (%.1f s)\n", k, (long long)r.streams,
+                 r.uniform.back().second.bpb, r.uniform.back().second.seconds);
+  }
+  if (attention) {
+    ttt::StreamEvalOptions so;
+    so.chunk = opt.chunk;
+    r.attention = ttt::evaluate_streams(attention->model, streams, so);
+    std::fprintf(stderr, "regime: attention-only: %.4f bits/byte (%.1f s)\n", r.attention->bpb, r.attention->seconds);
+  }
+  for (int n = 1; n <= opt.max_ngram; ++n) {
+    const data::NgramModel ng(n, int(m.model.config().vocab), ds.train.docs);
+    int64_t tokens = 0;
+    const double bits = ngram_bits(ng, streams, tokens);
+    r.ngram_bpb[n] = bits / double(tokens);
+  }
+  return r;
+}
+
+void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j) {
+  j["carry_token_factor"] = r.carry_factors;
+  nlohmann::ordered_json ng = nlohmann::ordered_json::object();
+  for (const auto& [n, bpb] : r.ngram_bpb) ng[std::to_string(n)] = bpb;
+  j["ngram_bpb"] = ng;
+  nlohmann::ordered_json bins = nlohmann::ordered_json::array();
+  const ttt::PositionBins& ref = r.uniform.front().second.by_position;
+  for (size_t i = 0; i < ref.lo.size(); ++i) {
+    nlohmann::ordered_json b = {{"lo", ref.lo[i]}, {"hi", ref.hi[i]}, {"tokens", ref.count[i]}};
+    nlohmann::ordered_json loss = nlohmann::ordered_json::object();
+    for (const auto& [k, res] : r.uniform)
+      loss["uniform-" + std::to_string(k)] = i < res.by_position.lo.size() ? res.by_position.mean(i) : NAN;
+    if (r.attention) loss["attention"] = i < r.attention->by_position.lo.size() ? r.attention->by_position.mean(i) : NAN;
+    b["mean_loss"] = loss;
+    bins.push_back(b);
+  }
+  j["loss_by_position"] = bins;
+  j["eval_tokens"] = r.eval_tokens;
+  nlohmann::ordered_json reg = {{"streams", r.streams}, {"split_tokens", r.split_tokens},
+                                {"scored_fraction", r.scored_fraction()}, {"carry_alive", r.carry_alive()},
+                                {"loss_falls_with_position", r.loss_falls()}, {"ttt_beats_uniform0", r.ttt_helps()},
+                                {"best_ngram_bpb", r.best_ngram()}};
+  nlohmann::ordered_json sched = nlohmann::ordered_json::array();
+  for (const auto& [k, res] : r.uniform)
+    sched.push_back({{"schedule", "uniform-" + std::to_string(k)}, {"bpb", res.bpb}, {"flops_per_token", res.flops_per_token},
+                     {"inner_flops_per_token", res.inner_flops_per_token}, {"stream_bpb", res.stream_bpb},
+                     {"seconds", res.seconds}});
+  reg["uniform"] = sched;
+  if (r.attention)
+    reg["attention"] = {{"checkpoint", r.attention_checkpoint}, {"bpb", r.attention->bpb},
+                        {"flops_per_token", r.attention->flops_per_token}, {"stream_bpb", r.attention->stream_bpb}};
+  j["regime"] = reg;
+}
+
+std::string regime_markdown(const RegimeResult& r) {
+  std::ostringstream md;
+  const ttt::StreamEvalResult *u0 = r.uniform_k(0), *u1 = r.uniform_k(1);
+  md << "## Is the question live here?\n\n"
+     << r.streams << " held-out streams read whole (state carried from the first token to the last), "
+     << r.eval_tokens << " scored tokens = " << fmt("%.1f", 100 * r.scored_fraction()) << " % of the split's "
+     << r.split_tokens << ".\n\n";
+  std::string factors;
+  for (double f : r.carry_factors) factors += (factors.empty() ? "" : ", ") + fmt("%.4g", f);
+  md << "- Carry factor per TTT layer (η's last-row token factor; 0 = the carried state never moves): " << factors
+     << " → **" << (r.carry_alive() ? "alive" : "dead in every layer") << "**.\n";
+  if (u1) {
+    const ttt::PositionBins& b = u1->by_position;
+    md << "- Loss by position under uniform-1: positions 16–63 " << fmt("%.4f", mean_between(b, 16, 64))
+       << " nats, 64 and beyond " << fmt("%.4f", mean_between(b, 64, INT64_MAX)) << " → **"
+       << (r.loss_falls() ? "falls beyond the first mini-batches" : "does not fall") << "**.\n";
+  }
+  if (u0 && u1)
+    md << "- TTT (uniform-1) " << fmt("%.4f", u1->bpb) << " vs uniform-0 (no inner learning) " << fmt("%.4f", u0->bpb)
+       << " bits/byte → **" << (r.ttt_helps() ? "TTT helps" : "TTT does not help") << "** ("
+       << fmt("%+.4f", u1->bpb - u0->bpb) << ").\n";
+  if (u1 && !r.ngram_bpb.empty())
+    md << "- Best count n-gram " << fmt("%.4f", r.best_ngram()) << " bits/byte on the same tokens → the TTT model is **"
+       << (u1->bpb < r.best_ngram() ? "better" : "worse") << "** (" << fmt("%+.4f", u1->bpb - r.best_ngram()) << ").\n";
+  if (r.attention && u1)
+    md << "- Attention-only model of the same width and depth (sliding window) " << fmt("%.4f", r.attention->bpb)
+       << " bits/byte → TTT is " << (u1->bpb < r.attention->bpb ? "better" : "worse") << " ("
+       << fmt("%+.4f", u1->bpb - r.attention->bpb) << ").\n";
+  md << "\n| model | bits/byte | FLOPs/token read | inner TTT share |\n|---|---|---|---|\n";
+  for (const auto& [k, res] : r.uniform)
+    md << "| TTT uniform-" << k << " | " << fmt("%.4f", res.bpb) << " | " << fmt("%.4g", res.flops_per_token) << " | "
+       << fmt("%.1f %%", 100 * res.inner_flops_per_token / res.flops_per_token) << " |\n";
+  if (r.attention)
+    md << "| attention-only | " << fmt("%.4f", r.attention->bpb) << " | " << fmt("%.4g", r.attention->flops_per_token)
+       << " | – |\n";
+  for (const auto& [n, bpb] : r.ngram_bpb) md << "| " << n << "-gram (interpolated Kneser–Ney) | " << fmt("%.4f", bpb) << " | – | – |\n";
+  md << "\nThe inner share bounds what any allocation can save: skipping every inner step saves at most that share "
+        "of the FLOPs.\n\nLoss by position (mean nats per token; `loss_by_position.png`):\n\n| positions |";
+  for (const auto& [k, res] : r.uniform) md << " uniform-" << k << " |";
+  md << (r.attention ? " attention |" : "") << " tokens |\n|---|";
+  for (size_t i = 0; i < r.uniform.size() + (r.attention ? 1 : 0) + 1; ++i) md << "---|";
+  md << "\n";
+  const ttt::PositionBins& ref = r.uniform.front().second.by_position;
+  for (size_t i = 0; i < ref.lo.size(); ++i) {
+    if (ref.count[i] == 0) continue;
+    md << "| " << ref.lo[i] << "–" << ref.hi[i] - 1 << " |";
+    for (const auto& [k, res] : r.uniform) md << " " << fmt("%.4f", res.by_position.mean(i)) << " |";
+    if (r.attention) md << " " << fmt("%.4f", r.attention->by_position.mean(i)) << " |";
+    md << " " << ref.count[i] << " |\n";
+  }
+  return md.str();
+}
+
+void write_position_plot(const RegimeResult& r, const std::string& dir) {
+  const std::string dat = dir + "/loss_by_position.dat", gp = dir + "/loss_by_position.gp";
+  std::vector<std::pair<std::string, const ttt::PositionBins*>> lines;
+  for (const auto& [k, res] : r.uniform) lines.push_back({"TTT uniform-" + std::to_string(k), &res.by_position});
+  if (r.attention) lines.push_back({"attention-only", &r.attention->by_position});
+  {
+    std::ofstream f(dat);
+    if (!f) throw std::runtime_error("cannot write " + dat);
+    for (const auto& [name, bins] : lines) {
+      f << "# " << name << "\n";
+      for (size_t i = 0; i < bins->lo.size(); ++i)
+        if (bins->count[i] > 0)
+          f << std::sqrt(double(bins->lo[i]) * double(bins->hi[i] - 1)) << ' ' << bins->mean(i) / std::numbers::ln2 << '\n';
+      f << "\n\n";
+    }
+  }
+  std::ofstream g(gp);
+  g << "set terminal pngcairo size 900,560 font 'sans,11'\nset output '" << dir << "/loss_by_position.png'\n"
+    << "set title 'Loss by position in the held-out streams'\nset xlabel 'position of the predicted token (log scale)'\n"
+    << "set ylabel 'bits per byte'\nset logscale x 2\nset grid\nset key outside right top\nplot ";
+  for (size_t i = 0; i < lines.size(); ++i)
+    g << (i ? ", " : "") << "'" << dat << "' index " << i << " using 1:2 with linespoints lw 2 title '" << lines[i].first
+      << "'";
+  g << "\n";
+  g.close();
+  run_gnuplot(gp);
+}
+
+}  // namespace ponder::cli

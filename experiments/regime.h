@@ -1,0 +1,56 @@
+// "Is the question live here?" — checked before any allocation is compared: the held-out streams are read whole
+// (state carried from the first token to the last) under uniform schedules, next to count n-gram models and an
+// attention-only model of the same size scored on exactly the same tokens. The report states the carry factor of
+// every TTT layer, whether loss falls with position beyond the first mini-batch, whether TTT beats uniform-0
+// (no inner learning), and where it stands against the best n-gram.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/training.h"
+#include "ttt/stream_eval.h"
+
+namespace ponder::cli {
+
+struct RegimeOptions {
+  std::vector<int> ks = {0, 1, 2, 4};  // uniform-K schedules read on the streams
+  int64_t chunk = 1024;                // tokens per forward pass
+  int64_t max_adapt = 0, max_scored = 0;  // data::cap_stream per stream; 0 = whole
+  int max_ngram = 5;                   // count n-grams of orders 1 … max_ngram, fitted on the training split
+  std::string split = "test";
+};
+
+struct RegimeResult {
+  std::vector<double> carry_factors;             // per TTT layer
+  std::vector<std::pair<int, ttt::StreamEvalResult>> uniform;  // K → result
+  std::optional<ttt::StreamEvalResult> attention;  // the attention-only baseline, when given
+  std::string attention_checkpoint;
+  std::map<int, double> ngram_bpb;               // order → bits/byte on the scored tokens
+  int64_t eval_tokens = 0;                       // scored tokens (after caps)
+  int64_t split_tokens = 0;                      // scored tokens of the whole split (no caps)
+  int64_t streams = 0;
+  double scored_fraction() const { return split_tokens > 0 ? double(eval_tokens) / double(split_tokens) : 0; }
+  const ttt::StreamEvalResult* uniform_k(int k) const;
+  // The liveness checks, each with the numbers it rests on.
+  bool carry_alive() const;       // some layer's carry factor > 0
+  bool loss_falls() const;        // uniform-1: mean loss past the first 64 positions of the streams below that of 16–63
+  bool ttt_helps() const;         // uniform-1 below uniform-0
+  double best_ngram() const;      // lowest n-gram bits/byte
+};
+
+// `attention` (optional) is an attention-only model trained like `m`.
+RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
+                        const RegimeOptions& opt);
+
+// results.json's top-level fields: carry_token_factor, ngram_bpb, loss_by_position, eval_tokens, and a `regime`
+// object with the per-schedule numbers and the checks.
+void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j);
+// The report section (markdown), answers first.
+std::string regime_markdown(const RegimeResult& r);
+// DIR/loss_by_position.{dat,gp,png}: mean loss per position bin, log x axis, one line per schedule and baseline.
+void write_position_plot(const RegimeResult& r, const std::string& dir);
+
+}  // namespace ponder::cli
