@@ -264,8 +264,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     }
     bool dead = !r.carry_token_factor.empty();
     for (double f : r.carry_token_factor) dead = dead && f == 0;
-    answer << "\n\nCarry step size per TTT layer (relu(1/b + token_idx[b−1]), the factor of η's last row that "
-              "scales every carry step): ";
+    answer << "\n\nCarry factor per TTT layer (η's last-row token factor, which scales every carried update; "
+              "model.token_factor says how it is parametrised): ";
     for (size_t i = 0; i < r.carry_token_factor.size(); ++i)
       answer << (i ? ", " : "") << fmt("%.4g", r.carry_token_factor[i]);
     answer << ".";

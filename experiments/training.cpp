@@ -13,6 +13,7 @@
 
 #include "data/corpora.h"
 #include "data/dir_corpus.h"
+#include "data/planted.h"
 #include "experiments/device.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -144,6 +145,7 @@ data::Corpus load_corpus(const DataConfig& cfg) {
   if (name == "moby_dick") return data::load_moby_dick();
   if (name == "tinyshakespeare") return data::load_tinyshakespeare();
   if (name == "sotu") return data::load_sotu();
+  if (name == "planted") return data::make_planted(0, 600, 64);  // 600 documents of 1,024 bytes
   if (name == "pystdlib") return data::load_pystdlib(cfg.max_file_bytes);
   if (name == "pycode") return data::load_pycode(data::default_data_dir(), cfg.max_file_bytes);
   if (name == "wikitext2") {
@@ -158,7 +160,7 @@ data::Corpus load_corpus(const DataConfig& cfg) {
   }
   if (!std::filesystem::exists(name))
     throw std::invalid_argument("data.corpus: '" + name + "' is neither a built-in corpus (moby_dick, tinyshakespeare, "
-                                "wikitext2, sotu, pystdlib, pycode) nor an existing file or folder");
+                                "wikitext2, sotu, pystdlib, pycode, planted) nor an existing file or folder");
   data::DirCorpusOptions opt;
   opt.extensions = cfg.extensions;
   opt.max_file_bytes = cfg.max_file_bytes;

@@ -15,6 +15,7 @@
 
 #include "data/corpora.h"
 #include "data/dir_corpus.h"
+#include "data/planted.h"
 #include "data/sha256.h"
 #include "data/windows.h"
 
@@ -530,4 +531,33 @@ TEST_CASE("held-out streams: adaptation then evaluation tokens, scored from the 
   CHECK(s[1].first_scored == 1);  // the first token has no context
   CHECK(s[1].scored() == 4);
   CHECK(scored_tokens(s) == 7);
+}
+
+TEST_CASE("planted corpus: 16-byte lines, every definition recalled on the next line, deterministic by seed") {
+  const Corpus a = make_planted(3, 5, 40), b = make_planted(3, 5, 40), c = make_planted(4, 5, 40);
+  REQUIRE(a.docs.size() == 5);
+  CHECK(a.sha256 == b.sha256);
+  CHECK(a.sha256 != c.sha256);
+  int pairs = 0;
+  for (const Document& d : a.docs) {
+    REQUIRE(d.text.size() == 40 * 16);
+    std::string prev;
+    for (size_t at = 0; at < d.text.size(); at += 16) {
+      const std::string line = d.text.substr(at, 16);
+      CHECK(line.back() == '\n');
+      if (line[0] == '@') {
+        CHECK(prev.size() == 16);
+        CHECK(prev[0] == '#');
+        CHECK(prev.substr(1) == line.substr(1));  // the same key and value
+        ++pairs;
+      } else if (line[0] == '#') {
+        CHECK(d.text.substr(at + 16, 1) == "@");
+      } else {
+        CHECK(line == "...............\n");
+      }
+      prev = line;
+    }
+  }
+  CHECK(pairs >= 5 * 40 / 8);  // at most 6 filler lines between pairs
+  CHECK(error_of([] { make_planted(0, 1, 7); }).find("lines >= 8") != std::string::npos);
 }
