@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data/files.h"
 #include "data/tokens.h"
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
@@ -157,7 +158,13 @@ void run_quick(const Options& o) {
   if (attn) training["attention_baseline"] = {{"checkpoint", checkpoint_path(attn_dir)}, {"reused_checkpoint", attn_reused},
                                               {"parameters", attn->model.num_parameters()}};
   top["training"] = training;
-  const std::string intro = "# ponder quick\n\nCorpus " + ds.corpus.source + ".\n\n" + regime_markdown(regime) + "\n";
+  const std::optional<std::string> compared = data::read_file(o.out + "/results.json");
+  const nlohmann::json deg = compared ? nlohmann::json::parse(*compared).value("degenerate", nlohmann::json()) : nlohmann::json();
+  std::string flag;
+  if (deg.is_object() && deg.value("value", false))
+    for (const auto& why : deg["reason"]) flag += "**Degenerate by construction**: " + why.get<std::string>() + ".\n\n";
+  const std::string intro = "# ponder quick\n\n" + flag + "Corpus " + ds.corpus.source + ".\n\n" +
+                            regime_markdown(regime) + "\n";
   merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve));
   std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
               "%s/pareto.png, %s/k_hist.png, %s/tokens.html\n",

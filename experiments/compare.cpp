@@ -95,7 +95,7 @@ std::string run_key(const std::string& method, int seed) { return "run " + metho
 nlohmann::json oracle_units_json(const OracleUnits& u, size_t from) {
   auto tail = [from](const std::vector<double>& v) { return std::vector<double>(v.begin() + long(from), v.end()); };
   return {{"k", tail(u.k)}, {"loss", tail(u.loss)}, {"entropy", tail(u.entropy)}, {"ttt_loss", tail(u.ttt_loss)},
-          {"grad_norm", tail(u.grad_norm)}};
+          {"grad_norm", tail(u.grad_norm)}, {"tied", tail(u.tied)}};
 }
 
 void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
@@ -107,6 +107,7 @@ void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
   add("entropy", u.entropy);
   add("ttt_loss", u.ttt_loss);
   add("grad_norm", u.grad_norm);
+  add("tied", u.tied);
 }
 
 }  // namespace
@@ -258,6 +259,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
             res.oracle_units.entropy.push_back(r.features.prev_entropy);
             res.oracle_units.ttt_loss.push_back(r.features.ttt_loss);
             res.oracle_units.grad_norm.push_back(r.features.grad_norm);
+            res.oracle_units.tied.push_back(r.tied ? 1.0 : 0.0);
           }
       }
       e.result.seeds.push_back(summarise(s, eps, seconds_since(t0)));

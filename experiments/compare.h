@@ -13,6 +13,16 @@
 
 namespace ponder::cli {
 
+// Thresholds of the research plan's success criteria (compare.criteria_*), so the report code holds none.
+struct Criteria {
+  double quality = 0.01;         // bpb within this fraction of uniform-4 …
+  double flops = 0.05;           // … at this fraction fewer total FLOPs …
+  double alpha = 0.05;           // … with a Holm-corrected non-inferiority p below this
+  double difficulty_corr = 0.3;  // oracle K vs difficulty score: Spearman ρ above this
+  double policy_rho = 0.6;       // policy decisions vs oracle K: Spearman ρ above this
+  double max_tie_share = 0.5;    // oracle analyses are "not testable" when more of its decisions were ties
+};
+
 struct CompareOptions {
   std::vector<std::string> methods = {"oracle",  "uniform-0", "uniform-1", "uniform-2",
                                       "uniform-4", "uniform-8", "random",  "entropy",
@@ -28,6 +38,7 @@ struct CompareOptions {
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
   policy::RolloutOptions rollout;
   LearnOptions learn;  // learned-reinforce, learned-ppo-pid, pondernet
+  Criteria criteria;
 };
 
 struct SeedResult {
@@ -60,7 +71,9 @@ struct FrontierPoint {
 // Oracle K and the difficulty scores seen when it was chosen, per unit (oracle analysis).
 struct OracleUnits {
   std::vector<double> k, loss, entropy, ttt_loss, grad_norm;
+  std::vector<double> tied;  // 1 where the oracle's K was decided by a tie between options
 };
+
 
 struct CompareResult {
   std::vector<MethodResult> methods;

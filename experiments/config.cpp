@@ -203,6 +203,12 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get("calib_windows", c.calib_windows);
   s.get("oracle_lookahead", c.oracle_lookahead);
   s.get("frontier_mus", c.frontier_mus);
+  s.get("criteria_quality", c.criteria.quality);
+  s.get("criteria_flops", c.criteria.flops);
+  s.get("criteria_alpha", c.criteria.alpha);
+  s.get("criteria_difficulty_corr", c.criteria.difficulty_corr);
+  s.get("criteria_policy_rho", c.criteria.policy_rho);
+  s.get("criteria_max_tie_share", c.criteria.max_tie_share);
   s.get<ttt::StepMode>("mode", c.rollout.mode, to_mode);
   s.get<ttt::InnerPath>("path", c.rollout.path, to_path);
 }
@@ -289,6 +295,9 @@ void check(const RunConfig& c) {
   for (int o : k.step_options) need(o >= 0, "compare.step_options must be >= 0, got " + std::to_string(o));
   need(k.low >= 0 && k.high > k.low, "compare.high must exceed compare.low");
   need(k.oracle_lookahead >= 0, "compare.oracle_lookahead must be >= 0");
+  need(k.criteria.quality >= 0 && k.criteria.flops >= 0 && k.criteria.alpha > 0 && k.criteria.alpha < 1 &&
+           k.criteria.max_tie_share >= 0 && k.criteria.max_tie_share <= 1,
+       "compare.criteria_quality and criteria_flops must be >= 0, criteria_alpha in (0, 1), criteria_max_tie_share in [0, 1]");
   const LearnOptions& l = k.learn;
   need(l.hidden >= 1 && l.train_windows >= 1, "learn.hidden and learn.train_windows must be positive");
   need(l.options.size() >= 2, "learn.options needs at least two step counts");

@@ -1,6 +1,7 @@
 #include "policy/rollout.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace ponder::policy {
@@ -136,15 +137,20 @@ Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& t
     rec.unit = u;
     rec.features = tracker.next(u, model, state);
     double best = 0;
+    std::vector<double> objectives;
     for (int k : options) {
       uint64_t inner = 0, base = 0;
       const double loss = trial_loss(model, input, target, u, k, lookahead, state, opt, &inner, &base);
       double objective = loss + mu * double(inner) / double(std::max<uint64_t>(base, 1));
+      objectives.push_back(objective);
       if (k == options.front() || objective < best - 1e-12) {
         best = objective;
         rec.k = k;
       }
     }
+    int at_best = 0;
+    for (double o : objectives) at_best += std::abs(o - best) <= 1e-12;
+    rec.tied = at_best > 1;
     UnitRun r = step_unit(model, ids_of(u), state, rec.k, opt);
     rec.base_flops = r.base;
     rec.inner_flops = r.inner;

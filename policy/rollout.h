@@ -30,6 +30,7 @@ struct UnitRecord {
   uint64_t overhead_flops = 0;  // features and the policy itself
   uint64_t measure_flops = 0;   // the evaluation's own loss computation (charged to no method)
   std::vector<double> trial_loss;  // one per RolloutOptions::trial_ks
+  bool tied = false;            // oracles: another option gave the same objective (the tie-break rule chose K)
 };
 
 struct Episode {

@@ -8,11 +8,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "experiments/config.h"
 #include "experiments/device.h"
 #include "experiments/journal.h"
+#include "experiments/report.h"
 #include "experiments/result_json.h"
 #include "experiments/training.h"
 #include "tensor/cuda/cuda.h"
@@ -473,4 +475,97 @@ TEST_CASE("a journal keeps its records for the same fingerprint, starts anew for
     j.remove();
   }
   CHECK(!fs::exists(path));
+}
+
+namespace {
+
+// A comparison result made by hand: uniform-0/1/2/4 and `random`, 2 seeds × 3 windows, windows given per method.
+cli::CompareResult hand_result(const std::map<std::string, std::vector<double>>& windows, bool oracle_ties) {
+  cli::CompareResult r;
+  r.k_options = {0, 1, 2, 4};
+  r.k_cost_multiple = {1.0, 1.1, 1.2, 1.4};
+  r.passage_tokens = {'a', 'b'};
+  r.mini_batch = 16;
+  r.carry_token_factor = {0.0};
+  for (const auto& [name, w] : windows) {
+    cli::MethodResult m;
+    m.name = name;
+    m.kind = name.starts_with("uniform-") ? "uniform" : name == "oracle" ? "oracle" : "random";
+    m.passage_k = {1};
+    m.k_hist = {1, 1, 1, 1};
+    m.unit_tokens = 16;
+    const double k = name.starts_with("uniform-") ? std::stod(name.substr(8)) : 2.0;
+    for (int s = 0; s < 2; ++s) {
+      cli::SeedResult sr;
+      sr.seed = s;
+      sr.window_bpb = {w[size_t(3 * s)], w[size_t(3 * s + 1)], w[size_t(3 * s + 2)]};
+      sr.bpb = (sr.window_bpb[0] + sr.window_bpb[1] + sr.window_bpb[2]) / 3;
+      sr.base_per_token = 1e6;
+      sr.inner_per_token = 1e5 * k;
+      sr.mean_k = k;
+      m.seeds.push_back(sr);
+      m.unit_k.insert(m.unit_k.end(), 3, int(k));
+    }
+    r.methods.push_back(m);
+  }
+  for (int i = 0; i < 6; ++i) {
+    r.oracle_units.k.push_back(i % 2);
+    for (auto* v : {&r.oracle_units.loss, &r.oracle_units.entropy, &r.oracle_units.ttt_loss, &r.oracle_units.grad_norm})
+      v->push_back(double(i));
+    r.oracle_units.tied.push_back(oracle_ties || i == 0 ? 1.0 : 0.0);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, is flagged degenerate and its "
+          "criteria are not testable") {
+  Scratch t("degenerate");
+  const std::vector<double> same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
+  const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5};
+  cli::CompareOptions opt;
+  opt.step_options = {0, 1, 2, 4};
+  opt.frontier_mus = {};
+  auto run = [&](const std::map<std::string, std::vector<double>>& w, bool ties) {
+    cli::write_compare_outputs(hand_result(w, ties), opt, {{"commit", "test"}}, t.dir.string());
+    std::ifstream in(t.dir / "results.json");
+    return nlohmann::json::parse(in);
+  };
+  // Every K >= 1 gives the same windows: degenerate, criterion 1 not testable.
+  nlohmann::json j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", same}, {"uniform-4", same},
+                          {"random", same}}, false);
+  CHECK(j["degenerate"]["value"] == true);
+  REQUIRE(j["degenerate"]["reason"].size() == 1);
+  CHECK(j["degenerate"]["reason"][0].get<std::string>().find("every uniform-K with K ≥ 1") == 0);
+  CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"] == "not testable");
+  CHECK(j["success_criteria"]["oracle_difficulty_correlation"] != "not testable");  // 1 tie in 6 decisions
+  CHECK(j["oracle_tie_share"].get<double>() == doctest::Approx(1.0 / 6));
+  // Distinct schedules, but an oracle decided by ties: degenerate for that reason only.
+  std::vector<double> better = same, best = same;
+  for (double& v : better) v -= 0.05;
+  for (double& v : best) v -= 0.07;
+  j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", better}, {"uniform-4", best}, {"random", better}},
+          true);
+  CHECK(j["degenerate"]["value"] == true);
+  REQUIRE(j["degenerate"]["reason"].size() == 1);
+  CHECK(j["degenerate"]["reason"][0].get<std::string>().find("tie between options in 100 %") != std::string::npos);
+  CHECK(j["success_criteria"]["oracle_difficulty_correlation"] == "not testable");
+  CHECK(j["success_criteria"]["policy_oracle_spearman"] == "not testable");
+  // Neither: not degenerate, every criterion met or not met (no cheaper uniform schedule is within 1 % of uniform-4).
+  std::vector<double> near = same;
+  for (double& v : near) v -= 0.02;
+  j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", near}, {"uniform-4", best}, {"random", better}},
+          false);
+  CHECK(j["degenerate"]["value"] == false);
+  CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"].is_boolean());
+  CHECK(j["success_criteria"]["oracle_difficulty_correlation"].is_boolean());
+  std::ifstream md(t.dir / "report.md");
+  std::stringstream text;
+  text << md.rdbuf();
+  CHECK(text.str().find("**Not degenerate**") != std::string::npos);
+  // A cheaper uniform schedule within 1 % of uniform-4 at 14 % fewer FLOPs makes criterion 1 uninformative.
+  j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", better}, {"uniform-4", best}, {"random", better}},
+          false);
+  CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"] == "not testable");
 }
