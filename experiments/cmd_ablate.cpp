@@ -32,7 +32,8 @@ void run(const AblateArgs& a) {
   std::fprintf(stderr, "ablate: %zu cells (%s) × %lld seeds × %lld windows\n", opt.methods.size() - 1,
                a.groups.empty() ? "all groups" : a.groups.c_str(), (long long)opt.seeds, (long long)opt.windows_per_seed);
   Journal journal = open_journal(a.job.out, "ablate", a.job.checkpoint, job.config_text);
-  CompareResult r = run_compare(job.m.model, job.ds.valid, job.ds.test, opt, stderr_progress("ablate"), &journal);
+  CompareResult r = run_compare(job.m.model, job.ds.valid, job.ds.test, opt, stderr_progress("ablate"), &journal,
+                                &job.ds.test_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   const auto prov = provenance(job.m, job.ds, a.job.checkpoint, "ponder ablate");
   write_compare_outputs(r, opt, prov, a.job.out);

@@ -29,7 +29,8 @@ void run(const CheckpointJobArgs& a) {
   const std::string budget = "uniform-" + std::to_string(opt.budget_k), high = "uniform-" + std::to_string(opt.high);
   opt.methods = {"entropy", "loss", "ttt-loss", "gradnorm", budget};
   if (high != budget) opt.methods.push_back(high);
-  const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("overhead"));
+  const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("overhead"), nullptr,
+                                      &ds.test_streams);
   std::fprintf(stderr, "\n");
   const std::vector<std::string> refs = high == budget ? std::vector<std::string>{high}
                                                        : std::vector<std::string>{high, budget};

@@ -39,28 +39,66 @@ std::vector<Window> sample_windows(const data::TokenStream& tokens, int64_t T, i
   return to_windows(tokens, pick, T);
 }
 
-SeedResult summarise(int seed, const std::vector<Episode>& eps, double seconds) {
+// What is evaluated: windows (every prediction scored) or streams (predictions [from, to) of each scored).
+struct EvalSet {
+  std::vector<Window> windows;
+  std::vector<std::pair<int64_t, int64_t>> scored;  // per window: the scored prediction range
+  std::vector<std::string> names;
+};
+
+EvalSet whole(std::vector<Window> ws) {
+  EvalSet e;
+  for (const Window& w : ws) e.scored.push_back({0, w.first.shape()[1]});
+  e.windows = std::move(ws);
+  return e;
+}
+
+// Each stream as one (1, N) window, N rounded up to a multiple of `pad_to` with token 0 (after every scored position,
+// so causality keeps it from changing any scored loss); prediction t (of token t + 1) is scored for t + 1 ≥
+// first_scored.
+EvalSet stream_set(const std::vector<data::StreamTokens>& streams, int64_t pad_to) {
+  EvalSet e;
+  for (const data::StreamTokens& s : streams) {
+    const int64_t n = int64_t(s.tokens.size()) - 1, padded = (n + pad_to - 1) / pad_to * pad_to;
+    std::vector<int64_t> in(size_t(padded), 0), tgt(size_t(padded), 0);
+    for (int64_t t = 0; t < n; ++t) {
+      in[size_t(t)] = s.tokens[size_t(t)];
+      tgt[size_t(t)] = s.tokens[size_t(t + 1)];
+    }
+    e.windows.push_back({Tensor::from_ints(in, {1, padded}), Tensor::from_ints(tgt, {1, padded})});
+    e.scored.push_back({s.first_scored - 1, n});
+    e.names.push_back(s.name);
+  }
+  return e;
+}
+
+// Losses over the scored predictions; FLOPs per prediction read (the scored ones and the adaptation part alike).
+SeedResult summarise(int seed, const std::vector<Episode>& eps, const EvalSet& set, double seconds) {
   SeedResult s;
   s.seed = seed;
-  double tokens = 0, units = 0, ksum = 0;
-  for (const Episode& ep : eps) {
-    const double n = double(ep.tokens());
-    tokens += n;
-    s.loss += ep.mean_loss() * n;
-    s.window_bpb.push_back(ep.mean_loss() / std::log(2.0));
+  double read = 0, units = 0, ksum = 0;
+  for (size_t i = 0; i < eps.size(); ++i) {
+    const Episode& ep = eps[i];
+    const auto [from, to] = set.scored[i];
+    double sum = 0;
+    for (int64_t t = from; t < to; ++t) sum += ep.token_loss[size_t(t)];
+    s.loss += sum;
+    s.scored_tokens += double(to - from);
+    s.window_bpb.push_back(sum / double(to - from) / std::log(2.0));
+    read += double(to);
     s.base_per_token += double(ep.base);
     s.inner_per_token += double(ep.inner);
     s.overhead_per_token += double(ep.overhead);
     for (const policy::UnitRecord& r : ep.units) ksum += r.k;
     units += double(ep.units.size());
   }
-  s.loss /= tokens;
+  s.loss /= s.scored_tokens;
   s.bpb = s.loss / std::log(2.0);
-  s.base_per_token /= tokens;
-  s.inner_per_token /= tokens;
-  s.overhead_per_token /= tokens;
+  s.base_per_token /= read;
+  s.inner_per_token /= read;
+  s.overhead_per_token /= read;
   s.mean_k = ksum / units;
-  s.seconds_per_token = seconds / tokens;
+  s.seconds_per_token = seconds / read;
   return s;
 }
 
@@ -113,7 +151,8 @@ void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
 }  // namespace
 
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
-                          const CompareOptions& opt, const CompareProgress& progress, Journal* journal) {
+                          const CompareOptions& opt, const CompareProgress& progress, Journal* journal,
+                          const std::vector<data::StreamTokens>* test_streams) {
   Journal off;
   Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();
@@ -224,11 +263,30 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     entries.push_back(std::move(e));
   }
 
+  // What is scored: sampled windows per seed, or every held-out stream (the same for every seed).
+  EvalSet streams;
+  if (opt.streams) {
+    if (!test_streams || test_streams->empty()) throw std::invalid_argument("compare: streams mode needs held-out streams");
+    std::vector<data::StreamTokens> capped;
+    for (const data::StreamTokens& st : *test_streams) {
+      res.split_tokens += st.scored();
+      data::StreamTokens c = data::cap_stream(st, opt.stream_max_adapt, opt.stream_max_scored);
+      if (c.scored() > 0) capped.push_back(std::move(c));
+    }
+    res.eval_tokens = data::scored_tokens(capped);
+    streams = stream_set(capped, opt.seq_len);
+    res.stream_names = streams.names;
+  }
+  auto eval_set = [&](int s) {
+    return opt.streams ? streams : whole(sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000 + uint64_t(s)));
+  };
+
   // Methods × seeds.
   const double total = double(entries.size()) * opt.seeds;
   double done = 0;
   for (int s = 0; s < opt.seeds; ++s) {
-    const std::vector<Window> ws = sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000 + uint64_t(s));
+    const EvalSet set = eval_set(s);
+    const std::vector<Window>& ws = set.windows;
     if (s == 0) {
       std::vector<int64_t> ids = ws[0].first.to_ints();
       res.passage_tokens.assign(ids.begin(), ids.end());
@@ -262,7 +320,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
             res.oracle_units.tied.push_back(r.tied ? 1.0 : 0.0);
           }
       }
-      e.result.seeds.push_back(summarise(s, eps, seconds_since(t0)));
+      e.result.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
       std::vector<int> unit_k;
       for (const Episode& ep : eps)
         for (const policy::UnitRecord& r : ep.units) unit_k.push_back(r.k);
@@ -276,8 +334,9 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     }
   }
 
-  // The oracle frontier: minimise loss + mu·cost per unit, on seed 0's windows.
-  const std::vector<Window> ws0 = sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000);
+  // The oracle frontier: minimise loss + mu·cost per unit, on seed 0's windows (or the streams).
+  const EvalSet set0 = eval_set(0);
+  const std::vector<Window>& ws0 = set0.windows;
   for (size_t i = 0; i < opt.frontier_mus.size(); ++i) {
     report("oracle frontier", double(i), double(opt.frontier_mus.size()));
     const std::string key = "frontier mu " + nlohmann::json(opt.frontier_mus[i]).dump();
@@ -289,7 +348,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     for (const Window& w : ws0)
       eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, opt.frontier_mus[i],
                                        opt.oracle_lookahead, opt.rollout));
-    SeedResult s = summarise(0, eps, 0);
+    SeedResult s = summarise(0, eps, set0, 0);
     res.frontier.push_back({opt.frontier_mus[i], s.bpb, s.inner_per_token, s.base_per_token, s.mean_k});
     jr.add(key, res.frontier.back());
   }

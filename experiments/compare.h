@@ -36,6 +36,11 @@ struct CompareOptions {
   int64_t calib_windows = 8;    // validation windows used to calibrate
   int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
+  // Score the held-out streams (every held-out document or repository, each read whole) instead of sampled windows:
+  // every seed then sees every stream, and seeds differ only in the methods' own randomness. Caps as streams: in
+  // the config (data::cap_stream); results say which fraction of the split was scored.
+  bool streams = false;
+  int64_t stream_max_adapt = 0, stream_max_scored = 0;
   policy::RolloutOptions rollout;
   LearnOptions learn;  // learned-reinforce, learned-ppo-pid, pondernet
   Criteria criteria;
@@ -48,7 +53,8 @@ struct SeedResult {
   double total_per_token() const { return base_per_token + inner_per_token + overhead_per_token; }
   double mean_k = 0;
   double seconds_per_token = 0;
-  std::vector<double> window_bpb;  // per window, for paired statistics
+  std::vector<double> window_bpb;  // per window (or stream), for paired statistics
+  double scored_tokens = 0;        // predictions scored (windows: every one; streams: the evaluation parts)
 };
 
 struct MethodResult {
@@ -88,6 +94,9 @@ struct CompareResult {
   std::vector<double> carry_token_factor;
   int64_t mini_batch = 16;
   double seconds = 0;
+  // Streams mode: the streams scored, their scored tokens, and the scored tokens of the whole split (no caps).
+  std::vector<std::string> stream_names;
+  int64_t eval_tokens = 0, split_tokens = 0;
 };
 
 using CompareProgress = std::function<void(const std::string& what, double done, double total)>;
@@ -95,7 +104,9 @@ using CompareProgress = std::function<void(const std::string& what, double done,
 // With a journal, every finished cell (a method's calibration or training, a method × seed, a frontier point)
 // is recorded there, and cells already in it are reused instead of run: a rerun after an interruption picks up
 // where the first run stopped and gives the same result.
+// `test_streams` is read in streams mode (CompareOptions::streams) and may be null otherwise.
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
-                          const CompareOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr);
+                          const CompareOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr,
+                          const std::vector<data::StreamTokens>* test_streams = nullptr);
 
 }  // namespace ponder::cli

@@ -203,6 +203,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get("calib_windows", c.calib_windows);
   s.get("oracle_lookahead", c.oracle_lookahead);
   s.get("frontier_mus", c.frontier_mus);
+  s.get("streams", c.streams);
   s.get("criteria_quality", c.criteria.quality);
   s.get("criteria_flops", c.criteria.flops);
   s.get("criteria_alpha", c.criteria.alpha);
@@ -345,6 +346,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   read_compare(compare, c.compare);
   read_learn(learn, c.compare.learn);
   read_streams(streams, c.streams);
+  c.compare.stream_max_adapt = c.streams.max_adapt;  // compare.streams reads the streams as the regime checks do
+  c.compare.stream_max_scored = c.streams.max_scored;
   for (const Section* s : {&model, &train, &data, &eval, &compare, &learn, &streams}) s->done();
   try {
     check(c);

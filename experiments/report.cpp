@@ -48,6 +48,19 @@ bool same_windows(const MethodResult& a, const MethodResult& b) {
   return true;
 }
 
+std::string setup_text(const CompareResult& r, const CompareOptions& opt) {
+  if (!opt.streams)
+    return std::to_string(opt.seeds) + " seeds × " + std::to_string(opt.windows_per_seed) + " held-out windows of " +
+           std::to_string(opt.seq_len) + " bytes (a seed fixes the windows and the random policy's draws; every method "
+           "sees the same windows, so comparisons are paired by window).";
+  return std::to_string(r.stream_names.size()) + " held-out streams, each read whole with its state carried, " +
+         std::to_string(r.eval_tokens) + " scored tokens = " +
+         fmt("%.1f", r.split_tokens > 0 ? 100.0 * double(r.eval_tokens) / double(r.split_tokens) : 0.0) +
+         " % of the split (caps in `streams:`), × " + std::to_string(opt.seeds) +
+         " seeds (a seed fixes the methods' own random draws; every method reads the same streams, so comparisons are "
+         "paired by stream; per-stream bits/byte are in results.json as window_bpb).";
+}
+
 std::string degenerate_md(const std::vector<std::string>& why) {
   if (why.empty()) return "**Not degenerate**: some decision changes some output, and the oracle's choices are not "
                           "mostly ties.\n\n";
@@ -383,6 +396,11 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
                                              {"difficulty_corr", cr.difficulty_corr}, {"policy_rho", cr.policy_rho},
                                              {"max_tie_share", cr.max_tie_share}}}};
   out["carry_token_factor"] = r.carry_token_factor;
+  if (opt.streams) {
+    out["streams"] = r.stream_names;
+    out["eval_tokens"] = r.eval_tokens;
+    out["scored_fraction"] = r.split_tokens > 0 ? double(r.eval_tokens) / double(r.split_tokens) : 0.0;
+  }
   out["seconds"] = r.seconds;
   {
     std::ofstream f(dir + "/results.json");
@@ -398,9 +416,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
      << provenance.value("threads", 0) << " thread(s). Data: " << provenance.value("data", "") << " (sha256 "
      << provenance.value("data_sha256", "") << "). Every number below comes from this run; results.json holds them "
      << "all, per seed and per window.\n\n"
-     << "Setup: " << opt.seeds << " seeds × " << opt.windows_per_seed << " held-out windows of " << opt.seq_len
-     << " bytes (a seed fixes the windows and the random policy's draws; every method sees the same windows, so "
-     << "comparisons are paired by window). Inner steps in `" << out["options"]["mode"].get<std::string>()
+     << "Setup: " << setup_text(r, opt) << " Inner steps in `" << out["options"]["mode"].get<std::string>()
      << "` mode. Heuristics and `random` spend K=" << opt.low << " or K=" << opt.high << " per unit and are calibrated "
      << "on " << opt.calib_windows << " validation windows to the inner FLOPs per token of " << base_name << " ("
      << fmt("%.4g", r.budget_inner_per_token) << ").\n\n" << degenerate_md(degenerate) << "## Answer\n\n"
@@ -408,7 +424,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
      << table.str() << "\nFLOPs are counted by the engine, not estimated: base forward + inner TTT steps actually run "
      << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"
      << "Per-window differences of bits per byte (negative = better than " << base_name << "); n = "
-     << opt.seeds * opt.windows_per_seed << " windows.\n\n" << tests.str()
+     << opt.seeds * (opt.streams ? int64_t(r.stream_names.size()) : opt.windows_per_seed)
+     << (opt.streams ? " stream readings (seeds × streams)" : " windows") << ".\n\n" << tests.str()
      << (learned.str().empty() ? std::string() : "\n## Learned policies\n\n" + learned.str() +
                                                       "\nTraining curves per iteration are in results.json.\n")
      << "\n## Success criteria stated in the research plan\n\n" << crit.str() << "\n## Oracle\n\n"

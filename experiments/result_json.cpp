@@ -45,6 +45,7 @@ void from_json(const nlohmann::json& j, SeedResult& s) {
   s.overhead_per_token = number(j, "overhead_flops_per_token");
   s.mean_k = number(j, "mean_k");
   s.seconds_per_token = number(j, "seconds_per_token");
+  s.scored_tokens = number(j, "scored_tokens");
   s.window_bpb.clear();
   for (const auto& v : j.at("window_bpb")) s.window_bpb.push_back(number_or_nan(v));
 }

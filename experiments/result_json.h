@@ -29,7 +29,7 @@ void to_json(J& j, const SeedResult& s) {
   j = J{{"seed", s.seed}, {"loss_nats", s.loss}, {"bpb", s.bpb}, {"base_flops_per_token", s.base_per_token},
         {"inner_flops_per_token", s.inner_per_token}, {"overhead_flops_per_token", s.overhead_per_token},
         {"total_flops_per_token", s.total_per_token()}, {"mean_k", s.mean_k},
-        {"seconds_per_token", s.seconds_per_token}, {"window_bpb", s.window_bpb}};
+        {"seconds_per_token", s.seconds_per_token}, {"scored_tokens", s.scored_tokens}, {"window_bpb", s.window_bpb}};
 }
 void from_json(const nlohmann::json& j, SeedResult& s);
 

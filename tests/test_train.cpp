@@ -14,12 +14,14 @@
 #include "experiments/config.h"
 #include "experiments/device.h"
 #include "experiments/journal.h"
+#include "experiments/compare.h"
 #include "experiments/report.h"
 #include "experiments/result_json.h"
 #include "experiments/training.h"
 #include "tensor/cuda/cuda.h"
 #include "ttt/checkpoint_io.h"
 #include "ttt/eval.h"
+#include "ttt/stream_eval.h"
 #include "ttt/train.h"
 
 using namespace ponder;
@@ -568,4 +570,51 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", better}, {"uniform-4", best}, {"random", better}},
           false);
   CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"] == "not testable");
+}
+
+TEST_CASE("comparison in streams mode scores exactly the held-out streams' evaluation parts, as stream evaluation does") {
+  Scratch t("streams");
+  // Four repositories of three files each: with these fractions two train, one validates, one is held out.
+  for (int r = 0; r < 4; ++r)
+    for (int f = 0; f < 3; ++f) {
+      std::ostringstream text;
+      for (int i = 0; i < 40 + 13 * f + r; ++i) text << "def f" << i % 7 << "(x): return x * " << r + f << "\n";
+      std::filesystem::create_directories(t.dir / ("r" + std::to_string(r)));
+      std::ofstream(t.dir / ("r" + std::to_string(r)) / ("m" + std::to_string(f) + ".py")) << text.str();
+    }
+  cli::DataConfig dc;
+  dc.corpus = t.dir.string();
+  dc.valid_frac = 0.25;
+  dc.test_frac = 0.25;
+  const cli::Dataset ds = cli::load_dataset(dc);
+  REQUIRE(ds.test_streams.size() == 1);
+  ModelConfig mc;
+  mc.d = 16;
+  mc.heads = 2;
+  mc.mini_batch = 4;
+  const Model model(mc, 3);
+  cli::CompareOptions opt;
+  opt.methods = {"uniform-0", "uniform-1", "uniform-2"};
+  opt.seeds = 1;
+  opt.seq_len = 16;
+  opt.calib_windows = 2;
+  opt.step_options = {0, 1, 2};
+  opt.frontier_mus = {};
+  opt.streams = true;
+  opt.stream_max_adapt = 100;
+  opt.stream_max_scored = 150;
+  const cli::CompareResult r = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams);
+  const data::StreamTokens capped = data::cap_stream(ds.test_streams[0], 100, 150);
+  CHECK(r.eval_tokens == capped.scored());
+  CHECK(r.split_tokens == ds.test_streams[0].scored());
+  for (const cli::MethodResult& m : r.methods) {
+    INFO(m.name);
+    REQUIRE(m.seeds.size() == 1);
+    CHECK(m.seeds[0].scored_tokens == double(capped.scored()));
+    ttt::StreamEvalOptions so;
+    so.inner.schedule = m.name;
+    so.chunk = 16;
+    const ttt::StreamEvalResult e = ttt::evaluate_streams(model, {capped}, so);
+    CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));  // unit by unit vs chunks: float32 rounding
+  }
 }
