@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -16,6 +18,8 @@
 
 namespace ponder::cli {
 namespace {
+
+constexpr int64_t kMaxSteps = 64;  // the most inner steps any schedule may ask for
 
 template <class T> struct TypeName;
 template <> struct TypeName<int64_t> { static constexpr const char* name = "an integer"; };
@@ -64,6 +68,22 @@ class Section {
       }
     }
   }
+  // A list of step counts, each in [0, kMaxSteps]: a larger count is a typo or an overflow, not a schedule.
+  void get_steps(const std::string& key, std::vector<int>& out) {
+    std::vector<int64_t> v;
+    get(key, v);
+    if (v.empty()) return;
+    for (int64_t k : v)
+      if (k < 0 || k > kMaxSteps)
+        fail(node_[key], key, "step counts must lie in 0.." + std::to_string(kMaxSteps) + ", got " + std::to_string(k));
+    out.assign(v.begin(), v.end());
+  }
+  // One step count in [0, kMaxSteps].
+  void get_step(const std::string& key, int64_t& out) {
+    get(key, out);
+    if (out < 0 || out > kMaxSteps)
+      fail(node_[key], key, "must lie in 0.." + std::to_string(kMaxSteps) + ", got " + std::to_string(out));
+  }
   // A string key turned into a value by `convert`, whose std::invalid_argument becomes a keyed error.
   template <class T> void get(const std::string& key, T& out, const std::function<T(const std::string&)>& convert) {
     std::string text;
@@ -77,8 +97,12 @@ class Section {
   }
   void done() const {
     if (!node_ || !node_.IsMap()) return;
+    std::vector<std::string> seen;
     for (const auto& kv : node_) {
       const std::string key = kv.first.Scalar();
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        fail(kv.first, key, "duplicate key (a YAML mapping names each key once)");
+      seen.push_back(key);
       if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
       std::string list;
       for (const std::string& k : known_) list += (list.empty() ? "" : ", ") + k;
@@ -146,9 +170,7 @@ void read_train(Section& s, ttt::TrainConfig& t) {
   s.get("weight_decay", t.weight_decay);
   s.get("grad_clip", t.grad_clip);
   s.get("seed", t.seed);
-  std::vector<int64_t> options;
-  s.get("step_options", options);
-  t.step_options.assign(options.begin(), options.end());
+  s.get_steps("step_options", t.step_options);
   s.get<ttt::StepMode>("mode", t.mode, to_mode);
   s.get<ttt::InnerPath>("path", t.path, to_path);
   s.get("remat_group", t.remat_group);
@@ -194,12 +216,10 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get("seeds", c.seeds);
   s.get("windows_per_seed", c.windows_per_seed);
   s.get("seq_len", c.seq_len);
-  std::vector<int64_t> options;
-  s.get("step_options", options);
-  if (!options.empty()) c.step_options.assign(options.begin(), options.end());
-  s.get("budget_k", c.budget_k);
-  s.get("low", c.low);
-  s.get("high", c.high);
+  s.get_steps("step_options", c.step_options);
+  s.get_step("budget_k", c.budget_k);
+  s.get_step("low", c.low);
+  s.get_step("high", c.high);
   s.get("calib_windows", c.calib_windows);
   s.get("oracle_lookahead", c.oracle_lookahead);
   s.get("frontier_mus", c.frontier_mus);
@@ -219,9 +239,7 @@ void read_learn(Section& s, LearnOptions& l) {
   s.get<std::string>("net", l.net, [](const std::string& v) { return one_of(v, {"mlp", "lstm"}); });
   s.get("hidden", l.hidden);
   s.get("train_windows", l.train_windows);
-  std::vector<int64_t> options;
-  s.get("options", options);
-  if (!options.empty()) l.options.assign(options.begin(), options.end());
+  s.get_steps("options", l.options);
   s.get<std::string>("act", l.act, [](const std::string& v) { return one_of(v, {"sample", "greedy"}); });
   s.get("unit", l.unit_tokens);
   s.get("probe", l.probe);
@@ -301,6 +319,11 @@ void check(const RunConfig& c) {
        "compare.criteria_quality and criteria_flops must be >= 0, criteria_alpha in (0, 1), criteria_max_tie_share in [0, 1]");
   const LearnOptions& l = k.learn;
   need(l.hidden >= 1 && l.train_windows >= 1, "learn.hidden and learn.train_windows must be positive");
+  for (const auto& [name, lr] : {std::pair{"reinforce_lr", l.reinforce.lr}, {"ppo_lr", l.ppo.lr}, {"pondernet_lr", l.pondernet.lr}})
+    need(std::isfinite(lr) && lr > 0, std::string("learn.") + name + " must be a positive finite number, got " +
+                                          std::to_string(lr));
+  for (double mu : k.frontier_mus)
+    need(std::isfinite(mu) && mu >= 0, "compare.frontier_mus must be finite and >= 0, got " + std::to_string(mu));
   need(l.options.size() >= 2, "learn.options needs at least two step counts");
   for (int o : l.options) need(o >= 0, "learn.options must be >= 0, got " + std::to_string(o));
   need(l.unit_tokens == 0 || (l.unit_tokens > 0 && l.unit_tokens % c.model.mini_batch == 0 && k.seq_len % l.unit_tokens == 0),
@@ -330,11 +353,17 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   c.text = text;
   c.source = source;
   const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare", "learn", "streams"};
+  std::vector<std::string> seen;
   if (root && root.IsMap())
-    for (const auto& kv : root)
+    for (const auto& kv : root) {
+      if (std::find(seen.begin(), seen.end(), kv.first.Scalar()) != seen.end())
+        throw std::invalid_argument(source + ":" + std::to_string(kv.first.Mark().line + 1) + ": section '" +
+                                    kv.first.Scalar() + "' appears twice");
+      seen.push_back(kv.first.Scalar());
       if (std::find(sections.begin(), sections.end(), kv.first.Scalar()) == sections.end())
         throw std::invalid_argument(source + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown section '" +
                                     kv.first.Scalar() + "' (expected model, train, data, eval, compare, learn, streams)");
+    }
   Section model(root, "model", source), train(root, "train", source), data(root, "data", source),
       eval(root, "eval", source), compare(root, "compare", source), learn(root, "learn", source),
       streams(root, "streams", source);
@@ -358,6 +387,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 }
 
 RunConfig load_config(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw std::runtime_error("config '" + path + "' is a folder, not a YAML file");
   const std::optional<std::string> text = data::read_file(path);
   if (!text) throw std::runtime_error("cannot open config '" + path + "'");
   return parse_config(*text, path);

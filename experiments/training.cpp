@@ -22,19 +22,27 @@ namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
-void on_sigint(int) {
-  g_interrupted = 1;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+void on_interrupt(int sig) {
+  g_interrupted = sig;
+  std::signal(sig, SIG_DFL);  // a second Ctrl-C (or TERM) stops at once
 }
 
-// Installs the Ctrl-C handler for the lifetime of a run.
+// Installs the handler for Ctrl-C (SIGINT) and a scheduler's SIGTERM for the lifetime of a run: both finish the
+// current step and checkpoint before stopping.
 class InterruptGuard {
  public:
-  InterruptGuard() : prev_(std::signal(SIGINT, on_sigint)) { g_interrupted = 0; }
-  ~InterruptGuard() { std::signal(SIGINT, prev_); }
+  InterruptGuard() : prev_int_(std::signal(SIGINT, on_interrupt)), prev_term_(std::signal(SIGTERM, on_interrupt)) {
+    g_interrupted = 0;
+  }
+  ~InterruptGuard() {
+    std::signal(SIGINT, prev_int_);
+    std::signal(SIGTERM, prev_term_);
+  }
   bool fired() const { return g_interrupted != 0; }
+  const char* signal_name() const { return g_interrupted == SIGTERM ? "SIGTERM" : "SIGINT"; }
  private:
-  void (*prev_)(int);
+  void (*prev_int_)(int);
+  void (*prev_term_)(int);
 };
 
 // " 0.0625 0.071" for the carry factors of the TTT layers, " –" for a model without TTT layers.
@@ -268,7 +276,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
     log << line.dump() << std::endl;
   });
   if (out.result.interrupted)
-    throw std::runtime_error("interrupted after step " + std::to_string(out.result.final_step) + "; checkpoint '" +
+    throw std::runtime_error(std::string(interrupt.signal_name()) + ": interrupted after step " + std::to_string(out.result.final_step) + "; checkpoint '" +
                              out.checkpoint + "'; continue with: ponder train --out " + job.out_dir + " --resume");
   return out;
 }

@@ -2,6 +2,7 @@
 // features of policy/features.h. Names follow ponder.md §3.
 #pragma once
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,11 @@ class UniformPolicy final : public Policy {
 // fixed-schedule: K every N-th unit (starting with the first), SKIP otherwise.
 class FixedPolicy final : public Policy {
  public:
-  FixedPolicy(int k, int every) : k_(k), every_(every) {}
+  FixedPolicy(int k, int every) : k_(k), every_(every) {
+    if (every < 1 || k < 0)  // every = 0 would divide by zero in decide()
+      throw std::invalid_argument("fixed-" + std::to_string(k) + "/" + std::to_string(every) +
+                                  ": K must be >= 0 and N >= 1 (K every N-th unit)");
+  }
   std::string name() const override { return "fixed-" + std::to_string(k_) + "/" + std::to_string(every_); }
   int decide(const UnitFeatures& f) override { return f.unit % every_ == 0 ? k_ : 0; }
  private:

@@ -124,4 +124,22 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     head = json.loads(open(os.path.join(tmp, "cpu", "train.jsonl")).readline())
     check(head["device"].startswith("cpu: ") and head["config"] == open(gpu_cfg).read(),
           "--device cpu overrides model.device: cuda; the stored config is unchanged")
+    # A scheduler's SIGTERM, like Ctrl-C, finishes the step, checkpoints and says how to resume.
+    import signal
+    import time
+    term = os.path.join(tmp, "term")
+    proc = subprocess.Popen([PONDER, "--threads", "1", "train", "--config", CONFIG, "--steps", "100000", "--out", term],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = os.path.join(term, "train.jsonl")
+    deadline = time.time() + 60
+    while time.time() < deadline and not (os.path.exists(log) and sum(1 for _ in open(log)) >= 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    check(proc.returncode == 1 and "SIGTERM: interrupted after step " in last and "--resume" in last,
+          "SIGTERM stops training with a checkpoint and the resume command: " + last)
+    step = int(last.split("interrupted after step ")[1].split(";")[0])
+    r = ponder("eval", "--checkpoint", os.path.join(term, "checkpoint.ckpt"), "--max-windows", "2", "--json")
+    check(json.loads(r.stdout)["step"] == step, "the checkpoint holds the step SIGTERM stopped at")
 print("all CLI training checks passed")

@@ -106,3 +106,17 @@ TEST_CASE("calibrated heuristics hit their target mean cost within 2% on the cal
   }
   CHECK_THROWS_WITH(calibrate_budget(model, cal, Score::Loss, 1, 4, 1, 10 * target, {}), doctest::Contains("outside"));
 }
+
+TEST_CASE("fixed-K/N refuses N = 0 (it would divide by zero) and negative K, naming the method") {
+  CHECK_THROWS_WITH_AS(policy::FixedPolicy(1, 0), "fixed-1/0: K must be >= 0 and N >= 1 (K every N-th unit)",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(policy::FixedPolicy(-1, 2), std::invalid_argument);
+  policy::FixedPolicy p(2, 3);
+  policy::UnitFeatures f;
+  std::vector<int> ks;
+  for (int64_t u = 0; u < 6; ++u) {
+    f.unit = u;
+    ks.push_back(p.decide(f));
+  }
+  CHECK(ks == std::vector<int>{2, 0, 0, 2, 0, 0});
+}

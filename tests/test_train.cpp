@@ -286,6 +286,21 @@ TEST_CASE("config errors name the file, the line and the key") {
         std::string::npos);
   CHECK(err("train:\n  step_options: [1, 2]\n  mode: prefix\n").find("train.path must be 'iterative'") !=
         std::string::npos);
+  // Hardening: duplicates, out-of-range step counts, silently replaced values, non-finite rates, folders.
+  CHECK(err("train:\n  lr: 1e-3\n  lr: 2e-3\n") == "bad.yaml:3: train.lr: duplicate key (a YAML mapping names each key once)");
+  CHECK(err("train:\n  lr: 1e-3\ntrain:\n  steps: 3\n") == "bad.yaml:3: section 'train' appears twice");
+  CHECK(err("train:\n  step_options: [4294967296]\n") ==
+        "bad.yaml:2: train.step_options: step counts must lie in 0..64, got 4294967296");
+  CHECK(err("compare:\n  budget_k: 4294967298\n") == "bad.yaml:2: compare.budget_k: must lie in 0..64, got 4294967298");
+  CHECK(err("learn:\n  options: [0, 65]\n") == "bad.yaml:2: learn.options: step counts must lie in 0..64, got 65");
+  CHECK(err("model:\n  base_lr: -1\n").find("model config: base_lr must be >= 0") != std::string::npos);
+  CHECK(err("model:\n  swiglu_hidden: -5\n").find("model config: swiglu_hidden must be >= 0") != std::string::npos);
+  CHECK(err("learn:\n  reinforce_lr: .nan\n").find("learn.reinforce_lr must be a positive finite number") !=
+        std::string::npos);
+  CHECK(err("learn:\n  ppo_lr: .inf\n").find("learn.ppo_lr must be a positive finite number") != std::string::npos);
+  CHECK(err("compare:\n  frontier_mus: [0, .nan]\n").find("compare.frontier_mus must be finite") != std::string::npos);
+  CHECK(error_of([] { cli::load_config(fs::temp_directory_path().string()); }).find("is a folder, not a YAML file") !=
+        std::string::npos);
   // Every shipped config parses.
   for (const char* name : {"tiny", "tiny_prefix", "small", "ci", "quick", "sotu_small", "pycode_small"})
     CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));

@@ -49,6 +49,9 @@ void ModelConfig::validate() const {
        "mixers lists " + std::to_string(mixers.size()) + " layers, the model has " + std::to_string(layers));
   for (const std::string& m : mixers) need(m == "ttt" || m == "attention", "mixer must be 'ttt' or 'attention', got '" + m + "'");
   need(conv_width > 0, "conv_width must be positive");
+  need(swiglu_hidden >= 0, "swiglu_hidden must be >= 0 (0 = the default size), got " + std::to_string(swiglu_hidden));
+  need(base_lr >= 0 && std::isfinite(base_lr), "base_lr must be >= 0 (0 = the default), got " + std::to_string(base_lr));
+  need(init_std > 0 && std::isfinite(init_std), "init_std must be positive, got " + std::to_string(init_std));
   need(token_factor == "official" || token_factor == "softplus",
        "token_factor must be 'official' or 'softplus', got '" + token_factor + "'");
   need(attn_window >= 0, "attn_window must be >= 0, got " + std::to_string(attn_window));
