@@ -38,6 +38,10 @@ struct RegimeResult {
   bool carry_alive() const;       // some layer's carry factor > 0
   bool loss_falls() const;        // uniform-1: mean loss past the first 64 positions of the streams below that of 16–63
   bool ttt_helps() const;         // uniform-1 below uniform-0
+  // uniform-0's loss minus uniform-1's at positions [lo, hi): what inner learning buys there. Unlike the raw loss it
+  // compares the same tokens, so it is not confounded by what text sits where (adaptation files, then evaluation).
+  double benefit(int64_t lo, int64_t hi) const;
+  bool benefit_grows() const;     // the benefit past position 64 exceeds that at positions 16–63
   double best_ngram() const;      // lowest n-gram bits/byte
 };
 

@@ -92,8 +92,15 @@ with tempfile.TemporaryDirectory() as out:
         check("| TTT %s | %.4f |" % (name, sched["bpb"]) in report, name + " stream bpb stated in report.md")
     check("attention" in bins[0]["mean_loss"] and os.path.exists(os.path.join(out, "attention", "checkpoint.ckpt")),
           "the attention-only baseline was trained and read on the same streams")
-    check("## Is the question live here?" in report and "Carry factor per TTT layer" in report,
-          "report states the regime checks")
+    check("## Is the question live here?" in report and "Carry factor per TTT layer" in report and
+          "What inner learning buys" in report, "report states the regime checks")
+    reg = results["regime"]
+    early = [b for b in bins if b["lo"] >= 16 and b["hi"] <= 64 and b["tokens"] > 0]
+    gain = sum((b["mean_loss"]["uniform-0"] - b["mean_loss"]["uniform-1"]) * b["tokens"] for b in early)
+    check(math.isclose(gain / sum(b["tokens"] for b in early), reg["ttt_benefit_early_nats"], rel_tol=1e-9),
+          "the early TTT benefit recomputed from the bins")
+    check(reg["ttt_benefit_grows_with_position"] == (reg["ttt_benefit_late_nats"] > reg["ttt_benefit_early_nats"]),
+          "benefit_grows agrees with its numbers")
     check(os.path.getsize(os.path.join(out, "loss_by_position.png")) > 0, "loss_by_position.png written")
     zero = by["uniform-0"]["seeds"][0]
     check(zero["inner_flops_per_token"] == 0 and zero["overhead_flops_per_token"] == 0, "uniform-0 spends no inner FLOPs")
