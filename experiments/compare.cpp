@@ -153,6 +153,9 @@ void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress, Journal* journal,
                           const std::vector<data::StreamTokens>* test_streams) {
+  if (model.num_ttt_layers() == 0)
+    throw std::invalid_argument("compare: the model has no TTT layer (model.mixers are all attention), so there are no "
+                                "inner steps to allocate");
   Journal off;
   Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();

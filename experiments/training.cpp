@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -286,6 +287,14 @@ TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path, De
   TrainedModel m{cfg, ttt::Model(cfg.model, cfg.train.seed), ck.step};
   m.model.to(device);
   ttt::load_parameters(m.model, ck);
+  // A model with NaN/Inf weights gives NaN everywhere: refuse it here, naming the parameter, instead of reporting it.
+  const auto labels = m.model.parameter_labels();
+  const auto params = m.model.parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    for (double v : params[i].to_vector())
+      if (!std::isfinite(v))
+        throw std::runtime_error("checkpoint '" + path + "': parameter " + labels[i] + " holds a non-finite value (" +
+                                 std::to_string(v) + "); the model cannot be evaluated");
   return m;
 }
 

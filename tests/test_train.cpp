@@ -633,3 +633,27 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
     CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));  // unit by unit vs chunks: float32 rounding
   }
 }
+
+TEST_CASE("a checkpoint with a negative step or NaN weights, and a comparison without TTT layers, are refused "
+          "naming the cause") {
+  const RunConfig c = ci_config(20);
+  Scratch tmp("refused");
+  Trainer t(c.model, c.train, moby().train);
+  Checkpoint ck = t.checkpoint(c.text, {{"commit", "test"}});
+  ck.step = -3;
+  save_checkpoint(tmp.file("neg.ckpt"), ck);  // a valid payload hash over a crafted step
+  CHECK(error_of([&] { load_checkpoint(tmp.file("neg.ckpt")); }).find("is malformed: negative step -3") !=
+        std::string::npos);
+  ck.step = 2;
+  for (NamedTensor& p : ck.params)
+    if (p.name == ck.params.back().name) raw::fill_(p.value, std::nan(""));
+  save_checkpoint(tmp.file("nan.ckpt"), ck);
+  const std::string e = error_of([&] { cli::load_trained(load_checkpoint(tmp.file("nan.ckpt")), tmp.file("nan.ckpt")); });
+  CHECK(e.find("parameter final_norm.weight holds a non-finite value") != std::string::npos);
+  ModelConfig attention = c.model;
+  attention.mixers = {"attention", "attention"};
+  const Model m(attention, 1);
+  cli::CompareOptions opt;
+  CHECK(error_of([&] { cli::run_compare(m, moby().valid, moby().test, opt); }).find("the model has no TTT layer") !=
+        std::string::npos);
+}

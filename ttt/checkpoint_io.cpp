@@ -132,6 +132,8 @@ Checkpoint decode(std::string_view payload, const std::string& path) {
   ck.sampler_state = r.pod<uint64_t>();
   ck.schedule_state = r.pod<uint64_t>();
   ck.optimizer_steps = r.pod<int64_t>();
+  if (ck.step < 0 || ck.optimizer_steps < 0)  // only a crafted file gets past the payload hash with these
+    r.fail("negative step " + std::to_string(ck.step) + " / optimiser steps " + std::to_string(ck.optimizer_steps));
   ck.params = r.tensors();
   ck.exp_avg = r.tensors();
   ck.exp_avg_sq = r.tensors();
