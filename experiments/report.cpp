@@ -20,8 +20,18 @@ using nlohmann::ordered_json;
 struct Comparison {
   std::string method;
   double delta = 0;  // mean bpb(method) − bpb(baseline), per window
-  double t_p = NAN, w_p = NAN, holm = NAN, bonferroni = NAN, dz = NAN, p_improve = NAN;
+  double t_p = NAN, w_p = NAN, holm = NAN, bonferroni = NAN, dz = NAN, p_improve = NAN, p_improve_unpaired = NAN;
+  int64_t w_n = 0;      // Wilcoxon: differences left after dropping zeros
+  bool w_exact = false;  // Wilcoxon: exact distribution (else normal approximation)
 };
+
+// Paired probability of improvement: the share of paired windows where the method's bits/byte is below the
+// baseline's (d < 0), ties counting one half.
+double paired_improvement(const std::vector<double>& d) {
+  double n = 0;
+  for (double x : d) n += x < 0 ? 1.0 : x == 0 ? 0.5 : 0.0;
+  return d.empty() ? NAN : n / double(d.size());
+}
 
 // The best bpb the oracle frontier reaches at no more than `flops` per token (NaN if none does).
 double frontier_within(const std::vector<FrontierPoint>& f, double flops) {
@@ -137,9 +147,13 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
       const std::vector<double> a = all_windows(m), b = all_windows(*base), d = window_differences(m, *base);
       c.delta = stats::mean(d);
       c.t_p = stats::paired_t_test(d).p_value;
-      c.w_p = stats::wilcoxon_signed_rank(d).p_value;
+      const stats::Wilcoxon w = stats::wilcoxon_signed_rank(d);
+      c.w_p = w.p_value;
+      c.w_n = w.n;
+      c.w_exact = w.exact;
       c.dz = stats::cohens_dz(d);
-      c.p_improve = stats::probability_greater(b, a);  // P(baseline window bpb > method's)
+      c.p_improve = paired_improvement(d);
+      c.p_improve_unpaired = stats::probability_greater(b, a);  // P(a random baseline window > a random method window)
       cmp.push_back(c);
     }
     std::vector<double> ps;
@@ -153,16 +167,17 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     }
   }
   std::ostringstream tests;
-  tests << "| method | Δbpb vs " << base_name << " | paired t p | Wilcoxon p | Holm p (t) | Bonferroni p (t) | "
-        << "Cohen's d_z | P(improvement) |\n|---|---|---|---|---|---|---|---|\n";
+  tests << "| method | Δbpb vs " << base_name << " | paired t p | Wilcoxon p (n after zeros, method) | Holm p (t) | "
+        << "Bonferroni p (t) | Cohen's d_z | P(improvement), paired |\n|---|---|---|---|---|---|---|---|\n";
   ordered_json cmp_json = ordered_json::array();
   for (const Comparison& c : cmp) {
     tests << "| " << c.method << " | " << fmt("%+.4f", c.delta) << " | " << fmt("%.3g", c.t_p) << " | "
-          << fmt("%.3g", c.w_p) << " | " << fmt("%.3g", c.holm) << " | " << fmt("%.3g", c.bonferroni) << " | "
+          << fmt("%.3g", c.w_p) << " (" << c.w_n << ", " << (c.w_exact ? "exact" : "normal") << ") | " << fmt("%.3g", c.holm) << " | " << fmt("%.3g", c.bonferroni) << " | "
           << fmt("%+.3f", c.dz) << " | " << fmt("%.3f", c.p_improve) << " |\n";
     cmp_json.push_back({{"method", c.method}, {"baseline", base_name}, {"delta_bpb", c.delta}, {"paired_t_p", c.t_p},
                         {"wilcoxon_p", c.w_p}, {"holm_p", c.holm}, {"bonferroni_p", c.bonferroni},
-                        {"cohens_dz", c.dz}, {"p_improvement", c.p_improve}});
+                        {"wilcoxon_n", c.w_n}, {"wilcoxon_exact", c.w_exact}, {"cohens_dz", c.dz},
+                        {"p_improvement", c.p_improve}, {"p_improvement_unpaired", c.p_improve_unpaired}});
   }
 
   // ---- oracle analysis

@@ -55,6 +55,10 @@ with tempfile.TemporaryDirectory() as out:
         b = [w for s in by[c["baseline"]]["seeds"] for w in s["window_bpb"]]
         d = sum(x - y for x, y in zip(a, b)) / len(a)
         check(math.isclose(c["delta_bpb"], d, rel_tol=1e-9, abs_tol=1e-12), c["method"] + " delta recomputed")
+        diffs = [x - y for x, y in zip(a, b)]
+        paired = sum(1.0 if x < 0 else 0.5 if x == 0 else 0.0 for x in diffs) / len(diffs)
+        check(math.isclose(c["p_improvement"], paired, rel_tol=1e-12), c["method"] + " paired P(improvement) recomputed")
+        check(c["wilcoxon_n"] == sum(1 for x in diffs if x != 0), c["method"] + " Wilcoxon n counts the non-zero differences")
     check("## Success criteria" in report and
           all(m in report for m in ["Quality within", "Oracle-K / difficulty", "Policy / oracle"]) and
           report.count("**met**") + report.count("**not met**") + report.count("**not testable here**") >= 3,
