@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 
@@ -277,7 +278,11 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       if (c.scored() > 0) capped.push_back(std::move(c));
     }
     res.eval_tokens = data::scored_tokens(capped);
-    streams = stream_set(capped, opt.seq_len);
+    // Pad to the smallest length every method's decision unit divides: padded positions cost FLOPs that are
+    // charged to the tokens read, so padding to more than that (e.g. the window length) would inflate every cost.
+    int64_t pad_to = model.config().mini_batch;
+    for (const Entry& e : entries) pad_to = std::lcm(pad_to, std::max<int64_t>(1, e.result.unit_tokens));
+    streams = stream_set(capped, pad_to);
     res.stream_names = streams.names;
   }
   auto eval_set = [&](int s) {

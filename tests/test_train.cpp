@@ -631,6 +631,11 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
     so.chunk = 16;
     const ttt::StreamEvalResult e = ttt::evaluate_streams(model, {capped}, so);
     CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));  // unit by unit vs chunks: float32 rounding
+    // Costs per token read: padding only up to the decision unit, so close to the chunked pass's (which also counts
+    // its loss computation, and reads the last partial unit padded to 4 tokens as well).
+    MESSAGE(m.name, ": compare ", m.seeds[0].total_per_token(), " FLOPs/token, stream evaluation ", e.flops_per_token);
+    CHECK(m.seeds[0].total_per_token() > 0.9 * e.flops_per_token);
+    CHECK(m.seeds[0].total_per_token() < 1.1 * e.flops_per_token);
   }
 }
 
