@@ -144,7 +144,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
       if (m.name == base->name || m.kind == "oracle" || m.kind == "uniform") continue;
       Comparison c;
       c.method = m.name;
-      const std::vector<double> a = all_windows(m), b = all_windows(*base), d = window_differences(m, *base);
+      const std::vector<double> a = all_windows(m), b = all_windows(*base), d = paired_differences(m, *base, opt.streams);
       c.delta = stats::mean(d);
       c.t_p = stats::paired_t_test(d).p_value;
       const stats::Wilcoxon w = stats::wilcoxon_signed_rank(d);
@@ -290,7 +290,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     for (const MethodResult& m : r.methods) {
       if (m.kind == "oracle" || m.kind == "uniform") continue;
       // one-sided non-inferiority: H0 bpb(m) ≥ (1 + quality)·bpb(uniform-4), per window
-      const stats::TTest t = stats::paired_t_test(window_differences(m, *u4, 1 + cr.quality));
+      const stats::TTest t = stats::paired_t_test(paired_differences(m, *u4, opt.streams, 1 + cr.quality));
       ps.push_back(std::isfinite(t.p_value) ? (t.mean < 0 ? t.p_value / 2 : 1 - t.p_value / 2) : 1.0);
       names.push_back(m.name);
       quality_cost.push_back({seed_mean(m, bpb_of) / b4 - 1, 1 - seed_mean(m, total_of) / f4});
@@ -439,8 +439,9 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
      << table.str() << "\nFLOPs are counted by the engine, not estimated: base forward + inner TTT steps actually run "
      << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"
      << "Per-window differences of bits per byte (negative = better than " << base_name << "); n = "
-     << opt.seeds * (opt.streams ? int64_t(r.stream_names.size()) : opt.windows_per_seed)
-     << (opt.streams ? " stream readings (seeds × streams)" : " windows") << ".\n\n" << tests.str()
+     << (opt.streams ? int64_t(r.stream_names.size()) : opt.seeds * opt.windows_per_seed)
+     << (opt.streams ? " streams (each stream's difference averaged over the seeds, so a stream counts once)"
+                     : " windows") << ".\n\n" << tests.str()
      << (learned.str().empty() ? std::string() : "\n## Learned policies\n\n" + learned.str() +
                                                       "\nTraining curves per iteration are in results.json.\n")
      << "\n## Success criteria stated in the research plan\n\n" << crit.str() << "\n## Oracle\n\n"

@@ -48,6 +48,21 @@ inline std::vector<double> window_differences(const MethodResult& m, const Metho
   return a;
 }
 
+// The paired differences a test may treat as independent. With sampled windows every seed draws other windows,
+// so each window is one. In streams mode every seed reads the same streams, and a deterministic method gives the
+// same number on each: the differences are averaged over seeds per stream, one per stream (counting each stream
+// once per seed would be pseudo-replication).
+inline std::vector<double> paired_differences(const MethodResult& m, const MethodResult& base, bool per_stream,
+                                              double scale = 1.0) {
+  const std::vector<double> d = window_differences(m, base, scale);
+  if (!per_stream || m.seeds.empty()) return d;
+  const size_t W = m.seeds.front().window_bpb.size(), S = m.seeds.size();
+  std::vector<double> out(W, 0.0);
+  for (size_t s = 0; s < S; ++s)
+    for (size_t w = 0; w < W; ++w) out[w] += d[s * W + w] / double(S);
+  return out;
+}
+
 // Per-seed numbers, for seed_mean.
 inline double bpb_of(const SeedResult& s) { return s.bpb; }
 inline double total_of(const SeedResult& s) { return s.total_per_token(); }

@@ -16,6 +16,7 @@
 #include "experiments/journal.h"
 #include "experiments/compare.h"
 #include "experiments/report.h"
+#include "experiments/result_util.h"
 #include "experiments/result_json.h"
 #include "experiments/training.h"
 #include "tensor/cuda/cuda.h"
@@ -661,4 +662,17 @@ TEST_CASE("a checkpoint with a negative step or NaN weights, and a comparison wi
   cli::CompareOptions opt;
   CHECK(error_of([&] { cli::run_compare(m, moby().valid, moby().test, opt); }).find("the model has no TTT layer") !=
         std::string::npos);
+}
+
+TEST_CASE("paired differences: one per window for sampled windows, one per stream (averaged over seeds) in streams mode") {
+  cli::MethodResult m, b;
+  for (int s = 0; s < 2; ++s) {
+    cli::SeedResult x, y;
+    x.window_bpb = {1.0 + s, 2.0};
+    y.window_bpb = {0.5, 1.0 + 2 * s};
+    m.seeds.push_back(x);
+    b.seeds.push_back(y);
+  }
+  CHECK(cli::paired_differences(m, b, false) == std::vector<double>{0.5, 1.0, 1.5, -1.0});
+  CHECK(cli::paired_differences(m, b, true) == std::vector<double>{1.0, 0.0});  // stream 0: (0.5 + 1.5) / 2
 }
