@@ -11,8 +11,8 @@
 namespace ponder::data {
 namespace {
 
-// Pinned hashes: the committed Moby Dick file (data/moby_dick/SOURCE.md) and the shared files
-// (shared/docs/data.md). A results file cites these, so a loader never returns other bytes.
+// Pinned hashes: the committed Moby Dick file (data/moby_dick/SOURCE.md), the files read from ../shared, and the
+// fetched sotu manifest. A results file cites these, so a loader never returns other bytes.
 constexpr const char* kMobyDickSha256 = "fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f67240";
 constexpr const char* kTinyShakespeareSha256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed";
 constexpr const char* kWikitext2ValidSha256 = "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8";

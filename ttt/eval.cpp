@@ -56,6 +56,25 @@ InnerPath parse_path(const std::string& s) {
 const char* mode_name(StepMode m) { return m == StepMode::Carry ? "carry" : "prefix"; }
 const char* path_name(InnerPath p) { return p == InnerPath::Dual ? "dual" : "iterative"; }
 
+TTTRun make_run(const InnerRun& inner, StepSchedule* schedule, double lr_mult, std::vector<UnitCost>* costs) {
+  TTTRun run;
+  run.path = inner.path;
+  run.mode = inner.mode;
+  run.schedule = schedule;
+  run.lr_mult = lr_mult;
+  run.costs = costs;
+  return run;
+}
+
+void add_costs(const std::vector<UnitCost>& costs, UnitCost& total) {
+  for (const UnitCost& c : costs) {
+    total.inner_forward += c.inner_forward;
+    total.inner_grad += c.inner_grad;
+    total.update += c.update;
+    total.output += c.output;
+  }
+}
+
 EvalResult evaluate(const Model& model, const data::EvalWindows& windows, const EvalOptions& opt) {
   const int64_t T = windows.seq_len();
   if (T % model.config().mini_batch != 0)
@@ -73,20 +92,12 @@ EvalResult evaluate(const Model& model, const data::EvalWindows& windows, const 
     const data::Batch batch = windows.batch(i, opt.batch_size);
     const int64_t rows = batch.input.shape()[0];
     std::vector<UnitCost> costs;
-    TTTRun run;
-    run.path = opt.inner.path;
-    run.mode = opt.inner.mode;
-    run.schedule = schedule.get();
-    run.lr_mult = opt.lr_mult;
-    run.costs = &costs;
+    const TTTRun run = make_run(opt.inner, schedule.get(), opt.lr_mult, &costs);
     const std::vector<double> losses = model.token_losses(batch.input, batch.target, run).to_vector();  // (rows, T)
     for (int64_t b = 0; b < rows; ++b)
       for (int64_t t = 0; t < T; ++t) r.position_loss[size_t(t)] += losses[size_t(b * T + t)];
+    add_costs(costs, r.inner);
     for (const UnitCost& c : costs) {
-      r.inner.inner_forward += c.inner_forward;
-      r.inner.inner_grad += c.inner_grad;
-      r.inner.update += c.update;
-      r.inner.output += c.output;
       k_sum += double(c.steps) * double(rows);  // one decision covers every row of the batch
       k_count += double(rows);
     }

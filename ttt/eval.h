@@ -25,6 +25,11 @@ InnerPath parse_path(const std::string& s);   // "dual" | "iterative"
 const char* mode_name(StepMode m);
 const char* path_name(InnerPath p);
 
+// The TTTRun of a forward pass under `inner`, with `schedule` (made from inner.schedule) and a cost log.
+TTTRun make_run(const InnerRun& inner, StepSchedule* schedule, double lr_mult, std::vector<UnitCost>* costs);
+// Adds the inner-loop FLOPs of `costs` into `total`.
+void add_costs(const std::vector<UnitCost>& costs, UnitCost& total);
+
 struct EvalOptions {
   InnerRun inner;
   int64_t batch_size = 8;  // windows per forward pass

@@ -16,15 +16,6 @@ std::vector<double> chunk_losses(const Tensor& logits, const std::vector<int64_t
   return cross_entropy_per_token(reshape(logits, {n, V}), Tensor::from_ints(targets, {n})).to_vector();
 }
 
-void add_costs(const std::vector<UnitCost>& costs, UnitCost& into) {
-  for (const UnitCost& c : costs) {
-    into.inner_forward += c.inner_forward;
-    into.inner_grad += c.inner_grad;
-    into.update += c.update;
-    into.output += c.output;
-  }
-}
-
 }  // namespace
 
 void PositionBins::add(int64_t position, double loss) {
@@ -67,12 +58,7 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
         tgt[size_t(i)] = s.tokens[size_t(c0 + i + 1)];
       }
       std::vector<UnitCost> costs;
-      TTTRun run;
-      run.path = opt.inner.path;
-      run.mode = opt.inner.mode;
-      run.schedule = schedule.get();
-      run.lr_mult = opt.lr_mult;
-      run.costs = &costs;
+      const TTTRun run = make_run(opt.inner, schedule.get(), opt.lr_mult, &costs);
       const Tensor logits = model.forward_chunk(Tensor::from_ints(in, {1, padded}), state, run);
       add_costs(costs, r.inner);
       const std::vector<double> losses = chunk_losses(logits, tgt);
