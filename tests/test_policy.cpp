@@ -27,7 +27,7 @@ TEST_CASE("every policy is causal: future tokens never change earlier decisions"
   ttt::Model model(test::small_hybrid(), 1, DType::F64);
   for (auto& p : all_policies()) {
     INFO(p->name());
-    test::check_policy_causal(model, *p);
+    CHECK(test::check_policy_causal(model, *p).units.size() > 4);  // the helper compares units 0..4 and 17 tokens
   }
 }
 
