@@ -23,7 +23,8 @@ void Boundaries::validate(size_t steps, const char* who) const {
     if (!is_truncated(t) || is_terminated(t)) continue;
     if (final_values.empty())
       throw std::invalid_argument(std::string(who) + ": transition " + std::to_string(t) +
-                                  " is truncated but final_values is empty (a truncation must bootstrap, P1)");
+                                  " is truncated but final_values is empty (a truncation must bootstrap: "
+                                  "docs/rl_stats.md P1)");
     if (!std::isfinite(final_values[t]))
       throw std::invalid_argument(std::string(who) + ": final_values[" + std::to_string(t) + "] is not finite");
   }

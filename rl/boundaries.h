@@ -1,6 +1,6 @@
-// Episode boundaries of a time-major rollout, shared by the Monte-Carlo returns and GAE (rl_stats.md conventions,
-// §1, §2 and pitfall P1). For PonderTTT a document end is a true terminal (no bootstrap) and a rollout cut
-// mid-document is a truncation that bootstraps from V of the pre-reset final observation.
+// Episode boundaries of a time-major rollout, shared by the Monte-Carlo returns and GAE (docs/rl_stats.md: its
+// conventions, §1, §2 and pitfall P1). For PonderTTT a document end is a true terminal (no bootstrap) and a rollout
+// cut mid-document is a truncation that bootstraps from V of the pre-reset final observation.
 #pragma once
 #include <cstddef>
 #include <vector>

@@ -1,5 +1,5 @@
-// Generalised advantage estimation (Schulman et al. 2016) in the form of rl_stats.md §2, with real truncation
-// bootstrapping (pitfall P1) instead of cleanrl's "done = terminated OR truncated" simplification.
+// Generalised advantage estimation (Schulman et al. 2016) as docs/rl_stats.md §2 states it, with real
+// truncation bootstrapping (docs/rl_stats.md P1) instead of cleanrl's "done = terminated OR truncated" simplification.
 #pragma once
 #include <vector>
 

@@ -1,5 +1,5 @@
 // The PID-Lagrangian budget controller of Stooke, Achiam & Abbeel (ICML 2020) in the positional form of the official
-// code (rlpyt cppo_pid.py, OmniSafe pid_lagrange.py), and how its λ enters the policy objective (rl_stats.md §4,
+// code (rlpyt cppo_pid.py, OmniSafe pid_lagrange.py), and how its λ enters the policy objective (docs/rl_stats.md §4,
 // pitfalls P5, P6, P7, P8).
 #pragma once
 #include <cstdint>
@@ -8,12 +8,12 @@
 
 namespace ponder::rl {
 
-// How λ weighs the cost objective (§4): Sum (the default in both codes): (L_R + λ·L_C)/(1+λ); Diff: λ ∈ [0, 1] and
-// (1-λ)·L_R + λ·L_C; None: L_R + λ·L_C with λ ≤ penalty_max.
+// How λ weighs the cost objective (docs/rl_stats.md §4): Sum (the default in both codes): (L_R + λ·L_C)/(1+λ); Diff:
+// λ ∈ [0, 1] and (1-λ)·L_R + λ·L_C; None: L_R + λ·L_C with λ ≤ penalty_max.
 enum class PenaltyNorm { Sum, Diff, None };
 
-// Defaults are the rlpyt CppoPID constructor's (§4 table). OmniSafe's CPPOPID.yaml is kp 0.1, ki 0.01, kd 0.01,
-// lambda_init 0.001, the rest equal; rlpyt's paper config uses delay 1 and lambda_init 0.
+// Defaults are the rlpyt CppoPID constructor's (docs/rl_stats.md §4). OmniSafe's CPPOPID.yaml is kp 0.1, ki 0.01,
+// kd 0.01, lambda_init 0.001, the rest equal; rlpyt's paper config uses delay 1 and lambda_init 0.
 struct PidConfig {
   double kp = 0, ki = 1, kd = 0;
   int64_t d_delay = 10;                   // the D term compares the cost EMA with its value d_delay updates ago
@@ -24,7 +24,7 @@ struct PidConfig {
   double penalty_max = 100;               // the cap on λ under PenaltyNorm::None
 };
 
-// One update per policy iteration, before the policy update, on the batch's average cost J (§4 code form):
+// One update per policy iteration, before the policy update, on the batch's average cost J (docs/rl_stats.md §4):
 //   Δ = J - d;  I = max(0, I + Ki·Δ) [clip to [0,1] under Diff];  Δp = α_p·Δp + (1-α_p)·Δ;  Jd = α_d·Jd + (1-α_d)·J
 //   D = max(0, Jd - hist[0]);  λ = max(0, Kp·Δp + I + Kd·D) [min(λ,1) under Diff, min(λ,penalty_max) under None]
 //   hist.append(Jd), hist keeping the last d_delay values and starting as [0].
@@ -48,7 +48,7 @@ class PidLagrangian {
   std::deque<double> history_{0.0};
 };
 
-// The naive Lagrangian for contrast (§4, P7): one projected SGD step λ ← max(0, λ + lr·(J - d)).
+// The naive Lagrangian for contrast (docs/rl_stats.md §4, P7): one projected SGD step λ ← max(0, λ + lr·(J - d)).
 double projected_sgd_lagrange_step(double lambda, double cost, double cost_limit, double lr);
 
 // OmniSafe CPPOPID's advantage combination under PenaltyNorm::Sum: (A_R - λ·A_C)/(1+λ), element-wise; the bounded

@@ -1,9 +1,9 @@
-// PonderNet-style halting baseline (rl_stats.md §5; ponder.md §3 pondernet): per unit, the halting policy
+// PonderNet-style halting baseline (docs/rl_stats.md §5; docs/method.md §4.7): per unit, the halting policy
 // gives λ_n for inner steps n = 1..N, p_n = λ_n·Π_{j<n}(1−λ_j) with λ_N = 1, and is trained on
 //   L = Σ_n p_n·L_n + β·KL(p ‖ p_G),   p_G the truncated geometric prior with parameter λ_p (renormalised),
 // where L_n is the loss the unit (and the lookahead units after it) would have had with n steps: every n is
 // tried from the unit's starting state during training (counterfactual trials). At inference the number of
-// steps is sampled with the conditional λ_n (P14), or its mode.
+// steps is sampled with the conditional λ_n (docs/rl_stats.md P14), or its mode.
 #pragma once
 #include "rl/learn_util.h"
 

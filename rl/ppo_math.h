@@ -1,6 +1,6 @@
-// PPO-clip arithmetic following cleanrl ppo.py (rl_stats.md §3, P2, P3, P4): the surrogate loss with its gradient,
-// value clipping, advantage normalisation and the diagnostics. The learner evaluates log-probabilities with
-// autograd and chains its gradient through grad_logratio.
+// PPO-clip arithmetic following cleanrl ppo.py (docs/rl_stats.md §3, pitfalls P2, P3, P4): the surrogate loss with
+// its gradient, value clipping, advantage normalisation and the diagnostics. The learner evaluates log-probabilities
+// with autograd and chains its gradient through grad_logratio.
 #pragma once
 #include <vector>
 
@@ -17,17 +17,18 @@ struct ClippedSurrogate {
 ClippedSurrogate clipped_surrogate(const std::vector<double>& logratio, const std::vector<double>& advantages,
                                    double clip_eps);
 
-// Diagnostics (§3): Schulman's k3 estimator mean((r-1) - logratio) >= 0, the naive k1 mean(-logratio) (which can be
-// negative), and the fraction of samples with |r-1| > ε — counted whether or not the clip changed that sample's
-// objective, as cleanrl does.
+// Diagnostics (docs/rl_stats.md §3): Schulman's k3 estimator mean((r-1) - logratio) >= 0, the naive k1
+// mean(-logratio) (which can be negative), and the fraction of samples with |r-1| > ε — counted whether or not the
+// clip changed that sample's objective, as cleanrl does.
 double approx_kl(const std::vector<double>& logratio);
 double old_approx_kl(const std::vector<double>& logratio);
 double clip_fraction(const std::vector<double>& logratio, double clip_eps);
 
 // V_old + clip(V_new - V_old, -ε, +ε).
 double clip_value(double v_new, double v_old, double clip_eps);
-// 0.5·mean(max((V_new-R)², (V_clip-R)²)) (§3 clip_vloss). P3: ε acts on absolute value differences, so it depends on
-// the reward scale; pass a value-specific ε or use value_loss (rl/returns.h) for the unclipped form.
+// 0.5·mean(max((V_new-R)², (V_clip-R)²)) (cleanrl's clip_vloss, docs/rl_stats.md §3). P3: ε acts on absolute value
+// differences, so it depends on the reward scale; pass a value-specific ε or use value_loss (rl/returns.h) for the
+// unclipped form.
 double clipped_value_loss(const std::vector<double>& v_new, const std::vector<double>& v_old,
                           const std::vector<double>& returns, double clip_eps);
 

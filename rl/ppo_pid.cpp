@@ -53,7 +53,7 @@ std::pair<Tensor, Tensor> action_log_probs(policy::LearnedPolicy& policy, const 
   return {chosen, entropy};
 }
 
-// 0.5·mean((V − R)²), or with clip > 0 the pessimistic clipped form of cleanrl's clip_vloss (rl_stats.md §3).
+// 0.5·mean((V − R)²), or with clip > 0 the pessimistic clipped form of cleanrl's clip_vloss (docs/rl_stats.md §3).
 Tensor critic_loss(const Tensor& v, const Tensor& v_old, const Tensor& ret, double clip) {
   Tensor d = sub(v, ret);
   Tensor sq = mul(d, d);
@@ -96,7 +96,7 @@ std::vector<IterationStats> train_ppo_pid(policy::LearnedPolicy& policy, Env& en
     IterationStats s;
     s.iteration = it;
     summarise_units(ts, s);
-    const double lambda = pid.update(s.cost / cfg.budget);  // before the policy update (§4)
+    const double lambda = pid.update(s.cost / cfg.budget);  // before the policy update (docs/rl_stats.md §4)
     s.lambda = lambda;
 
     // Targets: GAE for reward and cost per episode (terminal at its end).

@@ -1,4 +1,4 @@
-// PPO with a PID-Lagrangian compute budget (rl_stats.md §2–§4; ponder.md §3 learned-ppo-pid): actions are
+// PPO with a PID-Lagrangian compute budget (docs/rl_stats.md §2–§4; docs/method.md §4.6): actions are
 // the step options (default SKIP / UPDATE_1 / UPDATE_2 / UPDATE_4), reward = −loss of the unit's tokens,
 // cost = the unit's compute, constraint E[cost per unit] ≤ budget. Separate reward and cost critics, GAE for
 // both (a sequence end is a true terminal), λ from the PID controller once per iteration before the policy
@@ -25,8 +25,8 @@ struct PpoPidConfig {
   // what the cost is measured in (cost_limit is set to 1).
   PidConfig pid = {.kp = 1.0, .ki = 0.2, .kd = 0.0, .d_delay = 1, .alpha_p = 0.0, .alpha_d = 0.0,
                    .lambda_init = 0.0, .cost_limit = 1.0};
-  // > 0: clip the critics' updates around their pre-update values, 0.5·mean(max((V−R)², (V_clip−R)²)) with
-  // V_clip = V_old + clip(V − V_old, ±clip_value) (cleanrl clip_vloss). Off by default (P3: the clip acts on
+  // > 0: clip the critics' updates around their pre-update values, 0.5·mean(max((V−R)², (V_clip−R)²)) with V_clip =
+  // V_old + clip(V − V_old, ±clip_value) (cleanrl clip_vloss). Off by default (docs/rl_stats.md P3: the clip acts on
   // absolute value differences; here values are in units of the warm-up batch's reward spread).
   double clip_value = 0;
   double target_kl = 0;   // > 0: stop an iteration's epochs once the last minibatch's approx-KL exceeds it (cleanrl)

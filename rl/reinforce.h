@@ -1,4 +1,4 @@
-// REINFORCE for the step-allocation policy (rl_stats.md §1, ponder.md §3 learned-reinforce): reward =
+// REINFORCE for the step-allocation policy (docs/rl_stats.md §1, docs/method.md §4.5): reward =
 // −loss of the unit's tokens, discounted Monte-Carlo returns within the sequence (temporal credit: steps
 // spent now lower the loss of later units through the carried weights), a baseline, a compute penalty
 // and an entropy bonus.

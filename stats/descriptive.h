@@ -1,4 +1,5 @@
-// Descriptive statistics on plain vectors, with the conventions rl_stats.md pins down (conventions, §7, P4).
+// Descriptive statistics on plain vectors, with the conventions of docs/rl_stats.md (its conventions, §7, pitfall
+// P4 of §10).
 #pragma once
 #include <vector>
 
@@ -20,7 +21,7 @@ double median(const std::vector<double>& x);
 // Throws when nothing would remain (proportion must be in [0, 0.5)).
 double trimmed_mean(const std::vector<double>& x, double proportion);
 // rliable's interquartile mean: trimmed_mean(x, 0.25). This floors the cut instead of weighting the boundary values
-// fractionally, so it differs from the "fractional IQM" when n is not a multiple of 4 (§7, §9.7).
+// fractionally, so it differs from the "fractional IQM" when n is not a multiple of 4 (docs/rl_stats.md §7.2, §9.7).
 double iqm(const std::vector<double>& x);
 
 // 1-based ranks with ties given their average rank (scipy.stats.rankdata's default 'average').

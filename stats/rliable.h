@@ -1,5 +1,6 @@
 // rliable's aggregate metrics, performance profiles, probability of improvement and stratified bootstrap confidence
-// intervals (Agarwal et al., NeurIPS 2021; google-research/rliable @ 3ccd9f4), as specified in rl_stats.md §7.
+// intervals (Agarwal et al., NeurIPS 2021; google-research/rliable @ 3ccd9f4), as docs/rl_stats.md §7 states them.
+// P<n>: the pitfalls of docs/rl_stats.md §10.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -13,15 +14,15 @@ namespace ponder::stats {
 using ScoreMatrix = std::vector<std::vector<double>>;
 
 std::vector<double> task_means(const ScoreMatrix& scores);
-// rliable's aggregates (§7): mean and median of the per-task means; the IQM of all N·M scores pooled
+// rliable's aggregates (docs/rl_stats.md §7.2): mean and median of the per-task means; the IQM of all N·M scores pooled
 // (trimmed_mean 25 %, floor cut); optimality gap γ - mean(min(X, γ)) over all scores.
 double aggregate_mean(const ScoreMatrix& scores);
 double aggregate_median(const ScoreMatrix& scores);
 double aggregate_iqm(const ScoreMatrix& scores);
 double optimality_gap(const ScoreMatrix& scores, double gamma = 1.0);
 
-// Performance profiles (§7): F̂(τ) = fraction of scores STRICTLY greater than τ, one value per τ. The run-score
-// profile pools all N·M scores; the average-score profile uses the M task means.
+// Performance profiles (docs/rl_stats.md §7.3): F̂(τ) = fraction of scores STRICTLY greater than τ, one value per τ.
+// The run-score profile pools all N·M scores; the average-score profile uses the M task means.
 std::vector<double> score_profile(const std::vector<double>& scores, const std::vector<double>& taus);
 std::vector<double> run_score_profile(const ScoreMatrix& scores, const std::vector<double>& taus);
 std::vector<double> average_score_profile(const ScoreMatrix& scores, const std::vector<double>& taus);
@@ -35,7 +36,7 @@ double probability_greater(const std::vector<double>& x, const std::vector<doubl
 double probability_of_improvement(const ScoreMatrix& x, const ScoreMatrix& y);
 
 struct Interval {
-  double point = 0;  // the statistic on the original data, not the bootstrap mean (§9.8c)
+  double point = 0;  // the statistic on the original data, not the bootstrap mean (docs/rl_stats.md §7.5)
   double lo = 0, hi = 0;
 };
 
@@ -43,7 +44,8 @@ struct Interval {
 Interval percentile_interval(double point, const std::vector<double>& replicates, double confidence);
 
 // One stratified resample: out[n][m] = scores[run_indices[m][n]][m], i.e. each task's column is resampled from its
-// own runs only, with the run indices given per task. Exposed so tests can inject indices (§9.8a, P10).
+// own runs only, with the run indices given per task. Exposed so tests can inject indices
+// (docs/rl_stats.md §9.8a, P10).
 ScoreMatrix stratified_resample(const ScoreMatrix& scores, const std::vector<std::vector<int64_t>>& run_indices);
 
 struct BootstrapOptions {
@@ -57,9 +59,9 @@ using MatrixStatistics = std::function<std::vector<double>(const ScoreMatrix&)>;
 using MatrixStatistic = std::function<double(const ScoreMatrix&)>;
 using PairStatistic = std::function<double(const ScoreMatrix&, const ScoreMatrix&)>;
 
-// Stratified bootstrap with percentile intervals (§7): for b = 1..reps, resample the N runs of every task
-// independently with replacement and evaluate the statistic(s) on the resampled matrix. Returns one Interval per
-// value `statistics` produces (it must always produce the same number of values, e.g. rliable's
+// Stratified bootstrap with percentile intervals (docs/rl_stats.md §7.5): for b = 1..reps, resample the N runs of
+// every task independently with replacement and evaluate the statistic(s) on the resampled matrix. Returns one
+// Interval per value `statistics` produces (it must always produce the same number of values, e.g. rliable's
 // [median, IQM, mean, optimality gap] or a profile over fixed τ).
 // Draws come from ponder::Generator(seed), a counter-based stream, so the intervals depend only on the data, the
 // statistic and the options: the same seed reproduces them exactly on any machine and thread count. They cannot

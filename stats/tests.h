@@ -1,5 +1,5 @@
-// Classical paired tests, multiple-comparison corrections, effect sizes and rank correlation (rl_stats.md §8),
-// following scipy's documented definitions.
+// Classical paired tests, multiple-comparison corrections, effect sizes and rank correlation (docs/rl_stats.md §8),
+// following scipy's documented definitions. P<n>: the pitfalls of docs/rl_stats.md §10.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,8 +23,9 @@ TTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b);
 // How wilcoxon_signed_rank computes its p-value.
 //   Exact: the exact null distribution of W+ over all 2^n sign patterns of the (tied, average) ranks — scipy's
 //          'exact' without ties, and the exhaustive sign-flip permutation test scipy >= 1.15 runs for small samples
-//          with ties (§8 step 4). Counted by dynamic programming over rank sums, so n is not limited to ~20.
-//   Normal: the normal approximation with the tie-corrected variance (§8 step 5).
+//          with ties (docs/rl_stats.md §8.2 step 4). Counted by dynamic programming over rank sums, so n is not
+//          limited to ~20.
+//   Normal: the normal approximation with the tie-corrected variance (docs/rl_stats.md §8.2 step 5).
 //   Auto:   Exact when n <= 50 (after dropping zeros), otherwise Normal.
 enum class WilcoxonMethod { Auto, Exact, Normal };
 
@@ -38,23 +39,23 @@ struct Wilcoxon {
   bool exact = false;    // whether p_value came from the exact distribution
 };
 
-// scipy.stats.wilcoxon(d, zero_method='wilcox', alternative='two-sided') (§8): drop zero differences, rank |d| with
-// average ranks, W± = rank sums by sign. Exact p = min(1, 2·min(P(W+ ≥ w+), P(W+ ≤ w+))); normal p uses
-// σ² = n(n+1)(2n+1)/24 - Σ(t³-t)/48 over tie groups t, with the continuity correction moving W+ 0.5 towards the
-// mean when `correction` is set (it does not affect the exact p). When every difference is zero (n = 0) the
-// statistics are 0 and z = p = NaN, as in scipy.
+// scipy.stats.wilcoxon(d, zero_method='wilcox', alternative='two-sided') (docs/rl_stats.md §8.2): drop zero
+// differences, rank |d| with average ranks, W± = rank sums by sign. Exact p = min(1, 2·min(P(W+ ≥ w+), P(W+ ≤ w+)));
+// normal p uses σ² = n(n+1)(2n+1)/24 - Σ(t³-t)/48 over tie groups t, with the continuity correction moving W+ 0.5
+// towards the mean when `correction` is set (it does not affect the exact p). When every difference is zero (n = 0)
+// the statistics are 0 and z = p = NaN, as in scipy.
 Wilcoxon wilcoxon_signed_rank(const std::vector<double>& differences, WilcoxonMethod method = WilcoxonMethod::Auto,
                               bool correction = false);
 Wilcoxon wilcoxon_signed_rank(const std::vector<double>& a, const std::vector<double>& b,
                               WilcoxonMethod method = WilcoxonMethod::Auto, bool correction = false);
 
-// Multiple-comparison corrections of a family of p-values, returned in the input order (§8).
+// Multiple-comparison corrections of a family of p-values, returned in the input order (docs/rl_stats.md §8.3).
 // Bonferroni: min(1, m·p). Holm: with p sorted ascending, p_adj(k) = max_{j≤k} min(1, (m-j+1)·p_(j)).
 // p-values must be in [0, 1]; NaN is rejected.
 std::vector<double> bonferroni(const std::vector<double>& p_values);
 std::vector<double> holm(const std::vector<double>& p_values);
 
-// Effect sizes (§8). Cohen's d of independent samples: (x̄ - ȳ)/s_p with the pooled sd
+// Effect sizes (docs/rl_stats.md §8.4). Cohen's d of independent samples: (x̄ - ȳ)/s_p with the pooled sd
 // s_p = sqrt(((n_x-1)s_x² + (n_y-1)s_y²)/(n_x+n_y-2)); each sample needs >= 2 values.
 // Hedges' g = d·(1 - 3/(4(n_x+n_y)-9)).
 double cohens_d(const std::vector<double>& x, const std::vector<double>& y);

@@ -1,5 +1,6 @@
-// The RL math of rl/ against the exact vectors of rl_stats.md §9.1–§9.6 (tolerance 1e-9 unless a case says
-// otherwise), plus the edge cases the pitfalls of §10 name.
+// The RL math of rl/ against the reference values of docs/rl_stats.md §9.1–§9.6 (tolerance 1e-9 unless a case says
+// otherwise), plus the edge cases its pitfalls (§10) name. The § numbers in test names and the P labels refer to
+// docs/rl_stats.md.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -58,7 +59,7 @@ Vec run_pid(const PidConfig& config, const Vec& costs) {
   return out;
 }
 
-// rlpyt's code form configured as the paper's Algorithm 2 (§4): no EMAs, delay 1, λ_init 0.
+// rlpyt's code form configured as the paper's Algorithm 2 (docs/rl_stats.md §4): no EMAs, delay 1, λ_init 0.
 PidConfig paper_form(double kp, double ki, double kd, double limit) {
   PidConfig c;
   c.kp = kp, c.ki = ki, c.kd = kd, c.cost_limit = limit;
@@ -93,7 +94,8 @@ TEST_CASE("discounted returns bootstrap at truncations and after the last transi
 TEST_CASE("§9.1 REINFORCE: batch-mean baseline, std conventions, normalisation, losses and logit gradient") {
   const Vec g = {4.807, 4.23, 4.7, 3};
   check_close(batch_mean_advantages(g), {0.62275, 0.04575, 0.51575, -1.18425});
-  // The doc's normalised vector has no eps; pytorch/examples' float32 eps moves it by ~1.4e-7 relative.
+  // The reference normalised vector (docs/rl_stats.md §9.1) is computed without eps; pytorch/examples' float32 eps
+  // moves it by ~1.4e-7 relative.
   const Vec normalized = {0.7518202855, 0.05523208039, 0.6226436166, -1.429695982};
   check_close(standardize(g, 1, 0.0), normalized, 1e-9);
   check_close(standardize(g), normalized, 1e-6);

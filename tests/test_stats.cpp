@@ -1,6 +1,7 @@
-// The statistics of stats/ against the exact vectors of rl_stats.md §9.7–§9.9 (tolerance 1e-9), known closed forms
-// of the special functions, and statistical properties of the seeded stratified bootstrap (§9.8c–d), whose numbers
-// cannot match rliable's: those come from numpy's global RNG (P10), ours from ponder::Generator.
+// The statistics of stats/ against the reference values of docs/rl_stats.md §9.7–§9.9 (tolerance 1e-9), known closed
+// forms of the special functions, and statistical properties of the seeded stratified bootstrap (docs/rl_stats.md
+// §9.8c–d), whose numbers cannot match rliable's: those come from numpy's global RNG (P10), ours from
+// ponder::Generator. The § numbers in test names and the P labels refer to docs/rl_stats.md.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -60,9 +61,9 @@ ScoreMatrix pooled(const ScoreMatrix& x) {
   return out;
 }
 
-// §9.8d: `experiments` data sets X[n][m] ~ N(mus[m], 1) with `runs` rows; how often the 95 % percentile CI of
-// `statistic` (B = 1000) contains `truth`, and its mean width. `pool` bootstraps the pooled scores instead of
-// resampling each task's runs.
+// docs/rl_stats.md §9.8d: `experiments` data sets X[n][m] ~ N(mus[m], 1) with `runs` rows; how often the 95 %
+// percentile CI of `statistic` (B = 1000) contains `truth`, and its mean width. `pool` bootstraps the pooled scores
+// instead of resampling each task's runs.
 Coverage coverage(int64_t runs, const Vec& mus, const MatrixStatistic& statistic, double truth, int experiments,
                   uint64_t seed, bool pool = false) {
   ponder::Generator data_gen(seed);
@@ -85,7 +86,7 @@ TEST_CASE("descriptive statistics: mean, ddof conventions, type-7 quantiles, ran
   check_close(mean({1, 2, 3, 4}), 2.5);
   check_close(stddev({4.807, 4.23, 4.7, 3}, 1), 0.8283229543);
   check_close(stddev({4.807, 4.23, 4.7, 3}, 0), 0.717348721);
-  // §9.8b: numpy's linear rule on [1..10].
+  // docs/rl_stats.md §9.8b: numpy's linear rule on [1..10].
   check_close(quantiles({10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, {0.025, 0.975}), {1.225, 9.775});
   check_close(quantile({3, 1, 2}, 0.0), 1.0);
   check_close(quantile({3, 1, 2}, 1.0), 3.0);
@@ -195,15 +196,15 @@ TEST_CASE("§7 probability-of-improvement CI from independent stratified bootstr
 }
 
 TEST_CASE("§9.8d coverage of the 95% stratified percentile CI, and the pooled-bootstrap bug detector") {
-  // Our RNG differs from the Python script's, so the targets carry the doc's ±0.04 tolerance at E = 400; the
-  // percentile bootstrap under-covers at small N (§9.8d), theory ≈ 0.92–0.93 for N = 10.
+  // The reference figures come from a Python simulation with another RNG, so the targets carry a ±0.04 tolerance at
+  // E = 400; the percentile bootstrap under-covers at small N, theory ≈ 0.92–0.93 for N = 10 (docs/rl_stats.md §9.8d).
   const Coverage mean_n10 = coverage(10, {0, 1, 2}, aggregate_mean, 1.0, 400, 12345);
   CHECK(std::abs(mean_n10.rate - 0.91) <= 0.04);
   CHECK(std::abs(mean_n10.width - 0.67) <= 0.03);
   CHECK(std::abs(coverage(5, {0, 1, 2}, aggregate_mean, 1.0, 400, 2024).rate - 0.90) <= 0.04);
   // N = 3 under-covers more (theory ≈ 0.86): the bootstrap variance is shrunk by (N-1)/N.
   CHECK(std::abs(coverage(3, {0, 0, 0, 0, 0}, aggregate_mean, 0.0, 400, 31).rate - 0.84) <= 0.04);
-  // The doc's IQM figure (≈ 0.90) is the script's seed 12345; its seeds 1 and 2 give 0.925 and 0.9225, and 2000
+  // The reference IQM figure (≈ 0.90) is the simulation's seed 12345; its seeds 1 and 2 give 0.925 and 0.9225, and 2000
   // experiments here give 0.936, so the band spans both: [0.90 - 0.04, 0.93 + 0.04].
   const Coverage iqm_n10 = coverage(10, {0, 0, 0}, aggregate_iqm, 0.0, 400, 777);
   CHECK(iqm_n10.rate >= 0.86);
@@ -231,7 +232,7 @@ TEST_CASE("special functions: regularised incomplete beta against closed forms, 
     check_close(student_t_two_sided_p(t, 1), 1 - 2 / std::numbers::pi * std::atan(t), 1e-13);
     check_close(student_t_two_sided_p(-t, 2), 1 - t / std::sqrt(2 + t * t), 1e-13);
   }
-  check_close(student_t_two_sided_p(2.776445105, 4), 0.05, 1e-9);  // §8 sanity value
+  check_close(student_t_two_sided_p(2.776445105, 4), 0.05, 1e-9);  // docs/rl_stats.md §8.6 sanity value
   check_close(student_t_two_sided_p(1.959963984540054, 1e6), 0.05, 1e-6);
   CHECK(student_t_two_sided_p(INFINITY, 3) == 0.0);
   check_close(normal_two_sided_p(1.959963984540054), 0.05, 1e-12);
