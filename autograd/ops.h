@@ -71,13 +71,13 @@ Tensor sum_to(const Tensor& x, const Shape& shape);  // inverse of broadcasting
 Tensor layer_norm_rows(const Tensor& x, double eps);
 // s·(v − mean v − x̂·mean(v⊙x̂)), s = 1/sqrt(var x + eps): the gradient of layer_norm_rows at x for the
 // upstream gradient v (v broadcasts to x). Differentiable in x and v, so the inner loop's closed-form
-// gradient through a LayerNorm (ttt.md §1.6, §2.2) is one op.
+// gradient through a LayerNorm (docs/ttt.md §1.6, §2.2) is one op.
 Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);
 // γ⊙layer_norm_rows(x) + β as one op, γ and β of one shape broadcasting to x along its leading axes
 // (a (D) vector, or per head (1, H, 1, D) for (B, H, rows, D)). layer_norm in autograd/nn.h uses it.
 Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps);
-// ∂/∂z of ½‖γ⊙x̂ + β − target‖² row by row, x̂ = layer_norm_rows(z) (ttt.md §1.6: the TTT inner gradient
-// through LN + L2) as one op whose gradient (§2.2) is one fused kernel. target broadcasts to z.
+// ∂/∂z of ½‖γ⊙x̂ + β − target‖² row by row, x̂ = layer_norm_rows(z) (docs/ttt.md §1.6: the TTT inner
+// gradient through LN + L2) as one op whose gradient (docs/ttt.md §2.2) is one fused kernel. target broadcasts to z.
 Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, const Tensor& beta, double eps);
 // x / sqrt(mean(x²) + eps); rms_norm in autograd/nn.h adds the weight.
 Tensor rms_norm_rows(const Tensor& x, double eps);

@@ -71,7 +71,7 @@ Tensor silu(const Tensor& x) {
 }
 Tensor gelu_tanh_grad(const Tensor& x) {
   // gelu'' = (1 − t²)·(u' − x·t·u'² + ½·x·u''), t = tanh(u), u = c(x + a·x³), u' = c(1 + 3a·x²), u'' = 6ca·x
-  // (ttt.md §2.2), written with differentiable ops for higher orders.
+  // (docs/ttt.md §2.2), written with differentiable ops for higher orders.
   return unary_op(Op::GeluTanhGrad, UnaryOp::GeluTanhGrad, x, 0, 0, [](const Tensor& g, const Tensor& x, const Tensor&) {
     const double c = 0.7978845608028654, a = 0.044715;
     Tensor x2 = mul(x, x);

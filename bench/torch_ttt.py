@@ -8,7 +8,7 @@ The model is the one `ponder bench train --config tiny|small` trains with the du
 byte vocabulary 256, tied embeddings, pre-RMSNorm blocks (eps 1e-6), TTT-Linear on the Transformer
 backbone (separate wq/wk/wv/wo, no convs, no pre-conv) with the GELU-tanh output gate, SwiGLU MLP with
 hidden ceil(8d/3 / 32)*32, final RMSNorm. The TTT layer is written the way ttt-lm-pytorch writes it
-(ttt.md §1.2-1.10): RoPE on Q/K with the in-mini-batch position t % 16 on interleaved pairs; the
+(docs/ttt.md §1.2-1.10): RoPE on Q/K with the in-mini-batch position t % 16 on interleaved pairs; the
 per-token inner learning rate eta[i, j] = base_lr * relu(1/(i+1) + token_idx[i]) * sigmoid(u_j . lr_w
 + lr_b) / head_dim; a Python loop over the mini-batches, batched over (B, H) with torch.matmul; the
 inner gradient in closed form (ln_fused_l2_bwd); the dual-form output and carried state; post
@@ -101,7 +101,7 @@ def apply_rope(x, cos, sin):
 
 
 class TTTLinear(nn.Module):
-    """TTT-Linear, Transformer backbone, GELU gate, dual form (ttt.md §1.7)."""
+    """TTT-Linear, Transformer backbone, GELU gate, dual form (docs/ttt.md §1.7)."""
 
     def __init__(self, d, heads):
         super().__init__()

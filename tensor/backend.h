@@ -87,8 +87,8 @@ class Backend {
   // With per-element γ, β (contiguous, shape P; row r of x uses γ[goff[r] .. goff[r] + D)):
   //   layer_norm_affine:          out = γ⊙x̂ + β
   //   layer_norm_affine_backward: dx = layer_norm_backward(x, g⊙γ), dγ = Σ_rows g⊙x̂, dβ = Σ_rows g
-  //   ln_l2_grad:                 out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ)   (ttt.md §1.6)
-  //   ln_l2_grad_vjp:             dz, dt, dγ, dβ of ln_l2_grad for upstream w      (ttt.md §2.2)
+  //   ln_l2_grad:                 out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ)   (docs/ttt.md §1.6)
+  //   ln_l2_grad_vjp:             dz, dt, dγ, dβ of ln_l2_grad for upstream w      (docs/ttt.md §2.2)
   // dγ and dβ (shape P) sum over rows in fixed blocks of rows, so they do not depend on the thread count.
   virtual bool layer_norm_affine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
     return false;

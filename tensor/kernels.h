@@ -77,8 +77,8 @@ std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& 
 // RMS norm with a weight w broadcast like γ above, and its gradients {dx, dw} for upstream g.
 Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps);
 std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g, double eps);
-// ∂/∂z of ½‖γ⊙x̂ + β − t‖² row by row (ttt.md §1.6): layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ); t broadcasts
-// to z. And its VJP {dz, dt (shaped like z), dγ, dβ} for upstream w (ttt.md §2.2).
+// ∂/∂z of ½‖γ⊙x̂ + β − t‖² row by row (docs/ttt.md §1.6): layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ); t broadcasts
+// to z. And its VJP {dz, dt (shaped like z), dγ, dβ} for upstream w (docs/ttt.md §2.2).
 Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps);
 std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
                                      const Tensor& w, double eps);

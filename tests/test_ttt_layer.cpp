@@ -1,5 +1,5 @@
 // The TTT layer: dual form vs the engine-driven iterative path, outer gradients through inner
-// steps vs finite differences, causality, and inner-loop FLOPs vs ttt.md §4.
+// steps vs finite differences, causality, and inner-loop FLOPs vs docs/ttt.md §4.2.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -176,7 +176,7 @@ TEST_CASE("causality: later tokens never change earlier outputs") {
       }
 }
 
-TEST_CASE("inner-loop FLOPs equal ttt.md §4: 6bf² + 6b²f (linear), 56bf² + 30b²f (MLP) per head per unit") {
+TEST_CASE("inner-loop FLOPs equal docs/ttt.md §4.2: 6bf² + 6b²f (linear), 56bf² + 30b²f (MLP) per head per unit") {
   const uint64_t B = 2, H = 2, b = 16, f = 32;
   for (bool mlp : {false, true}) {
     Generator gen(5);

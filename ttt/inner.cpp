@@ -32,8 +32,8 @@ Tensor inner_loss_rows(const InnerState& s, const Tensor& xk, const Tensor& targ
 }
 
 Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const InnerNorm& n) {
-  // (D·gy − Σgy − x̂·Σ(gy⊙x̂)) / (D·σ) with gy = (γ⊙x̂ + β − target)⊙γ: the closed form of ttt.md §1.6 as
-  // one fused op, whose gradient in the outer backward (§2.2) is one fused kernel too.
+  // (D·gy − Σgy − x̂·Σ(gy⊙x̂)) / (D·σ) with gy = (γ⊙x̂ + β − target)⊙γ: the closed form of docs/ttt.md §1.6
+  // as one fused op, whose gradient in the outer backward (docs/ttt.md §2.2) is one fused kernel too.
   return ponder::ln_l2_grad(z, target, n.gamma, n.beta, n.eps);
 }
 
@@ -46,7 +46,7 @@ Tensor inner_output(const InnerState& s, const Tensor& xq, const InnerNorm& n) {
 namespace {
 
 // Given the per-token gradients at the start-of-mini-batch weights, the dual-form outputs and the
-// carried state (ttt.md §1.7–1.8). g1: ∂ℓ/∂Z1 (B,H,b,h); g2: ∂ℓ/∂Z2 (B,H,b,f) for the MLP.
+// carried state (docs/ttt.md §1.7–§1.8). g1: ∂ℓ/∂Z1 (B,H,b,h); g2: ∂ℓ/∂Z2 (B,H,b,f) for the MLP.
 Tensor dual_combine(const InnerState& s, const Tensor& xq, const Tensor& x1, const Tensor& x2, const Tensor& g1,
                     const Tensor& g2, const Tensor& eta, const InnerNorm& n, InnerState& next, CostMeter* meter) {
   const int64_t b = xq.shape()[2];

@@ -1,7 +1,7 @@
 // The inner model of a TTT layer, batched over (B, H) and any extra leading axes:
 //   f(x) = x + LN(f_res(x)),  f_res = x·W1 + b1 (linear) or gelu(x·W1 + b1)·W2 + b2 (MLP),
 // the per-token reconstruction loss ℓ_j = ½‖LN(f_res(XK_j)) − (XV_j − XK_j)‖², the closed-form
-// gradient through LN + L2 (ttt.md §1.6), and one mini-batch step in the dual form (§1.7–1.8).
+// gradient through LN + L2 (docs/ttt.md §1.6), and one mini-batch step in the dual form (docs/ttt.md §1.7–§1.8).
 #pragma once
 #include "autograd/ops.h"
 #include "ttt/schedule.h"
@@ -44,7 +44,7 @@ Tensor f_res(const InnerState& s, const Tensor& x);                      // (…
 Tensor recon_loss_rows(const Tensor& z, const Tensor& target, const InnerNorm& n);
 // ℓ per row: (…, rows).
 Tensor inner_loss_rows(const InnerState& s, const Tensor& xk, const Tensor& target, const InnerNorm& n);
-// ∂ℓ/∂z for ℓ = ½‖LN(z) − target‖², row-wise (ttt.md §1.6), written with differentiable ops.
+// ∂ℓ/∂z for ℓ = ½‖LN(z) − target‖², row-wise (docs/ttt.md §1.6), written with differentiable ops.
 Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const InnerNorm& n);
 // d/dx gelu_tanh(x), with differentiable ops.
 Tensor gelu_grad(const Tensor& x);
@@ -71,14 +71,14 @@ Tensor dual_step_autograd(const InnerState& s, const Tensor& xq, const Tensor& x
 namespace ponder::ttt {
 
 // One more full step of the carry rule, closed form: W ← W − ∇_W Σ_j ηlast_j·ℓ_j(W) with the
-// gradient written out (ttt.md §1.7 update). eta_last: (B, H, b, 1).
+// gradient written out (docs/ttt.md §3.2). eta_last: (B, H, b, 1).
 InnerState carry_step_closed(const InnerState& s, const Tensor& xk, const Tensor& xv, const Tensor& eta_last,
                              const InnerNorm& n, CostMeter* meter = nullptr);
 // The same step with the gradient taken by the engine (grad, create_graph when the outer pass records).
 InnerState carry_step_autograd(const InnerState& s, const Tensor& xk, const Tensor& xv, const Tensor& eta_last,
                                const InnerNorm& n, CostMeter* meter = nullptr);
 
-// Prefix mode (ponder.md §1): every position i of the unit has its own weights W_i, (B, H, b, …),
+// Prefix mode (docs/ttt.md §3.3): every position i of the unit has its own weights W_i, (B, H, b, …),
 // and takes one step on its causal prefix: W_i ← W_i − ∇ Σ_{j≤i} η[i,j]·ℓ_j(W_i). `n5` broadcasts
 // against (B, H, b, b, f).
 InnerState prefix_step(const InnerState& per_pos, const Tensor& xk, const Tensor& xv, const Tensor& eta,

@@ -1,4 +1,4 @@
-// The language model: token embedding → blocks → final RMSNorm → tied head (ttt.md §1.1).
+// The language model: token embedding → blocks → final RMSNorm → tied head (docs/ttt.md §1.1).
 // Block (pre-norm): [h += conv(RMSNorm(h))] ; h += mixer(RMSNorm(h)) ; h += SwiGLU(RMSNorm(h)),
 // where the mixer is a TTT layer or causal attention, chosen per layer (hybrids allowed).
 #pragma once

@@ -1,6 +1,6 @@
-// Training the language model with the official outer recipe (ttt.md §2.3): AdamW β (0.9, 0.95) with
+// Training the language model with the official outer recipe (docs/ttt.md §2.3): AdamW β (0.9, 0.95) with
 // weight decay 0.1, linear warm-up then cosine decay to a floor, global-norm clipping 1.0, gradient
-// accumulation over micro-batches, the TTT-MLP inner learning-rate warm-up (§1.5), and optionally
+// accumulation over micro-batches, the TTT-MLP inner learning-rate warm-up (docs/ttt.md §1.5, §2.3), and optionally
 // randomised step schedules, so a model is trained for the schedules it will be evaluated with.
 // Everything a run depends on (parameters, moments, data position, schedule draws) is checkpointed, so a
 // resumed run is bit-identical on CPU to an uninterrupted one with the same thread count.
@@ -48,7 +48,7 @@ struct TrainConfig {
 
 // Learning rate for optimiser step `step` (1-based): linear warm-up to lr, then cosine to min_lr.
 double learning_rate(const TrainConfig& c, int64_t step);
-// ttt_lr_mult at `step` for TTT-MLP (ttt.md §1.5); 1 for TTT-Linear.
+// ttt_lr_mult at `step` for TTT-MLP (docs/ttt.md §2.3); 1 for TTT-Linear.
 double ttt_lr_mult(const TrainConfig& c, const ModelConfig& m, int64_t step);
 
 // K drawn uniformly from `options` for every (layer, unit), in the order the layers ask.
