@@ -1,4 +1,4 @@
-// `ponder ablate`: the ablations of ponder.md §4 for learned-reinforce — discount γ, penalty λ, step options,
+// `ponder ablate`: the ablations of docs/method.md §5.5 for learned-reinforce — discount γ, penalty λ, step options,
 // MLP vs causal LSTM policy, decision unit size — as cells of one comparison run (same held-out windows for
 // every cell, so every cell is paired with uniform at the budget), each group reported as a table with
 // bootstrap CIs and Holm-corrected paired tests, and a plot.
@@ -21,7 +21,7 @@ struct AblationGroup {
   std::vector<AblationCell> cells;
 };
 
-// The groups of ponder.md §4 around the defaults in `learn` (mini_batch: the model's). Token-level units need a
+// The groups of docs/method.md §5.5 around the defaults in `learn` (mini_batch: the model's). Token-level units need a
 // model whose TTT mini-batch is 1, so the unit group compares the mini-batch with a 4-mini-batch chunk.
 std::vector<AblationGroup> ablation_groups(const LearnOptions& learn, int64_t mini_batch, int64_t seq_len);
 // Keeps the groups named in `names` (comma-separated; empty keeps all); an unknown name is an error.

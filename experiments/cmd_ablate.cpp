@@ -1,4 +1,4 @@
-// `ponder ablate`: the learned-reinforce ablations of ponder.md §4 (γ, λ, step options, MLP vs causal LSTM,
+// `ponder ablate`: the learned-reinforce ablations of docs/method.md §5.5 (γ, λ, step options, MLP vs causal LSTM,
 // decision unit) as one comparison run on a trained checkpoint; writes ablation.md, ablation.json and a plot per
 // group, plus the comparison's own report.md / results.json for the same cells.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// `ponder convergence` (ponder.md §4.1): how many inner gradient steps a unit's problem needs. For each
+// `ponder convergence` (docs/method.md §5.1): how many inner gradient steps a unit's problem needs. For each
 // unit and TTT-Linear layer, the inner loss without LayerNorm is least squares in (W, b1); we solve it in
 // closed form and run gradient descent from the weights carried into the unit, recording the gap
 // (ℓ(W_K) − ℓ*) / (ℓ(W_0) − ℓ*). Stated choices: rows weighted w_j = 1/b (not the layer's η) and

@@ -1,4 +1,4 @@
-// `ponder oracle` (ponder.md §4.2, "oracle first"): the greedy oracle's K distribution, how well each
+// `ponder oracle` (docs/method.md §5.2, "oracle first"): the greedy oracle's K distribution, how well each
 // difficulty score predicts the oracle's K (Spearman ρ), and the oracle's quality/compute frontier.
 // The oracle chooses K by looking at the labels, so everything here is an upper bound, not a policy.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// `ponder overhead` (ponder.md §4.3): what each difficulty policy spends on deciding (policy FLOPs)
+// `ponder overhead` (docs/method.md §5.3): what each difficulty policy spends on deciding (policy FLOPs)
 // against the inner FLOPs it saves relative to always taking the high step count and relative to
 // the uniform schedule at the same budget. The net saving can be negative, and is reported so.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The math of `ponder convergence` (ponder.md §4.1), on the host in double: a unit's inner problem for
+// The math of `ponder convergence` (docs/method.md §5.1), on the host in double: a unit's inner problem for
 // TTT-Linear without LayerNorm is weighted least squares,
 //   ℓ(W, b) = ½ Σ_j w_j ‖X_j W + b − T_j‖²,  X = XK (rows × f), T = XV − XK,
 // so its optimum solves the normal equations [X 1]ᵀD[X 1]·[W; b] = [X 1]ᵀD·T, and gradient descent

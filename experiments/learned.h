@@ -1,4 +1,4 @@
-// The learned methods of the comparison suite (ponder.md §3): learned-reinforce, learned-ppo-pid and
+// The learned methods of the comparison suite (docs/method.md §4.5–§4.7): learned-reinforce, learned-ppo-pid and
 // pondernet, each trained on validation windows before it is evaluated. A method name may carry overrides in
 // brackets, which is how `ponder ablate` names its cells:
 //   learned-reinforce[gamma=0.5,lambda=0.1,options=1/2/4/8,net=lstm,unit=64,iters=40]

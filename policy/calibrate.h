@@ -1,4 +1,4 @@
-// Percentile calibration of difficulty heuristics on a validation split (ponder.md §3 calibrated-*).
+// Percentile calibration of difficulty heuristics on a validation split (docs/method.md §4.3).
 #pragma once
 #include <utility>
 #include <vector>

@@ -1,5 +1,5 @@
 // Allocation policies: each decides, unit by unit, how many inner steps to spend, from the causal
-// features of policy/features.h. Names follow ponder.md §3.
+// features of policy/features.h. Names follow docs/method.md §4.
 #pragma once
 #include <memory>
 #include <stdexcept>

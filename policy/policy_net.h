@@ -1,4 +1,4 @@
-// Learned allocation policies (ponder.md §3): small networks over the causal feature vector of
+// Learned allocation policies (docs/method.md §4.5–§4.7): small networks over the causal feature vector of
 // policy/unit_features.h. A categorical policy picks one of the step options per unit; a halting
 // policy (PonderNet) gives a conditional halting probability per inner step. Their forward FLOPs are
 // counted by the engine while a rollout decides, so the overhead they report is measured.
@@ -117,10 +117,10 @@ class LearnedPolicy final : public Policy, public VectorActor {
   int last_action_ = -1;
 };
 
-// PonderNet halting (rl_stats.md §5): the network gives N logits z_n; λ_n = σ(z_n) is the
+// PonderNet halting (docs/rl_stats.md §5): the network gives N logits z_n; λ_n = σ(z_n) is the
 // conditional probability of halting after inner step n, λ_N := 1. All N are computed before the
 // unit runs (they depend on the causal features only). Sample halts at the first n with u_n < λ_n
-// (the conditional probability, P14); Greedy halts at the mode of p_n.
+// (the conditional probability, docs/rl_stats.md P14); Greedy halts at the mode of p_n.
 class HaltingPolicy final : public Policy, public VectorActor {
  public:
   HaltingPolicy(std::string name, std::shared_ptr<PolicyNet> net, FeatureNorm norm, FeatureNeeds needs);

@@ -120,7 +120,7 @@ with tempfile.TemporaryDirectory() as tmp:
     j = load(os.path.join(out, "ablation.json"))
     if j:
         check([g["group"] for g in j["groups"]] == ["gamma", "unit"], "ablation has the two requested groups")
-        check(len(j["groups"][0]["cells"]) == 4, "gamma group has the four settings of ponder.md")
+        check(len(j["groups"][0]["cells"]) == 4, "gamma group has the four settings of docs/method.md §5.5")
         res = load(os.path.join(out, "results.json"))
         by = {m["name"]: m for m in res["methods"]} if res else {}
         base = by.get(j["baseline"])
