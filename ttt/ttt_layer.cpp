@@ -201,7 +201,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   if (N % b != 0)
     throw std::invalid_argument("TTT layer: sequence length " + std::to_string(N) + " is not a multiple of the " +
                                 "mini-batch size " + std::to_string(b));
-  // Projections (ttt.md §1.2) and RoPE with in-mini-batch positions (§1.3).
+  // Projections (docs/ttt.md §1.2) and RoPE with in-mini-batch positions (docs/ttt.md §1.3).
   Tensor xq, xk;
   if (cfg_.shared_qk) {
     Tensor xqk = matmul(u, wq);
@@ -215,7 +215,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   xq = rope(heads(xq, H), b, cfg_.rope_theta);  // (B, H, N, f)
   xk = rope(heads(xk, H), b, cfg_.rope_theta);
   Tensor xv = heads(matmul(u, wv), H);
-  // η[b,h,m,i,j] = base_lr · lr_mult · tok[i] · σ(u_j·θ_lr + bias) / f   (§1.5)
+  // η[b,h,m,i,j] = base_lr · lr_mult · tok[i] · σ(u_j·θ_lr + bias) / f   (docs/ttt.md §1.5)
   Tensor lr = sigmoid(add(matmul(u, lr_w), lr_b));                     // (B, N, H)
   lr = reshape(permute(lr, {0, 2, 1}), {B, H, n, 1, b});               // per source token j
   Tensor tok = token_factor(u.dtype(), u.device());
@@ -245,7 +245,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
     std::vector<int> decided;
     out = scan(state, xq, xk, xv, eta, ln_gamma, ln_beta, u_base, u_base + n, run, decided, false);
   } else {
-    // Rematerialisation (ttt.md §1.9): keep only the state at group boundaries; the group's scan is
+    // Rematerialisation (docs/ttt.md §1.9): keep only the state at group boundaries; the group's scan is
     // re-run in backward, replaying the step counts decided the first time.
     std::vector<Tensor> outs;
     const bool mlp = cfg_.mlp;
@@ -281,7 +281,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   st.last_xk = units(xk, n - 1, n, b);
   st.last_xv = units(xv, n - 1, n, b);
   if (run.final_state) *run.final_state = state;
-  // Heads back together, post-norm, gate, output projection (§1.10).
+  // Heads back together, post-norm, gate, output projection (docs/ttt.md §1.10).
   Tensor z = reshape(permute(out, {0, 2, 1, 3}), {B, N, d});
   z = layer_norm(z, post_gamma, post_beta, 1e-6);
   if (run.watch) run.watch("post_norm", z);

@@ -1,4 +1,4 @@
-// The TTT layer (TTT-Linear / TTT-MLP) as the official JAX implementation defines it (ttt.md §1):
+// The TTT layer (TTT-Linear / TTT-MLP) as the official JAX implementation defines it (docs/ttt.md §1):
 // projections (shared Q/K with two causal convs on the Mamba backbone, separate on the Transformer
 // backbone), RoPE with in-mini-batch positions, the per-token learnable inner learning rate η, the
 // inner model f(x) = x + LN(f_res(x)) trained on XV − XK, post-norm, GELU gate, output projection.
