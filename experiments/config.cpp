@@ -399,12 +399,29 @@ std::string resolve_config(const std::string& name_or_path) {
   return is_path ? name_or_path : std::string(PONDER_SOURCE_ROOT) + "/configs/" + name_or_path + ".yaml";
 }
 
-std::string with_train_steps(const std::string& text, int64_t steps) {
+std::string with_overrides(const std::string& text, const std::vector<std::string>& sets) {
   YAML::Node root = YAML::Load(text);
-  root["train"]["steps"] = steps;
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('='), dot = s.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq)
+      throw std::invalid_argument("--set '" + s + "': expected section.key=value (e.g. model.base_lr=10)");
+    const std::string section = s.substr(0, dot), key = s.substr(dot + 1, eq - dot - 1);
+    YAML::Node value;
+    try {
+      value = YAML::Load(s.substr(eq + 1));  // "[0, 1]" is a list, "1e-3" a number, as in the file
+    } catch (const YAML::Exception& e) {
+      throw std::invalid_argument("--set '" + s + "': the value is not YAML: " + e.what());
+    }
+    root[section][key] = value;
+  }
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string with_train_steps(const std::string& text, int64_t steps) {
+  return with_overrides(text, {"train.steps=" + std::to_string(steps)});
 }
 
 }  // namespace ponder::cli

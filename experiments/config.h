@@ -4,6 +4,7 @@
 // and the key.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "experiments/compare.h"
 #include "ttt/eval.h"
@@ -58,6 +59,9 @@ RunConfig parse_config(const std::string& text, const std::string& source);
 RunConfig load_config(const std::string& path);
 // "tiny" → <repository>/configs/tiny.yaml; anything with a '/' or a .yaml suffix is a path.
 std::string resolve_config(const std::string& name_or_path);
+// The same YAML with each "section.key=value" of `sets` applied in order (the value is read as YAML, so lists and
+// numbers keep their types); the result is checked by parse_config like any file. Comments are not kept.
+std::string with_overrides(const std::string& text, const std::vector<std::string>& sets);
 // The same YAML with train.steps set to `steps` (comments are not kept).
 std::string with_train_steps(const std::string& text, int64_t steps);
 
