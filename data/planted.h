@@ -1,12 +1,17 @@
 // The positive control's corpus: generated text in which extra inner steps provably matter for some units and not
-// for others. Every line is one 16-byte unit (a TTT mini-batch of the byte tokenizer):
-//   filler      "..............." + "\n"                 predictable from the previous byte alone
-//   definition  "#" KKK "=" VVVVVVVVVV "\n"              a fresh random key and value (lowercase letters)
-//   recall      "@" KKK "=" VVVVVVVVVV "\n"              the same key and value again, on the very next line
-// Between definition–recall pairs come 2 to 6 filler lines. A recall's value can only be predicted from what the
-// layer stored while reading its definition, so the steps spent on definition units are what decides the recall
-// loss, while filler loss does not depend on the steps at all. An oracle that spends its budget on definitions and
-// skips filler must therefore beat uniform at equal compute, if the pipeline measures what it claims to.
+// for others. Every document draws its own alphabet of 4 distinct lowercase letters; every line is one 16-byte unit
+// (a TTT mini-batch of the byte tokenizer):
+//   noise  "." + 14 letters drawn uniformly from all 26 + "\n"      unpredictable whatever the model knows
+//   text   15 letters drawn uniformly from the document's alphabet + "\n"
+// Lines come in runs: 1 to 4 noise lines, then 1 to 3 text lines. A model that knows a document's alphabet pays
+// 2 bits per text letter; one that does not pays up to log2(26) = 4.7. Nothing before the document tells the
+// alphabet, so it can only be learned while reading, from the text lines: inner steps on text units write what
+// later text units need, while steps on noise units write uniform letters over it. An oracle that spends its budget
+// on text units and skips noise must therefore beat uniform at equal compute, if the pipeline measures what it
+// claims to; and a heuristic that spends where the loss is high spends on noise, the wrong place.
+// (Tried first and dropped: a copy task — a random string defined once and recalled on the next line — which the
+// small TTT layers never learned to retrieve, so every K >= 1 tied on it; and constant filler lines instead of noise,
+// whose effect was too small to separate from zero.)
 #pragma once
 #include <cstdint>
 

@@ -533,31 +533,38 @@ TEST_CASE("held-out streams: adaptation then evaluation tokens, scored from the 
   CHECK(scored_tokens(s) == 7);
 }
 
-TEST_CASE("planted corpus: 16-byte lines, every definition recalled on the next line, deterministic by seed") {
-  const Corpus a = make_planted(3, 5, 40), b = make_planted(3, 5, 40), c = make_planted(4, 5, 40);
-  REQUIRE(a.docs.size() == 5);
+TEST_CASE("planted corpus: 16-byte lines, noise or text in a per-document alphabet of 4 letters, deterministic") {
+  const Corpus a = make_planted(3, 6, 40), b = make_planted(3, 6, 40), c = make_planted(4, 6, 40);
+  REQUIRE(a.docs.size() == 6);
   CHECK(a.sha256 == b.sha256);
   CHECK(a.sha256 != c.sha256);
-  int pairs = 0;
+  std::set<std::string> alphabets;
   for (const Document& d : a.docs) {
     REQUIRE(d.text.size() == 40 * 16);
-    std::string prev;
+    std::set<char> used, noise_letters;
+    int text_lines = 0, noise_run = 0, text_run = 0;
     for (size_t at = 0; at < d.text.size(); at += 16) {
       const std::string line = d.text.substr(at, 16);
       CHECK(line.back() == '\n');
-      if (line[0] == '@') {
-        CHECK(prev.size() == 16);
-        CHECK(prev[0] == '#');
-        CHECK(prev.substr(1) == line.substr(1));  // the same key and value
-        ++pairs;
-      } else if (line[0] == '#') {
-        CHECK(d.text.substr(at + 16, 1) == "@");
-      } else {
-        CHECK(line == "...............\n");
+      const bool noise = line[0] == '.';
+      for (size_t i = noise ? 1 : 0; i + 1 < line.size(); ++i) {
+        CHECK((line[i] >= 'a' && line[i] <= 'z'));
+        (noise ? noise_letters : used).insert(line[i]);
       }
-      prev = line;
+      if (noise) {
+        text_run = 0;
+        CHECK(++noise_run <= 4);  // at most 4 noise lines in a row
+        continue;
+      }
+      noise_run = 0;
+      ++text_lines;
+      CHECK(++text_run <= 3);  // at most 3 text lines in a row
     }
+    CHECK(used.size() == 4);  // 15 letters per line over >= 10 lines: all four letters show, and no fifth
+    CHECK(noise_letters.size() > 4);  // noise is drawn from all 26 letters, not the document's alphabet
+    CHECK(text_lines >= 40 / 5);
+    alphabets.insert(std::string(used.begin(), used.end()));
   }
-  CHECK(pairs >= 5 * 40 / 8);  // at most 6 filler lines between pairs
+  CHECK(alphabets.size() >= 5);  // documents draw their own alphabets
   CHECK(error_of([] { make_planted(0, 1, 7); }).find("lines >= 8") != std::string::npos);
 }
