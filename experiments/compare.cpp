@@ -134,7 +134,7 @@ std::string run_key(const std::string& method, int seed) { return "run " + metho
 nlohmann::json oracle_units_json(const OracleUnits& u, size_t from) {
   auto tail = [from](const std::vector<double>& v) { return std::vector<double>(v.begin() + long(from), v.end()); };
   return {{"k", tail(u.k)}, {"loss", tail(u.loss)}, {"entropy", tail(u.entropy)}, {"ttt_loss", tail(u.ttt_loss)},
-          {"grad_norm", tail(u.grad_norm)}, {"tied", tail(u.tied)}};
+          {"grad_norm", tail(u.grad_norm)}, {"tied", tail(u.tied)}, {"first_token", tail(u.first_token)}};
 }
 
 void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
@@ -147,6 +147,7 @@ void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
   add("ttt_loss", u.ttt_loss);
   add("grad_norm", u.grad_norm);
   add("tied", u.tied);
+  if (j.contains("first_token")) add("first_token", u.first_token);  // journals written before it was recorded
 }
 
 }  // namespace
@@ -309,6 +310,19 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
         if (e.result.kind == "oracle") append_oracle_units(rec->at("oracle_units"), res.oracle_units);
         continue;
       }
+      // Streams mode: every seed reads the same streams and the oracle draws nothing, so its later seeds repeat
+      // seed 0 exactly; copy it instead of rerunning the most expensive method.
+      if (opt.streams && s > 0 && e.result.kind == "oracle") {
+        SeedResult again = e.result.seeds.front();
+        again.seed = s;
+        e.result.seeds.push_back(again);
+        const size_t per_seed = e.result.unit_k.size() / size_t(s), units = res.oracle_units.k.size() / size_t(s);
+        e.result.unit_k.insert(e.result.unit_k.end(), e.result.unit_k.begin(), e.result.unit_k.begin() + long(per_seed));
+        OracleUnits& u = res.oracle_units;
+        for (std::vector<double>* v : {&u.k, &u.loss, &u.entropy, &u.ttt_loss, &u.grad_norm, &u.tied, &u.first_token})
+          if (v->size() >= units) v->insert(v->end(), v->begin(), v->begin() + long(units));
+        continue;
+      }
       std::vector<Episode> eps;
       const size_t oracle_from = res.oracle_units.k.size();
       const auto t0 = std::chrono::steady_clock::now();
@@ -318,8 +332,11 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
         for (const Window& w : ws)
           eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead,
                                            opt.rollout));
-        for (const Episode& ep : eps)
-          for (const policy::UnitRecord& r : ep.units) {
+        const int64_t unit = model.config().mini_batch * opt.rollout.unit_batches;
+        for (size_t i = 0; i < eps.size(); ++i) {
+          const std::vector<int64_t> ids = ws[i].first.to_ints();
+          for (const policy::UnitRecord& r : eps[i].units) {
+            res.oracle_units.first_token.push_back(double(ids[size_t(r.unit * unit)]));
             res.oracle_units.k.push_back(r.k);
             res.oracle_units.loss.push_back(r.features.prev_loss);
             res.oracle_units.entropy.push_back(r.features.prev_entropy);
@@ -327,6 +344,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
             res.oracle_units.grad_norm.push_back(r.features.grad_norm);
             res.oracle_units.tied.push_back(r.tied ? 1.0 : 0.0);
           }
+        }
       }
       e.result.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
       std::vector<int> unit_k;
@@ -352,12 +370,20 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       res.frontier.push_back(rec->get<FrontierPoint>());
       continue;
     }
+    // μ = 0 is the greedy oracle itself, already run on these windows when it is one of the methods.
+    const auto oracle = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.kind == "oracle"; });
+    if (opt.frontier_mus[i] == 0 && oracle != entries.end() && !oracle->result.seeds.empty()) {
+      const SeedResult& o = oracle->result.seeds.front();
+      res.frontier.push_back({0.0, o.bpb, o.inner_per_token, o.base_per_token, o.mean_k, o.window_bpb});
+      jr.add(key, res.frontier.back());
+      continue;
+    }
     std::vector<Episode> eps;
     for (const Window& w : ws0)
       eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, opt.frontier_mus[i],
                                        opt.oracle_lookahead, opt.rollout));
     SeedResult s = summarise(0, eps, set0, 0);
-    res.frontier.push_back({opt.frontier_mus[i], s.bpb, s.inner_per_token, s.base_per_token, s.mean_k});
+    res.frontier.push_back({opt.frontier_mus[i], s.bpb, s.inner_per_token, s.base_per_token, s.mean_k, s.window_bpb});
     jr.add(key, res.frontier.back());
   }
   for (Entry& e : entries) res.methods.push_back(std::move(e.result));

@@ -1,4 +1,4 @@
-// The comparison suite (ponder.md §4): every method × seeds on held-out windows, with exact costs
+// The comparison suite (docs/method.md §5.4): every method × seeds on held-out windows, with exact costs
 // from the engine's counters. A seed fixes which held-out windows are evaluated and the random
 // policy's draws; every method sees the same windows for a seed, so results are paired by window.
 #pragma once
@@ -13,7 +13,7 @@
 
 namespace ponder::cli {
 
-// Thresholds of the research plan's success criteria (compare.criteria_*), so the report code holds none.
+// Thresholds of the success criteria (docs/method.md §6.4; compare.criteria_*), so the report code holds none.
 struct Criteria {
   double quality = 0.01;         // bpb within this fraction of uniform-4 …
   double flops = 0.05;           // … at this fraction fewer total FLOPs …
@@ -72,12 +72,14 @@ struct MethodResult {
 
 struct FrontierPoint {
   double mu = 0, bpb = 0, inner_per_token = 0, base_per_token = 0, mean_k = 0;
+  std::vector<double> window_bpb;  // per window (or stream) of seed 0, paired with every method's seed 0
 };
 
 // Oracle K and the difficulty scores seen when it was chosen, per unit (oracle analysis).
 struct OracleUnits {
   std::vector<double> k, loss, entropy, ttt_loss, grad_norm;
   std::vector<double> tied;  // 1 where the oracle's K was decided by a tie between options
+  std::vector<double> first_token;  // the unit's first input token: lets an analysis tell kinds of unit apart
 };
 
 

@@ -33,13 +33,46 @@ double paired_improvement(const std::vector<double>& d) {
   return d.empty() ? NAN : n / double(d.size());
 }
 
-// The best bpb the oracle frontier reaches at no more than `flops` per token (NaN if none does).
-double frontier_within(const std::vector<FrontierPoint>& f, double flops) {
-  double best = NAN;
+// The frontier point with the best bpb at no more than `flops` per token (null if none is).
+const FrontierPoint* best_within(const std::vector<FrontierPoint>& f, double flops) {
+  const FrontierPoint* best = nullptr;
   for (const FrontierPoint& p : f)
-    if (p.base_per_token + p.inner_per_token <= flops * (1 + 1e-9) && !(best <= p.bpb)) best = p.bpb;
+    if (p.base_per_token + p.inner_per_token <= flops * (1 + 1e-9) && !(best && best->bpb <= p.bpb)) best = &p;
   return best;
 }
+
+}  // namespace
+
+// The frontier runs on seed 0's windows (or the streams), so its best point within the baseline's FLOPs is
+// paired window by window with the baseline's seed 0: the interval resamples those windows.
+Headroom oracle_headroom(const CompareResult& r, const MethodResult& base) {
+  Headroom h;
+  h.base_flops = base.seeds.front().total_per_token();
+  const MethodResult* u = &base;
+  for (const MethodResult& m : r.methods)
+    if (m.kind == "uniform" && !m.seeds.empty() && m.seeds.front().total_per_token() <= h.base_flops * (1 + 1e-9) &&
+        m.seeds.front().bpb < u->seeds.front().bpb)
+      u = &m;
+  h.uniform = u->name;
+  const FrontierPoint* p = best_within(r.frontier, h.base_flops);
+  if (!p) return h;
+  h.mu = p->mu;
+  h.flops = p->base_per_token + p->inner_per_token;
+  h.bpb = u->seeds.front().bpb - p->bpb;
+  const std::vector<double>& b = u->seeds.front().window_bpb;
+  if (p->window_bpb.size() != b.size() || b.size() < 2) return h;
+  stats::ScoreMatrix d(b.size(), std::vector<double>(1));
+  for (size_t w = 0; w < b.size(); ++w) d[w][0] = b[w] - p->window_bpb[w];
+  stats::BootstrapOptions bo;
+  bo.seed = 2024;
+  const stats::Interval ci = stats::stratified_bootstrap_ci(d, stats::aggregate_mean, bo);
+  h.lo = ci.lo;
+  h.hi = ci.hi;
+  h.n = int64_t(b.size());
+  return h;
+}
+
+namespace {
 
 // The uniform methods with K ≥ 1 that ran, by K.
 std::vector<const MethodResult*> uniform_steps(const CompareResult& r) {
@@ -201,12 +234,12 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     if (std::isfinite(s.rho) && !(best_corr >= s.rho)) best_corr = s.rho;
   }
   // The frontier runs on seed 0's windows: compare it with the baseline on the same windows.
-  double headroom = NAN, base_flops = NAN;
-  if (base) {
-    base_flops = base->seeds.front().total_per_token();
-    headroom = base->seeds.front().bpb - frontier_within(r.frontier, base_flops);
-  }
+  const Headroom hr = base ? oracle_headroom(r, *base) : Headroom{};
+  const double headroom = hr.bpb, base_flops = hr.base_flops;
   oracle_json["headroom_bpb_at_budget"] = headroom;
+  oracle_json["headroom"] = {{"bpb", hr.bpb}, {"ci95", {hr.lo, hr.hi}}, {"n_paired", hr.n}, {"mu", hr.mu},
+                             {"total_flops_per_token", hr.flops}, {"budget_total_flops_per_token", hr.base_flops},
+                             {"budget", base_name}, {"uniform", hr.uniform}};
   ordered_json frontier = ordered_json::array();
   for (const FrontierPoint& p : r.frontier)
     frontier.push_back({{"mu", p.mu}, {"bpb", p.bpb}, {"inner_flops_per_token", p.inner_per_token},
@@ -220,9 +253,12 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   for (const FrontierPoint& p : r.frontier)
     oracle_md << "| " << p.mu << " | " << fmt("%.4f", p.bpb) << " | " << fmt("%.4g", p.base_per_token + p.inner_per_token)
               << " | " << fmt("%.2f", p.mean_k) << " |\n";
-  oracle_md << "\nHeadroom of the oracle over " << base_name << " at no more than its FLOPs per token ("
-            << fmt("%.4g", base_flops) << ", seed 0's windows): " << fmt("%+.4f", headroom)
-            << " bits per byte (positive = the oracle is better).\n";
+  oracle_md << "\nHeadroom of the oracle over the uniform frontier at no more than " << base_name
+            << "'s FLOPs per token (" << fmt("%.4g", base_flops) << "; best uniform there: " << hr.uniform
+            << "; seed 0's windows): " << fmt("%+.4f", headroom) << " bits per byte, 95% CI ["
+            << fmt("%+.4f", hr.lo) << ", " << fmt("%+.4f", hr.hi) << "] paired over " << hr.n
+            << (opt.streams ? " streams" : " windows") << " (frontier point μ = " << fmt("%g", hr.mu) << ", "
+            << fmt("%.4g", hr.flops) << " FLOPs/token; positive = the oracle is better).\n";
   // decisions of each policy vs the oracle's on the same units
   std::ostringstream agree;
   ordered_json agree_json;
@@ -268,7 +304,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   // ---- cost multiples
   std::ostringstream costs;
   static const std::map<int, double> assumed = {{0, 1}, {1, 3}, {2, 5}, {4, 12}};
-  costs << "| K | measured (base + inner) / base | research plan's assumption |\n|---|---|---|\n";
+  costs << "| K | measured (base + inner) / base | assumed multiple |\n|---|---|---|\n";
   ordered_json cost_json = ordered_json::array();
   for (size_t i = 0; i < opt.step_options.size(); ++i) {
     int k = opt.step_options[i];
@@ -278,7 +314,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     cost_json.push_back({{"k", k}, {"measured_multiple", r.k_cost_multiple[i]}});
   }
 
-  // ---- success criteria (ponder.md §4): met, not met, or not testable where the design cannot tell
+  // ---- success criteria (docs/method.md §6.4): met, not met, or not testable where the design cannot tell
   const Criteria& cr = opt.criteria;
   const std::vector<std::string> degenerate = degenerate_reasons(r, cr);
   const double ties = tie_share(r.oracle_units);
@@ -368,8 +404,13 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
              << (best->delta == 0 ? "identical to uniform on every window"
                  : sig ? (best->delta < 0 ? "significantly better than uniform" : "significantly worse than uniform")
                        : "not significantly different from uniform")
-             << ". The oracle's headroom at no more than that compute is " << fmt("%+.4f", headroom)
-             << " bits per byte.";
+             << ". The oracle's headroom over the uniform frontier at no more than that compute is "
+             << fmt("%+.4f", headroom) << " bits per byte (95% CI [" << fmt("%+.4f", hr.lo) << ", "
+             << fmt("%+.4f", hr.hi) << "]).";
+      if (!hr.uniform.empty() && hr.uniform != base_name)
+        answer << " Note: `" << hr.uniform << "` is better than " << base_name << " at less compute, so the uniform "
+               << "frontier at this budget is " << hr.uniform << ", and a method must beat it, not " << base_name
+               << ", to beat uniform.";
     }
     bool dead = !r.carry_token_factor.empty();
     for (double f : r.carry_token_factor) dead = dead && f == 0;
@@ -452,7 +493,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
                      : " windows") << ".\n\n" << tests.str()
      << (learned.str().empty() ? std::string() : "\n## Learned policies\n\n" + learned.str() +
                                                       "\nTraining curves per iteration are in results.json.\n")
-     << "\n## Success criteria stated in the research plan\n\n" << crit.str() << "\n## Oracle\n\n"
+     << "\n## Success criteria (docs/method.md §6.4)\n\n" << crit.str() << "\n## Oracle\n\n"
      << (oracle ? "Greedy oracle: " + oracle->detail + ", bpb " + fmt("%.4f", seed_mean(*oracle, bpb_of)) + " at " +
                       fmt("%.4g", seed_mean(*oracle, total_of)) + " FLOPs/token (labels used: an upper bound, not a policy).\n\n"
                 : std::string())

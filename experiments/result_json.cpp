@@ -56,6 +56,9 @@ void from_json(const nlohmann::json& j, FrontierPoint& p) {
   p.inner_per_token = number(j, "inner_flops_per_token");
   p.base_per_token = number(j, "base_flops_per_token");
   p.mean_k = number(j, "mean_k");
+  p.window_bpb.clear();
+  if (j.contains("window_bpb"))  // journals written before it was recorded: no paired interval
+    for (const auto& v : j.at("window_bpb")) p.window_bpb.push_back(number_or_nan(v));
 }
 
 }  // namespace ponder::cli

@@ -36,7 +36,7 @@ void from_json(const nlohmann::json& j, SeedResult& s);
 template <class J>
 void to_json(J& j, const FrontierPoint& p) {
   j = J{{"mu", p.mu}, {"bpb", p.bpb}, {"inner_flops_per_token", p.inner_per_token},
-        {"base_flops_per_token", p.base_per_token}, {"mean_k", p.mean_k}};
+        {"base_flops_per_token", p.base_per_token}, {"mean_k", p.mean_k}, {"window_bpb", p.window_bpb}};
 }
 void from_json(const nlohmann::json& j, FrontierPoint& p);
 
