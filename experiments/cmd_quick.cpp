@@ -36,24 +36,6 @@ struct Options {
   std::string device;              // empty: the config's model.device
 };
 
-// What to do with the checkpoint at `path`: use it when it is a finished run of `cfg` by this build,
-// continue it when that run was interrupted, else train afresh (saying why on stderr).
-enum class Cached { Reuse, Resume, Retrain };
-Cached inspect(const std::string& path, const RunConfig& cfg, ttt::Checkpoint& ck) {
-  if (!std::filesystem::exists(path)) return Cached::Retrain;
-  std::string why;
-  try {
-    ck = ttt::load_checkpoint(path);
-    if (ck.config_text != cfg.text) why = "its config differs from " + cfg.source;
-    else if (ck.meta_value("commit") != git_commit()) why = "it was trained by commit " + ck.meta_value("commit");
-  } catch (const std::exception& e) {
-    why = e.what();
-  }
-  if (why.empty()) return ck.step < cfg.train.steps ? Cached::Resume : Cached::Reuse;
-  std::fprintf(stderr, "quick: not reusing %s: %s\n", path.c_str(), why.c_str());
-  return Cached::Retrain;
-}
-
 // Validation bits per byte by step, from the run's log (a resumed run's later lines win).
 std::map<int64_t, double> training_curve(const std::string& log) {
   std::map<int64_t, double> curve;
@@ -65,30 +47,7 @@ std::map<int64_t, double> training_curve(const std::string& log) {
   return curve;
 }
 
-// The model `cfg` trains into `dir`: reused when a finished run of the same config by this build is there, continued
-// when it was interrupted, else trained afresh.
-TrainedModel trained(const RunConfig& cfg, const std::string& dir, bool retrain, Device device, bool& reused) {
-  const std::string ckpt = checkpoint_path(dir);
-  ttt::Checkpoint cached;
-  const Cached state = retrain ? Cached::Retrain : inspect(ckpt, cfg, cached);
-  reused = state == Cached::Reuse;
-  if (reused) {
-    std::fprintf(stderr, "quick: reusing %s (same config and commit)\n", ckpt.c_str());
-  } else {
-    if (state == Cached::Retrain) {
-      std::filesystem::remove(ckpt);
-      std::filesystem::remove(log_path(dir));
-    }
-    TrainJob job;
-    job.config = cfg;
-    job.out_dir = dir;
-    job.resume = state == Cached::Resume ? &cached : nullptr;
-    job.provenance = {version(), git_commit(), build_type()};
-    job.device = device;
-    run_train_job(job);
-  }
-  return load_trained(ttt::load_checkpoint(ckpt), ckpt, device);
-}
+Provenance this_build() { return {version(), git_commit(), build_type()}; }
 
 // The same model with every mixer an attention layer over a sliding window of the training length.
 RunConfig attention_config(const RunConfig& cfg) {
@@ -126,10 +85,10 @@ void run_quick(const Options& o) {
   const Device device = run_device(o.device, cfg.device, cfg.source);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
   bool reused = false, attn_reused = false;
-  const TrainedModel m = trained(cfg, o.out, o.retrain, device, reused);
+  const TrainedModel m = train_or_reuse(cfg, o.out, o.retrain, device, this_build(), reused);
   std::optional<TrainedModel> attn;
   const std::string attn_dir = (std::filesystem::path(o.out) / "attention").string();
-  if (cfg.streams.attention_baseline) attn = trained(attention_config(cfg), attn_dir, o.retrain, device, attn_reused);
+  if (cfg.streams.attention_baseline) attn = train_or_reuse(attention_config(cfg), attn_dir, o.retrain, device, this_build(), attn_reused);
   const Dataset ds = load_dataset(cfg.data);
 
   RegimeOptions ro;

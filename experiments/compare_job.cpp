@@ -119,12 +119,14 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
 }
 
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
-                            const std::string& checkpoint, const std::string& config_text, const std::string& dir) {
+                            const std::string& checkpoint, const std::string& config_text, const std::string& dir,
+                            CompareResult* result) {
   Journal journal = open_journal(dir, "compare", checkpoint, config_text);
   CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("compare"), &journal, &ds.test_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder compare"), dir);
   journal.remove();
+  if (result) *result = std::move(r);
   return headline;
 }
 

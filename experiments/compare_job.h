@@ -47,9 +47,10 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
 
 // Runs the comparison on the model's held-out splits (calibration on valid, evaluation on test)
 // and writes everything into `dir`; an interrupted run resumes from its journal (deleted once the
-// outputs are written). Returns the headline table.
+// outputs are written). Returns the headline table; `result`, when given, receives the comparison itself.
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
-                            const std::string& checkpoint, const std::string& config_text, const std::string& dir);
+                            const std::string& checkpoint, const std::string& config_text, const std::string& dir,
+                            CompareResult* result = nullptr);
 
 // Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
 // each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.

@@ -326,4 +326,51 @@ nlohmann::ordered_json eval_json(const ttt::EvalResult& r, const ttt::InnerRun& 
           {"position_loss", r.position_loss}};
 }
 
+namespace {
+
+// What to do with the checkpoint at `path`: use it when it is a finished run of `cfg` by this build,
+// continue it when that run was interrupted, else train afresh (saying why on stderr).
+enum class Cached { Reuse, Resume, Retrain };
+Cached inspect(const std::string& path, const RunConfig& cfg, const std::string& commit, ttt::Checkpoint& ck) {
+  if (!std::filesystem::exists(path)) return Cached::Retrain;
+  std::string why;
+  try {
+    ck = ttt::load_checkpoint(path);
+    if (ck.config_text != cfg.text) why = "its config differs from " + cfg.source;
+    else if (ck.meta_value("commit") != commit) why = "it was trained by commit " + ck.meta_value("commit");
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  if (why.empty()) return ck.step < cfg.train.steps ? Cached::Resume : Cached::Reuse;
+  std::fprintf(stderr, "not reusing %s: %s\n", path.c_str(), why.c_str());
+  return Cached::Retrain;
+}
+
+}  // namespace
+
+TrainedModel train_or_reuse(const RunConfig& cfg, const std::string& dir, bool retrain, Device device,
+                            const Provenance& by, bool& reused) {
+  const std::string ckpt = checkpoint_path(dir);
+  ttt::Checkpoint cached;
+  const Cached state = retrain ? Cached::Retrain : inspect(ckpt, cfg, by.commit, cached);
+  reused = state == Cached::Reuse;
+  if (reused) {
+    std::fprintf(stderr, "reusing %s (same config and commit)\n", ckpt.c_str());
+  } else {
+    if (state == Cached::Retrain) {
+      std::filesystem::remove(ckpt);
+      std::filesystem::remove(log_path(dir));
+    }
+    TrainJob job;
+    job.config = cfg;
+    job.out_dir = dir;
+    job.resume = state == Cached::Resume ? &cached : nullptr;
+    job.provenance = by;
+    job.device = device;
+    run_train_job(job);
+  }
+  return load_trained(ttt::load_checkpoint(ckpt), ckpt, device);
+}
+
+
 }  // namespace ponder::cli

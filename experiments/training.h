@@ -61,6 +61,11 @@ struct TrainedModel {
   int64_t step;
 };
 TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path, Device device = Device::CPU);
+// The model `cfg` trains into `dir`: reused when a finished run of the same config by this build is there (`reused`
+// is set), continued when that run was interrupted, else trained afresh (saying why on stderr); `retrain` forces it.
+// `by` names this build: a checkpoint written by another commit is not reused.
+TrainedModel train_or_reuse(const RunConfig& cfg, const std::string& dir, bool retrain, Device device,
+                            const Provenance& by, bool& reused);
 
 // Evaluation options for a trained model: the config's eval section, the TTT-MLP lr multiplier of its step.
 ttt::EvalOptions eval_options(const TrainedModel& m, const ttt::InnerRun& inner);
