@@ -3,6 +3,9 @@
 // with 1); one that has already printed its own verdict signals failure with `throw CLI::RuntimeError(1)`.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <string>
+
+#include "experiments/control.h"
 
 namespace ponder::cli {
 
@@ -30,6 +33,16 @@ void register_oracle(CLI::App& app);
 void register_overhead(CLI::App& app);
 void register_convergence(CLI::App& app);
 void register_ablate(CLI::App& app);
+void register_control(CLI::App& app);
+
+// The positive control (experiments/cmd_control.cpp), also run by `ponder quick`.
+struct ControlArgs {
+  std::string config = "planted";
+  std::string out = "results/control";
+  bool retrain = false;
+  std::string device;  // empty: the config's model.device
+};
+ControlVerdict run_positive_control(const ControlArgs& a);
 // Adds `train` to the `bench` subcommand that register_bench created.
 void register_bench_train(CLI::App& bench);
 

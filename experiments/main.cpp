@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   register_overhead(app);
   register_convergence(app);
   register_ablate(app);
+  register_control(app);
   register_bench_train(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);

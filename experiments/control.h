@@ -1,0 +1,42 @@
+// The positive control: the comparison pipeline run on the planted corpus (data/planted.h), where the answer is
+// known — inner steps on text units pay, steps on noise units do not (they overwrite what the text taught) — and a verdict on whether the pipeline
+// found it. Reports state it so that a null elsewhere can be read: a pipeline that cannot find a planted effect
+// proves nothing by not finding one.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "experiments/compare.h"
+#include "experiments/report.h"
+
+namespace ponder::cli {
+
+struct ControlVerdict {
+  bool passed = false;
+  Headroom headroom;                      // oracle over the budget baseline, paired, with a 95% CI
+  std::string baseline;                   // the uniform frontier at uniform-<budget_k>'s FLOPs (Headroom::uniform)
+  double k_text = NAN, k_noise = NAN;    // the oracle's mean K on text units and on noise units
+  int64_t n_text = 0, n_noise = 0;
+  struct Method {
+    std::string name;
+    double delta = NAN;      // paired mean bpb(method) − bpb(baseline), over streams; negative = better
+    double flops_ratio = NAN;  // total FLOPs/token relative to the baseline's
+    double recovered = NAN;  // −delta / headroom: the share of the oracle's headroom the method recovers
+  };
+  std::vector<Method> methods;
+  std::vector<std::string> failed;  // the conditions not met, in words (empty when passed)
+};
+
+// Passes when (1) the oracle beats the uniform frontier at no more than uniform-<budget_k>'s FLOPs with the paired
+// 95% CI above 0, and (2) the oracle spends more steps on text units than on noise units (a noise unit starts with
+// '.'). (1) alone is not enough: an oracle that picks each unit's best K from the labels gains from noise in the
+// per-unit losses even where nothing is planted; (2) asks that it found the planted structure. Needs the
+// oracle's per-unit records (CompareResult::oracle_units with first_token) and the baseline's run.
+ControlVerdict judge_control(const CompareResult& r, const CompareOptions& opt);
+
+nlohmann::ordered_json control_json(const ControlVerdict& v);
+// A report section ("## Positive control"), naming where the control's own report is.
+std::string control_markdown(const ControlVerdict& v, const std::string& report_path);
+
+}  // namespace ponder::cli

@@ -1,0 +1,160 @@
+// The positive control's verdict and the oracle headroom it rests on, on hand-made comparison results whose answer
+// is known: the headroom is taken over the best uniform schedule within the budget's FLOPs (not the budget's own),
+// its interval comes from the paired streams, and the verdict fails when the interval reaches 0 or when the oracle
+// does not spend more on text units than on noise units. Also: `--set` / `--seed` overrides of a config.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "experiments/config.h"
+#include "experiments/control.h"
+#include "experiments/report.h"
+
+using namespace ponder;
+using namespace ponder::cli;
+
+namespace {
+
+// A method whose one seed scores `bpb` on each stream, at `inner` inner FLOPs per token over a base of 100.
+MethodResult method(const std::string& name, const std::string& kind, double inner, std::vector<double> bpb) {
+  MethodResult m;
+  m.name = name;
+  m.kind = kind;
+  SeedResult s;
+  s.base_per_token = 100;
+  s.inner_per_token = inner;
+  s.window_bpb = bpb;
+  for (double b : bpb) s.bpb += b / double(bpb.size());
+  m.seeds.push_back(s);
+  return m;
+}
+
+std::vector<double> shifted(const std::vector<double>& v, double by) {
+  std::vector<double> out = v;
+  for (double& x : out) x += by;
+  return out;
+}
+
+// Streams where uniform-1 beats uniform-2 (which costs more), and an oracle frontier whose μ = 0.05 point costs
+// less than uniform-2 and beats uniform-1 by `gain` on every stream (± a small per-stream wobble).
+CompareResult planted_result(double gain) {
+  const std::vector<double> u1 = {3.0, 3.2, 2.9, 3.1, 3.05, 2.95, 3.15, 3.0};
+  CompareResult r;
+  r.methods.push_back(method("oracle", "oracle", 15, shifted(u1, -gain)));
+  r.methods.push_back(method("uniform-0", "uniform", 0, shifted(u1, 0.9)));
+  r.methods.push_back(method("uniform-1", "uniform", 10, u1));
+  r.methods.push_back(method("uniform-2", "uniform", 20, shifted(u1, 0.01)));
+  r.methods.push_back(method("entropy", "heuristic", 19, shifted(u1, 0.2)));
+  FrontierPoint p0{0.0, 0, 30, 100, 2.5, shifted(u1, -gain - 0.01)};  // over budget: must not be chosen
+  FrontierPoint p1{0.05, 0, 15, 100, 1.5, {}};
+  for (size_t i = 0; i < u1.size(); ++i) p1.window_bpb.push_back(u1[i] - gain + (i % 2 ? 0.002 : -0.002));
+  for (FrontierPoint* p : {&p0, &p1})
+    for (double b : p->window_bpb) p->bpb += b / double(p->window_bpb.size());
+  r.frontier = {p0, p1};
+  // 4 text units (first token 'a') and 4 noise units ('.'): the oracle spends 2 on text, 1 on noise.
+  r.oracle_units.k = {2, 1, 2, 1, 2, 1, 2, 1};
+  r.oracle_units.first_token = {'a', '.', 'b', '.', 'c', '.', 'd', '.'};
+  return r;
+}
+
+CompareOptions control_options() {
+  CompareOptions o;
+  o.budget_k = 2;
+  o.streams = true;
+  o.seeds = 1;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("oracle headroom: over the best uniform within the budget's FLOPs, from the frontier point that fits") {
+  const CompareResult r = planted_result(0.05);
+  const Headroom h = oracle_headroom(r, r.methods[3]);  // budget: uniform-2
+  CHECK(h.uniform == "uniform-1");                     // cheaper and better than uniform-2
+  CHECK(h.mu == doctest::Approx(0.05));                // μ = 0 costs 130 > 120: not admissible
+  CHECK(h.flops == doctest::Approx(115));
+  CHECK(h.base_flops == doctest::Approx(120));
+  CHECK(h.bpb == doctest::Approx(0.05));
+  CHECK(h.n == 8);
+  CHECK(h.lo > 0.045);
+  CHECK(h.hi < 0.055);
+  CHECK(h.lo <= h.bpb);
+  CHECK(h.bpb <= h.hi);
+}
+
+TEST_CASE("positive control: passes on a clear planted effect and reports each method against the baseline") {
+  const ControlVerdict v = judge_control(planted_result(0.05), control_options());
+  CHECK(v.passed);
+  CHECK(v.failed.empty());
+  CHECK(v.baseline == "uniform-1");
+  CHECK(v.k_text == doctest::Approx(2.0));
+  CHECK(v.k_noise == doctest::Approx(1.0));
+  CHECK(v.n_text == 4);
+  CHECK(v.n_noise == 4);
+  bool saw_entropy = false;
+  for (const auto& m : v.methods) {
+    CHECK(m.name != "oracle");
+    CHECK(m.name != "uniform-1");
+    if (m.name != "entropy") continue;
+    saw_entropy = true;
+    CHECK(m.delta == doctest::Approx(0.2));
+    CHECK(m.flops_ratio == doctest::Approx(119.0 / 110.0));
+    CHECK(m.recovered == doctest::Approx(-0.2 / 0.05));
+  }
+  CHECK(saw_entropy);
+  const auto j = control_json(v);
+  CHECK(j["passed"].get<bool>());
+  CHECK(j["oracle_headroom"]["ci95"][0].get<double>() > 0);
+  CHECK(control_markdown(v, "x/report.md").find("**Passed in this build**") != std::string::npos);
+}
+
+TEST_CASE("positive control: fails when the oracle's headroom interval reaches 0, or when it spends on noise") {
+  SUBCASE("no headroom") {
+    const ControlVerdict v = judge_control(planted_result(0.0), control_options());
+    CHECK_FALSE(v.passed);
+    REQUIRE(v.failed.size() == 1);
+    CHECK(v.failed[0].find("not above 0") != std::string::npos);
+    CHECK(control_markdown(v, "x").find("**FAILED in this build**") != std::string::npos);
+  }
+  SUBCASE("K on noise units") {
+    CompareResult r = planted_result(0.05);
+    r.oracle_units.k = {1, 2, 1, 2, 1, 2, 1, 2};
+    const ControlVerdict v = judge_control(r, control_options());
+    CHECK_FALSE(v.passed);
+    REQUIRE(v.failed.size() == 1);
+    CHECK(v.failed[0].find("text units") != std::string::npos);
+  }
+  SUBCASE("the budget's schedule did not run") {
+    CompareResult r = planted_result(0.05);
+    r.methods.erase(r.methods.begin() + 3);
+    const ControlVerdict v = judge_control(r, control_options());
+    CHECK_FALSE(v.passed);
+    REQUIRE(v.failed.size() == 1);
+    CHECK(v.failed[0].find("uniform-2 did not run") != std::string::npos);
+  }
+}
+
+TEST_CASE("--set overrides keep YAML types, --seed is train.seed, and malformed or unknown keys are refused") {
+  const std::string base = "model:\n  d: 32\ntrain:\n  steps: 10\n  warmup: 2\n  lr: 0.003\n";
+  const RunConfig c = parse_config(with_overrides(base, {"train.lr=1e-3", "train.seed=7", "compare.step_options=[0, 2]"}),
+                                   "test");
+  CHECK(c.train.lr == doctest::Approx(1e-3));
+  CHECK(c.train.seed == 7);
+  CHECK(c.train.steps == 10);
+  CHECK(c.compare.step_options == std::vector<int>{0, 2});
+  auto error_of = [](auto f) -> std::string {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error_of([&] { with_overrides(base, {"lr=1"}); }).find("expected section.key=value") != std::string::npos);
+  CHECK(error_of([&] { with_overrides(base, {"train.lr"}); }).find("expected section.key=value") != std::string::npos);
+  const std::string unknown =
+      error_of([&] { parse_config(with_overrides(base, {"train.lrr=1"}), "test"); });
+  CHECK(unknown.find("lrr") != std::string::npos);
+}
