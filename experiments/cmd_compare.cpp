@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <memory>
 
+#include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/control.h"
 #include "experiments/compare_job.h"
 #include "experiments/regime.h"
 
@@ -24,7 +26,7 @@ void run(const CheckpointJobArgs& a) {
   write_position_plot(regime, a.out);
   nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};
   add_regime_json(regime, top);
-  merge_outputs(a.out, top, "# ponder compare\n\nCorpus " + job.ds.corpus.source + ".\n\n" + regime_markdown(regime) + "\n",
+  merge_outputs(a.out, top, "# ponder compare\n\n" + control_status("results/control", git_commit()) + "Corpus " + job.ds.corpus.source + ".\n\n" + regime_markdown(regime) + "\n",
                 "");
 }
 

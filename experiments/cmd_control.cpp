@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
+
+#include "data/files.h"
 
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
@@ -14,11 +17,35 @@
 
 namespace ponder::cli {
 
+namespace {
+
+// The verdict of a finished control in `dir` made by this build (a clean commit) from the same config text, if any:
+// rerunning `ponder quick` need not redo a control whose answer cannot have changed.
+std::optional<ControlVerdict> finished_control(const std::string& dir, const RunConfig& cfg) {
+  const std::optional<std::string> text = data::read_file(dir + "/results.json");
+  if (!text) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  const std::string commit = git_commit();
+  if (!j.is_object() || !j.contains("positive_control") || j.value("commit", "") != commit ||
+      commit.find("dirty") != std::string::npos || commit == "unknown" || j.value("config", "") != cfg.text)
+    return std::nullopt;
+  return control_from_json(j["positive_control"]);
+}
+
+}  // namespace
+
 ControlVerdict run_positive_control(const ControlArgs& a) {
   const RunConfig cfg = load_config(resolve_config(a.config));
   if (cfg.data.corpus != "planted")
     throw std::invalid_argument("control: " + cfg.source + " trains on '" + cfg.data.corpus +
                                 "'; the positive control needs data.corpus: planted");
+  const std::string report = (std::filesystem::path(a.out) / "report.md").string();
+  if (!a.retrain)
+    if (const std::optional<ControlVerdict> done = finished_control(a.out, cfg)) {
+      std::fprintf(stderr, "control: %s (reused: %s was made by this build from the same config)\n",
+                   done->passed ? "passed" : "FAILED", report.c_str());
+      return *done;
+    }
   const Device device = run_device(a.device, cfg.device, cfg.source);
   bool reused = false;
   const TrainedModel m = train_or_reuse(cfg, a.out, a.retrain, device, {version(), git_commit(), build_type()}, reused);
@@ -26,7 +53,6 @@ ControlVerdict run_positive_control(const ControlArgs& a) {
   CompareResult r;
   run_compare_job(m, ds, cfg.compare, checkpoint_path(a.out), cfg.text, a.out, &r);
   const ControlVerdict v = judge_control(r, cfg.compare);
-  const std::string report = (std::filesystem::path(a.out) / "report.md").string();
   merge_outputs(a.out, {{"positive_control", control_json(v)}}, "# ponder control\n\n" + control_markdown(v, report),
                 "");
   std::fprintf(stderr, "control: %s (report %s)\n", v.passed ? "passed" : "FAILED", report.c_str());

@@ -34,7 +34,28 @@ struct Options {
   bool retrain = false;
   int64_t seeds = 0, windows = 0;  // override the config's compare.seeds / compare.windows_per_seed
   std::string device;              // empty: the config's model.device
+  std::string control = "planted";  // the positive control's config, run first into <out>/control; "none" skips it
 };
+
+// The positive control, first (experiments/control.h): its verdict heads the report, so that a null result below can
+// be read. Skipped with --control none, and the report then says it was not run.
+std::pair<nlohmann::ordered_json, std::string> positive_control(const Options& o) {
+  const std::string dir = (std::filesystem::path(o.out) / "control").string();
+  if (o.control == "none")
+    return {{{"ran", false}}, "**Positive control: not run** (--control none). Run `ponder control` to check that this "
+                              "build finds the effect planted in generated data; without it, a null result here says "
+                              "nothing about allocation.\n\n"};
+  ControlArgs ca;
+  ca.config = o.control;
+  ca.out = dir;
+  ca.retrain = o.retrain;
+  ca.device = o.device;
+  const ControlVerdict v = run_positive_control(ca);
+  nlohmann::ordered_json j = control_json(v);
+  j["ran"] = true;
+  j["results"] = dir + "/results.json";
+  return {j, control_markdown(v, dir + "/report.md")};
+}
 
 // Validation bits per byte by step, from the run's log (a resumed run's later lines win).
 std::map<int64_t, double> training_curve(const std::string& log) {
@@ -84,6 +105,7 @@ void run_quick(const Options& o) {
   const RunConfig cfg = load_config(resolve_config(o.config));
   const Device device = run_device(o.device, cfg.device, cfg.source);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
+  const auto [control_json_, control_md] = positive_control(o);
   bool reused = false, attn_reused = false;
   const TrainedModel m = train_or_reuse(cfg, o.out, o.retrain, device, this_build(), reused);
   std::optional<TrainedModel> attn;
@@ -108,7 +130,7 @@ void run_quick(const Options& o) {
   const std::string ckpt = checkpoint_path(o.out);
   const std::string headline = run_compare_job(m, ds, copt, ckpt, cfg.text, o.out);
   write_position_plot(regime, o.out);
-  nlohmann::ordered_json top = {{"corpus", corpus_json(ds)}};
+  nlohmann::ordered_json top = {{"positive_control", control_json_}, {"corpus", corpus_json(ds)}};
   add_regime_json(regime, top);
   nlohmann::ordered_json training = {{"config_source", cfg.source}, {"seed", cfg.train.seed},
                                      {"reused_checkpoint", reused}, {"trained_steps", m.step},
@@ -122,7 +144,7 @@ void run_quick(const Options& o) {
   std::string flag;
   if (deg.is_object() && deg.value("value", false))
     for (const auto& why : deg["reason"]) flag += "**Degenerate by construction**: " + why.get<std::string>() + ".\n\n";
-  const std::string intro = "# ponder quick\n\n" + flag + "Corpus " + ds.corpus.source + ".\n\n" +
+  const std::string intro = "# ponder quick\n\n" + flag + control_md + "Corpus " + ds.corpus.source + ".\n\n" +
                             regime_markdown(regime) + "\n";
   merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve));
   std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
@@ -143,6 +165,9 @@ void register_quick(CLI::App& app) {
   sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");
   sub->add_option("--seeds", opts->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
   sub->add_option("--windows", opts->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  sub->add_option("--control", opts->control,
+                  "Config of the positive control run first into <out>/control (reused when this build made it); "
+                  "'none' skips it")->capture_default_str();
   add_device_override(sub, opts->device);
   sub->callback([opts] { run_quick(*opts); });
 }

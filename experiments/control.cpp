@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/files.h"
+
 #include "experiments/result_util.h"
 
 namespace ponder::cli {
@@ -69,6 +71,44 @@ ordered_json control_json(const ControlVerdict& v) {
           {"oracle_mean_k", {{"text_units", v.k_text}, {"noise_units", v.k_noise}, {"n_text", v.n_text},
                              {"n_noise", v.n_noise}}},
           {"methods", methods}};
+}
+
+ControlVerdict control_from_json(const nlohmann::json& j) {
+  auto num = [](const nlohmann::json& x) { return x.is_number() ? x.get<double>() : NAN; };  // NaN is stored as null
+  ControlVerdict v;
+  v.passed = j.at("passed").get<bool>();
+  v.failed = j.at("failed").get<std::vector<std::string>>();
+  v.baseline = j.at("baseline").get<std::string>();
+  const nlohmann::json& h = j.at("oracle_headroom");
+  v.headroom = {v.baseline, num(h.at("bpb")), num(h.at("ci95")[0]), num(h.at("ci95")[1]), h.at("n_paired").get<int64_t>(),
+                num(h.at("mu")), num(h.at("total_flops_per_token")), num(h.at("budget_total_flops_per_token"))};
+  const nlohmann::json& k = j.at("oracle_mean_k");
+  v.k_text = num(k.at("text_units"));
+  v.k_noise = num(k.at("noise_units"));
+  v.n_text = k.at("n_text").get<int64_t>();
+  v.n_noise = k.at("n_noise").get<int64_t>();
+  for (const nlohmann::json& m : j.at("methods"))
+    v.methods.push_back({m.at("method").get<std::string>(), num(m.at("delta_bpb")), num(m.at("flops_ratio")),
+                         num(m.at("headroom_recovered"))});
+  return v;
+}
+
+std::string control_status(const std::string& dir, const std::string& commit) {
+  const std::string results = dir + "/results.json";
+  const std::optional<std::string> text = data::read_file(results);
+  const nlohmann::json j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  const std::string how = " Run `ponder control` (results in results/control/) to check that this build finds the "
+                          "effect planted in generated data; without it, a null result here says nothing about allocation.";
+  if (!j.is_object() || !j.contains("positive_control"))
+    return "**Positive control: not run in this build.**" + how + "\n\n";
+  const std::string ran = j.value("commit", "unknown");
+  if (ran != commit || commit.find("dirty") != std::string::npos)
+    return "**Positive control: not run in this build** (" + results + " is from commit " + ran + ", this is " + commit +
+           ")." + how + "\n\n";
+  const bool passed = j["positive_control"].value("passed", false);
+  return std::string(passed ? "**Positive control: passed in this build**" : "**Positive control: FAILED in this build**") +
+         " (" + results + "): the pipeline " + (passed ? "finds" : "does not find") +
+         " the effect planted in generated data (report: " + dir + "/report.md).\n\n";
 }
 
 std::string control_markdown(const ControlVerdict& v, const std::string& report_path) {

@@ -36,7 +36,12 @@ struct ControlVerdict {
 ControlVerdict judge_control(const CompareResult& r, const CompareOptions& opt);
 
 nlohmann::ordered_json control_json(const ControlVerdict& v);
+// The inverse of control_json (a finished control is reused from its results.json).
+ControlVerdict control_from_json(const nlohmann::json& j);
 // A report section ("## Positive control"), naming where the control's own report is.
 std::string control_markdown(const ControlVerdict& v, const std::string& report_path);
+// One paragraph for a report that did not run the control itself: what `dir`/results.json says about the control in
+// this build (`commit`), or that it has not been run in this build and how to run it.
+std::string control_status(const std::string& dir, const std::string& commit);
 
 }  // namespace ponder::cli

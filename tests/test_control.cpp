@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -134,6 +136,28 @@ TEST_CASE("positive control: fails when the oracle's headroom interval reaches 0
     REQUIRE(v.failed.size() == 1);
     CHECK(v.failed[0].find("uniform-2 did not run") != std::string::npos);
   }
+}
+
+TEST_CASE("positive control: a verdict survives its results.json, and other reports state it for this build only") {
+  const ControlVerdict v = judge_control(planted_result(0.05), control_options());
+  const ControlVerdict back = control_from_json(nlohmann::json::parse(control_json(v).dump()));
+  CHECK(control_json(back).dump() == control_json(v).dump());
+  CHECK(back.passed);
+  CHECK(back.headroom.lo == doctest::Approx(v.headroom.lo));
+
+  const std::string dir = "test_control_status_dir";
+  std::filesystem::remove_all(dir);
+  CHECK(control_status(dir, "abc").find("not run in this build") != std::string::npos);
+  std::filesystem::create_directories(dir);
+  nlohmann::ordered_json j = {{"commit", "abc"}, {"positive_control", control_json(v)}};
+  std::ofstream(dir + "/results.json") << j.dump();
+  CHECK(control_status(dir, "abc").find("passed in this build") != std::string::npos);
+  CHECK(control_status(dir, "def").find("is from commit abc") != std::string::npos);
+  CHECK(control_status(dir, "abc-dirty").find("not run in this build") != std::string::npos);
+  j["positive_control"]["passed"] = false;
+  std::ofstream(dir + "/results.json") << j.dump();
+  CHECK(control_status(dir, "abc").find("FAILED in this build") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("--set overrides keep YAML types, --seed is train.seed, and malformed or unknown keys are refused") {
