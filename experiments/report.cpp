@@ -243,7 +243,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   ordered_json frontier = ordered_json::array();
   for (const FrontierPoint& p : r.frontier)
     frontier.push_back({{"mu", p.mu}, {"bpb", p.bpb}, {"inner_flops_per_token", p.inner_per_token},
-                        {"total_flops_per_token", p.base_per_token + p.inner_per_token}, {"mean_k", p.mean_k}});
+                        {"total_flops_per_token", p.base_per_token + p.inner_per_token}, {"mean_k", p.mean_k},
+                        {"window_bpb", p.window_bpb}});
   oracle_json["frontier"] = frontier;
   oracle_md << "Spearman correlation of the oracle's K with each difficulty score (over " << ou.k.size()
             << " units; scores are those the policies see, from completed units):\n\n| score | ρ | p |\n|---|---|---|\n";

@@ -22,8 +22,8 @@ def check(ok, what):
 
 
 with tempfile.TemporaryDirectory() as out:
-    run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out],
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out,
+                          "--control", "none"], capture_output=True, text=True, timeout=900)
     check(run.returncode == 0, "ponder quick exits 0: " + run.stderr[-2000:])
     for f in ["report.md", "results.json", "pareto.png", "k_hist.png", "tokens.html", "checkpoint.ckpt"]:
         check(os.path.getsize(os.path.join(out, f)) > 0 if os.path.exists(os.path.join(out, f)) else False,
@@ -32,6 +32,11 @@ with tempfile.TemporaryDirectory() as out:
     report = open(os.path.join(out, "report.md")).read()
     check(results["commit"] != "" and len(results["data_sha256"]) == 64, "results say what produced them")
     check(results.get("command", "").startswith("ponder quick --config "), "results record the command line")
+    # cli_control.py runs the control itself; here it is skipped, and both files must say so
+    check(results["positive_control"] == {"ran": False} and list(results)[0] == "positive_control",
+          "results.json says first that the positive control was not run")
+    check(report.startswith("# ponder quick\n\n") and "**Positive control: not run** (--control none)" in report[:400],
+          "report.md says at the top that the positive control was not run")
     check(not os.path.exists(os.path.join(out, "journal.jsonl")), "the finished comparison deleted its journal")
     names = [m["name"] for m in results["methods"]]
     for want in ["oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy",
