@@ -35,7 +35,7 @@ std::optional<ControlVerdict> finished_control(const std::string& dir, const Run
 }  // namespace
 
 ControlVerdict run_positive_control(const ControlArgs& a) {
-  const RunConfig cfg = load_config(resolve_config(a.config));
+  const RunConfig cfg = apply_overrides(load_config(resolve_config(a.config)), a.over);
   if (cfg.data.corpus != "planted")
     throw std::invalid_argument("control: " + cfg.source + " trains on '" + cfg.data.corpus +
                                 "'; the positive control needs data.corpus: planted");
@@ -67,6 +67,7 @@ void register_control(CLI::App& app) {
   sub->add_option("--config", a->config, "Config with data.corpus: planted")->capture_default_str();
   sub->add_option("--out", a->out, "Output folder")->capture_default_str();
   sub->add_flag("--retrain", a->retrain, "Train even when a matching checkpoint exists");
+  add_override_options(sub, a->over, true);
   add_device_override(sub, a->device);
   sub->callback([a] {
     if (!run_positive_control(*a).passed) throw CLI::RuntimeError(1);

@@ -34,6 +34,7 @@ struct Options {
   bool retrain = false;
   int64_t seeds = 0, windows = 0;  // override the config's compare.seeds / compare.windows_per_seed
   std::string device;              // empty: the config's model.device
+  ConfigOverrides over;             // --set, --seed on the main config (not the control's)
   std::string control = "planted";  // the positive control's config, run first into <out>/control; "none" skips it
 };
 
@@ -102,7 +103,7 @@ std::string training_section(const RunConfig& cfg, const TrainedModel& m, const 
 }
 
 void run_quick(const Options& o) {
-  const RunConfig cfg = load_config(resolve_config(o.config));
+  const RunConfig cfg = apply_overrides(load_config(resolve_config(o.config)), o.over);
   const Device device = run_device(o.device, cfg.device, cfg.source);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
   const auto [control_json_, control_md] = positive_control(o);
@@ -168,6 +169,7 @@ void register_quick(CLI::App& app) {
   sub->add_option("--control", opts->control,
                   "Config of the positive control run first into <out>/control (reused when this build made it); "
                   "'none' skips it")->capture_default_str();
+  add_override_options(sub, opts->over, true);
   add_device_override(sub, opts->device);
   sub->callback([opts] { run_quick(*opts); });
 }

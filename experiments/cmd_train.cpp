@@ -9,6 +9,7 @@
 
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/config_cli.h"
 #include "experiments/device.h"
 #include "experiments/training.h"
 
@@ -21,20 +22,15 @@ struct Options {
   bool resume = false;
   int64_t steps = 0;       // 0: the config's
   int64_t stop_after = 0;  // 0: run to the end
-  int64_t seed = -1;       // -1: the config's train.seed
-  std::vector<std::string> sets;  // section.key=value overrides, in order
+  ConfigOverrides over;    // --set, --seed
 };
 
 // The config's own text with --set and --seed applied; the result is what the checkpoint records, so a run
 // trained with overrides resumes and reports exactly as if they had been written in the file.
 void apply_overrides(const Options& o, TrainJob& job) {
-  std::vector<std::string> sets = o.sets;
-  if (o.seed >= 0) sets.push_back("train.seed=" + std::to_string(o.seed));
-  if (o.steps > 0 && o.steps != job.config.train.steps) sets.push_back("train.steps=" + std::to_string(o.steps));
-  if (sets.empty()) return;
-  std::string source = job.config.source + " with";
-  for (const std::string& s : sets) source += " " + s;
-  job.config = parse_config(with_overrides(job.config.text, sets), source);
+  ConfigOverrides over = o.over;
+  if (o.steps > 0 && o.steps != job.config.train.steps) over.sets.push_back("train.steps=" + std::to_string(o.steps));
+  job.config = cli::apply_overrides(job.config, over);
 }
 
 void run_train(const Options& o) {
@@ -58,7 +54,7 @@ void run_train(const Options& o) {
   } else {
     job.config = load_config(resolve_config(o.config));
   }
-  if (o.resume && (!o.sets.empty() || o.seed >= 0))
+  if (o.resume && !o.over.empty())
     throw std::invalid_argument("train --resume: --set and --seed would change the run; they apply to a new run only");
   apply_overrides(o, job);
   if (job.resume && ck.step >= job.config.train.steps)
@@ -85,10 +81,7 @@ void register_train(CLI::App& app) {
   sub->add_option("--steps", opts->steps, "Total optimiser steps (overrides train.steps)")->check(kPositive);
   sub->add_option("--stop-after", opts->stop_after, "Stop after this step with a checkpoint (resume later)")
       ->check(kPositive);
-  sub->add_option("--seed", opts->seed, "Training seed (overrides train.seed): independently trained models differ "
-                  "only in this")->check(CLI::NonNegativeNumber);
-  sub->add_option("--set", opts->sets, "Override one config key, section.key=value (repeatable), e.g. --set "
-                  "model.base_lr=10 --set train.step_options=[1,2]")->allow_extra_args(false);
+  add_override_options(sub, opts->over, true);
   sub->callback([opts] { run_train(*opts); });
 }
 

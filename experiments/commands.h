@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "experiments/config_cli.h"
 #include "experiments/control.h"
 
 namespace ponder::cli {
@@ -41,6 +42,7 @@ struct ControlArgs {
   std::string out = "results/control";
   bool retrain = false;
   std::string device;  // empty: the config's model.device
+  ConfigOverrides over;  // --set, --seed on the control's config
 };
 ControlVerdict run_positive_control(const ControlArgs& a);
 // Adds `train` to the `bench` subcommand that register_bench created.

@@ -20,22 +20,27 @@
 namespace ponder::cli {
 
 void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help) {
-  sub->add_option("--config", a.config, config_help)->capture_default_str();
+  sub->add_option("--config", a.config, config_help + " (default: the checkpoint's own config)");
   sub->add_option("--checkpoint", a.checkpoint, "Trained model (ponder train's checkpoint.ckpt)")->required();
   sub->add_option("--out", a.out, "Output folder")->capture_default_str();
   sub->add_option("--seeds", a.seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
   sub->add_option("--windows", a.windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  add_override_options(sub, a.over, false);
   add_device_override(sub, a.device);
 }
 
 CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string& label) {
-  const RunConfig cfg = load_config(resolve_config(a.config));
+  const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
+  const RunConfig own = a.config.empty() ? parse_config(ck.config_text, a.checkpoint + " (its config)")
+                                         : load_config(resolve_config(a.config));
+  const RunConfig cfg = apply_overrides(own, a.over);
+  std::fprintf(stderr, "%s: config %s\n", label.c_str(), cfg.source.c_str());
   CompareOptions opt = cfg.compare;
   if (a.seeds > 0) opt.seeds = a.seeds;
   if (a.windows > 0) opt.windows_per_seed = a.windows;
   const Device device = run_device(a.device, cfg.device, cfg.source);
   std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
-  TrainedModel m = load_trained(ttt::load_checkpoint(a.checkpoint), a.checkpoint, device);
+  TrainedModel m = load_trained(ck, a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
   std::filesystem::create_directories(a.out);
   return {std::move(opt), cfg.text, device, std::move(m), std::move(ds)};

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "experiments/config_cli.h"
 #include "experiments/journal.h"
 #include "experiments/training.h"
 
@@ -12,13 +13,15 @@ namespace ponder::cli {
 
 // What every analysis of a trained checkpoint takes (compare, oracle, overhead, ablate).
 struct CheckpointJobArgs {
-  std::string config = "tiny";
+  std::string config;  // empty: the checkpoint's own config
   std::string checkpoint;
   std::string out;
   int64_t seeds = 0, windows = 0;  // 0: the config's compare.seeds / compare.windows_per_seed
   std::string device;              // empty: the config's model.device
+  ConfigOverrides over;            // --set on the config (--seed has no meaning for a trained model)
 };
-// Adds --config (described by `config_help`), --checkpoint (required), --out, --seeds, --windows and --device.
+// Adds --config (described by `config_help`; default: the checkpoint's own), --checkpoint (required), --out, --seeds,
+// --windows, --set and --device.
 void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help);
 
 // What such a command works on: the config's compare options with --seeds / --windows applied, the trained

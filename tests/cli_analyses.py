@@ -53,13 +53,17 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # ---- oracle
     out = os.path.join(tmp, "oracle")
-    run = ponder_run("oracle", "--checkpoint", ckpt, "--config", config, "--seeds", "1", "--windows", "2",
-                     "--out", out)
+    # no --config: the checkpoint's own; --set overrides one of its keys
+    run = ponder_run("oracle", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out,
+                     "--set", "compare.step_options=[0,1]")
     check("upper bound" in run.stdout, "oracle output says it is an upper bound")
+    check("(its config) with compare.step_options=[0,1]" in run.stderr,
+          "without --config the checkpoint's own config is read, and --set is applied to it")
     j = load(os.path.join(out, "oracle.json"))
     if j:
         for key in ["commit", "k_options", "k_count", "k_share", "mean_k", "spearman", "frontier", "per_unit"]:
             check(key in j, "oracle.json has " + key)
+        check(j["k_options"] == [0, 1], "the --set step options were used")
         check(math.isclose(sum(j["k_share"]), 1.0, abs_tol=1e-9), "oracle K shares sum to 1")
         check(sum(j["k_count"]) == j["units"] == len(j["per_unit"]["k"]), "oracle unit counts agree")
         mean_k = sum(k * c for k, c in zip(j["k_options"], j["k_count"])) / j["units"]
