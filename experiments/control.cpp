@@ -64,6 +64,8 @@ ordered_json control_json(const ControlVerdict& v) {
     methods.push_back({{"method", m.name}, {"delta_bpb", m.delta}, {"flops_ratio", m.flops_ratio},
                        {"headroom_recovered", m.recovered}});
   return {{"passed", v.passed},
+          {"headroom", h.bpb},  // the same as oracle_headroom.bpb / ci95: the short form other tools read
+          {"ci", {h.lo, h.hi}},
           {"failed", v.failed},
           {"baseline", v.baseline},
           {"oracle_headroom", {{"bpb", h.bpb}, {"ci95", {h.lo, h.hi}}, {"n_paired", h.n}, {"mu", h.mu},
