@@ -2,5 +2,6 @@
 #pragma once
 #include "stats/descriptive.h"
 #include "stats/rliable.h"
+#include "stats/hierarchical.h"
 #include "stats/special.h"
 #include "stats/tests.h"

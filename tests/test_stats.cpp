@@ -353,3 +353,41 @@ TEST_CASE("Spearman rank correlation with its t-distribution p-value") {
   CHECK(std::isnan(spearman({1, 2, 3}, {4, 4, 4}).rho));
   CHECK(error_of([] { spearman({1, 2}, {1, 2}); }).find("at least 3") != std::string::npos);
 }
+
+TEST_CASE("Student t quantiles and the minimum detectable effect of a paired t-test") {
+  CHECK(student_t_quantile(0.975, 4) == doctest::Approx(2.7764451051977987).epsilon(1e-9));
+  CHECK(student_t_quantile(0.025, 1) == doctest::Approx(-12.706204736174707).epsilon(1e-9));
+  CHECK(student_t_quantile(0.8, 10) == doctest::Approx(0.879058).epsilon(1e-5));
+  CHECK(student_t_quantile(0.5, 3) == 0.0);
+  CHECK_THROWS_WITH(student_t_quantile(1.0, 3), doctest::Contains("p in (0, 1)"));
+  // (t_{0.975,4} + t_{0.8,4}) / sqrt(5) for sd 1: 5 models detect a shift of 1.66 standard deviations
+  CHECK(minimum_detectable_effect(1.0, 5) == doctest::Approx((2.7764451 + 0.940965) / std::sqrt(5.0)).epsilon(1e-5));
+  CHECK(minimum_detectable_effect(2.0, 5) == doctest::Approx(2 * minimum_detectable_effect(1.0, 5)));
+  CHECK(std::isnan(minimum_detectable_effect(1.0, 1)));
+}
+
+TEST_CASE("hierarchical bootstrap: models are the replicates, documents are resampled inside them") {
+  BootstrapOptions bo;
+  bo.reps = 4000;
+  bo.seed = 7;
+  // Three models that differ and whose documents agree: only the model draw varies, so the interval spans model
+  // means and is wider than the bootstrap that treats the nine documents as independent.
+  const std::vector<std::vector<double>> models = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}};
+  const Interval h = hierarchical_bootstrap_ci(models, bo);
+  CHECK(h.point == doctest::Approx(1.0));
+  CHECK(h.lo >= 0.0);
+  CHECK(h.hi <= 2.0);
+  CHECK(h.lo < 1.0);
+  CHECK(h.hi > 1.0);
+  const Interval flat = hierarchical_bootstrap_ci({{0, 0, 0, 1, 1, 1, 2, 2, 2}}, bo);
+  CHECK(flat.point == doctest::Approx(1.0));
+  CHECK(h.hi - h.lo > 1.3 * (flat.hi - flat.lo));
+  // Every model weighs the same whatever its document count.
+  CHECK(mean_of_group_means({{0.0}, {1, 1, 1, 1}}) == doctest::Approx(0.5));
+  // Seeded: the same interval again.
+  const Interval again = hierarchical_bootstrap_ci(models, bo);
+  CHECK(again.lo == h.lo);
+  CHECK(again.hi == h.hi);
+  CHECK_THROWS_WITH(hierarchical_bootstrap_ci({{1.0}, {}}, bo), doctest::Contains("group 1"));
+  CHECK_THROWS_WITH(hierarchical_bootstrap_ci({{1.0, NAN}}, bo), doctest::Contains("group 0"));
+}
