@@ -1,13 +1,21 @@
 // `ponder compare`: every method × seeds on held-out windows of a trained checkpoint, with
 // calibration, the oracle and the statistics; writes results.json, report.md and the figures.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "data/files.h"
+#include "data/sha256.h"
 
 #include "experiments/build_info.h"
+#include "experiments/command_line.h"
 #include "experiments/commands.h"
 #include "experiments/control.h"
 #include "experiments/compare_job.h"
 #include "experiments/regime.h"
+#include "experiments/replicates.h"
 
 namespace ponder::cli {
 namespace {
@@ -30,6 +38,78 @@ void run(const CheckpointJobArgs& a) {
                 "");
 }
 
+// Checkpoints are replicates only if they were trained from one config and differ in train.seed: the same seed
+// trains the same model (training is deterministic), and any other difference is a different experiment.
+void check_independent(const std::vector<std::string>& checkpoints) {
+  std::vector<std::string> bytes_hash, texts;
+  std::vector<int64_t> seeds;
+  for (const std::string& path : checkpoints) {
+    const std::optional<std::string> bytes = data::read_file(path);
+    if (!bytes) throw std::runtime_error("compare: cannot read checkpoint '" + path + "'");
+    const ttt::Checkpoint ck = ttt::load_checkpoint(path);
+    const RunConfig c = parse_config(ck.config_text, path + " (its config)");
+    seeds.push_back(c.train.seed);
+    texts.push_back(with_overrides(ck.config_text, {"train.seed=0"}));
+    for (size_t i = 0; i < seeds.size() - 1; ++i) {
+      if (texts[i] != texts.back())
+        throw std::invalid_argument("compare: " + checkpoints[i] + " and " + path + " were trained from different "
+                                    "configs (not only train.seed): they are not replicates of one experiment");
+      if (seeds[i] == seeds.back())
+        throw std::invalid_argument("compare: " + checkpoints[i] + " and " + path + " were both trained with "
+                                    "train.seed " + std::to_string(seeds.back()) + ": they are the same model, not "
+                                    "independent replicates");
+    }
+  }
+}
+
+// One model's comparison in `dir`, or its finished outputs when they were made by this binary from the same
+// checkpoint, config and command line (so an interrupted multi-model run redoes only the unfinished models).
+CompareResult compare_one(const CheckpointJobArgs& a, const std::string& dir) {
+  CheckpointJobArgs one = a;
+  one.out = dir;
+  const std::string done = dir + "/fingerprint.json";
+  // The command line names --config and --set; the config file's text is what could change under the same name.
+  const std::string config_text = a.config.empty() ? "" : load_config(resolve_config(a.config)).text;
+  const nlohmann::json fp = run_fingerprint(a.checkpoint, config_text);
+  const std::optional<std::string> old = data::read_file(done), results = data::read_file(dir + "/results.json");
+  if (old && results && nlohmann::json::parse(*old, nullptr, false) == fp) {
+    std::fprintf(stderr, "compare: %s is finished in %s; reused\n", a.checkpoint.c_str(), dir.c_str());
+    return compare_result_from_json(nlohmann::json::parse(*results));
+  }
+  run(one);
+  write_atomically(done, fp.dump() + "\n");
+  return compare_result_from_json(nlohmann::json::parse(*data::read_file(dir + "/results.json")));
+}
+
+// Several independently trained models: each compared on its own into OUT/model-<i>, then the statistics over
+// models × documents (experiments/replicates.h) into OUT/report.md and OUT/results.json.
+void run_replicates(const CheckpointJobArgs& a) {
+  check_independent(a.checkpoints);
+  std::vector<CompareResult> runs;
+  for (size_t i = 0; i < a.checkpoints.size(); ++i) {
+    CheckpointJobArgs one = a;
+    one.checkpoint = a.checkpoints[i];
+    const std::string dir = (std::filesystem::path(a.out) / ("model-" + std::to_string(i + 1))).string();
+    std::fprintf(stderr, "compare: model %zu of %zu: %s -> %s\n", i + 1, a.checkpoints.size(),
+                 one.checkpoint.c_str(), dir.c_str());
+    runs.push_back(compare_one(one, dir));
+  }
+  const CheckpointJob job = load_checkpoint_job(a, "compare");  // the options every model was compared under
+  const ReplicateSummary s = summarize_replicates(runs, a.checkpoints, job.opt);
+  nlohmann::ordered_json top = {{"produced_by", "ponder compare"}, {"command", command_line()},
+                                {"version", version()}, {"commit", git_commit()}, {"build_type", build_type()},
+                                {"models", s.models.size()},
+                                {"oracle_headroom", {{"mean", s.headroom.delta}, {"ci", {s.headroom.ci.lo, s.headroom.ci.hi}}}}};
+  const nlohmann::json first = nlohmann::json::parse(*data::read_file(a.out + "/model-1/results.json"));
+  if (first.contains("scored_fraction")) top["scored_fraction"] = first["scored_fraction"];
+  top["replicates"] = replicates_json(s);
+  write_atomically(a.out + "/results.json", top.dump(1) + "\n");
+  write_atomically(a.out + "/report.md", "# ponder compare over " + std::to_string(s.models.size()) +
+                                              " models\n\n" + control_status("results/control", git_commit()) +
+                                              replicates_markdown(s));
+  std::printf("%sreport: %s/report.md\n", replicates_markdown(s).c_str(), a.out.c_str());
+}
+
 }  // namespace
 
 void register_compare(CLI::App& app) {
@@ -39,8 +119,13 @@ void register_compare(CLI::App& app) {
       "compare", "Compare allocation methods (uniform, random, heuristics, learned policies, oracle) over seeds on "
                  "held-out windows of a trained checkpoint; writes results.json, report.md, pareto.png, k_hist.png, "
                  "tokens.html");
-  add_checkpoint_job_options(sub, *args, "Config whose compare: section sets methods and seeds");
-  sub->callback([args] { run(*args); });
+  add_checkpoint_job_options(sub, *args, "Config whose compare: section sets methods and seeds", true);
+  sub->callback([args] {
+    if (args->checkpoints.size() > 1)
+      run_replicates(*args);
+    else
+      run(*args);
+  });
 }
 
 }  // namespace ponder::cli

@@ -19,9 +19,20 @@
 
 namespace ponder::cli {
 
-void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help) {
+void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help, bool many) {
   sub->add_option("--config", a.config, config_help + " (default: the checkpoint's own config)");
-  sub->add_option("--checkpoint", a.checkpoint, "Trained model (ponder train's checkpoint.ckpt)")->required();
+  sub->add_option("--checkpoint", a.checkpoints,
+                  many ? "Trained model (ponder train's checkpoint.ckpt); repeat it for independently trained models "
+                         "of one config (they differ only in train.seed)"
+                       : "Trained model (ponder train's checkpoint.ckpt)")
+      ->required()
+      ->allow_extra_args(false);
+  sub->parse_complete_callback([sub, &a, many] {
+    if (!many && a.checkpoints.size() > 1)
+      throw CLI::ValidationError("--checkpoint", sub->get_name() + " takes one checkpoint, got " +
+                                                     std::to_string(a.checkpoints.size()));
+    a.checkpoint = a.checkpoints.front();
+  });
   sub->add_option("--out", a.out, "Output folder")->capture_default_str();
   sub->add_option("--seeds", a.seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
   sub->add_option("--windows", a.windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
@@ -81,21 +92,20 @@ std::string file_sha256(const std::string& path) {
 
 }  // namespace
 
+nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text) {
+  // The binary's own hash, not the commit: a rebuild with uncommitted changes keeps its "-dirty" commit.
+  return {{"command", command_line()}, {"binary_sha256", file_sha256("/proc/self/exe")},
+          {"checkpoint_sha256", file_sha256(checkpoint)}, {"config", config_text}};
+}
+
 Journal open_journal(const std::string& dir, const std::string& label, const std::string& checkpoint,
                      const std::string& config_text) {
-  // The binary's own hash, not the commit: a rebuild with uncommitted changes keeps its "-dirty" commit.
-  const nlohmann::json fingerprint{{"command", command_line()},
-                                   {"binary_sha256", file_sha256("/proc/self/exe")},
-                                   {"checkpoint_sha256", file_sha256(checkpoint)},
-                                   {"config", config_text}};
-  Journal j(dir + "/journal.jsonl", fingerprint);
+  Journal j(dir + "/journal.jsonl", run_fingerprint(checkpoint, config_text));
   if (j.reused() > 0)
     std::fprintf(stderr, "%s: resuming from %s: %zu finished cells are reused\n", label.c_str(), j.path().c_str(),
                  j.reused());
   return j;
 }
-
-namespace {
 
 void write_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -107,8 +117,6 @@ void write_atomically(const std::string& path, const std::string& text) {
   }
   std::filesystem::rename(tmp, path);
 }
-
-}  // namespace
 
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
                    const std::string& after) {

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "experiments/config_cli.h"
 #include "experiments/journal.h"
@@ -14,7 +15,8 @@ namespace ponder::cli {
 // What every analysis of a trained checkpoint takes (compare, oracle, overhead, ablate).
 struct CheckpointJobArgs {
   std::string config;  // empty: the checkpoint's own config
-  std::string checkpoint;
+  std::string checkpoint;               // the first --checkpoint
+  std::vector<std::string> checkpoints;  // every --checkpoint (compare: independently trained models)
   std::string out;
   int64_t seeds = 0, windows = 0;  // 0: the config's compare.seeds / compare.windows_per_seed
   std::string device;              // empty: the config's model.device
@@ -22,7 +24,9 @@ struct CheckpointJobArgs {
 };
 // Adds --config (described by `config_help`; default: the checkpoint's own), --checkpoint (required), --out, --seeds,
 // --windows, --set and --device.
-void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help);
+// With `many`, --checkpoint may repeat; otherwise a second one is an error.
+void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help,
+                                bool many = false);
 
 // What such a command works on: the config's compare options with --seeds / --windows applied, the trained
 // model on its device and its dataset. Prints "<label>: device …" and creates the output folder.
@@ -57,6 +61,13 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
 
 // Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
 // each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.
+// Writes `text` to `path` through a file beside it and a rename, so an interruption leaves the old file whole;
+// a failed write (disk full, read-only) is an error naming the file.
+void write_atomically(const std::string& path, const std::string& text);
+// What a finished comparison of `checkpoint` depends on: the command line, this binary, the checkpoint's bytes and
+// the config text. A journal or a finished model's outputs are reused only under the same fingerprint.
+nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text);
+
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
                    const std::string& after);
 

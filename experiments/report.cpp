@@ -451,6 +451,10 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   out["methods"] = methods;
   out["comparisons"] = cmp_json;
   out["oracle"] = oracle_json;
+  out["models"] = 1;  // one trained model: its intervals hold document sampling only (ponder compare with several
+                      // --checkpoint gives the statistics over models)
+  if (oracle_json.contains("headroom"))
+    out["oracle_headroom"] = {{"mean", oracle_json["headroom"]["bpb"]}, {"ci", oracle_json["headroom"]["ci95"]}};
   out["policy_oracle_spearman"] = agree_json;
   out["degenerate"] = {{"value", !degenerate.empty()}, {"reason", ordered_json(degenerate)}};
   out["oracle_tie_share"] = ties;

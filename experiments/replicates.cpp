@@ -1,0 +1,175 @@
+#include "experiments/replicates.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include "experiments/report.h"
+#include "experiments/result_json.h"
+#include "experiments/result_util.h"
+#include "stats/stats.h"
+
+namespace ponder::cli {
+
+using nlohmann::ordered_json;
+
+CompareResult compare_result_from_json(const nlohmann::json& results) {
+  CompareResult r;
+  for (const nlohmann::json& m : results.at("methods")) {
+    MethodResult mr;
+    mr.name = m.at("name").get<std::string>();
+    mr.kind = m.at("kind").get<std::string>();
+    for (const nlohmann::json& s : m.at("seeds")) mr.seeds.push_back(s.get<SeedResult>());
+    r.methods.push_back(std::move(mr));
+  }
+  if (results.contains("oracle") && results["oracle"].contains("frontier"))
+    for (const nlohmann::json& p : results["oracle"]["frontier"]) {
+      FrontierPoint f;
+      f.mu = number_or_nan(p.at("mu"));
+      f.bpb = number_or_nan(p.at("bpb"));
+      f.inner_per_token = number_or_nan(p.at("inner_flops_per_token"));
+      f.base_per_token = number_or_nan(p.at("total_flops_per_token")) - f.inner_per_token;
+      f.mean_k = number_or_nan(p.at("mean_k"));
+      if (p.contains("window_bpb"))
+        for (const nlohmann::json& v : p["window_bpb"]) f.window_bpb.push_back(number_or_nan(v));
+      r.frontier.push_back(std::move(f));
+    }
+  return r;
+}
+
+namespace {
+
+// The row of one method (or of the headroom) from its paired differences per model.
+ReplicateRow row_from(const std::string& name, const std::vector<std::vector<double>>& diffs,
+                      const std::vector<double>& flops_ratios) {
+  ReplicateRow row;
+  row.method = name;
+  for (const auto& d : diffs) row.per_model.push_back(stats::mean(d));
+  row.delta = stats::mean(row.per_model);
+  stats::BootstrapOptions bo;
+  bo.seed = 2024;
+  row.ci = stats::hierarchical_bootstrap_ci(diffs, bo);
+  row.flops_ratio = stats::mean(flops_ratios);
+  if (row.per_model.size() >= 2) {
+    row.p = stats::paired_t_test(row.per_model).p_value;
+    row.mde = stats::minimum_detectable_effect(stats::stddev(row.per_model), int64_t(row.per_model.size()));
+  }
+  return row;
+}
+
+// Per model, the oracle frontier's best point within the baseline's FLOPs against the best uniform schedule there,
+// paired by document (as oracle_headroom pairs them: seed 0's windows, or the streams).
+ReplicateRow headroom_row(const std::vector<CompareResult>& runs, const std::string& baseline) {
+  std::vector<std::vector<double>> diffs;
+  std::vector<double> ratios;
+  for (const CompareResult& r : runs) {
+    const MethodResult* base = find(r, baseline);
+    const Headroom h = oracle_headroom(r, *base);
+    const MethodResult* u = find(r, h.uniform);
+    const FrontierPoint* p = nullptr;
+    for (const FrontierPoint& f : r.frontier)
+      if (f.mu == h.mu) p = &f;
+    if (!p || !u || p->window_bpb.size() != u->seeds.front().window_bpb.size()) {
+      ReplicateRow none;  // no frontier point within the budget on some model: no headroom to state
+      none.method = "oracle";
+      return none;
+    }
+    std::vector<double> d;
+    for (size_t w = 0; w < p->window_bpb.size(); ++w) d.push_back(u->seeds.front().window_bpb[w] - p->window_bpb[w]);
+    diffs.push_back(d);
+    ratios.push_back(h.flops / h.base_flops);
+  }
+  return row_from("oracle", diffs, ratios);
+}
+
+}  // namespace
+
+ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, const std::vector<std::string>& labels,
+                                      const CompareOptions& opt) {
+  if (runs.empty()) throw std::invalid_argument("summarize_replicates: no models");
+  ReplicateSummary s;
+  s.baseline = "uniform-" + std::to_string(opt.budget_k);
+  s.models = labels;
+  for (const CompareResult& r : runs)
+    if (!find(r, s.baseline))
+      throw std::invalid_argument("replicates: " + s.baseline + " did not run on every model (add it to compare.methods)");
+  std::vector<double> p_values;
+  for (const MethodResult& m0 : runs.front().methods) {
+    if (m0.kind == "oracle" || m0.name == s.baseline) continue;
+    std::vector<std::vector<double>> diffs;
+    std::vector<double> ratios;
+    for (const CompareResult& r : runs) {
+      const MethodResult* m = find(r, m0.name);
+      const MethodResult* base = find(r, s.baseline);
+      if (!m) throw std::invalid_argument("replicates: method " + m0.name + " did not run on every model");
+      diffs.push_back(paired_differences(*m, *base, opt.streams));
+      ratios.push_back(seed_mean(*m, total_of) / seed_mean(*base, total_of));
+    }
+    s.documents = int64_t(diffs.front().size());
+    s.rows.push_back(row_from(m0.name, diffs, ratios));
+    if (std::isfinite(s.rows.back().p)) p_values.push_back(s.rows.back().p);
+  }
+  const std::vector<double> holm = p_values.empty() ? std::vector<double>{} : stats::holm(p_values);
+  size_t i = 0;
+  for (ReplicateRow& row : s.rows)
+    if (std::isfinite(row.p)) row.p_holm = holm[i++];
+  s.headroom = headroom_row(runs, s.baseline);
+  return s;
+}
+
+namespace {
+
+ordered_json row_json(const ReplicateRow& r) {
+  return {{"method", r.method}, {"delta_bpb", r.delta}, {"ci", {r.ci.lo, r.ci.hi}}, {"per_model", r.per_model},
+          {"p_t_over_models", r.p}, {"p_holm", r.p_holm}, {"mde_bpb", r.mde}, {"flops_ratio", r.flops_ratio}};
+}
+
+}  // namespace
+
+ordered_json replicates_json(const ReplicateSummary& s) {
+  ordered_json rows = ordered_json::array();
+  for (const ReplicateRow& r : s.rows) rows.push_back(row_json(r));
+  return {{"models", s.models.size()},
+          {"checkpoints", s.models},
+          {"baseline", s.baseline},
+          {"documents_per_model", s.documents},
+          {"unit_of_replication", "model (documents are paired observations inside each model)"},
+          {"oracle_headroom", row_json(s.headroom)},
+          {"methods", rows}};
+}
+
+std::string replicates_markdown(const ReplicateSummary& s) {
+  std::ostringstream md;
+  const size_t n = s.models.size();
+  md << "## Over " << n << " independently trained model" << (n == 1 ? "" : "s") << "\n\n";
+  if (n < 2)
+    md << "**One trained model**: no interval below contains training variance; it holds only the sampling of "
+          "documents. Train more models (`ponder train --seed N`, then several `--checkpoint`) for a result about "
+          "the method.\n\n";
+  else if (n < 5)
+    md << "**Only " << n << " models**: a bootstrap over so few models understates their spread, so read the t-test's p "
+          "and the MDE; at least 5 models are needed for a reported result.\n\n";
+  md << "Each model was compared on its own (heuristics calibrated and learned policies trained on it; reports in "
+        "the `model-*` folders). Here the unit of replication is the model: Δ is bits/byte against " << s.baseline
+     << " paired by document (" << s.documents << " per model), averaged per model, then over models; the 95% CI "
+        "resamples models, then documents inside each (hierarchical bootstrap); p is a paired t-test over the "
+        "per-model means (Holm over methods); MDE is the |Δ| that test detects with 80% power at α 0.05 with "
+     << n << " models.\n\n| method | Δ bpb vs " << s.baseline << " [95% CI] | per model | p (Holm) | MDE | FLOPs vs "
+     << s.baseline << " |\n|---|---|---|---|---|---|\n";
+  auto line = [&](const ReplicateRow& r, bool holm) {
+    std::string per;
+    for (double v : r.per_model) per += (per.empty() ? "" : ", ") + fmt("%+.4f", v);
+    md << "| " << r.method << " | " << fmt("%+.4f", r.delta) << " [" << fmt("%+.4f", r.ci.lo) << ", "
+       << fmt("%+.4f", r.ci.hi) << "] | " << per << " | " << fmt("%.3g", r.p)
+       << (holm ? " (" + fmt("%.3g", r.p_holm) + ")" : "") << " | " << fmt("%.4f", r.mde) << " | "
+       << fmt("%.3f", r.flops_ratio) << "× |\n";
+  };
+  for (const ReplicateRow& r : s.rows) line(r, true);
+  md << "\nOracle headroom (positive: the oracle frontier beats the best uniform schedule within " << s.baseline
+     << "'s FLOPs):\n\n| | headroom bpb [95% CI] | per model | p | MDE | FLOPs vs " << s.baseline
+     << " |\n|---|---|---|---|---|---|\n";
+  line(s.headroom, false);
+  return md.str() + "\n";
+}
+
+}  // namespace ponder::cli
