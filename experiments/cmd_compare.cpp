@@ -67,18 +67,16 @@ void check_independent(const std::vector<std::string>& checkpoints) {
 CompareResult compare_one(const CheckpointJobArgs& a, const std::string& dir) {
   CheckpointJobArgs one = a;
   one.out = dir;
-  const std::string done = dir + "/fingerprint.json";
   // The command line names --config and --set; the config file's text is what could change under the same name.
   const std::string config_text = a.config.empty() ? "" : load_config(resolve_config(a.config)).text;
   const nlohmann::json fp = run_fingerprint(a.checkpoint, config_text);
-  const std::optional<std::string> old = data::read_file(done), results = data::read_file(dir + "/results.json");
-  if (old && results && nlohmann::json::parse(*old, nullptr, false) == fp) {
+  if (std::optional<CompareResult> done = finished_compare(dir, fp)) {
     std::fprintf(stderr, "compare: %s is finished in %s; reused\n", a.checkpoint.c_str(), dir.c_str());
-    return compare_result_from_json(nlohmann::json::parse(*results));
+    return std::move(*done);
   }
   run(one);
-  write_atomically(done, fp.dump() + "\n");
-  return compare_result_from_json(nlohmann::json::parse(*data::read_file(dir + "/results.json")));
+  mark_finished(dir, fp);
+  return *finished_compare(dir, fp);
 }
 
 // Several independently trained models: each compared on its own into OUT/model-<i>, then the statistics over

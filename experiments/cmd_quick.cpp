@@ -22,6 +22,7 @@
 #include "experiments/compare_job.h"
 #include "experiments/device.h"
 #include "experiments/regime.h"
+#include "experiments/replicates.h"
 #include "experiments/training.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -102,6 +103,34 @@ std::string training_section(const RunConfig& cfg, const TrainedModel& m, const 
   return md.str();
 }
 
+// Models 2 … train.seeds: the same config with train.seed + i, each trained (or reused) and compared on its own in
+// OUT/model-<i+1>; a finished comparison is reused when this binary made it from the same checkpoint and config.
+std::vector<CompareResult> other_models(const RunConfig& cfg, const Options& o, Device device, const Dataset& ds,
+                                        const CompareOptions& copt) {
+  std::vector<CompareResult> runs;
+  for (int64_t i = 1; i < cfg.train_seeds; ++i) {
+    ConfigOverrides seed;
+    seed.seed = int64_t(cfg.train.seed) + i;
+    const RunConfig ci = apply_overrides(cfg, seed);
+    const std::string dir = (std::filesystem::path(o.out) / ("model-" + std::to_string(i + 1))).string();
+    std::fprintf(stderr, "quick: model %lld of %lld (train.seed %lld) in %s\n", (long long)(i + 1),
+                 (long long)cfg.train_seeds, (long long)seed.seed, dir.c_str());
+    bool reused = false;
+    const TrainedModel m = train_or_reuse(ci, dir, o.retrain, device, this_build(), reused);
+    const std::string ckpt = checkpoint_path(dir);
+    const nlohmann::json fp = run_fingerprint(ckpt, ci.text);
+    if (std::optional<CompareResult> done = finished_compare(dir, fp)) {
+      runs.push_back(std::move(*done));
+      continue;
+    }
+    CompareResult r;
+    run_compare_job(m, ds, copt, ckpt, ci.text, dir, &r);
+    mark_finished(dir, fp);
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
 void run_quick(const Options& o) {
   const RunConfig cfg = apply_overrides(load_config(resolve_config(o.config)), o.over);
   const Device device = run_device(o.device, cfg.device, cfg.source);
@@ -129,9 +158,19 @@ void run_quick(const Options& o) {
   if (o.seeds > 0) copt.seeds = o.seeds;
   if (o.windows > 0) copt.windows_per_seed = o.windows;
   const std::string ckpt = checkpoint_path(o.out);
-  const std::string headline = run_compare_job(m, ds, copt, ckpt, cfg.text, o.out);
+  std::vector<CompareResult> runs(1);
+  const std::string headline = run_compare_job(m, ds, copt, ckpt, cfg.text, o.out, &runs[0]);
   write_position_plot(regime, o.out);
-  nlohmann::ordered_json top = {{"positive_control", control_json_}, {"corpus", corpus_json(ds)}};
+  for (CompareResult& r : other_models(cfg, o, device, ds, copt)) runs.push_back(std::move(r));
+  std::vector<std::string> labels = {ckpt};
+  for (size_t i = 1; i < runs.size(); ++i) labels.push_back(checkpoint_path(o.out + "/model-" + std::to_string(i + 1)));
+  const ReplicateSummary reps = summarize_replicates(runs, labels, copt);
+  nlohmann::ordered_json top = {{"positive_control", control_json_},
+                                {"models", reps.models.size()},
+                                {"oracle_headroom", {{"mean", reps.headroom.delta},
+                                                     {"ci", {reps.headroom.ci.lo, reps.headroom.ci.hi}}}},
+                                {"replicates", replicates_json(reps)},
+                                {"corpus", corpus_json(ds)}};
   add_regime_json(regime, top);
   nlohmann::ordered_json training = {{"config_source", cfg.source}, {"seed", cfg.train.seed},
                                      {"reused_checkpoint", reused}, {"trained_steps", m.step},
@@ -146,7 +185,8 @@ void run_quick(const Options& o) {
   if (deg.is_object() && deg.value("value", false))
     for (const auto& why : deg["reason"]) flag += "**Degenerate by construction**: " + why.get<std::string>() + ".\n\n";
   const std::string intro = "# ponder quick\n\n" + flag + control_md + "Corpus " + ds.corpus.source + ".\n\n" +
-                            regime_markdown(regime) + "\n";
+                            regime_markdown(regime) + "\n" + replicates_markdown(reps) +
+                            "**Below: the first model (train.seed " + std::to_string(cfg.train.seed) + ") in detail.**\n\n";
   merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve));
   std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
               "%s/pareto.png, %s/k_hist.png, %s/tokens.html\n",

@@ -14,6 +14,7 @@
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
 #include "experiments/device.h"
+#include "experiments/replicates.h"
 #include "experiments/report.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -116,6 +117,19 @@ void write_atomically(const std::string& path, const std::string& text) {
     if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full or read-only?)");
   }
   std::filesystem::rename(tmp, path);
+}
+
+std::optional<CompareResult> finished_compare(const std::string& dir, const nlohmann::json& fp) {
+  const std::optional<std::string> old = data::read_file(dir + "/fingerprint.json");
+  const std::optional<std::string> results = data::read_file(dir + "/results.json");
+  if (!old || !results || nlohmann::json::parse(*old, nullptr, false) != fp) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(*results, nullptr, false);
+  if (!j.is_object() || !j.contains("methods")) return std::nullopt;
+  return compare_result_from_json(j);
+}
+
+void mark_finished(const std::string& dir, const nlohmann::json& fp) {
+  write_atomically(dir + "/fingerprint.json", fp.dump() + "\n");
 }
 
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,

@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,11 @@ void write_atomically(const std::string& path, const std::string& text);
 // What a finished comparison of `checkpoint` depends on: the command line, this binary, the checkpoint's bytes and
 // the config text. A journal or a finished model's outputs are reused only under the same fingerprint.
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text);
+
+// The comparison finished in `dir` (its results.json) when `dir`/fingerprint.json equals `fp`; mark_finished writes
+// that file once the outputs are whole. Several models compared in turn redo only the unfinished ones on a rerun.
+std::optional<CompareResult> finished_compare(const std::string& dir, const nlohmann::json& fp);
+void mark_finished(const std::string& dir, const nlohmann::json& fp);
 
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
                    const std::string& after);

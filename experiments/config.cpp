@@ -292,6 +292,7 @@ void check(const RunConfig& c) {
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) throw std::invalid_argument(msg);
   };
+  need(c.train_seeds >= 1 && c.train_seeds <= 1000, "train.seeds must lie in [1, 1000], got " + std::to_string(c.train_seeds));
   need(c.data.valid_frac > 0 && c.data.valid_frac < 1, "data.valid_frac must lie in (0, 1)");
   need(c.data.test_frac > 0 && c.data.test_frac < 1, "data.test_frac must lie in (0, 1)");
   need(c.data.valid_frac + c.data.test_frac < 1, "data.valid_frac + data.test_frac must be below 1");
@@ -370,6 +371,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   read_model(model, c.model);
   model.get<std::string>("device", c.device, [](const std::string& v) { return one_of(v, {"cpu", "cuda"}); });
   read_train(train, c.train);
+  train.get("seeds", c.train_seeds);
   read_data(data, c.data);
   read_eval(eval, c.eval);
   read_compare(compare, c.compare);

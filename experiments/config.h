@@ -50,6 +50,9 @@ struct RunConfig {
   EvalConfig eval;
   CompareOptions compare;  // `ponder compare` and `ponder quick`
   StreamsConfig streams;
+  // train.seeds: `ponder quick` trains this many independent models (train.seed, train.seed + 1, …) and reports
+  // over them; `ponder train` trains the one of train.seed.
+  int64_t train_seeds = 1;
   std::string text;    // the YAML it was parsed from: what checkpoints and logs record
   std::string source;  // where the text came from, for messages
 };

@@ -150,7 +150,8 @@ std::string replicates_markdown(const ReplicateSummary& s) {
     md << "**Only " << n << " models**: a bootstrap over so few models understates their spread, so read the t-test's p "
           "and the MDE; at least 5 models are needed for a reported result.\n\n";
   md << "Each model was compared on its own (heuristics calibrated and learned policies trained on it; reports in "
-        "the `model-*` folders). Here the unit of replication is the model: Δ is bits/byte against " << s.baseline
+        "each model's folder, listed in results.json as replicates.checkpoints). Here the unit of replication is the "
+        "model: Δ is bits/byte against " << s.baseline
      << " paired by document (" << s.documents << " per model), averaged per model, then over models; the 95% CI "
         "resamples models, then documents inside each (hierarchical bootstrap); p is a paired t-test over the "
         "per-model means (Holm over methods); MDE is the |Δ| that test detects with 80% power at α 0.05 with "

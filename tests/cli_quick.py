@@ -16,6 +16,10 @@ failures = []
 passes = []
 
 
+def windows_of(m):
+    return [w for s in m["seeds"] for w in s["window_bpb"]]
+
+
 def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     (passes if ok else failures).append(what)
@@ -23,7 +27,7 @@ def check(ok, what):
 
 with tempfile.TemporaryDirectory() as out:
     run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out,
-                          "--control", "none"], capture_output=True, text=True, timeout=900)
+                          "--control", "none", "--set", "train.seeds=2"], capture_output=True, text=True, timeout=900)
     check(run.returncode == 0, "ponder quick exits 0: " + run.stderr[-2000:])
     for f in ["report.md", "results.json", "pareto.png", "k_hist.png", "tokens.html", "checkpoint.ckpt"]:
         check(os.path.getsize(os.path.join(out, f)) > 0 if os.path.exists(os.path.join(out, f)) else False,
@@ -64,6 +68,19 @@ with tempfile.TemporaryDirectory() as out:
         paired = sum(1.0 if x < 0 else 0.5 if x == 0 else 0.0 for x in diffs) / len(diffs)
         check(math.isclose(c["p_improvement"], paired, rel_tol=1e-12), c["method"] + " paired P(improvement) recomputed")
         check(c["wilcoxon_n"] == sum(1 for x in diffs if x != 0), c["method"] + " Wilcoxon n counts the non-zero differences")
+    # train.seeds: 2 -> a second model (train.seed 1) compared on its own in model-2/, and the statistics over both
+    second = json.load(open(os.path.join(out, "model-2", "results.json")))
+    check(results["models"] == 2 and results["replicates"]["checkpoints"][1].endswith("model-2/checkpoint.ckpt"),
+          "results.json: two models, the second in model-2/")
+    check("seed: 1" in second["config"], "the second model was trained with train.seed 1")
+    by2 = {m["name"]: m for m in second["methods"]}
+    for row in results["replicates"]["methods"]:
+        mine = [sum(a - b for a, b in zip(windows_of(r[row["method"]]), windows_of(r["uniform-2"]))) /
+                len(windows_of(r["uniform-2"])) for r in (by, by2)]
+        check(all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) for x, y in zip(row["per_model"], mine)),
+              row["method"] + ": per-model paired differences over both models recomputed")
+    check("## Over 2 independently trained models" in report and "**Only 2 models**" in report,
+          "report.md states the number of models and that 2 are too few")
     check("## Success criteria" in report and
           all(m in report for m in ["Quality within", "Oracle-K / difficulty", "Policy / oracle"]) and
           report.count("**met**") + report.count("**not met**") + report.count("**not testable here**") >= 3,
