@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "experiments/frontier.h"
 #include "experiments/report.h"
 #include "experiments/result_json.h"
 #include "experiments/result_util.h"
@@ -82,6 +83,21 @@ ReplicateRow headroom_row(const std::vector<CompareResult>& runs, const std::str
   return row_from("oracle", diffs, ratios);
 }
 
+// The row's distance to the uniform frontier, per model and over models.
+void add_frontier(const std::vector<CompareResult>& runs, bool streams, ReplicateRow& row) {
+  std::vector<std::vector<double>> diffs;
+  for (const CompareResult& r : runs) {
+    const FrontierDelta f = frontier_delta(r, *find(r, row.method), streams);
+    if (f.d.empty()) return;
+    diffs.push_back(f.d);
+  }
+  const ReplicateRow fr = row_from(row.method, diffs, {1.0});
+  row.frontier_per_model = fr.per_model;
+  row.frontier = fr.delta;
+  row.frontier_ci = fr.ci;
+  row.frontier_p = fr.p;
+}
+
 }  // namespace
 
 ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, const std::vector<std::string>& labels,
@@ -107,6 +123,7 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
     }
     s.documents = int64_t(diffs.front().size());
     s.rows.push_back(row_from(m0.name, diffs, ratios));
+    if (m0.kind != "uniform") add_frontier(runs, opt.streams, s.rows.back());
     if (std::isfinite(s.rows.back().p)) p_values.push_back(s.rows.back().p);
   }
   const std::vector<double> holm = p_values.empty() ? std::vector<double>{} : stats::holm(p_values);
@@ -121,7 +138,9 @@ namespace {
 
 ordered_json row_json(const ReplicateRow& r) {
   return {{"method", r.method}, {"delta_bpb", r.delta}, {"ci", {r.ci.lo, r.ci.hi}}, {"per_model", r.per_model},
-          {"p_t_over_models", r.p}, {"p_holm", r.p_holm}, {"mde_bpb", r.mde}, {"flops_ratio", r.flops_ratio}};
+          {"p_t_over_models", r.p}, {"p_holm", r.p_holm}, {"mde_bpb", r.mde}, {"flops_ratio", r.flops_ratio},
+          {"frontier_delta", {{"mean", r.frontier}, {"ci", {r.frontier_ci.lo, r.frontier_ci.hi}},
+                              {"per_model", r.frontier_per_model}, {"p_t_over_models", r.frontier_p}}}};
 }
 
 }  // namespace
@@ -155,15 +174,21 @@ std::string replicates_markdown(const ReplicateSummary& s) {
      << " paired by document (" << s.documents << " per model), averaged per model, then over models; the 95% CI "
         "resamples models, then documents inside each (hierarchical bootstrap); p is a paired t-test over the "
         "per-model means (Holm over methods); MDE is the |Δ| that test detects with 80% power at α 0.05 with "
-     << n << " models.\n\n| method | Δ bpb vs " << s.baseline << " [95% CI] | per model | p (Holm) | MDE | FLOPs vs "
-     << s.baseline << " |\n|---|---|---|---|---|---|\n";
+     << n << " models. The last column compares each method with the uniform frontier interpolated at its own "
+        "total FLOPs (experiments/frontier.h), per model and then over models the same way.\n\n| method | Δ bpb vs "
+     << s.baseline << " [95% CI] | per model | p (Holm) | MDE | FLOPs vs " << s.baseline
+     << " | Δ vs uniform frontier [95% CI] |\n|---|---|---|---|---|---|---|\n";
   auto line = [&](const ReplicateRow& r, bool holm) {
     std::string per;
     for (double v : r.per_model) per += (per.empty() ? "" : ", ") + fmt("%+.4f", v);
     md << "| " << r.method << " | " << fmt("%+.4f", r.delta) << " [" << fmt("%+.4f", r.ci.lo) << ", "
        << fmt("%+.4f", r.ci.hi) << "] | " << per << " | " << fmt("%.3g", r.p)
        << (holm ? " (" + fmt("%.3g", r.p_holm) + ")" : "") << " | " << fmt("%.4f", r.mde) << " | "
-       << fmt("%.3f", r.flops_ratio) << "× |\n";
+       << fmt("%.3f", r.flops_ratio) << "× |"
+       << (holm ? " " + (std::isnan(r.frontier) ? std::string("—") : fmt("%+.4f", r.frontier) + " [" +
+                         fmt("%+.4f", r.frontier_ci.lo) + ", " + fmt("%+.4f", r.frontier_ci.hi) + "]") + " |"
+                : std::string())
+       << "\n";
   };
   for (const ReplicateRow& r : s.rows) line(r, true);
   md << "\nOracle headroom (positive: the oracle frontier beats the best uniform schedule within " << s.baseline

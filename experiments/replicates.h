@@ -26,6 +26,11 @@ struct ReplicateRow {
   double p = NAN, p_holm = NAN;   // paired t-test over the per-model means; NaN with fewer than 2 models
   double mde = NAN;               // the |Δ| that test detects with 80% power at α 0.05 (NaN: < 2 models)
   double flops_ratio = NAN;       // total FLOPs per token against the baseline's, mean over models
+  // Against the uniform frontier at the method's own FLOPs (experiments/frontier.h), the same way over models; NaN
+  // for uniform schedules and the oracle.
+  std::vector<double> frontier_per_model;
+  double frontier = NAN, frontier_p = NAN;
+  stats::Interval frontier_ci;
 };
 
 struct ReplicateSummary {

@@ -9,6 +9,7 @@
 
 #include "experiments/plots.h"
 #include "experiments/result_json.h"
+#include "experiments/frontier.h"
 #include "experiments/result_util.h"
 #include "stats/stats.h"
 
@@ -172,6 +173,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     methods.push_back({{"name", m.name}, {"kind", m.kind}, {"detail", m.detail}, {"unit_tokens", m.unit_tokens},
                        {"bpb", {{"mean", ci.point}, {"ci95", {ci.lo, ci.hi}}, {"iqm", iqm}}},
                        {"k_options", r.k_options}, {"k_hist", m.k_hist}, {"seeds", seeds}});
+    if (m.kind != "uniform" && m.kind != "oracle")
+      methods.back()["frontier_delta"] = frontier_delta_json(frontier_delta(r, m, opt.streams));
     if (!m.curve.empty()) {
       methods.back()["train_seconds"] = m.train_seconds;
       methods.back()["training_curve"] = curve;
@@ -495,7 +498,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
      << "Per-window differences of bits per byte (negative = better than " << base_name << "); n = "
      << (opt.streams ? int64_t(r.stream_names.size()) : opt.seeds * opt.windows_per_seed)
      << (opt.streams ? " streams (each stream's difference averaged over the seeds, so a stream counts once)"
-                     : " windows") << ".\n\n" << tests.str()
+                     : " windows") << ".\n\n" << tests.str() << "\n" << frontier_markdown(r, opt.streams)
      << (learned.str().empty() ? std::string() : "\n## Learned policies\n\n" + learned.str() +
                                                       "\nTraining curves per iteration are in results.json.\n")
      << "\n## Success criteria (docs/method.md §6.4)\n\n" << crit.str() << "\n## Oracle\n\n"

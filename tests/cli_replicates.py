@@ -61,6 +61,27 @@ def hierarchical_ci(groups, reps=20000, seed=1):
     return np.quantile(vals, [0.025, 0.975])
 
 
+def frontier_diffs(res, name):
+    """The method's per-window bpb minus the uniform Pareto curve interpolated at its total FLOPs."""
+    uni = sorted([m for m in res["methods"] if m["kind"] == "uniform"], key=total)
+    curve = []
+    for m in uni:
+        if not curve or np.mean([s["bpb"] for s in m["seeds"]]) < np.mean([s["bpb"] for s in curve[-1]["seeds"]]):
+            curve.append(m)
+    m = {x["name"]: x for x in res["methods"]}[name]
+    f = total(m)
+    xs = [total(c) for c in curve]
+    if f <= xs[0]:
+        ref = windows(curve[0])
+    elif f >= xs[-1]:
+        ref = windows(curve[-1])
+    else:
+        i = next(i for i in range(len(xs)) if xs[i] >= f)
+        w = (f - xs[i - 1]) / (xs[i] - xs[i - 1])
+        ref = (1 - w) * windows(curve[i - 1]) + w * windows(curve[i])
+    return windows(m) - ref
+
+
 def headroom_diffs(res):
     by = {m["name"]: m for m in res["methods"]}
     budget = by["uniform-2"]["seeds"][0]["total_flops_per_token"]
@@ -99,6 +120,16 @@ with tempfile.TemporaryDirectory() as tmp:
         check(np.allclose(row["per_model"], per, rtol=1e-9, atol=1e-12), name + ": per-model paired Δ recomputed")
         check(math.isclose(row["delta_bpb"], np.mean(per), rel_tol=1e-9, abs_tol=1e-12), name + ": Δ = mean over models")
         check(math.isclose(row["flops_ratio"], np.mean(ratios), rel_tol=1e-9), name + ": FLOP ratio recomputed")
+        kind = {m["name"]: m["kind"] for m in models[0]["methods"]}[name]
+        if kind != "uniform":
+            fr = [np.mean(frontier_diffs(res, name)) for res in models]
+            check(np.allclose(row["frontier_delta"]["per_model"], fr, rtol=1e-9, atol=1e-12) and
+                  math.isclose(row["frontier_delta"]["mean"], np.mean(fr), rel_tol=1e-9, abs_tol=1e-12),
+                  name + ": distance to the uniform frontier per model recomputed (interpolated at its FLOPs)")
+            for res in models:
+                own = {m["name"]: m for m in res["methods"]}[name]["frontier_delta"]
+                check(math.isclose(own["mean"], np.mean(frontier_diffs(res, name)), rel_tol=1e-9, abs_tol=1e-12) and
+                      own["ci"][0] <= own["mean"] <= own["ci"][1], name + ": the model's own frontier_delta recomputed")
         if np.std(per) > 0:
             p = stats.ttest_1samp(per, 0.0).pvalue
             check(math.isclose(row["p_t_over_models"], p, rel_tol=1e-6), name + ": t-test over models recomputed (scipy)")

@@ -1,0 +1,88 @@
+#include "experiments/frontier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "experiments/result_util.h"
+#include "stats/stats.h"
+
+namespace ponder::cli {
+
+std::vector<double> document_bpb(const MethodResult& m, bool streams) {
+  std::vector<double> all = all_windows(m);
+  if (!streams || m.seeds.empty()) return all;
+  const size_t W = m.seeds.front().window_bpb.size(), S = m.seeds.size();
+  std::vector<double> out(W, 0.0);
+  for (size_t s = 0; s < S; ++s)
+    for (size_t w = 0; w < W; ++w) out[w] += all[s * W + w] / double(S);
+  return out;
+}
+
+namespace {
+
+// The uniform schedules on the Pareto curve, by increasing total FLOPs: each beats every cheaper one.
+std::vector<const MethodResult*> uniform_curve(const CompareResult& r) {
+  std::vector<const MethodResult*> u;
+  for (const MethodResult& m : r.methods)
+    if (m.kind == "uniform" && !m.seeds.empty()) u.push_back(&m);
+  std::sort(u.begin(), u.end(), [](const MethodResult* a, const MethodResult* b) {
+    return seed_mean(*a, total_of) < seed_mean(*b, total_of);
+  });
+  std::vector<const MethodResult*> curve;
+  for (const MethodResult* m : u)
+    if (curve.empty() || seed_mean(*m, bpb_of) < seed_mean(*curve.back(), bpb_of)) curve.push_back(m);
+  return curve;
+}
+
+}  // namespace
+
+FrontierDelta frontier_delta(const CompareResult& r, const MethodResult& m, bool streams) {
+  FrontierDelta f;
+  const std::vector<const MethodResult*> curve = uniform_curve(r);
+  if (curve.empty() || m.seeds.empty()) return f;
+  const double flops = seed_mean(m, total_of);
+  size_t hi = 0;
+  while (hi < curve.size() && seed_mean(*curve[hi], total_of) < flops) ++hi;
+  const MethodResult* a = curve[hi == 0 ? 0 : hi - 1];
+  const MethodResult* b = curve[std::min(hi, curve.size() - 1)];
+  f.outside = hi == 0 ? flops < seed_mean(*a, total_of) * (1 - 1e-9) : hi == curve.size();
+  const double fa = seed_mean(*a, total_of), fb = seed_mean(*b, total_of);
+  f.weight = a == b || fb <= fa ? 0.0 : (flops - fa) / (fb - fa);
+  f.lower = a->name;
+  f.upper = b->name;
+  const std::vector<double> x = document_bpb(m, streams), ya = document_bpb(*a, streams), yb = document_bpb(*b, streams);
+  for (size_t i = 0; i < x.size() && i < ya.size() && i < yb.size(); ++i)
+    f.d.push_back(x[i] - ((1 - f.weight) * ya[i] + f.weight * yb[i]));
+  if (f.d.empty()) return f;
+  stats::BootstrapOptions bo;
+  bo.seed = 2024;
+  f.ci = stats::hierarchical_bootstrap_ci({f.d}, bo);  // one group: the bootstrap over documents
+  f.mean = f.ci.point;
+  return f;
+}
+
+nlohmann::ordered_json frontier_delta_json(const FrontierDelta& f) {
+  return {{"mean", f.mean}, {"ci", {f.ci.lo, f.ci.hi}}, {"between", {f.lower, f.upper}}, {"weight", f.weight},
+          {"outside_uniform_range", f.outside}};
+}
+
+std::string frontier_markdown(const CompareResult& r, bool streams) {
+  std::ostringstream md;
+  md << "## Distance to the uniform frontier\n\nEach method against the uniform schedules' Pareto curve (bits/byte "
+        "against total FLOPs per token, overhead included) interpolated at the method's own FLOPs, paired by "
+     << (streams ? "stream" : "window") << "; negative = better than uniform at equal compute. 95% bootstrap CI over "
+     << (streams ? "streams" : "windows") << ".\n\n| method | Δ bpb vs frontier [95% CI] | between | FLOPs/token |\n"
+     << "|---|---|---|---|\n";
+  for (const MethodResult& m : r.methods) {
+    if (m.kind == "uniform" || m.kind == "oracle") continue;
+    const FrontierDelta f = frontier_delta(r, m, streams);
+    md << "| " << m.name << " | " << fmt("%+.4f", f.mean) << " [" << fmt("%+.4f", f.ci.lo) << ", "
+       << fmt("%+.4f", f.ci.hi) << "] | " << f.lower << (f.lower == f.upper ? "" : " – " + f.upper)
+       << (f.outside ? " (beyond the curve's end: compared with it)" : "") << " | " << fmt("%.4g", seed_mean(m, total_of))
+       << " |\n";
+  }
+  return md.str();
+}
+
+}  // namespace ponder::cli

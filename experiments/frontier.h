@@ -1,0 +1,34 @@
+// Each method against the uniform frontier at its own compute (docs/method.md §6.3): the uniform schedules that no
+// cheaper uniform schedule beats form a curve of bits/byte against total FLOPs per token (base + inner + overhead);
+// a method is compared, document by document, with that curve interpolated linearly at the method's measured total
+// FLOPs. Matching compute this way needs no calibration to be exact, and it charges a method for its overhead.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "experiments/compare.h"
+#include "stats/rliable.h"
+
+namespace ponder::cli {
+
+// Bits/byte per document: in streams mode one per stream (averaged over seeds, which read the same streams); with
+// sampled windows every seed's windows in order.
+std::vector<double> document_bpb(const MethodResult& m, bool streams);
+
+struct FrontierDelta {
+  std::vector<double> d;    // per document: method − curve (negative: better than uniform at the same FLOPs)
+  double mean = NAN;
+  stats::Interval ci;       // 95% bootstrap over documents
+  std::string lower, upper; // the uniform schedules interpolated between (equal at the ends of the curve)
+  double weight = 0;        // of `upper` in the interpolation
+  bool outside = false;     // the method's FLOPs fall outside the curve's range (compared with its end point)
+};
+
+// NaN mean and empty d when no uniform schedule ran.
+FrontierDelta frontier_delta(const CompareResult& r, const MethodResult& m, bool streams);
+nlohmann::ordered_json frontier_delta_json(const FrontierDelta& f);
+// "## Distance to the uniform frontier": one row per method that is neither uniform nor the oracle.
+std::string frontier_markdown(const CompareResult& r, bool streams);
+
+}  // namespace ponder::cli
