@@ -73,6 +73,15 @@ with tempfile.TemporaryDirectory() as tmp:
             check(rho_ok(c.get("rho", 2)), "Spearman rho of " + name + " in [-1, 1] or null")
         check(len(j["frontier"]) > 0 and all("flops_per_token" in p for p in j["frontier"]), "oracle frontier")
 
+    # ---- a comparison too small for its paired tests is refused before any cell is computed
+    out = os.path.join(tmp, "one_window")
+    one = subprocess.run([ponder, "compare", "--checkpoint", ckpt, "--seeds", "1", "--windows", "1", "--out", out],
+                         capture_output=True, text=True, timeout=600)
+    journal = os.path.join(out, "journal.jsonl")
+    cells = len(open(journal).read().splitlines()) - 1 if os.path.exists(journal) else 0  # the first line: its header
+    check(one.returncode != 0 and "need at least 2 windows" in one.stderr and cells <= 0,
+          "compare --seeds 1 --windows 1 is refused up front, with no cell computed: " + one.stderr[-300:])
+
     # ---- overhead
     out = os.path.join(tmp, "overhead")
     run = ponder_run("overhead", "--checkpoint", ckpt, "--config", config, "--seeds", "1", "--windows", "2",
