@@ -158,18 +158,6 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   if (model.num_ttt_layers() == 0)
     throw std::invalid_argument("compare: the model has no TTT layer (model.mixers are all attention), so there are no "
                                 "inner steps to allocate");
-  // The paired tests need at least two paired documents: say so before any cell is computed, not after them all.
-  int64_t documents = opt.seeds * opt.windows_per_seed;
-  if (opt.streams) {
-    documents = 0;
-    for (const data::StreamTokens& st : test_streams ? *test_streams : std::vector<data::StreamTokens>{})
-      documents += st.scored() > 0;
-  }
-  if (documents < 2)
-    throw std::invalid_argument(opt.streams ? "compare: the test split has " + std::to_string(documents) +
-                                                  " scored stream(s); the paired tests need at least 2"
-                                            : "compare: seeds × windows_per_seed = " + std::to_string(documents) +
-                                                  "; the paired tests need at least 2 windows (raise --seeds or --windows)");
   Journal off;
   Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();

@@ -145,9 +145,28 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
   write_atomically(report, before + *rm + after);
 }
 
+namespace {
+
+// The report's paired tests need at least two paired documents: say so before any cell is computed, not after.
+void check_paired_design(const CompareOptions& opt, const Dataset& ds) {
+  int64_t documents = opt.seeds * opt.windows_per_seed;
+  if (opt.streams) {
+    documents = 0;
+    for (const data::StreamTokens& st : ds.test_streams) documents += st.scored() > 0;
+  }
+  if (documents >= 2) return;
+  throw std::invalid_argument(opt.streams ? "compare: the test split has " + std::to_string(documents) +
+                                                " scored stream(s); the paired tests need at least 2"
+                                          : "compare: seeds × windows_per_seed = " + std::to_string(documents) +
+                                                "; the paired tests need at least 2 windows (raise --seeds or --windows)");
+}
+
+}  // namespace
+
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
                             CompareResult* result) {
+  check_paired_design(opt, ds);
   Journal journal = open_journal(dir, "compare", checkpoint, config_text);
   CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("compare"), &journal, &ds.test_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");

@@ -9,16 +9,6 @@
 
 namespace ponder::cli {
 
-std::vector<double> document_bpb(const MethodResult& m, bool streams) {
-  std::vector<double> all = all_windows(m);
-  if (!streams || m.seeds.empty()) return all;
-  const size_t W = m.seeds.front().window_bpb.size(), S = m.seeds.size();
-  std::vector<double> out(W, 0.0);
-  for (size_t s = 0; s < S; ++s)
-    for (size_t w = 0; w < W; ++w) out[w] += all[s * W + w] / double(S);
-  return out;
-}
-
 namespace {
 
 // The uniform schedules on the Pareto curve, by increasing total FLOPs: each beats every cheaper one.

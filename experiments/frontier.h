@@ -12,10 +12,6 @@
 
 namespace ponder::cli {
 
-// Bits/byte per document: in streams mode one per stream (averaged over seeds, which read the same streams); with
-// sampled windows every seed's windows in order.
-std::vector<double> document_bpb(const MethodResult& m, bool streams);
-
 struct FrontierDelta {
   std::vector<double> d;    // per document: method − curve (negative: better than uniform at the same FLOPs)
   double mean = NAN;

@@ -52,15 +52,25 @@ inline std::vector<double> window_differences(const MethodResult& m, const Metho
 // so each window is one. In streams mode every seed reads the same streams, and a deterministic method gives the
 // same number on each: the differences are averaged over seeds per stream, one per stream (counting each stream
 // once per seed would be pseudo-replication).
-inline std::vector<double> paired_differences(const MethodResult& m, const MethodResult& base, bool per_stream,
-                                              double scale = 1.0) {
-  const std::vector<double> d = window_differences(m, base, scale);
-  if (!per_stream || m.seeds.empty()) return d;
+// Bits/byte per document in that sense: in streams mode one per stream (averaged over seeds, which read the same
+// streams); with sampled windows every seed's windows in order.
+inline std::vector<double> document_bpb(const MethodResult& m, bool per_stream) {
+  std::vector<double> all = all_windows(m);
+  if (!per_stream || m.seeds.empty()) return all;
   const size_t W = m.seeds.front().window_bpb.size(), S = m.seeds.size();
   std::vector<double> out(W, 0.0);
   for (size_t s = 0; s < S; ++s)
-    for (size_t w = 0; w < W; ++w) out[w] += d[s * W + w] / double(S);
+    for (size_t w = 0; w < W; ++w) out[w] += all[s * W + w] / double(S);
   return out;
+}
+
+inline std::vector<double> paired_differences(const MethodResult& m, const MethodResult& base, bool per_stream,
+                                              double scale = 1.0) {
+  if (!per_stream) return window_differences(m, base, scale);
+  std::vector<double> a = document_bpb(m, true);
+  const std::vector<double> b = document_bpb(base, true);
+  for (size_t i = 0; i < a.size(); ++i) a[i] -= scale * b[i];
+  return a;
 }
 
 // Per-seed numbers, for seed_mean.
