@@ -21,6 +21,10 @@ struct Criteria {
   double difficulty_corr = 0.3;  // oracle K vs difficulty score: Spearman ρ above this
   double policy_rho = 0.6;       // policy decisions vs oracle K: Spearman ρ above this
   double max_tie_share = 0.5;    // oracle analyses are "not testable" when more of its decisions were ties
+  // The positive control (ponder control) passes only when its headroom's CI lies above this many bits/byte: an
+  // oracle picking K per unit with the labels gains a little on any model (a 20-step model passed a bare "> 0" with
+  // +0.0005), so the floor is the size of effect the comparisons are meant to resolve.
+  double control_headroom = 0.01;
 };
 
 struct CompareOptions {

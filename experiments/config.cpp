@@ -230,6 +230,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get("criteria_difficulty_corr", c.criteria.difficulty_corr);
   s.get("criteria_policy_rho", c.criteria.policy_rho);
   s.get("criteria_max_tie_share", c.criteria.max_tie_share);
+  s.get("criteria_control_headroom", c.criteria.control_headroom);
   s.get<ttt::StepMode>("mode", c.rollout.mode, to_mode);
   s.get<ttt::InnerPath>("path", c.rollout.path, to_path);
 }
@@ -315,6 +316,8 @@ void check(const RunConfig& c) {
   for (int o : k.step_options) need(o >= 0, "compare.step_options must be >= 0, got " + std::to_string(o));
   need(k.low >= 0 && k.high > k.low, "compare.high must exceed compare.low");
   need(k.oracle_lookahead >= 0, "compare.oracle_lookahead must be >= 0");
+  need(std::isfinite(k.criteria.control_headroom) && k.criteria.control_headroom >= 0,
+       "compare.criteria_control_headroom must be a finite number >= 0, got " + std::to_string(k.criteria.control_headroom));
   need(k.criteria.quality >= 0 && k.criteria.flops >= 0 && k.criteria.alpha > 0 && k.criteria.alpha < 1 &&
            k.criteria.max_tie_share >= 0 && k.criteria.max_tie_share <= 1,
        "compare.criteria_quality and criteria_flops must be >= 0, criteria_alpha in (0, 1), criteria_max_tie_share in [0, 1]");

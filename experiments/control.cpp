@@ -38,8 +38,10 @@ ControlVerdict judge_control(const CompareResult& r, const CompareOptions& opt) 
   v.baseline = v.headroom.uniform;
   const MethodResult* base = find(r, v.baseline);
   k_by_kind(r.oracle_units, v);
-  if (!(v.headroom.lo > 0))
-    v.failed.push_back("the oracle's headroom over " + v.baseline + " at equal FLOPs is not above 0 (95% CI [" +
+  const double floor = v.floor = opt.criteria.control_headroom;
+  if (!(v.headroom.lo > floor))
+    v.failed.push_back("the oracle's headroom over " + v.baseline + " at equal FLOPs is not above " +
+                       fmt("%.4g", floor) + " bits/byte (compare.criteria_control_headroom; 95% CI [" +
                        fmt("%+.4f", v.headroom.lo) + ", " + fmt("%+.4f", v.headroom.hi) + "])");
   if (!(v.k_text > v.k_noise))
     v.failed.push_back("the oracle does not spend more steps on text units (mean K " + fmt("%.2f", v.k_text) +
@@ -68,6 +70,7 @@ ordered_json control_json(const ControlVerdict& v) {
           {"ci", {h.lo, h.hi}},
           {"failed", v.failed},
           {"baseline", v.baseline},
+          {"min_headroom", v.floor},
           {"oracle_headroom", {{"bpb", h.bpb}, {"ci95", {h.lo, h.hi}}, {"n_paired", h.n}, {"mu", h.mu},
                                {"total_flops_per_token", h.flops}, {"budget_total_flops_per_token", h.base_flops}}},
           {"oracle_mean_k", {{"text_units", v.k_text}, {"noise_units", v.k_noise}, {"n_text", v.n_text},
@@ -81,6 +84,7 @@ ControlVerdict control_from_json(const nlohmann::json& j) {
   v.passed = j.at("passed").get<bool>();
   v.failed = j.at("failed").get<std::vector<std::string>>();
   v.baseline = j.at("baseline").get<std::string>();
+  v.floor = j.value("min_headroom", 0.0);
   const nlohmann::json& h = j.at("oracle_headroom");
   v.headroom = {v.baseline, num(h.at("bpb")), num(h.at("ci95")[0]), num(h.at("ci95")[1]), h.at("n_paired").get<int64_t>(),
                 num(h.at("mu")), num(h.at("total_flops_per_token")), num(h.at("budget_total_flops_per_token"))};
@@ -122,7 +126,8 @@ std::string control_markdown(const ControlVerdict& v, const std::string& report_
         "(data/planted.h), the pipeline finds an oracle headroom over "
      << v.baseline << " of " << fmt("%+.4f", h.bpb) << " bits/byte at no more than its FLOPs (95% CI ["
      << fmt("%+.4f", h.lo) << ", " << fmt("%+.4f", h.hi) << "], paired over " << h.n
-     << " streams), and the oracle spends mean K " << fmt("%.2f", v.k_text) << " on text units against "
+     << " streams; the pass mark is a lower bound above " << fmt("%.4g", v.floor)
+     << "), and the oracle spends mean K " << fmt("%.2f", v.k_text) << " on text units against "
      << fmt("%.2f", v.k_noise) << " on noise units.";
   for (const std::string& f : v.failed) md << " Not met: " << f << ".";
   md << " Without a passing control, a null result below says nothing about allocation. Full report: "

@@ -120,6 +120,16 @@ TEST_CASE("positive control: fails when the oracle's headroom interval reaches 0
     CHECK(v.failed[0].find("not above 0") != std::string::npos);
     CHECK(control_markdown(v, "x").find("**FAILED in this build**") != std::string::npos);
   }
+  SUBCASE("a real but small headroom: below the floor it fails, without a floor it passes") {
+    const ControlVerdict v = judge_control(planted_result(0.004), control_options());
+    CHECK(v.headroom.lo > 0);
+    CHECK_FALSE(v.passed);
+    REQUIRE(v.failed.size() == 1);
+    CHECK(v.failed[0].find("not above 0.01 bits/byte") != std::string::npos);
+    CompareOptions no_floor = control_options();
+    no_floor.criteria.control_headroom = 0;
+    CHECK(judge_control(planted_result(0.004), no_floor).passed);
+  }
   SUBCASE("K on noise units") {
     CompareResult r = planted_result(0.05);
     r.oracle_units.k = {1, 2, 1, 2, 1, 2, 1, 2};
