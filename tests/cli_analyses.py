@@ -14,17 +14,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from cli_util import check, finish
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 config = os.path.join(root, "configs", "ci.yaml")
-failures = []
-passes = []
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    (passes if ok else failures).append(what)
 
 
 def ponder_run(*args):
@@ -203,5 +198,4 @@ with tempfile.TemporaryDirectory() as tmp:
         for key in ["methods", "comparisons", "oracle", "policy_oracle_spearman", "success_criteria"]:
             check(same(a[key], b[key]), "resumed run equals the uninterrupted one: " + key)
 
-print("%d passed, %d failed" % (len(passes), len(failures)))
-sys.exit(1 if failures else 0)
+finish()

@@ -9,16 +9,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from cli_util import check, finish
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-failures = []
-passes = []
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    (passes if ok else failures).append(what)
 
 
 def check_verdict(pc, results):
@@ -85,5 +80,4 @@ with tempfile.TemporaryDirectory() as out:
     else:
         print("skip reuse check: the build is not a clean commit (%s)" % results["commit"])
 
-print("%d passed, %d failed" % (len(passes), len(failures)))
-sys.exit(1 if failures else 0)
+finish()

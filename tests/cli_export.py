@@ -14,15 +14,10 @@ import numpy as np
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(root, "scripts"))
 from read_safetensors import load  # noqa: E402
+from cli_util import check, finish  # noqa: E402
 
 ponder = sys.argv[1]
-failures = []
-passes = []
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    (passes if ok else failures).append(what)
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -64,5 +59,4 @@ with tempfile.TemporaryDirectory() as tmp:
                         capture_output=True, text=True, timeout=60)
     check(ro.returncode != 0 and "x.safetensors" in ro.stderr, "an unwritable output is a clear error: " + ro.stderr[-200:])
 
-print("%d passed, %d failed" % (len(passes), len(failures)))
-sys.exit(1 if failures else 0)
+finish()

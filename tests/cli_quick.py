@@ -9,20 +9,15 @@ import os
 import subprocess
 import sys
 import tempfile
+from cli_util import check, finish
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-failures = []
-passes = []
 
 
 def windows_of(m):
     return [w for s in m["seeds"] for w in s["window_bpb"]]
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    (passes if ok else failures).append(what)
 
 
 with tempfile.TemporaryDirectory() as out:
@@ -131,5 +126,4 @@ with tempfile.TemporaryDirectory() as out:
     zero = by["uniform-0"]["seeds"][0]
     check(zero["inner_flops_per_token"] == 0 and zero["overhead_flops_per_token"] == 0, "uniform-0 spends no inner FLOPs")
 
-print("%d passed, %d failed" % (len(passes), len(failures)))
-sys.exit(1 if failures else 0)
+finish()

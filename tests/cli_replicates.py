@@ -15,17 +15,12 @@ import tempfile
 
 import numpy as np
 from scipy import stats
+from cli_util import check, finish
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 config = os.path.join(root, "configs", "ci.yaml")
-failures = []
-passes = []
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    (passes if ok else failures).append(what)
 
 
 def run(*args, ok=True):
@@ -170,5 +165,4 @@ with tempfile.TemporaryDirectory() as tmp:
     orc = run("oracle", "--checkpoint", ckpts[0], "--checkpoint", ckpts[1], ok=False)
     check(orc.returncode != 0 and "takes one checkpoint" in orc.stderr, "oracle refuses several checkpoints")
 
-print("%d passed, %d failed" % (len(passes), len(failures)))
-sys.exit(1 if failures else 0)
+finish()
