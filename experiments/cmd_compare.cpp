@@ -14,6 +14,7 @@
 #include "experiments/commands.h"
 #include "experiments/control.h"
 #include "experiments/compare_job.h"
+#include "experiments/plots.h"
 #include "experiments/regime.h"
 #include "experiments/replicates.h"
 
@@ -104,7 +105,9 @@ void run_replicates(const CheckpointJobArgs& a) {
   write_atomically(a.out + "/results.json", top.dump(1) + "\n");
   write_atomically(a.out + "/report.md", "# ponder compare over " + std::to_string(s.models.size()) +
                                               " models\n\n" + control_status("results/control", git_commit()) +
-                                              replicates_markdown(s));
+                                              replicates_markdown(s) + "![Distance to the uniform frontier](forest.png)\n\n"
+                                              "![Pareto, model 1](pareto.png)\n");
+  write_compare_figures(a.out);
   std::printf("%sreport: %s/report.md\n", replicates_markdown(s).c_str(), a.out.c_str());
 }
 

@@ -21,6 +21,7 @@
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
 #include "experiments/device.h"
+#include "experiments/plots.h"
 #include "experiments/regime.h"
 #include "experiments/replicates.h"
 #include "experiments/training.h"
@@ -188,6 +189,7 @@ void run_quick(const Options& o) {
                             regime_markdown(regime) + "\n" + replicates_markdown(reps) +
                             "**Below: the first model (train.seed " + std::to_string(cfg.train.seed) + ") in detail.**\n\n";
   merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve));
+  write_compare_figures(o.out);  // again, now that results.json holds the statistics over models
   std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
               "%s/pareto.png, %s/k_hist.png, %s/tokens.html\n",
               regime_markdown(regime).c_str(), headline.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str(),

@@ -14,6 +14,7 @@
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
 #include "experiments/device.h"
+#include "experiments/plots.h"
 #include "experiments/replicates.h"
 #include "experiments/report.h"
 #include "tensor/cpu/cpu_kernels.h"
@@ -171,6 +172,7 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
   CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("compare"), &journal, &ds.test_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder compare"), dir);
+  write_compare_figures(dir);
   journal.remove();
   if (result) *result = std::move(r);
   return headline;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -15,20 +16,6 @@ std::ofstream open_out(const std::string& path) {
   std::ofstream f(path);
   if (!f) throw std::runtime_error("cannot write " + path);
   return f;
-}
-
-struct Range {
-  double mean = 0, lo = 1e300, hi = -1e300;
-};
-Range over_seeds(const MethodResult& m, double (*get)(const SeedResult&)) {
-  Range r;
-  for (const SeedResult& s : m.seeds) {
-    double v = get(s);
-    r.mean += v / double(m.seeds.size());
-    r.lo = std::min(r.lo, v);
-    r.hi = std::max(r.hi, v);
-  }
-  return r;
 }
 
 std::string html_escape(char c) {
@@ -50,30 +37,13 @@ void run_gnuplot(const std::string& script) {
     throw std::runtime_error("gnuplot failed on " + script + " (is gnuplot installed? scripts/setup.sh installs it)");
 }
 
-void write_pareto(const CompareResult& r, const std::string& dir) {
-  {
-    std::ofstream f = open_out(dir + "/pareto.dat");
-    f << "# method  flops_per_token  bpb  bpb_min  bpb_max  flops_min  flops_max\n";
-    for (const MethodResult& m : r.methods) {
-      Range b = over_seeds(m, bpb_of);
-      Range c = over_seeds(m, total_of);
-      f << '"' << m.name << "\" " << c.mean << ' ' << b.mean << ' ' << b.lo << ' ' << b.hi << ' ' << c.lo << ' '
-        << c.hi << '\n';
-    }
-    f << "\n\n# oracle frontier: mu  flops_per_token  bpb\n";
-    for (const FrontierPoint& p : r.frontier) f << p.mu << ' ' << p.base_per_token + p.inner_per_token << ' ' << p.bpb << '\n';
-  }
-  std::ofstream g = open_out(dir + "/pareto.gp");
-  g << "set terminal pngcairo size 900,600 font ',10'\n"
-    << "set output '" << dir << "/pareto.png'\n"
-    << "set title 'Bits per byte vs test-time FLOPs per token (held-out windows; bars: range over seeds)'\n"
-    << "set xlabel 'FLOPs per token (base + inner TTT + policy overhead)'\nset ylabel 'bits per byte'\n"
-    << "set key outside right\nset grid\n"
-    << "plot '" << dir << "/pareto.dat' index 0 using 2:3:6:7:4:5 with xyerrorbars title 'methods' pt 7, \\\n"
-    << "     '' index 0 using 2:3:1 with labels offset 1,0.6 font ',8' notitle, \\\n"
-    << "     '' index 1 using 2:3 with linespoints dt 2 pt 6 title 'oracle frontier (loss + mu·cost; seed 0 windows only)'\n";
-  g.close();
-  run_gnuplot(dir + "/pareto.gp");
+void write_compare_figures(const std::string& dir) {
+  // Debian's interpreter, where scripts/setup.sh installs matplotlib; another python3 on PATH may lack it.
+  const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const std::string cmd = python + " '" + std::string(PONDER_SOURCE_ROOT) + "/scripts/plot_compare.py' '" + dir + "' 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("scripts/plot_compare.py failed on " + dir + "/results.json (is python3-matplotlib "
+                             "installed? scripts/setup.sh installs it)");
 }
 
 void write_k_hist(const CompareResult& r, const std::vector<int>& options, const std::string& dir) {

@@ -1,5 +1,5 @@
-// Figures of a comparison: rendered by gnuplot (pngcairo) from data files written next to them,
-// and a per-token HTML view. Writing a figure needs gnuplot; a missing gnuplot is a clear error.
+// Figures of a comparison: k_hist and loss by position by gnuplot (pngcairo) from data files written next to them,
+// pareto and forest plots by matplotlib from results.json, and a per-token HTML view; a missing tool is a clear error.
 #pragma once
 #include <string>
 
@@ -10,9 +10,10 @@ namespace ponder::cli {
 // Runs gnuplot on a script; a failure (or no gnuplot) is an error naming the script.
 void run_gnuplot(const std::string& script);
 
-// Bits per byte vs FLOPs per token: every method (mean over seeds with the seed range as error bars)
-// and the oracle frontier. Writes DIR/pareto.dat, DIR/pareto.gp and DIR/pareto.png.
-void write_pareto(const CompareResult& r, const std::string& dir);
+// pareto.png (bits/byte against total FLOPs: the uniform curve, each method with its paired CI, the oracle
+// frontier) and forest.png (each method's distance to the uniform frontier, over models when there are several)
+// from DIR/results.json, by scripts/plot_compare.py (matplotlib). Call it once results.json is complete.
+void write_compare_figures(const std::string& dir);
 // Share of units per step option for every method: DIR/k_hist.{dat,gp,png}.
 void write_k_hist(const CompareResult& r, const std::vector<int>& options, const std::string& dir);
 // A held-out passage, each byte coloured by the steps its unit received under `method`.

@@ -431,7 +431,6 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   }
 
   // ---- files
-  write_pareto(r, dir);
   write_k_hist(r, r.k_options, dir);
   std::string best_method;
   double best_bpb = INFINITY;
@@ -506,7 +505,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
                       fmt("%.4g", seed_mean(*oracle, total_of)) + " FLOPs/token (labels used: an upper bound, not a policy).\n\n"
                 : std::string())
      << oracle_md.str() << agree.str() << "\n## Measured cost of inner steps\n\n" << costs.str()
-     << "\n## Figures\n\n![Pareto](pareto.png)\n\n![K histogram](k_hist.png)\n\n"
+     << "\n## Figures\n\n![Pareto](pareto.png)\n\n![Distance to the uniform frontier](forest.png)\n\n"
+     << "![K histogram](k_hist.png)\n\n"
      << "[Per-token view of a held-out passage](tokens.html) under `" << best_method << "`.\n";
   return table.str();
 }

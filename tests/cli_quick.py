@@ -24,7 +24,8 @@ with tempfile.TemporaryDirectory() as out:
     run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out,
                           "--control", "none", "--set", "train.seeds=2"], capture_output=True, text=True, timeout=900)
     check(run.returncode == 0, "ponder quick exits 0: " + run.stderr[-2000:])
-    for f in ["report.md", "results.json", "pareto.png", "k_hist.png", "tokens.html", "checkpoint.ckpt"]:
+    for f in ["report.md", "results.json", "pareto.png", "forest.png", "k_hist.png", "tokens.html", "checkpoint.ckpt",
+              "model-2/pareto.png"]:
         check(os.path.getsize(os.path.join(out, f)) > 0 if os.path.exists(os.path.join(out, f)) else False,
               f + " written")
     results = json.load(open(os.path.join(out, "results.json")))

@@ -149,6 +149,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check("## Over 3 independently trained models" in report and "**Only 3 models**" in report,
           "the report states the number of models and that 3 are too few for a reported result")
     check("Positive control" in report, "the report states the positive control's status")
+    check(all(os.path.getsize(os.path.join(tmp, "cmp", f)) > 0 for f in ["forest.png", "pareto.png"]),
+          "forest.png (over models) and pareto.png (model 1) drawn")
 
     again = run(*args)
     check(again.stderr.count("; reused") == 3, "a rerun reuses the three finished models")
