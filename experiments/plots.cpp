@@ -31,6 +31,15 @@ std::string html_escape(char c) {
 
 }  // namespace
 
+size_t utf8_char_length(const std::vector<int32_t>& bytes, size_t i) {
+  const int32_t b = bytes[i];
+  const size_t n = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+  if (n == 0 || i + n > bytes.size()) return 0;
+  for (size_t j = 1; j < n; ++j)
+    if ((bytes[i + j] & 0xC0) != 0x80) return 0;
+  return n;
+}
+
 void run_gnuplot(const std::string& script) {
   const std::string cmd = "gnuplot '" + script + "' 2>&1";
   if (std::system(cmd.c_str()) != 0)
@@ -86,12 +95,22 @@ void write_tokens_html(const CompareResult& r, const std::string& method, const 
     << "inner TTT steps K its unit of " << r.mini_batch << " tokens received. Legend: ";
   for (auto& [k, c] : colour) f << "<span style='background:" << c << "'>&nbsp;K=" << k << "&nbsp;</span> ";
   f << "</p>\n<pre>";
-  for (size_t i = 0; i < r.passage_tokens.size(); ++i) {
+  // One span per character, not per byte: a multi-byte UTF-8 character split over spans shows as '�'. A character
+  // takes the colour of the unit of its first byte; a byte that starts no valid character shows as U+FFFD.
+  const std::vector<int32_t>& t = r.passage_tokens;
+  for (size_t i = 0; i < t.size();) {
+    const size_t n = utf8_char_length(t, i);
     const size_t u = i / size_t(r.mini_batch);
     const int k = u < m->passage_k.size() ? m->passage_k[u] : -1;
     auto it = colour.find(k);
+    std::string text;
+    if (n <= 1)
+      text = n == 1 ? html_escape(char(t[i])) : "\xEF\xBF\xBD";
+    else
+      for (size_t j = 0; j < n; ++j) text += char(t[i + j]);
     f << "<span title='unit " << u << ", K=" << k << "' style='background:" << (it != colour.end() ? it->second : "#fff")
-      << "'>" << html_escape(char(r.passage_tokens[i])) << "</span>";
+      << "'>" << text << "</span>";
+    i += std::max<size_t>(n, 1);
   }
   f << "</pre>\n";
 }

@@ -1,7 +1,9 @@
 // Figures of a comparison: k_hist and loss by position by gnuplot (pngcairo) from data files written next to them,
 // pareto and forest plots by matplotlib from results.json, and a per-token HTML view; a missing tool is a clear error.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "experiments/compare.h"
 
@@ -16,7 +18,9 @@ void run_gnuplot(const std::string& script);
 void write_compare_figures(const std::string& dir);
 // Share of units per step option for every method: DIR/k_hist.{dat,gp,png}.
 void write_k_hist(const CompareResult& r, const std::vector<int>& options, const std::string& dir);
-// A held-out passage, each byte coloured by the steps its unit received under `method`.
+// Bytes in a valid UTF-8 character starting at bytes[i] (1–4), or 0 when none starts there.
+size_t utf8_char_length(const std::vector<int32_t>& bytes, size_t i);
+// A held-out passage, each character coloured by the steps its unit received under `method`.
 void write_tokens_html(const CompareResult& r, const std::string& method, const std::string& path);
 
 }  // namespace ponder::cli

@@ -12,6 +12,7 @@
 
 #include "experiments/config.h"
 #include "experiments/control.h"
+#include "experiments/plots.h"
 #include "experiments/report.h"
 
 using namespace ponder;
@@ -191,4 +192,30 @@ TEST_CASE("--set overrides keep YAML types, --seed is train.seed, and malformed 
   const std::string unknown =
       error_of([&] { parse_config(with_overrides(base, {"train.lrr=1"}), "test"); });
   CHECK(unknown.find("lrr") != std::string::npos);
+}
+
+TEST_CASE("tokens view: UTF-8 characters stay whole, markup is escaped, a stray byte shows as U+FFFD") {
+  const std::string text = "What\xE2\x80\x99s <ok> \xFF\xC3\xA9";
+  CHECK(utf8_char_length({0x41}, 0) == 1);
+  CHECK(utf8_char_length({0xE2, 0x80, 0x99}, 0) == 3);
+  CHECK(utf8_char_length({0xE2, 0x80}, 0) == 0);        // cut short
+  CHECK(utf8_char_length({0xE2, 0x41, 0x99}, 0) == 0);  // not a continuation byte
+  CHECK(utf8_char_length({0x80}, 0) == 0);              // a continuation byte cannot start a character
+  CompareResult r;
+  r.mini_batch = 4;
+  for (unsigned char c : text) r.passage_tokens.push_back(int32_t(c));
+  MethodResult m;
+  m.name = "uniform-1";
+  m.passage_k = std::vector<int>(8, 1);
+  r.methods.push_back(m);
+  const std::string path = "test_tokens_view.html";
+  write_tokens_html(r, "uniform-1", path);
+  std::ifstream in(path);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  CHECK(html.find(">\xE2\x80\x99</span>") != std::string::npos);  // the apostrophe, whole, in one span
+  CHECK(html.find(">\xC3\xA9</span>") != std::string::npos);
+  CHECK(html.find("&lt;") != std::string::npos);
+  CHECK(html.find(">\xEF\xBF\xBD</span>") != std::string::npos);
+  CHECK(html.find("\xFF") == std::string::npos);
 }
