@@ -1,7 +1,7 @@
 // The positive control's verdict and the oracle headroom it rests on, on hand-made comparison results whose answer
 // is known: the headroom is taken over the best uniform schedule within the budget's FLOPs (not the budget's own),
 // its interval comes from the paired streams, and the verdict fails when the interval reaches 0 or when the oracle
-// does not spend more on text units than on noise units. Also: `--set` / `--seed` overrides of a config.
+// does not spend more on text units than on noise units. Also: `--set` / `--seed` overrides, and the tokens view.
 #include <doctest/doctest.h>
 
 #include <cmath>
