@@ -118,7 +118,8 @@ void register_compare(CLI::App& app) {
   args->out = "results/compare";
   CLI::App* sub = app.add_subcommand(
       "compare", "Compare allocation methods (uniform, random, heuristics, learned policies, oracle) over seeds on "
-                 "held-out windows of a trained checkpoint; writes results.json, report.md, pareto.png, k_hist.png, "
+                 "held-out windows (or streams) of a trained checkpoint, or of several independently trained ones with "
+                 "statistics over models; writes results.json, report.md, pareto.png, forest.png, k_hist.png, "
                  "tokens.html");
   add_checkpoint_job_options(sub, *args, "Config whose compare: section sets methods and seeds", true);
   sub->callback([args] {
