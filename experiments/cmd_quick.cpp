@@ -201,8 +201,9 @@ void run_quick(const Options& o) {
 void register_quick(CLI::App& app) {
   auto opts = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
-      "quick", "Main job: train the tiny model (or reuse it), evaluate K = 0,1,2,4, compare allocation methods "
-               "(uniform, random, calibrated heuristics, oracle) over seeds, write results/quick/");
+      "quick", "Main job: run the positive control, train train.seeds independent models (or reuse them), check the "
+               "regime (K = 0,1,2,4, n-grams, attention), compare allocation methods (uniform, random, calibrated "
+               "heuristics, a learned policy, oracle) on each and over models, write results/quick/");
   sub->add_option("--config", opts->config, "Config to train (name in configs/ or a file)")->capture_default_str();
   sub->add_option("--out", opts->out, "Output folder")->capture_default_str();
   sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");
