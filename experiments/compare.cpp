@@ -246,8 +246,17 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     } else if (m == "entropy" || m == "loss" || m == "gradnorm" || m == "ttt-loss") {
       report("calibrating " + m, 0, 1);
       policy::Score sc = policy::parse_score(m);
-      policy::Calibration c = policy::calibrate_budget(model, cal, sc, opt.low, opt.high, opt.low,
-                                                       res.budget_inner_per_token, opt.rollout);
+      double target = res.budget_inner_per_token;
+      if (opt.calibrate_on == "total") {  // the score is computed for every unit, so its cost does not depend on K
+        policy::ThresholdPolicy all_low(sc, {INFINITY}, {int(opt.low), int(opt.high)}, int(opt.low));
+        const double overhead = policy::run_windows(model, cal, all_low, opt.rollout, 0).overhead_per_token;
+        target -= overhead;
+        if (target < 0)
+          throw std::invalid_argument("compare: " + m + "'s overhead (" + std::to_string(overhead) + " FLOPs/token) "
+                                      "exceeds uniform-" + std::to_string(opt.budget_k) + "'s inner FLOPs; with "
+                                      "compare.calibrate_on: total it cannot match the budget");
+      }
+      policy::Calibration c = policy::calibrate_budget(model, cal, sc, opt.low, opt.high, opt.low, target, opt.rollout);
       e.result.kind = "heuristic";
       e.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
                         " vs target " + std::to_string(c.target) + " FLOPs/token";

@@ -39,6 +39,9 @@ struct CompareOptions {
   int64_t low = 1, high = 4;       // the two levels of calibrated heuristics and of random
   int64_t calib_windows = 8;    // validation windows used to calibrate
   int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
+  // What the heuristics are calibrated to match: "inner" — uniform-<budget_k>'s inner FLOPs per token; "total" — its
+  // total FLOPs, so a heuristic's own overhead (its features, its probes) comes out of its inner budget.
+  std::string calibrate_on = "inner";
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
   // Score the held-out streams (every held-out document or repository, each read whole) instead of sampled windows:
   // every seed then sees every stream, and seeds differ only in the methods' own randomness. Caps as streams: in

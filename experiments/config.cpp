@@ -222,6 +222,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get_step("high", c.high);
   s.get("calib_windows", c.calib_windows);
   s.get("oracle_lookahead", c.oracle_lookahead);
+  s.get<std::string>("calibrate_on", c.calibrate_on, [](const std::string& v) { return one_of(v, {"inner", "total"}); });
   s.get("frontier_mus", c.frontier_mus);
   s.get("streams", c.streams);
   s.get("criteria_quality", c.criteria.quality);

@@ -76,6 +76,19 @@ with tempfile.TemporaryDirectory() as tmp:
           not os.path.exists(os.path.join(out, "journal.jsonl")),
           "compare --seeds 1 --windows 1 is refused up front, with no cell computed: " + one.stderr[-300:])
 
+    # ---- calibration on total FLOPs: a heuristic's own overhead comes out of its inner budget
+    out = os.path.join(tmp, "calib_total")
+    ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out,
+               "--set", "compare.calibrate_on=total", "--set", "compare.methods=[uniform-2,gradnorm]")
+    j = load(os.path.join(out, "results.json"))
+    if j:
+        g = next(m for m in j["methods"] if m["name"] == "gradnorm")
+        target = float(re.search(r"vs target ([0-9.e+]+)", g["detail"]).group(1))
+        overhead = g["seeds"][0]["overhead_flops_per_token"]
+        check(overhead > 0 and math.isclose(target, j["budget_inner_flops_per_token"] - overhead, rel_tol=0.02),
+              "calibrate_on: total targets uniform-2's inner FLOPs minus gradnorm's overhead (%.4g = %.4g - %.4g)" %
+              (target, j["budget_inner_flops_per_token"], overhead))
+
     # ---- overhead
     out = os.path.join(tmp, "overhead")
     run = ponder_run("overhead", "--checkpoint", ckpt, "--config", config, "--seeds", "1", "--windows", "2",
