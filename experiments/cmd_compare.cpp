@@ -3,11 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 
 #include "data/files.h"
-#include "data/sha256.h"
 
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
@@ -21,9 +19,10 @@
 namespace ponder::cli {
 namespace {
 
-void run(const CheckpointJobArgs& a) {
+// One checkpoint's comparison and regime checks into a.out; `result`, when given, receives the comparison.
+void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
   const CheckpointJob job = load_checkpoint_job(a, "compare");
-  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out).c_str());
+  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, result).c_str());
   // The regime checks on whole held-out streams, with the checkpoint's own streams settings.
   const StreamsConfig& sc = job.m.config.streams;
   RegimeOptions ro;
@@ -42,12 +41,10 @@ void run(const CheckpointJobArgs& a) {
 // Checkpoints are replicates only if they were trained from one config and differ in train.seed: the same seed
 // trains the same model (training is deterministic), and any other difference is a different experiment.
 void check_independent(const std::vector<std::string>& checkpoints) {
-  std::vector<std::string> bytes_hash, texts;
+  std::vector<std::string> texts;
   std::vector<int64_t> seeds;
   for (const std::string& path : checkpoints) {
-    const std::optional<std::string> bytes = data::read_file(path);
-    if (!bytes) throw std::runtime_error("compare: cannot read checkpoint '" + path + "'");
-    const ttt::Checkpoint ck = ttt::load_checkpoint(path);
+    const ttt::Checkpoint ck = ttt::load_checkpoint(path);  // a missing or corrupt file is an error naming it
     const RunConfig c = parse_config(ck.config_text, path + " (its config)");
     seeds.push_back(c.train.seed);
     texts.push_back(with_overrides(ck.config_text, {"train.seed=0"}));
@@ -70,14 +67,11 @@ CompareResult compare_one(const CheckpointJobArgs& a, const std::string& dir) {
   one.out = dir;
   // The command line names --config and --set; the config file's text is what could change under the same name.
   const std::string config_text = a.config.empty() ? "" : load_config(resolve_config(a.config)).text;
-  const nlohmann::json fp = run_fingerprint(a.checkpoint, config_text);
-  if (std::optional<CompareResult> done = finished_compare(dir, fp)) {
-    std::fprintf(stderr, "compare: %s is finished in %s; reused\n", a.checkpoint.c_str(), dir.c_str());
-    return std::move(*done);
-  }
-  run(one);
-  mark_finished(dir, fp);
-  return *finished_compare(dir, fp);
+  return reuse_or_run(dir, run_fingerprint(a.checkpoint, config_text), [&] {
+    CompareResult r;
+    run(one, &r);
+    return r;
+  });
 }
 
 // Several independently trained models: each compared on its own into OUT/model-<i>, then the statistics over
@@ -93,8 +87,7 @@ void run_replicates(const CheckpointJobArgs& a) {
                  one.checkpoint.c_str(), dir.c_str());
     runs.push_back(compare_one(one, dir));
   }
-  const CheckpointJob job = load_checkpoint_job(a, "compare");  // the options every model was compared under
-  const ReplicateSummary s = summarize_replicates(runs, a.checkpoints, job.opt);
+  const ReplicateSummary s = summarize_replicates(runs, a.checkpoints, checkpoint_job_options(a));
   nlohmann::ordered_json top = {{"produced_by", "ponder compare"}, {"command", command_line()},
                                 {"version", version()}, {"commit", git_commit()}, {"build_type", build_type()},
                                 {"models", s.models.size()},

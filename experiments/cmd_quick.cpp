@@ -119,15 +119,11 @@ std::vector<CompareResult> other_models(const RunConfig& cfg, const Options& o, 
     bool reused = false;
     const TrainedModel m = train_or_reuse(ci, dir, o.retrain, device, this_build(), reused);
     const std::string ckpt = checkpoint_path(dir);
-    const nlohmann::json fp = run_fingerprint(ckpt, ci.text);
-    if (std::optional<CompareResult> done = finished_compare(dir, fp)) {
-      runs.push_back(std::move(*done));
-      continue;
-    }
-    CompareResult r;
-    run_compare_job(m, ds, copt, ckpt, ci.text, dir, &r);
-    mark_finished(dir, fp);
-    runs.push_back(std::move(r));
+    runs.push_back(reuse_or_run(dir, run_fingerprint(ckpt, ci.text), [&] {
+      CompareResult r;
+      run_compare_job(m, ds, copt, ckpt, ci.text, dir, &r);
+      return r;
+    }));
   }
   return runs;
 }

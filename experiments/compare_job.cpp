@@ -42,15 +42,33 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
   add_device_override(sub, a.device);
 }
 
-CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string& label) {
-  const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
+namespace {
+
+// The config a checkpoint job reads: --config, or the checkpoint's own, with --set applied.
+RunConfig job_config(const CheckpointJobArgs& a, const ttt::Checkpoint& ck) {
   const RunConfig own = a.config.empty() ? parse_config(ck.config_text, a.checkpoint + " (its config)")
                                          : load_config(resolve_config(a.config));
-  const RunConfig cfg = apply_overrides(own, a.over);
-  std::fprintf(stderr, "%s: config %s\n", label.c_str(), cfg.source.c_str());
+  return apply_overrides(own, a.over);
+}
+
+CompareOptions job_options(const CheckpointJobArgs& a, const RunConfig& cfg) {
   CompareOptions opt = cfg.compare;
   if (a.seeds > 0) opt.seeds = a.seeds;
   if (a.windows > 0) opt.windows_per_seed = a.windows;
+  return opt;
+}
+
+}  // namespace
+
+CompareOptions checkpoint_job_options(const CheckpointJobArgs& a) {
+  return job_options(a, job_config(a, ttt::load_checkpoint(a.checkpoint)));
+}
+
+CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string& label) {
+  const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
+  const RunConfig cfg = job_config(a, ck);
+  std::fprintf(stderr, "%s: config %s\n", label.c_str(), cfg.source.c_str());
+  CompareOptions opt = job_options(a, cfg);
   const Device device = run_device(a.device, cfg.device, cfg.source);
   std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
   TrainedModel m = load_trained(ck, a.checkpoint, device);
@@ -120,17 +138,19 @@ void write_atomically(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path);
 }
 
-std::optional<CompareResult> finished_compare(const std::string& dir, const nlohmann::json& fp) {
+CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, const std::function<CompareResult()>& run) {
   const std::optional<std::string> old = data::read_file(dir + "/fingerprint.json");
   const std::optional<std::string> results = data::read_file(dir + "/results.json");
-  if (!old || !results || nlohmann::json::parse(*old, nullptr, false) != fp) return std::nullopt;
-  const nlohmann::json j = nlohmann::json::parse(*results, nullptr, false);
-  if (!j.is_object() || !j.contains("methods")) return std::nullopt;
-  return compare_result_from_json(j);
-}
-
-void mark_finished(const std::string& dir, const nlohmann::json& fp) {
+  if (old && results && nlohmann::json::parse(*old, nullptr, false) == fp) {
+    const nlohmann::json j = nlohmann::json::parse(*results, nullptr, false);
+    if (j.is_object() && j.contains("methods")) {
+      std::fprintf(stderr, "compare: %s is finished; reused\n", dir.c_str());
+      return compare_result_from_json(j);
+    }
+  }
+  CompareResult r = run();
   write_atomically(dir + "/fingerprint.json", fp.dump() + "\n");
+  return r;
 }
 
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,

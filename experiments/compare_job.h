@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
 
 // What such a command works on: the config's compare options with --seeds / --windows applied, the trained
 // model on its device and its dataset. Prints "<label>: device …" and creates the output folder.
+// The compare options a checkpoint job runs under (its config, --set, --seeds, --windows), without loading the model
+// or the data.
+CompareOptions checkpoint_job_options(const CheckpointJobArgs& a);
 struct CheckpointJob {
   CompareOptions opt;
   std::string config_text;  // the --config file's text
@@ -69,10 +73,10 @@ void write_atomically(const std::string& path, const std::string& text);
 // the config text. A journal or a finished model's outputs are reused only under the same fingerprint.
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text);
 
-// The comparison finished in `dir` (its results.json) when `dir`/fingerprint.json equals `fp`; mark_finished writes
-// that file once the outputs are whole. Several models compared in turn redo only the unfinished ones on a rerun.
-std::optional<CompareResult> finished_compare(const std::string& dir, const nlohmann::json& fp);
-void mark_finished(const std::string& dir, const nlohmann::json& fp);
+// The comparison finished in `dir` (its results.json) when `dir`/fingerprint.json equals `fp` (run_fingerprint);
+// otherwise `run` makes it, and the fingerprint is written once its outputs are whole. Several models compared in
+// turn redo only the unfinished ones on a rerun.
+CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, const std::function<CompareResult()>& run);
 
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
                    const std::string& after);

@@ -87,7 +87,7 @@ ControlVerdict control_from_json(const nlohmann::json& j) {
   v.floor = j.value("min_headroom", 0.0);
   const nlohmann::json& h = j.at("oracle_headroom");
   v.headroom = {v.baseline, num(h.at("bpb")), num(h.at("ci95")[0]), num(h.at("ci95")[1]), h.at("n_paired").get<int64_t>(),
-                num(h.at("mu")), num(h.at("total_flops_per_token")), num(h.at("budget_total_flops_per_token"))};
+                num(h.at("mu")), num(h.at("total_flops_per_token")), num(h.at("budget_total_flops_per_token")), {}};
   const nlohmann::json& k = j.at("oracle_mean_k");
   v.k_text = num(k.at("text_units"));
   v.k_noise = num(k.at("noise_units"));

@@ -64,20 +64,13 @@ ReplicateRow headroom_row(const std::vector<CompareResult>& runs, const std::str
   std::vector<std::vector<double>> diffs;
   std::vector<double> ratios;
   for (const CompareResult& r : runs) {
-    const MethodResult* base = find(r, baseline);
-    const Headroom h = oracle_headroom(r, *base);
-    const MethodResult* u = find(r, h.uniform);
-    const FrontierPoint* p = nullptr;
-    for (const FrontierPoint& f : r.frontier)
-      if (f.mu == h.mu) p = &f;
-    if (!p || !u || p->window_bpb.size() != u->seeds.front().window_bpb.size()) {
+    const Headroom h = oracle_headroom(r, *find(r, baseline));
+    if (h.d.empty()) {
       ReplicateRow none;  // no frontier point within the budget on some model: no headroom to state
       none.method = "oracle";
       return none;
     }
-    std::vector<double> d;
-    for (size_t w = 0; w < p->window_bpb.size(); ++w) d.push_back(u->seeds.front().window_bpb[w] - p->window_bpb[w]);
-    diffs.push_back(d);
+    diffs.push_back(h.d);
     ratios.push_back(h.flops / h.base_flops);
   }
   return row_from("oracle", diffs, ratios);

@@ -63,7 +63,7 @@ Headroom oracle_headroom(const CompareResult& r, const MethodResult& base) {
   const std::vector<double>& b = u->seeds.front().window_bpb;
   if (p->window_bpb.size() != b.size() || b.size() < 2) return h;
   stats::ScoreMatrix d(b.size(), std::vector<double>(1));
-  for (size_t w = 0; w < b.size(); ++w) d[w][0] = b[w] - p->window_bpb[w];
+  for (size_t w = 0; w < b.size(); ++w) h.d.push_back(d[w][0] = b[w] - p->window_bpb[w]);
   stats::BootstrapOptions bo;
   bo.seed = 2024;
   const stats::Interval ci = stats::stratified_bootstrap_ci(d, stats::aggregate_mean, bo);

@@ -22,6 +22,7 @@ struct Headroom {
   double lo = NAN, hi = NAN;    // 95% percentile bootstrap over the paired windows (streams)
   int64_t n = 0;                // paired windows (streams)
   double mu = NAN, flops = NAN, base_flops = NAN;  // the frontier point used, and the budget
+  std::vector<double> d;        // per window (stream): uniform bpb − frontier bpb, the values the interval resamples
 };
 Headroom oracle_headroom(const CompareResult& r, const MethodResult& base);
 
