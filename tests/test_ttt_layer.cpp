@@ -74,8 +74,38 @@ TEST_CASE("dual form equals the iterative path with K = 1 (outputs, state, outer
       TTTRun dual, iter;
       iter.path = InnerPath::Iterative;
       iter.mode = mode;
+      iter.prefix_path_at_one = true;  // the per-position path itself, not the carry step it is charged as
       check_same(run_layer(layer, u, r, dual), run_layer(layer, u, r, iter), 1e-11);
     }
+}
+
+TEST_CASE("prefix mode with K = 1 is charged as the dual form, its cheapest path, and computes the same") {
+  for (bool mlp : {false, true}) {
+    INFO("mlp ", mlp);
+    Generator gen(4);
+    TTTLayer layer(tiny(mlp), 0, gen, DType::F64);
+    Tensor u = gen.normal({2, 12, 8}, 0, 1, DType::F64);
+    auto run = [&](StepMode mode, bool per_position) {
+      std::vector<UnitCost> costs;
+      TTTRun r;
+      r.mode = mode;
+      r.path = per_position ? InnerPath::Iterative : InnerPath::Dual;
+      r.prefix_path_at_one = per_position;
+      r.costs = &costs;
+      NoGradGuard ng;
+      Tensor y = layer.forward(u, r);
+      uint64_t inner = 0;
+      for (const UnitCost& c : costs) inner += c.inner_forward + c.inner_grad + c.update;
+      return std::make_pair(y, inner);
+    };
+    const auto [carry, carry_cost] = run(StepMode::Carry, false);
+    const auto [prefix, prefix_cost] = run(StepMode::Prefix, false);
+    const auto [slow, slow_cost] = run(StepMode::Prefix, true);
+    CHECK(max_diff(carry, prefix) == 0);
+    CHECK(max_diff(prefix, slow) < 1e-11);
+    CHECK(prefix_cost == carry_cost);
+    CHECK(slow_cost > prefix_cost);  // what K = 1 in prefix mode was charged before
+  }
 }
 
 TEST_CASE("closed-form and engine carry steps agree under a schedule with skips") {
@@ -140,6 +170,7 @@ TEST_CASE("outer gradients through K = 1, 2, 3 inner steps match finite differen
           TTTRun run;
           run.path = InnerPath::Iterative;
           run.mode = mode;
+          run.prefix_path_at_one = true;
           run.schedule = &sched;
           return sum(mul(l.forward(u, run), r));
         };
@@ -164,6 +195,7 @@ TEST_CASE("causality: later tokens never change earlier outputs") {
         TTTRun run;
         run.path = InnerPath::Iterative;
         run.mode = mode;
+        run.prefix_path_at_one = true;
         run.schedule = &sched;
         NoGradGuard ng;
         Tensor y0 = layer.forward(u, run);

@@ -91,7 +91,7 @@ Tensor TTTLayer::unit_step(InnerState& state, const Tensor& xq, const Tensor& xk
     meter.charge(&UnitCost::output);
     return out;
   }
-  if (run.mode == StepMode::Prefix) {
+  if (run.mode == StepMode::Prefix && (steps > 1 || run.prefix_path_at_one)) {
     InnerNorm n5{reshape(gamma, {1, H, 1, 1, f}), reshape(beta, {1, H, 1, 1, f})};
     InnerState per = per_position(state, b);
     for (int s = 0; s < steps; ++s) per = prefix_step(per, xk, xv, eta, n5, &meter);

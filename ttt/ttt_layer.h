@@ -44,6 +44,10 @@ struct TTTRun {
   StepSchedule* schedule = nullptr;  // null: one step per unit (official TTT)
   double lr_mult = 1.0;              // ttt_lr_mult (TTT-MLP warm-up)
   int64_t remat_group = 0;           // units per rematerialised group; 0 = store everything
+  // Prefix mode with one step gives the dual form's outputs and state exactly, so it runs (and is charged as) the
+  // carry computation, the cheapest that computes it; set this to run prefix mode's per-position path even at K = 1
+  // (tests compare the two).
+  bool prefix_path_at_one = false;
   std::vector<UnitCost>* costs = nullptr;
   InnerState* final_state = nullptr;  // receives the state after the last unit (B, H, …)
   // When set, sees the main activations of the pass in forward order, by name ("xq", "eta", "unit3.out",
