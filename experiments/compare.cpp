@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -148,6 +149,64 @@ void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
   add("grad_norm", u.grad_norm);
   add("tied", u.tied);
   if (j.contains("first_token")) add("first_token", u.first_token);  // journals written before it was recorded
+}
+
+using Report = std::function<void(const std::string&, double, double)>;
+
+FrontierPoint frontier_point(const ttt::Model& model, const EvalSet& set, const CompareOptions& opt, double mu,
+                             const SeedResult* greedy, Journal& jr) {
+  const std::string key = "frontier mu " + nlohmann::json(mu).dump();
+  if (const nlohmann::json* rec = jr.find(key)) return rec->get<FrontierPoint>();
+  FrontierPoint p;
+  if (mu == 0 && greedy) {  // μ = 0 is the greedy oracle itself, already run on these windows as a method
+    p = {0.0, greedy->bpb, greedy->inner_per_token, greedy->base_per_token, greedy->mean_k, greedy->window_bpb};
+  } else {
+    std::vector<Episode> eps;
+    for (const Window& w : set.windows)
+      eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, mu, opt.oracle_lookahead, opt.rollout));
+    const SeedResult s = summarise(0, eps, set, 0);
+    p = {mu, s.bpb, s.inner_per_token, s.base_per_token, s.mean_k, s.window_bpb};
+  }
+  jr.add(key, p);
+  return p;
+}
+
+// The next μ to try so that the frontier gets a point closer to `budget` total FLOPs per token from below: the
+// geometric mean of the largest μ whose point spends more than the budget and the smallest larger μ whose point
+// fits (a quarter of it when the former is 0). NaN when the sweep does not straddle the budget or a point already
+// lies within 0.5 % of it.
+double next_mu(const std::vector<FrontierPoint>& f, double budget) {
+  double over = -1, under = INFINITY, best_fit = 0;
+  for (const FrontierPoint& p : f) {
+    const double t = p.base_per_token + p.inner_per_token;
+    if (t > budget * (1 + 1e-9)) over = std::max(over, p.mu);
+    else best_fit = std::max(best_fit, t);
+  }
+  for (const FrontierPoint& p : f)
+    if (p.mu > over && p.base_per_token + p.inner_per_token <= budget * (1 + 1e-9)) under = std::min(under, p.mu);
+  if (over < 0 || !std::isfinite(under) || best_fit >= budget * 0.995) return NAN;
+  return over > 0 ? std::sqrt(over * under) : under / 4;
+}
+
+// The oracle frontier: per unit minimise loss + μ·cost for each μ of the sweep, then compare.oracle_bisect more μ
+// chosen by next_mu, so the oracle's headroom at the budget is read from a point that spends (nearly) the budget
+// rather than from whichever sweep point happens to fall below it. Points sorted by μ.
+std::vector<FrontierPoint> oracle_frontier(const ttt::Model& model, const EvalSet& set, const CompareOptions& opt,
+                                           const SeedResult* greedy, double budget, Journal& jr, const Report& report) {
+  std::vector<FrontierPoint> f;
+  const double n = double(opt.frontier_mus.size() + size_t(opt.oracle_bisect));
+  for (double mu : opt.frontier_mus) {
+    report("oracle frontier", double(f.size()), n);
+    f.push_back(frontier_point(model, set, opt, mu, greedy, jr));
+  }
+  for (int64_t i = 0; i < opt.oracle_bisect && std::isfinite(budget); ++i) {
+    const double mu = next_mu(f, budget);
+    if (!std::isfinite(mu)) break;
+    report("oracle frontier (bisecting toward the budget)", double(f.size()), n);
+    f.push_back(frontier_point(model, set, opt, mu, greedy, jr));
+  }
+  std::stable_sort(f.begin(), f.end(), [](const FrontierPoint& a, const FrontierPoint& b) { return a.mu < b.mu; });
+  return f;
 }
 
 }  // namespace
@@ -369,32 +428,14 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     }
   }
 
-  // The oracle frontier: minimise loss + mu·cost per unit, on seed 0's windows (or the streams).
-  const EvalSet set0 = eval_set(0);
-  const std::vector<Window>& ws0 = set0.windows;
-  for (size_t i = 0; i < opt.frontier_mus.size(); ++i) {
-    report("oracle frontier", double(i), double(opt.frontier_mus.size()));
-    const std::string key = "frontier mu " + nlohmann::json(opt.frontier_mus[i]).dump();
-    if (const nlohmann::json* rec = jr.find(key)) {
-      res.frontier.push_back(rec->get<FrontierPoint>());
-      continue;
-    }
-    // μ = 0 is the greedy oracle itself, already run on these windows when it is one of the methods.
-    const auto oracle = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.kind == "oracle"; });
-    if (opt.frontier_mus[i] == 0 && oracle != entries.end() && !oracle->result.seeds.empty()) {
-      const SeedResult& o = oracle->result.seeds.front();
-      res.frontier.push_back({0.0, o.bpb, o.inner_per_token, o.base_per_token, o.mean_k, o.window_bpb});
-      jr.add(key, res.frontier.back());
-      continue;
-    }
-    std::vector<Episode> eps;
-    for (const Window& w : ws0)
-      eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, opt.frontier_mus[i],
-                                       opt.oracle_lookahead, opt.rollout));
-    SeedResult s = summarise(0, eps, set0, 0);
-    res.frontier.push_back({opt.frontier_mus[i], s.bpb, s.inner_per_token, s.base_per_token, s.mean_k, s.window_bpb});
-    jr.add(key, res.frontier.back());
-  }
+  // The oracle frontier on seed 0's windows (or the streams), then bisected toward the budget.
+  const auto oracle = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.kind == "oracle"; });
+  const SeedResult* greedy = oracle != entries.end() && !oracle->result.seeds.empty() ? &oracle->result.seeds.front() : nullptr;
+  const auto budget = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) {
+    return e.result.name == "uniform-" + std::to_string(opt.budget_k) && !e.result.seeds.empty();
+  });
+  const double budget_total = budget == entries.end() ? NAN : budget->result.seeds.front().total_per_token();
+  res.frontier = oracle_frontier(model, eval_set(0), opt, greedy, budget_total, jr, report);
   for (Entry& e : entries) res.methods.push_back(std::move(e.result));
   count_ks(opt.step_options, res);
   res.seconds = seconds_since(t_start);

@@ -43,6 +43,9 @@ struct CompareOptions {
   // total FLOPs, so a heuristic's own overhead (its features, its probes) comes out of its inner budget.
   std::string calibrate_on = "inner";
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
+  // Extra oracle runs after the sweep, each a μ bisected (in log space) between the sweep points that straddle
+  // uniform-<budget_k>'s total FLOPs, so the oracle's headroom is measured at (nearly) the budget.
+  int64_t oracle_bisect = 2;
   // Score the held-out streams (every held-out document or repository, each read whole) instead of sampled windows:
   // every seed then sees every stream, and seeds differ only in the methods' own randomness. Caps as streams: in
   // the config (data::cap_stream); results say which fraction of the split was scored.

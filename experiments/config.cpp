@@ -224,6 +224,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get("oracle_lookahead", c.oracle_lookahead);
   s.get<std::string>("calibrate_on", c.calibrate_on, [](const std::string& v) { return one_of(v, {"inner", "total"}); });
   s.get("frontier_mus", c.frontier_mus);
+  s.get("oracle_bisect", c.oracle_bisect);
   s.get("streams", c.streams);
   s.get("criteria_quality", c.criteria.quality);
   s.get("criteria_flops", c.criteria.flops);
@@ -317,6 +318,8 @@ void check(const RunConfig& c) {
   for (int o : k.step_options) need(o >= 0, "compare.step_options must be >= 0, got " + std::to_string(o));
   need(k.low >= 0 && k.high > k.low, "compare.high must exceed compare.low");
   need(k.oracle_lookahead >= 0, "compare.oracle_lookahead must be >= 0");
+  need(k.oracle_bisect >= 0 && k.oracle_bisect <= 20, "compare.oracle_bisect must lie in 0..20, got " +
+       std::to_string(k.oracle_bisect));
   need(std::isfinite(k.criteria.control_headroom) && k.criteria.control_headroom >= 0,
        "compare.criteria_control_headroom must be a finite number >= 0, got " + std::to_string(k.criteria.control_headroom));
   need(k.criteria.quality >= 0 && k.criteria.flops >= 0 && k.criteria.alpha > 0 && k.criteria.alpha < 1 &&

@@ -242,6 +242,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   oracle_json["headroom_bpb_at_budget"] = headroom;
   oracle_json["headroom"] = {{"bpb", hr.bpb}, {"ci95", {hr.lo, hr.hi}}, {"n_paired", hr.n}, {"mu", hr.mu},
                              {"total_flops_per_token", hr.flops}, {"budget_total_flops_per_token", hr.base_flops},
+                             {"fraction_of_budget", hr.flops / hr.base_flops},
                              {"budget", base_name}, {"uniform", hr.uniform}};
   ordered_json frontier = ordered_json::array();
   for (const FrontierPoint& p : r.frontier)
@@ -262,7 +263,8 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
             << "; seed 0's windows): " << fmt("%+.4f", headroom) << " bits per byte, 95% CI ["
             << fmt("%+.4f", hr.lo) << ", " << fmt("%+.4f", hr.hi) << "] paired over " << hr.n
             << (opt.streams ? " streams" : " windows") << " (frontier point μ = " << fmt("%g", hr.mu) << ", "
-            << fmt("%.4g", hr.flops) << " FLOPs/token; positive = the oracle is better).\n";
+            << fmt("%.4g", hr.flops) << " FLOPs/token = " << fmt("%.1f", 100 * hr.flops / base_flops)
+            << " % of the budget; positive = the oracle is better).\n";
   // decisions of each policy vs the oracle's on the same units
   std::ostringstream agree;
   ordered_json agree_json;

@@ -172,6 +172,19 @@ with tempfile.TemporaryDirectory() as tmp:
     whole, cut = os.path.join(tmp, "whole"), os.path.join(tmp, "cut")
     ponder_run(*args, "--out", whole)
     check(not os.path.exists(os.path.join(whole, "journal.jsonl")), "a finished comparison deletes its journal")
+    w = load(os.path.join(whole, "results.json"))
+    if w:  # the sweep [0, 0.1, 1] is bisected toward uniform-2's total FLOPs, and the headroom uses the closest point
+        hr, sweep = w["oracle"]["headroom"], [0.0, 0.1, 1.0]
+        pts = w["oracle"]["frontier"]
+        fits = [p["total_flops_per_token"] for p in pts if p["total_flops_per_token"] <= hr["budget_total_flops_per_token"]]
+        swept = [p["total_flops_per_token"] for p in pts if p["mu"] in sweep and p["total_flops_per_token"]
+                 <= hr["budget_total_flops_per_token"]]
+        check(sorted(p["mu"] for p in pts) == [p["mu"] for p in pts], "frontier points are sorted by mu")
+        check(len(pts) > len(sweep) and all(pts[i]["mu"] in sweep or 0 < pts[i]["mu"] < 0.1 or 0.1 < pts[i]["mu"] < 1
+                                            for i in range(len(pts))),
+              "the oracle frontier has bisected points between the sweep's: " + str([p["mu"] for p in pts]))
+        check(fits and max(fits) > max(swept) and 0 < hr["fraction_of_budget"] <= 1 + 1e-9,
+              "the bisected points bring the oracle closer to the budget (%s of it)" % hr["fraction_of_budget"])
     journal = os.path.join(cut, "journal.jsonl")
     proc = subprocess.Popen([ponder, *args, "--out", cut], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # SIGKILL (no chance to clean up) once the header, the 7 methods' records and 6 method x seed cells are
