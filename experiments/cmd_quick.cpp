@@ -93,7 +93,8 @@ std::string training_section(const RunConfig& cfg, const TrainedModel& m, const 
      << " tokens of " << ds.corpus.name << " with K drawn per unit and layer from {";
   for (size_t i = 0; i < cfg.train.step_options.size(); ++i) md << (i ? "," : "") << cfg.train.step_options[i];
   md << "} (" << ttt::mode_name(cfg.train.mode) << " mode). Validation bits/byte (" << cfg.eval.inner.schedule << ", "
-     << cfg.eval.max_windows << " windows of the validation split):\n\n| step | val bpb |\n|---|---|\n";
+     << cfg.eval.max_windows << " windows of the validation split; `training.png` draws the training loss, validation bits/byte and each TTT "
+        "layer's carry token factor for every model trained here):\n\n| step | val bpb |\n|---|---|\n";
   for (const auto& [step, bpb] : curve) {
     std::snprintf(line, sizeof line, "| %lld | %.4f |\n", (long long)step, bpb);
     md << line;
@@ -159,6 +160,12 @@ void run_quick(const Options& o) {
   const std::string headline = run_compare_job(m, ds, copt, ckpt, cfg.text, o.out, &runs[0]);
   write_position_plot(regime, o.out);
   for (CompareResult& r : other_models(cfg, o, device, ds, copt)) runs.push_back(std::move(r));
+  std::vector<std::pair<std::string, std::string>> logs;
+  for (size_t i = 0; i < size_t(cfg.train_seeds); ++i)
+    logs.push_back({"model " + std::to_string(i + 1) + " (seed " + std::to_string(cfg.train.seed + int64_t(i)) + ")",
+                    log_path(i == 0 ? o.out : o.out + "/model-" + std::to_string(i + 1))});
+  if (attn) logs.push_back({"attention-only", log_path(attn_dir)});
+  write_training_figure(o.out + "/training.png", logs);
   std::vector<std::string> labels = {ckpt};
   for (size_t i = 1; i < runs.size(); ++i) labels.push_back(checkpoint_path(o.out + "/model-" + std::to_string(i + 1)));
   const ReplicateSummary reps = summarize_replicates(runs, labels, copt);
@@ -187,9 +194,9 @@ void run_quick(const Options& o) {
   merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve));
   write_compare_figures(o.out);  // again, now that results.json holds the statistics over models
   std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
-              "%s/pareto.png, %s/k_hist.png, %s/tokens.html\n",
+              "%s/pareto.png, %s/forest.png, %s/training.png, %s/k_hist.png, %s/tokens.html\n",
               regime_markdown(regime).c_str(), headline.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str(),
-              o.out.c_str(), o.out.c_str(), o.out.c_str());
+              o.out.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str());
 }
 
 }  // namespace

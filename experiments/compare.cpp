@@ -375,6 +375,8 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
         e.result.seeds.push_back(rec->at("result").get<SeedResult>());
         for (const auto& k : rec->at("unit_k")) e.result.unit_k.push_back(k.get<int>());
         if (s == 0) e.result.passage_k = rec->at("passage_k").get<std::vector<int>>();
+        if (s == 0 && rec->contains("passage_loss"))  // journals written before it was recorded have none
+          e.result.passage_loss = rec->at("passage_loss").get<std::vector<double>>();
         if (e.result.kind == "oracle") append_oracle_units(rec->at("oracle_units"), res.oracle_units);
         continue;
       }
@@ -419,10 +421,15 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
       for (const Episode& ep : eps)
         for (const policy::UnitRecord& r : ep.units) unit_k.push_back(r.k);
       e.result.unit_k.insert(e.result.unit_k.end(), unit_k.begin(), unit_k.end());
-      if (s == 0)
+      if (s == 0) {
         for (const policy::UnitRecord& r : eps[0].units) e.result.passage_k.push_back(r.k);
+        e.result.passage_loss = eps[0].token_loss;
+      }
       nlohmann::json rec{{"result", e.result.seeds.back()}, {"unit_k", unit_k}};
-      if (s == 0) rec["passage_k"] = e.result.passage_k;
+      if (s == 0) {
+        rec["passage_k"] = e.result.passage_k;
+        rec["passage_loss"] = e.result.passage_loss;
+      }
       if (e.result.kind == "oracle") rec["oracle_units"] = oracle_units_json(res.oracle_units, oracle_from);
       jr.add(key, rec);
     }

@@ -1,6 +1,7 @@
 #include "experiments/plots.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -46,13 +47,26 @@ void run_gnuplot(const std::string& script) {
     throw std::runtime_error("gnuplot failed on " + script + " (is gnuplot installed? scripts/setup.sh installs it)");
 }
 
-void write_compare_figures(const std::string& dir) {
-  // Debian's interpreter, where scripts/setup.sh installs matplotlib; another python3 on PATH may lack it.
+namespace {
+// Runs one of scripts/ with Debian's interpreter, where scripts/setup.sh installs matplotlib (another python3 on
+// PATH may lack it); `args` are already quoted. A failure is an error naming the script and what it read.
+void run_plot_script(const std::string& script, const std::string& args, const std::string& input) {
   const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  const std::string cmd = python + " '" + std::string(PONDER_SOURCE_ROOT) + "/scripts/plot_compare.py' '" + dir + "' 2>&1";
+  const std::string cmd = python + " '" + std::string(PONDER_SOURCE_ROOT) + "/scripts/" + script + "' " + args + " 2>&1";
   if (std::system(cmd.c_str()) != 0)
-    throw std::runtime_error("scripts/plot_compare.py failed on " + dir + "/results.json (is python3-matplotlib "
-                             "installed? scripts/setup.sh installs it)");
+    throw std::runtime_error("scripts/" + script + " failed on " + input +
+                             " (is python3-matplotlib installed? scripts/setup.sh installs it)");
+}
+}  // namespace
+
+void write_compare_figures(const std::string& dir) {
+  run_plot_script("plot_compare.py", "'" + dir + "'", dir + "/results.json");
+}
+
+void write_training_figure(const std::string& png, const std::vector<std::pair<std::string, std::string>>& logs) {
+  std::string args = "'" + png + "'";
+  for (const auto& [label, log] : logs) args += " '" + label + "=" + log + "'";
+  run_plot_script("plot_training.py", args, logs.empty() ? png : logs.front().second);
 }
 
 void write_k_hist(const CompareResult& r, const std::vector<int>& options, const std::string& dir) {
@@ -80,39 +94,79 @@ void write_k_hist(const CompareResult& r, const std::vector<int>& options, const
   run_gnuplot(dir + "/k_hist.gp");
 }
 
-void write_tokens_html(const CompareResult& r, const std::string& method, const std::string& path) {
-  const MethodResult* m = nullptr;
-  for (const MethodResult& x : r.methods)
-    if (x.name == method) m = &x;
-  if (!m) throw std::invalid_argument("tokens view: no method named '" + method + "'");
-  static const std::map<int, std::string> colour = {{0, "#f2f2f2"}, {1, "#cfe3f7"}, {2, "#8fc1ee"},
-                                                    {4, "#f5b971"}, {8, "#e8604c"}};
-  std::ofstream f = open_out(path);
-  f << "<!doctype html><meta charset='utf-8'><title>Steps per token: " << method << "</title>\n"
-    << "<style>body{font-family:sans-serif;max-width:60em}pre{white-space:pre-wrap;font-size:15px;line-height:1.6}"
-    << "span{padding:1px 0}</style>\n<h1>Inner steps per token under <code>" << method << "</code></h1>\n"
-    << "<p>A held-out passage (the first evaluation window of seed 0). Each byte is coloured by the number of "
-    << "inner TTT steps K its unit of " << r.mini_batch << " tokens received. Legend: ";
-  for (auto& [k, c] : colour) f << "<span style='background:" << c << "'>&nbsp;K=" << k << "&nbsp;</span> ";
-  f << "</p>\n<pre>";
-  // One span per character, not per byte: a multi-byte UTF-8 character split over spans shows as '�'. A character
-  // takes the colour of the unit of its first byte; a byte that starts no valid character shows as U+FFFD.
+namespace {
+
+const std::map<int, std::string>& k_colours() {
+  static const std::map<int, std::string> c = {{0, "#f2f2f2"}, {1, "#cfe3f7"}, {2, "#8fc1ee"}, {3, "#c6a8e0"},
+                                               {4, "#f5b971"}, {8, "#e8604c"}};
+  return c;
+}
+
+// One method's passage: one span per character, not per byte (a multi-byte UTF-8 character split over spans shows
+// as '�'). A character takes the colour of the unit of its first byte; a byte that starts no valid character shows
+// as U+FFFD. The tooltip gives the unit, its K and the bits spent predicting the character (the losses of its bytes,
+// each predicted at the position before it; the first byte of the passage has none).
+void passage_html(std::ostream& f, const CompareResult& r, const MethodResult& m, size_t shown) {
   const std::vector<int32_t>& t = r.passage_tokens;
-  for (size_t i = 0; i < t.size();) {
-    const size_t n = utf8_char_length(t, i);
+  for (size_t i = 0; i < shown;) {
+    const size_t n = utf8_char_length(t, i), len = std::max<size_t>(n, 1);
     const size_t u = i / size_t(r.mini_batch);
-    const int k = u < m->passage_k.size() ? m->passage_k[u] : -1;
-    auto it = colour.find(k);
+    const int k = u < m.passage_k.size() ? m.passage_k[u] : -1;
+    double bits = 0;
+    bool scored = i > 0 && i - 1 + len <= m.passage_loss.size();
+    for (size_t j = i; scored && j < i + len; ++j) bits += m.passage_loss[j - 1] / std::log(2.0);
     std::string text;
     if (n <= 1)
       text = n == 1 ? html_escape(char(t[i])) : "\xEF\xBF\xBD";
     else
       for (size_t j = 0; j < n; ++j) text += char(t[i + j]);
-    f << "<span title='unit " << u << ", K=" << k << "' style='background:" << (it != colour.end() ? it->second : "#fff")
-      << "'>" << text << "</span>";
-    i += std::max<size_t>(n, 1);
+    const auto it = k_colours().find(k);
+    f << "<span title='unit " << u << ", K=" << k << (scored ? ", " + fmt("%.2f", bits) + " bits" : std::string())
+      << "' style='background:" << (it != k_colours().end() ? it->second : "#fff") << "'>" << text << "</span>";
+    i += len;
   }
-  f << "</pre>\n";
+}
+
+}  // namespace
+
+void write_tokens_html(const CompareResult& r, const std::vector<std::string>& methods, const std::string& path) {
+  std::vector<const MethodResult*> ms;
+  for (const std::string& name : methods) {
+    const auto it = std::find_if(r.methods.begin(), r.methods.end(), [&](const MethodResult& x) { return x.name == name; });
+    if (it == r.methods.end()) throw std::invalid_argument("tokens view: no method named '" + name + "'");
+    ms.push_back(&*it);
+  }
+  // Streams are padded with token 0 after their last scored position; a passage this long is cut for the browser.
+  const size_t cap = 16384;
+  size_t shown = r.passage_tokens.size();
+  while (shown > 0 && r.passage_tokens[shown - 1] == 0) --shown;
+  const bool cut = shown > cap;
+  shown = std::min(shown, cap);
+  while (shown > 0 && shown < r.passage_tokens.size() && (r.passage_tokens[shown] & 0xC0) == 0x80)
+    --shown;  // do not end inside a character (the cut lands on a continuation byte)
+  std::ofstream f = open_out(path);
+  f << "<!doctype html><meta charset='utf-8'><title>Steps per token</title>\n<style>body{font-family:sans-serif}"
+    << "pre{white-space:pre-wrap;font-size:14px;line-height:1.6;margin:0}span{padding:1px 0}"
+    << ".cols{display:grid;grid-template-columns:repeat(" << ms.size() << ",minmax(0,1fr));gap:1.5em}</style>\n"
+    << "<h1>Inner steps per token</h1>\n<p>A held-out passage (the first evaluation window of seed 0, or the first "
+    << "stream; " << shown << " bytes" << (cut ? ", cut from " + std::to_string(r.passage_tokens.size()) : std::string())
+    << "). Each character is coloured by the number of inner TTT steps K its unit of " << r.mini_batch
+    << " tokens received; hover over a character for its unit, K and the bits spent predicting it. Legend: ";
+  for (const auto& [k, c] : k_colours()) f << "<span style='background:" << c << "'>&nbsp;K=" << k << "&nbsp;</span> ";
+  f << "</p>\n<div class='cols'>\n";
+  for (const MethodResult* m : ms) {
+    double sum = 0;
+    for (size_t j = 0; j + 1 < shown && j < m->passage_loss.size(); ++j) sum += m->passage_loss[j];
+    std::string name;
+    for (char c : m->name) name += html_escape(c);
+    f << "<div><h2><code>" << name << "</code> (" << m->kind << ")</h2><p>"
+      << (m->passage_loss.empty() || shown < 2 ? std::string("no per-token losses recorded")
+                                               : fmt("%.4f", sum / double(shown - 1) / std::log(2.0)) + " bits/byte here")
+      << "</p><pre>";
+    passage_html(f, r, *m, shown);
+    f << "</pre></div>\n";
+  }
+  f << "</div>\n";
 }
 
 }  // namespace ponder::cli

@@ -441,8 +441,10 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
       best_bpb = seed_mean(m, bpb_of);
       best_method = m.name;
     }
-  if (best_method.empty() && oracle) best_method = oracle->name;
-  if (!best_method.empty()) write_tokens_html(r, best_method, dir + "/tokens.html");
+  std::vector<std::string> shown;  // the oracle beside the best non-uniform method
+  if (oracle) shown.push_back(oracle->name);
+  if (!best_method.empty()) shown.push_back(best_method);
+  if (!shown.empty()) write_tokens_html(r, shown, dir + "/tokens.html");
 
   ordered_json out = provenance;
   out["options"] = {{"seeds", opt.seeds}, {"windows_per_seed", opt.windows_per_seed}, {"seq_len", opt.seq_len},

@@ -25,7 +25,7 @@ with tempfile.TemporaryDirectory() as out:
                           "--control", "none", "--set", "train.seeds=2"], capture_output=True, text=True, timeout=900)
     check(run.returncode == 0, "ponder quick exits 0: " + run.stderr[-2000:])
     for f in ["report.md", "results.json", "pareto.png", "forest.png", "k_hist.png", "tokens.html", "checkpoint.ckpt",
-              "model-2/pareto.png"]:
+              "model-2/pareto.png", "training.png"]:
         check(os.path.getsize(os.path.join(out, f)) > 0 if os.path.exists(os.path.join(out, f)) else False,
               f + " written")
     results = json.load(open(os.path.join(out, "results.json")))
@@ -38,6 +38,9 @@ with tempfile.TemporaryDirectory() as out:
     check(report.startswith("# ponder quick\n\n") and "**Positive control: not run** (--control none)" in report[:400],
           "report.md says at the top that the positive control was not run")
     check(not os.path.exists(os.path.join(out, "journal.jsonl")), "the finished comparison deleted its journal")
+    tokens = open(os.path.join(out, "tokens.html"), encoding="utf-8").read()
+    check(tokens.count("<h2><code>") == 2 and "<code>oracle</code>" in tokens and " bits'" in tokens,
+          "tokens.html shows the oracle beside the best method, with bits per character on hover")
     names = [m["name"] for m in results["methods"]]
     for want in ["oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy",
                  "loss", "ttt-loss", "gradnorm", "learned-reinforce"]:

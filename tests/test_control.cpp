@@ -207,9 +207,14 @@ TEST_CASE("tokens view: UTF-8 characters stay whole, markup is escaped, a stray 
   MethodResult m;
   m.name = "uniform-1";
   m.passage_k = std::vector<int>(8, 1);
+  m.passage_loss = std::vector<double>(r.passage_tokens.size(), std::log(2.0));  // one bit per byte
+  r.methods.push_back(m);
+  m.name = "oracle";
+  m.passage_k = std::vector<int>(8, 2);
   r.methods.push_back(m);
   const std::string path = "test_tokens_view.html";
-  write_tokens_html(r, "uniform-1", path);
+  CHECK_THROWS_WITH_AS(write_tokens_html(r, {"oracle", "nope"}, path), doctest::Contains("'nope'"), std::invalid_argument);
+  write_tokens_html(r, {"oracle", "uniform-1"}, path);
   std::ifstream in(path);
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(path);
@@ -218,4 +223,10 @@ TEST_CASE("tokens view: UTF-8 characters stay whole, markup is escaped, a stray 
   CHECK(html.find("&lt;") != std::string::npos);
   CHECK(html.find(">\xEF\xBF\xBD</span>") != std::string::npos);
   CHECK(html.find("\xFF") == std::string::npos);
+  // side by side, each method's K, and the bits of a character summed over its bytes (the first byte has none)
+  CHECK(html.find("<code>oracle</code>") < html.find("<code>uniform-1</code>"));
+  CHECK(html.find("<code>uniform-1</code>") != std::string::npos);
+  CHECK(html.find("K=2, 3.00 bits'") != std::string::npos);
+  CHECK(html.find("unit 1, K=1, 3.00 bits' style='background:#cfe3f7'>\xE2\x80\x99</span>") != std::string::npos);
+  CHECK(html.find("unit 0, K=1' style") != std::string::npos);  // 'W': nothing predicted it
 }
