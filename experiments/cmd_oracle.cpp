@@ -23,7 +23,7 @@ void run(const CheckpointJobArgs& a) {
   CompareOptions& opt = job.opt;
   const TrainedModel& m = job.m;
   const Dataset& ds = job.ds;
-  opt.methods = {"oracle"};  // the difficulty scores come with the oracle's units
+  opt.methods = policy::parse_methods({"oracle"});  // the difficulty scores come with the oracle's units
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("oracle"), nullptr, &ds.test_streams);
   std::fprintf(stderr, "\n");
   const MethodResult& o = *find(r, "oracle");

@@ -27,8 +27,9 @@ void run(const CheckpointJobArgs& a) {
   const TrainedModel& m = job.m;
   const Dataset& ds = job.ds;
   const std::string budget = "uniform-" + std::to_string(opt.budget_k), high = "uniform-" + std::to_string(opt.high);
-  opt.methods = {"entropy", "loss", "ttt-loss", "gradnorm", budget};
-  if (high != budget) opt.methods.push_back(high);
+  std::vector<std::string> names = {"entropy", "loss", "ttt-loss", "gradnorm", budget};
+  if (high != budget) names.push_back(high);
+  opt.methods = policy::parse_methods(names);
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("overhead"), nullptr,
                                       &ds.test_streams);
   std::fprintf(stderr, "\n");

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "data/windows.h"
+#include "experiments/method_build.h"
 #include "experiments/result_json.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -120,16 +121,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int parse_k(const std::string& s, const std::string& method) {
-  try {
-    size_t used = 0;
-    int k = std::stoi(s, &used);
-    if (used == s.size() && k >= 0) return k;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("compare: bad step count in method '" + method + "'");
-}
-
 std::string run_key(const std::string& method, int seed) { return "run " + method + " seed " + std::to_string(seed); }
 
 nlohmann::json oracle_units_json(const OracleUnits& u, size_t from) {
@@ -209,6 +200,150 @@ std::vector<FrontierPoint> oracle_frontier(const ttt::Model& model, const EvalSe
   return f;
 }
 
+struct Entry {
+  MethodResult result;
+  std::unique_ptr<policy::Policy> policy;  // null for the oracle and for methods whose seeds are all journaled
+  policy::RolloutOptions rollout;
+};
+
+// The cost multiple of each step option and the budget's inner FLOPs, on the calibration windows; the learned
+// methods' training windows are drawn here too (once, whichever method needs them first).
+MethodBudget measure_budget(const ttt::Model& model, const data::TokenStream& calib, const CompareOptions& opt,
+                            CompareResult& res) {
+  MethodBudget b;
+  b.cal = sample_windows(calib, opt.seq_len, opt.calib_windows, 12345);
+  std::vector<double> inner_of_k;
+  for (int k : opt.step_options) {
+    policy::UniformPolicy p(k);
+    const policy::CostSummary c = policy::run_windows(model, b.cal, p, opt.rollout, 0);
+    inner_of_k.push_back(c.inner_per_token);
+    b.base_per_token = c.base_per_token;
+  }
+  for (double in : inner_of_k) res.k_cost_multiple.push_back((b.base_per_token + in) / b.base_per_token);
+  policy::UniformPolicy p(int(opt.budget_k));
+  b.budget_inner_per_token = res.budget_inner_per_token = policy::run_windows(model, b.cal, p, opt.rollout, 0).inner_per_token;
+  for (const policy::MethodSpec& m : opt.methods)
+    if (m.family == policy::MethodFamily::Learned && b.learn.empty())
+      b.learn = sample_windows(calib, opt.seq_len, opt.learn.train_windows, 777);
+  return b;
+}
+
+// A method built (calibrated, trained), or restored from the journal when every seed of it is there already, so a
+// resumed comparison does not calibrate or train again what it will not evaluate.
+Entry prepare(const policy::MethodSpec& m, const ttt::Model& model, const CompareOptions& opt, const MethodBudget& b,
+              Journal& jr, const CompareProgress& progress) {
+  Entry e;
+  bool evaluated = true;
+  for (int s = 0; s < opt.seeds; ++s) evaluated = evaluated && jr.find(run_key(m.name, s));
+  e.rollout = opt.rollout;
+  if (const nlohmann::json* built = jr.find("method " + m.name); evaluated && built) {
+    e.result.name = m.name;
+    e.result.kind = built->at("kind").get<std::string>();
+    e.result.detail = built->at("detail").get<std::string>();
+    e.result.curve = built->at("curve").get<std::vector<rl::IterationStats>>();
+    e.result.train_seconds = built->at("train_seconds").get<double>();
+    e.rollout.unit_batches = built->at("unit_batches").get<int64_t>();
+  } else {
+    BuiltMethod bm = build_method(m, model, opt, b, progress);
+    e.result = std::move(bm.result);
+    e.policy = std::move(bm.policy);
+    e.rollout = bm.rollout;
+    jr.add("method " + m.name, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
+                                {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches}});
+  }
+  e.result.unit_tokens = model.config().mini_batch * e.rollout.unit_batches;
+  return e;
+}
+
+// Every held-out stream, capped as configured, padded to the smallest length every method's decision unit divides:
+// padded positions cost FLOPs that are charged to the tokens read, so padding to more than that (e.g. the window
+// length) would inflate every cost.
+EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, const CompareOptions& opt,
+                        const std::vector<Entry>& entries, int64_t mini_batch, CompareResult& res) {
+  if (!test_streams || test_streams->empty()) throw std::invalid_argument("compare: streams mode needs held-out streams");
+  std::vector<data::StreamTokens> capped;
+  for (const data::StreamTokens& st : *test_streams) {
+    res.split_tokens += st.scored();
+    data::StreamTokens c = data::cap_stream(st, opt.stream_max_adapt, opt.stream_max_scored);
+    if (c.scored() > 0) capped.push_back(std::move(c));
+  }
+  res.eval_tokens = data::scored_tokens(capped);
+  int64_t pad_to = mini_batch;
+  for (const Entry& e : entries) pad_to = std::lcm(pad_to, std::max<int64_t>(1, e.result.unit_tokens));
+  EvalSet streams = stream_set(capped, pad_to);
+  res.stream_names = streams.names;
+  return streams;
+}
+
+// Streams mode: every seed reads the same streams and the oracle draws nothing, so its later seeds repeat seed 0
+// exactly; copy it instead of rerunning the most expensive method.
+void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
+  SeedResult again = o.seeds.front();
+  again.seed = s;
+  o.seeds.push_back(again);
+  const size_t per_seed = o.unit_k.size() / size_t(s), units = u.k.size() / size_t(s);
+  o.unit_k.insert(o.unit_k.end(), o.unit_k.begin(), o.unit_k.begin() + long(per_seed));
+  for (std::vector<double>* v : {&u.k, &u.loss, &u.entropy, &u.ttt_loss, &u.grad_norm, &u.tied, &u.first_token})
+    if (v->size() >= units) v->insert(v->end(), v->begin(), v->begin() + long(units));
+}
+
+// The oracle on every window, with its K and the difficulty scores it saw per unit (for the oracle analysis).
+std::vector<Episode> run_oracle_set(const ttt::Model& model, const EvalSet& set, const CompareOptions& opt,
+                                    OracleUnits& units) {
+  std::vector<Episode> eps;
+  for (const Window& w : set.windows)
+    eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, opt.rollout));
+  const int64_t unit = model.config().mini_batch * opt.rollout.unit_batches;
+  for (size_t i = 0; i < eps.size(); ++i) {
+    const std::vector<int64_t> ids = set.windows[i].first.to_ints();
+    for (const policy::UnitRecord& r : eps[i].units) {
+      units.first_token.push_back(double(ids[size_t(r.unit * unit)]));
+      units.k.push_back(r.k);
+      units.loss.push_back(r.features.prev_loss);
+      units.entropy.push_back(r.features.prev_entropy);
+      units.ttt_loss.push_back(r.features.ttt_loss);
+      units.grad_norm.push_back(r.features.grad_norm);
+      units.tied.push_back(r.tied ? 1.0 : 0.0);
+    }
+  }
+  return eps;
+}
+
+// One method × seed: restored from the journal, or run and journaled.
+void run_cell(Entry& e, int s, const EvalSet& set, const ttt::Model& model, const CompareOptions& opt,
+              CompareResult& res, Journal& jr) {
+  MethodResult& m = e.result;
+  if (const nlohmann::json* rec = jr.find(run_key(m.name, s))) {
+    m.seeds.push_back(rec->at("result").get<SeedResult>());
+    for (const auto& k : rec->at("unit_k")) m.unit_k.push_back(k.get<int>());
+    if (s == 0) m.passage_k = rec->at("passage_k").get<std::vector<int>>();
+    if (s == 0 && rec->contains("passage_loss"))  // journals written before it was recorded have none
+      m.passage_loss = rec->at("passage_loss").get<std::vector<double>>();
+    if (m.kind == "oracle") append_oracle_units(rec->at("oracle_units"), res.oracle_units);
+    return;
+  }
+  if (opt.streams && s > 0 && m.kind == "oracle") return repeat_oracle_seed(m, s, res.oracle_units);
+  const size_t oracle_from = res.oracle_units.k.size();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Episode> eps;
+  if (m.kind == "oracle") eps = run_oracle_set(model, set, opt, res.oracle_units);
+  else policy::run_windows(model, set.windows, *e.policy, e.rollout, uint64_t(s) * 7919, &eps);
+  m.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
+  std::vector<int> unit_k;
+  for (const Episode& ep : eps)
+    for (const policy::UnitRecord& r : ep.units) unit_k.push_back(r.k);
+  m.unit_k.insert(m.unit_k.end(), unit_k.begin(), unit_k.end());
+  nlohmann::json rec{{"result", m.seeds.back()}, {"unit_k", unit_k}};
+  if (s == 0) {
+    for (const policy::UnitRecord& r : eps[0].units) m.passage_k.push_back(r.k);
+    m.passage_loss = eps[0].token_loss;
+    rec["passage_k"] = m.passage_k;
+    rec["passage_loss"] = m.passage_loss;
+  }
+  if (m.kind == "oracle") rec["oracle_units"] = oracle_units_json(res.oracle_units, oracle_from);
+  jr.add(run_key(m.name, s), rec);
+}
+
 }  // namespace
 
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
@@ -234,204 +369,27 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   CompareResult res;
   res.mini_batch = model.config().mini_batch;
   res.carry_token_factor = model.carry_factors();
-  const std::vector<Window> cal = sample_windows(calib, opt.seq_len, opt.calib_windows, 12345);
-
-  // Budget and measured cost multiples of each step option (calibration split).
   report("measuring costs", 0, 1);
-  std::vector<double> inner_of_k;
-  double base = 0;
-  for (int k : opt.step_options) {
-    policy::UniformPolicy p(k);
-    policy::CostSummary c = policy::run_windows(model, cal, p, opt.rollout, 0);
-    inner_of_k.push_back(c.inner_per_token);
-    base = c.base_per_token;
-  }
-  for (double in : inner_of_k) res.k_cost_multiple.push_back((base + in) / base);
-  {
-    policy::UniformPolicy p(opt.budget_k);
-    res.budget_inner_per_token = policy::run_windows(model, cal, p, opt.rollout, 0).inner_per_token;
-  }
-
-  // Build every method's policy once (calibrations happen here).
-  struct Entry {
-    MethodResult result;
-    std::unique_ptr<policy::Policy> policy;  // null for oracles and for methods whose seeds are all journaled
-    policy::RolloutOptions rollout;
-  };
-  const double base_per_token = base;
-  std::vector<Window> learn_windows;  // validation windows the learned methods train on (drawn once)
+  const MethodBudget fitting = measure_budget(model, calib, opt, res);
   std::vector<Entry> entries;
-  for (const std::string& m : opt.methods) {
-    Entry e;
-    e.result.name = m;
-    e.rollout = opt.rollout;
-    bool evaluated = true;  // every seed of this method is in the journal
-    for (int s = 0; s < opt.seeds; ++s) evaluated = evaluated && jr.find(run_key(m, s));
-    const nlohmann::json* built = jr.find("method " + m);
-    if (evaluated && built) {  // nothing left to run: skip the calibration or training, keep what it reported
-      e.result.kind = built->at("kind").get<std::string>();
-      e.result.detail = built->at("detail").get<std::string>();
-      e.result.curve = built->at("curve").get<std::vector<rl::IterationStats>>();
-      e.result.train_seconds = built->at("train_seconds").get<double>();
-      e.rollout.unit_batches = built->at("unit_batches").get<int64_t>();
-    } else if (is_learned(m)) {
-      if (learn_windows.empty())
-        learn_windows = sample_windows(calib, opt.seq_len, opt.learn.train_windows, 777);
-      LearnedMethod lm = build_learned(m, model, learn_windows, opt.learn,
-                                       {int(opt.budget_k), res.budget_inner_per_token / base_per_token}, opt.rollout,
-                                       [&](double d, double t) { report("training " + m, d, t); });
-      e.result.kind = lm.kind;
-      e.result.detail = lm.detail;
-      e.result.curve = std::move(lm.curve);
-      e.result.train_seconds = lm.train_seconds;
-      e.rollout = lm.rollout;
-      e.policy = std::move(lm.policy);
-    } else if (m.rfind("uniform-", 0) == 0) {
-      e.result.kind = "uniform";
-      e.policy = std::make_unique<policy::UniformPolicy>(parse_k(m.substr(8), m));
-    } else if (m.rfind("fixed-", 0) == 0) {  // fixed-K/N
-      auto slash = m.find('/');
-      if (slash == std::string::npos) throw std::invalid_argument("compare: fixed method must be fixed-K/N, got " + m);
-      e.result.kind = "fixed";
-      e.policy = std::make_unique<policy::FixedPolicy>(parse_k(m.substr(6, slash - 6), m), parse_k(m.substr(slash + 1), m));
-    } else if (m == "random") {
-      policy::UniformPolicy lo(opt.low), hi(opt.high);
-      const double c_lo = policy::run_windows(model, cal, lo, opt.rollout, 0).inner_per_token;
-      const double c_hi = policy::run_windows(model, cal, hi, opt.rollout, 0).inner_per_token;
-      const double q = std::clamp((res.budget_inner_per_token - c_lo) / (c_hi - c_lo), 0.0, 1.0);
-      e.result.kind = "random";
-      e.result.detail = "K=" + std::to_string(opt.high) + " with p=" + std::to_string(q) + ", else K=" + std::to_string(opt.low);
-      e.policy = std::make_unique<policy::RandomPolicy>(opt.low, opt.high, q);
-    } else if (m == "entropy" || m == "loss" || m == "gradnorm" || m == "ttt-loss") {
-      report("calibrating " + m, 0, 1);
-      policy::Score sc = policy::parse_score(m);
-      double target = res.budget_inner_per_token;
-      if (opt.calibrate_on == "total") {  // the score is computed for every unit, so its cost does not depend on K
-        policy::ThresholdPolicy all_low(sc, {INFINITY}, {int(opt.low), int(opt.high)}, int(opt.low));
-        const double overhead = policy::run_windows(model, cal, all_low, opt.rollout, 0).overhead_per_token;
-        target -= overhead;
-        if (target < 0)
-          throw std::invalid_argument("compare: " + m + "'s overhead (" + std::to_string(overhead) + " FLOPs/token) "
-                                      "exceeds uniform-" + std::to_string(opt.budget_k) + "'s inner FLOPs; with "
-                                      "compare.calibrate_on: total it cannot match the budget");
-      }
-      policy::Calibration c = policy::calibrate_budget(model, cal, sc, opt.low, opt.high, opt.low, target, opt.rollout);
-      e.result.kind = "heuristic";
-      e.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
-                        " vs target " + std::to_string(c.target) + " FLOPs/token";
-      e.policy = std::make_unique<policy::ThresholdPolicy>(sc, std::vector<double>{c.threshold},
-                                                           std::vector<int>{int(opt.low), int(opt.high)}, int(opt.low));
-    } else if (m == "oracle") {
-      e.result.kind = "oracle";
-      e.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
-    } else {
-      throw std::invalid_argument("compare: unknown method '" + m +
-                                  "' (uniform-K, fixed-K/N, random, entropy, loss, gradnorm, ttt-loss, oracle, "
-                                  "learned-reinforce, learned-ppo-pid, pondernet)");
-    }
-    if (!(evaluated && built))
-      jr.add("method " + m, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
-                             {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches}});
-    e.result.unit_tokens = model.config().mini_batch * e.rollout.unit_batches;
-    entries.push_back(std::move(e));
-  }
+  for (const policy::MethodSpec& m : opt.methods) entries.push_back(prepare(m, model, opt, fitting, jr, report));
 
   // What is scored: sampled windows per seed, or every held-out stream (the same for every seed).
-  EvalSet streams;
-  if (opt.streams) {
-    if (!test_streams || test_streams->empty()) throw std::invalid_argument("compare: streams mode needs held-out streams");
-    std::vector<data::StreamTokens> capped;
-    for (const data::StreamTokens& st : *test_streams) {
-      res.split_tokens += st.scored();
-      data::StreamTokens c = data::cap_stream(st, opt.stream_max_adapt, opt.stream_max_scored);
-      if (c.scored() > 0) capped.push_back(std::move(c));
-    }
-    res.eval_tokens = data::scored_tokens(capped);
-    // Pad to the smallest length every method's decision unit divides: padded positions cost FLOPs that are
-    // charged to the tokens read, so padding to more than that (e.g. the window length) would inflate every cost.
-    int64_t pad_to = model.config().mini_batch;
-    for (const Entry& e : entries) pad_to = std::lcm(pad_to, std::max<int64_t>(1, e.result.unit_tokens));
-    streams = stream_set(capped, pad_to);
-    res.stream_names = streams.names;
-  }
+  const EvalSet streams = opt.streams ? prepare_streams(test_streams, opt, entries, res.mini_batch, res) : EvalSet{};
   auto eval_set = [&](int s) {
     return opt.streams ? streams : whole(sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000 + uint64_t(s)));
   };
-
-  // Methods × seeds.
-  const double total = double(entries.size()) * opt.seeds;
+  const double total = double(entries.size()) * double(opt.seeds);
   double done = 0;
   for (int s = 0; s < opt.seeds; ++s) {
     const EvalSet set = eval_set(s);
-    const std::vector<Window>& ws = set.windows;
     if (s == 0) {
-      std::vector<int64_t> ids = ws[0].first.to_ints();
+      const std::vector<int64_t> ids = set.windows[0].first.to_ints();
       res.passage_tokens.assign(ids.begin(), ids.end());
     }
     for (Entry& e : entries) {
       report(e.result.name + " (seed " + std::to_string(s) + ")", done++, total);
-      const std::string key = run_key(e.result.name, s);
-      if (const nlohmann::json* rec = jr.find(key)) {
-        e.result.seeds.push_back(rec->at("result").get<SeedResult>());
-        for (const auto& k : rec->at("unit_k")) e.result.unit_k.push_back(k.get<int>());
-        if (s == 0) e.result.passage_k = rec->at("passage_k").get<std::vector<int>>();
-        if (s == 0 && rec->contains("passage_loss"))  // journals written before it was recorded have none
-          e.result.passage_loss = rec->at("passage_loss").get<std::vector<double>>();
-        if (e.result.kind == "oracle") append_oracle_units(rec->at("oracle_units"), res.oracle_units);
-        continue;
-      }
-      // Streams mode: every seed reads the same streams and the oracle draws nothing, so its later seeds repeat
-      // seed 0 exactly; copy it instead of rerunning the most expensive method.
-      if (opt.streams && s > 0 && e.result.kind == "oracle") {
-        SeedResult again = e.result.seeds.front();
-        again.seed = s;
-        e.result.seeds.push_back(again);
-        const size_t per_seed = e.result.unit_k.size() / size_t(s), units = res.oracle_units.k.size() / size_t(s);
-        e.result.unit_k.insert(e.result.unit_k.end(), e.result.unit_k.begin(), e.result.unit_k.begin() + long(per_seed));
-        OracleUnits& u = res.oracle_units;
-        for (std::vector<double>* v : {&u.k, &u.loss, &u.entropy, &u.ttt_loss, &u.grad_norm, &u.tied, &u.first_token})
-          if (v->size() >= units) v->insert(v->end(), v->begin(), v->begin() + long(units));
-        continue;
-      }
-      std::vector<Episode> eps;
-      const size_t oracle_from = res.oracle_units.k.size();
-      const auto t0 = std::chrono::steady_clock::now();
-      if (e.result.kind != "oracle") {
-        policy::run_windows(model, ws, *e.policy, e.rollout, uint64_t(s) * 7919, &eps);
-      } else {
-        for (const Window& w : ws)
-          eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead,
-                                           opt.rollout));
-        const int64_t unit = model.config().mini_batch * opt.rollout.unit_batches;
-        for (size_t i = 0; i < eps.size(); ++i) {
-          const std::vector<int64_t> ids = ws[i].first.to_ints();
-          for (const policy::UnitRecord& r : eps[i].units) {
-            res.oracle_units.first_token.push_back(double(ids[size_t(r.unit * unit)]));
-            res.oracle_units.k.push_back(r.k);
-            res.oracle_units.loss.push_back(r.features.prev_loss);
-            res.oracle_units.entropy.push_back(r.features.prev_entropy);
-            res.oracle_units.ttt_loss.push_back(r.features.ttt_loss);
-            res.oracle_units.grad_norm.push_back(r.features.grad_norm);
-            res.oracle_units.tied.push_back(r.tied ? 1.0 : 0.0);
-          }
-        }
-      }
-      e.result.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
-      std::vector<int> unit_k;
-      for (const Episode& ep : eps)
-        for (const policy::UnitRecord& r : ep.units) unit_k.push_back(r.k);
-      e.result.unit_k.insert(e.result.unit_k.end(), unit_k.begin(), unit_k.end());
-      if (s == 0) {
-        for (const policy::UnitRecord& r : eps[0].units) e.result.passage_k.push_back(r.k);
-        e.result.passage_loss = eps[0].token_loss;
-      }
-      nlohmann::json rec{{"result", e.result.seeds.back()}, {"unit_k", unit_k}};
-      if (s == 0) {
-        rec["passage_k"] = e.result.passage_k;
-        rec["passage_loss"] = e.result.passage_loss;
-      }
-      if (e.result.kind == "oracle") rec["oracle_units"] = oracle_units_json(res.oracle_units, oracle_from);
-      jr.add(key, rec);
+      run_cell(e, s, set, model, opt, res, jr);
     }
   }
 

@@ -10,6 +10,7 @@
 #include "experiments/journal.h"
 #include "experiments/learned.h"
 #include "policy/calibrate.h"
+#include "policy/methods.h"
 
 namespace ponder::cli {
 
@@ -28,9 +29,10 @@ struct Criteria {
 };
 
 struct CompareOptions {
-  std::vector<std::string> methods = {"oracle",  "uniform-0", "uniform-1", "uniform-2",
-                                      "uniform-4", "uniform-8", "random",  "entropy",
-                                      "loss",      "ttt-loss",  "gradnorm", "learned-reinforce"};
+  // The methods compared, parsed by the registry (policy/methods.h) when the config is read.
+  std::vector<policy::MethodSpec> methods = policy::parse_methods(
+      {"oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy", "loss",
+       "ttt-loss", "gradnorm", "learned-reinforce"});
   int64_t seeds = 5;
   int64_t windows_per_seed = 8;
   int64_t seq_len = 128;
@@ -69,7 +71,7 @@ struct SeedResult {
 
 struct MethodResult {
   std::string name;
-  std::string kind;  // uniform | fixed | random | heuristic | oracle | reinforce | ppo-pid | pondernet
+  std::string kind;  // uniform | every | random | heuristic | oracle | reinforce | ppo-pid | pondernet
   std::string detail;  // e.g. the calibrated threshold
   std::vector<SeedResult> seeds;
   std::vector<int64_t> k_hist;  // count of units per value of CompareResult::k_options, all seeds

@@ -84,6 +84,17 @@ class Section {
     if (out < 0 || out > kMaxSteps)
       fail(node_[key], key, "must lie in 0.." + std::to_string(kMaxSteps) + ", got " + std::to_string(out));
   }
+  // A list of comparison methods, each parsed by the registry (policy/methods.h).
+  void get_methods(const std::string& key, std::vector<policy::MethodSpec>& out) {
+    std::vector<std::string> names;
+    get(key, names);
+    if (!node_ || !node_.IsMap() || !node_[key]) return;
+    try {
+      out = policy::parse_methods(names);
+    } catch (const std::invalid_argument& e) {
+      fail(node_[key], key, e.what());
+    }
+  }
   // A string key turned into a value by `convert`, whose std::invalid_argument becomes a keyed error.
   template <class T> void get(const std::string& key, T& out, const std::function<T(const std::string&)>& convert) {
     std::string text;
@@ -212,7 +223,7 @@ void read_eval(Section& s, EvalConfig& e) {
 }
 
 void read_compare(Section& s, CompareOptions& c) {
-  s.get("methods", c.methods);
+  s.get_methods("methods", c.methods);
   s.get("seeds", c.seeds);
   s.get("windows_per_seed", c.windows_per_seed);
   s.get("seq_len", c.seq_len);
@@ -333,6 +344,8 @@ void check(const RunConfig& c) {
   for (double mu : k.frontier_mus)
     need(std::isfinite(mu) && mu >= 0, "compare.frontier_mus must be finite and >= 0, got " + std::to_string(mu));
   need(l.options.size() >= 2, "learn.options needs at least two step counts");
+  for (const policy::MethodSpec& m : k.methods)
+    if (m.family == policy::MethodFamily::Learned) learned_options(m.name, l);  // its bracketed overrides parse
   for (int o : l.options) need(o >= 0, "learn.options must be >= 0, got " + std::to_string(o));
   need(l.unit_tokens == 0 || (l.unit_tokens > 0 && l.unit_tokens % c.model.mini_batch == 0 && k.seq_len % l.unit_tokens == 0),
        "learn.unit must be 0 or a multiple of model.mini_batch that divides compare.seq_len");

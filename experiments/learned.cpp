@@ -1,6 +1,8 @@
 #include "experiments/learned.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -76,20 +78,24 @@ std::string join(const std::vector<int>& v) {
 
 }  // namespace
 
-bool is_learned(const std::string& method) {
+LearnOptions learned_options(const std::string& method, const LearnOptions& learn) {
   const std::string b = base_name(method);
-  for (const char* k : kKinds)
-    if (b == k) return true;
-  return false;
+  if (std::find(std::begin(kKinds), std::end(kKinds), b) == std::end(kKinds))
+    throw std::invalid_argument("compare: '" + method + "' is not a learned method");
+  LearnOptions lo = learn;
+  apply_overrides(method, lo);
+  if (lo.net != "mlp" && lo.net != "lstm")
+    throw std::invalid_argument("compare: '" + method + "': net must be mlp or lstm, got '" + lo.net + "'");
+  if (lo.unit_tokens < 0 || lo.hidden < 1 || lo.reinforce.iterations < 1)
+    throw std::invalid_argument("compare: '" + method + "': unit must be >= 0, hidden and iters >= 1");
+  return lo;
 }
 
 LearnedMethod build_learned(const std::string& method, const ttt::Model& model, const std::vector<policy::Window>& windows,
                             const LearnOptions& learn, const LearnBudget& budget, const policy::RolloutOptions& base,
                             const std::function<void(double, double)>& progress) {
   const std::string kind = base_name(method);
-  if (!is_learned(kind)) throw std::invalid_argument("compare: '" + method + "' is not a learned method");
-  LearnOptions lo = learn;
-  apply_overrides(method, lo);
+  const LearnOptions lo = learned_options(method, learn);
   LearnedMethod out;
   out.rollout = base;
   const int64_t b = model.config().mini_batch;

@@ -46,8 +46,9 @@ struct LearnedMethod {
   double train_seconds = 0;
 };
 
-// True for names of learned methods (with or without overrides).
-bool is_learned(const std::string& method);
+// The learn: settings with the bracketed overrides of `method` applied (an std::invalid_argument names a bad one):
+// configs are checked with it before anything runs.
+LearnOptions learned_options(const std::string& method, const LearnOptions& learn);
 
 // Parses `method`, trains it on `windows` with the rollout `base` and returns it ready to evaluate.
 // `progress(done, total)` is called after every training iteration.

@@ -30,15 +30,15 @@ class UniformPolicy final : public Policy {
   int k_;
 };
 
-// fixed-schedule: K every N-th unit (starting with the first), SKIP otherwise.
-class FixedPolicy final : public Policy {
+// every-K/N: K on every N-th unit (starting with the first), SKIP otherwise.
+class EveryPolicy final : public Policy {
  public:
-  FixedPolicy(int k, int every) : k_(k), every_(every) {
+  EveryPolicy(int k, int every) : k_(k), every_(every) {
     if (every < 1 || k < 0)  // every = 0 would divide by zero in decide()
-      throw std::invalid_argument("fixed-" + std::to_string(k) + "/" + std::to_string(every) +
-                                  ": K must be >= 0 and N >= 1 (K every N-th unit)");
+      throw std::invalid_argument("every-" + std::to_string(k) + "/" + std::to_string(every) +
+                                  ": K must be >= 0 and N >= 1 (K on every N-th unit)");
   }
-  std::string name() const override { return "fixed-" + std::to_string(k_) + "/" + std::to_string(every_); }
+  std::string name() const override { return "every-" + std::to_string(k_) + "/" + std::to_string(every_); }
   int decide(const UnitFeatures& f) override { return f.unit % every_ == 0 ? k_ : 0; }
  private:
   int k_, every_;

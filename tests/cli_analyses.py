@@ -76,6 +76,17 @@ with tempfile.TemporaryDirectory() as tmp:
           not os.path.exists(os.path.join(out, "journal.jsonl")),
           "compare --seeds 1 --windows 1 is refused up front, with no cell computed: " + one.stderr[-300:])
 
+    # ---- method names are parsed when the config is read: a bad one is refused before anything runs, by name
+    for bad, says in [("every-2/0", "N must be >= 1"), ("fixed-1/2", "now every-K/N"), ("uniform-4294967296", "whole"),
+                      ("learned-reinforce[gama=0]", "unknown override 'gama'"), ("bogus", "unknown method 'bogus'")]:
+        out = os.path.join(tmp, "bad_method")
+        run = subprocess.run([ponder, "compare", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out,
+                              "--set", "compare.methods=[uniform-1,'" + bad + "']"], capture_output=True, text=True,
+                             timeout=600)
+        check(run.returncode != 0 and "compare.methods" in run.stderr and says in run.stderr and
+              not os.path.exists(os.path.join(out, "journal.jsonl")),
+              "compare.methods with " + bad + " is refused up front: " + run.stderr[-300:])
+
     # ---- calibration on total FLOPs: a heuristic's own overhead comes out of its inner budget
     out = os.path.join(tmp, "calib_total")
     ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out,

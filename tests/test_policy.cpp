@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "policy/calibrate.h"
+#include "policy/methods.h"
 #include "tests/policy_fixtures.h"
 
 using namespace ponder;
@@ -15,7 +16,7 @@ namespace {
 std::vector<std::unique_ptr<Policy>> all_policies() {
   std::vector<std::unique_ptr<Policy>> p;
   p.push_back(std::make_unique<UniformPolicy>(2));
-  p.push_back(std::make_unique<FixedPolicy>(4, 3));
+  p.push_back(std::make_unique<EveryPolicy>(4, 3));
   p.push_back(std::make_unique<RandomPolicy>(1, 4, 0.4));
   for (const char* s : {"entropy", "loss", "gradnorm", "ttt-loss"})
     p.push_back(std::make_unique<ThresholdPolicy>(parse_score(s), std::vector<double>{0.5, 3.0}, std::vector<int>{0, 1, 4}, 1));
@@ -107,11 +108,11 @@ TEST_CASE("calibrated heuristics hit their target mean cost within 2% on the cal
   CHECK_THROWS_WITH(calibrate_budget(model, cal, Score::Loss, 1, 4, 1, 10 * target, {}), doctest::Contains("outside"));
 }
 
-TEST_CASE("fixed-K/N refuses N = 0 (it would divide by zero) and negative K, naming the method") {
-  CHECK_THROWS_WITH_AS(policy::FixedPolicy(1, 0), "fixed-1/0: K must be >= 0 and N >= 1 (K every N-th unit)",
+TEST_CASE("every-K/N refuses N = 0 (it would divide by zero) and negative K, naming the method") {
+  CHECK_THROWS_WITH_AS(policy::EveryPolicy(1, 0), "every-1/0: K must be >= 0 and N >= 1 (K on every N-th unit)",
                        std::invalid_argument);
-  CHECK_THROWS_AS(policy::FixedPolicy(-1, 2), std::invalid_argument);
-  policy::FixedPolicy p(2, 3);
+  CHECK_THROWS_AS(policy::EveryPolicy(-1, 2), std::invalid_argument);
+  policy::EveryPolicy p(2, 3);
   policy::UnitFeatures f;
   std::vector<int> ks;
   for (int64_t u = 0; u < 6; ++u) {
@@ -119,4 +120,36 @@ TEST_CASE("fixed-K/N refuses N = 0 (it would divide by zero) and negative K, nam
     ks.push_back(p.decide(f));
   }
   CHECK(ks == std::vector<int>{2, 0, 0, 2, 0, 0});
+}
+
+TEST_CASE("method registry: every form parses to its family and canonical name, bad names are refused by name") {
+  const MethodSpec u = parse_method("uniform-02");
+  CHECK((u.family == MethodFamily::Uniform && u.k == 2 && u.name == "uniform-2"));
+  const MethodSpec e = parse_method("every-4/3");
+  CHECK((e.family == MethodFamily::Every && e.k == 4 && e.every == 3 && e.name == "every-4/3"));
+  CHECK(parse_method("random").family == MethodFamily::Random);
+  CHECK(parse_method("oracle").family == MethodFamily::Oracle);
+  const MethodSpec h = parse_method("ttt-loss");
+  CHECK((h.family == MethodFamily::Heuristic && h.score == Score::TTTLoss));
+  const MethodSpec l = parse_method("learned-reinforce[gamma=0.5]");
+  CHECK((l.family == MethodFamily::Learned && l.learner == "learned-reinforce" && l.name == "learned-reinforce[gamma=0.5]"));
+  CHECK(family_kind(l) == "reinforce");
+  CHECK(family_kind(parse_method("pondernet")) == "pondernet");
+  CHECK(family_kind(parse_method("learned-ppo-pid")) == "ppo-pid");
+  CHECK(family_kind(e) == "every");
+  for (const char* bad : {"uniform-", "uniform--1", "uniform-4294967296", "uniform-1x", "every-1/0", "every-1",
+                          "every-a/2", "fixed-1/2", "learned-reinforce[gamma=1", "reinforce", "", "Oracle"})
+  {
+    const std::string quoted = "'" + std::string(bad) + "'";
+    CHECK_THROWS_WITH_AS(parse_method(bad), doctest::Contains(quoted.c_str()), std::invalid_argument);
+  }
+  CHECK_THROWS_WITH(parse_method("fixed-1/2"), doctest::Contains("every-K/N"));
+  CHECK_THROWS_WITH(parse_methods({"uniform-1", "uniform-01"}), doctest::Contains("listed twice"));
+  // the schedules the registry builds itself decide as their names say; fitted families are refused there
+  UnitFeatures f;
+  f.unit = 3;
+  CHECK(make_schedule(u)->decide(f) == 2);
+  CHECK(make_schedule(e)->decide(f) == 4);
+  CHECK(make_schedule(e)->name() == e.name);
+  CHECK_THROWS_WITH_AS(make_schedule(h), doctest::Contains("fitted"), std::invalid_argument);
 }

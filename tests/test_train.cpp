@@ -610,7 +610,7 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
   mc.mini_batch = 4;
   const Model model(mc, 3);
   cli::CompareOptions opt;
-  opt.methods = {"uniform-0", "uniform-1", "uniform-2"};
+  opt.methods = policy::parse_methods({"uniform-0", "uniform-1", "uniform-2"});
   opt.seeds = 1;
   opt.seq_len = 16;
   opt.calib_windows = 2;

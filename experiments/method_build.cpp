@@ -1,0 +1,93 @@
+#include "experiments/method_build.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace ponder::cli {
+namespace {
+
+using policy::MethodSpec;
+
+double inner_cost(const ttt::Model& model, const MethodBudget& b, policy::Policy& p, const CompareOptions& opt) {
+  return policy::run_windows(model, b.cal, p, opt.rollout, 0).inner_per_token;
+}
+
+// K = high with the probability that spends the budget's inner FLOPs on the calibration windows, else K = low.
+void build_random(const ttt::Model& model, const CompareOptions& opt, const MethodBudget& b, BuiltMethod& out) {
+  policy::UniformPolicy lo(int(opt.low)), hi(int(opt.high));
+  const double c_lo = inner_cost(model, b, lo, opt), c_hi = inner_cost(model, b, hi, opt);
+  const double q = std::clamp((b.budget_inner_per_token - c_lo) / (c_hi - c_lo), 0.0, 1.0);
+  out.result.detail = "K=" + std::to_string(opt.high) + " with p=" + std::to_string(q) + ", else K=" + std::to_string(opt.low);
+  out.policy = std::make_unique<policy::RandomPolicy>(int(opt.low), int(opt.high), q);
+}
+
+// The high level above a threshold of the score, set so the calibration windows spend the budget: its inner FLOPs
+// (compare.calibrate_on: inner), or its total FLOPs less the score's own overhead (total).
+void build_heuristic(const MethodSpec& m, const ttt::Model& model, const CompareOptions& opt, const MethodBudget& b,
+                     BuiltMethod& out) {
+  const int low = int(opt.low), high = int(opt.high);
+  double target = b.budget_inner_per_token;
+  if (opt.calibrate_on == "total") {  // the score is computed for every unit, so its cost does not depend on K
+    policy::ThresholdPolicy all_low(m.score, {INFINITY}, {low, high}, low);
+    const double overhead = policy::run_windows(model, b.cal, all_low, opt.rollout, 0).overhead_per_token;
+    target -= overhead;
+    if (target < 0)
+      throw std::invalid_argument("compare: " + m.name + "'s overhead (" + std::to_string(overhead) + " FLOPs/token) "
+                                  "exceeds uniform-" + std::to_string(opt.budget_k) + "'s inner FLOPs; with "
+                                  "compare.calibrate_on: total it cannot match the budget");
+  }
+  const policy::Calibration c = policy::calibrate_budget(model, b.cal, m.score, low, high, low, target, opt.rollout);
+  out.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
+                      " vs target " + std::to_string(c.target) + " FLOPs/token";
+  out.policy = std::make_unique<policy::ThresholdPolicy>(m.score, std::vector<double>{c.threshold},
+                                                         std::vector<int>{low, high}, low);
+}
+
+void build_learned_method(const MethodSpec& m, const ttt::Model& model, const CompareOptions& opt,
+                          const MethodBudget& b, const CompareProgress& progress, BuiltMethod& out) {
+  LearnedMethod lm = build_learned(m.name, model, b.learn, opt.learn,
+                                   {int(opt.budget_k), b.budget_inner_per_token / b.base_per_token}, opt.rollout,
+                                   [&](double d, double t) {
+                                     if (progress) progress("training " + m.name, d, t);
+                                   });
+  out.result.kind = lm.kind;
+  out.result.detail = lm.detail;
+  out.result.curve = std::move(lm.curve);
+  out.result.train_seconds = lm.train_seconds;
+  out.rollout = lm.rollout;
+  out.policy = std::move(lm.policy);
+}
+
+}  // namespace
+
+BuiltMethod build_method(const MethodSpec& m, const ttt::Model& model, const CompareOptions& opt,
+                         const MethodBudget& budget, const CompareProgress& progress) {
+  BuiltMethod out;
+  out.result.name = m.name;
+  out.result.kind = policy::family_kind(m);
+  out.rollout = opt.rollout;
+  switch (m.family) {
+    case policy::MethodFamily::Uniform:
+    case policy::MethodFamily::Every:
+      out.policy = policy::make_schedule(m);
+      break;
+    case policy::MethodFamily::Random:
+      build_random(model, opt, budget, out);
+      break;
+    case policy::MethodFamily::Heuristic:
+      if (progress) progress("calibrating " + m.name, 0, 1);
+      build_heuristic(m, model, opt, budget, out);
+      break;
+    case policy::MethodFamily::Learned:
+      build_learned_method(m, model, opt, budget, progress, out);
+      break;
+    case policy::MethodFamily::Oracle:
+      out.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
+      break;
+  }
+  return out;
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,93 @@
+#include "policy/methods.h"
+
+#include <stdexcept>
+
+namespace ponder::policy {
+namespace {
+
+// A step count or period: digits only (no sign, no spaces), at most 4 digits so no value overflows an int.
+int parse_count(const std::string& s, const std::string& method) {
+  bool ok = !s.empty() && s.size() <= 4;
+  for (char c : s) ok = ok && c >= '0' && c <= '9';
+  if (!ok) throw std::invalid_argument("method '" + method + "': expected a whole number, got '" + s + "'");
+  return std::stoi(s);
+}
+
+[[noreturn]] void unknown(const std::string& name) {
+  throw std::invalid_argument("unknown method '" + name + "' (" + method_forms() + ")");
+}
+
+}  // namespace
+
+const char* method_forms() {
+  return "uniform-K, every-K/N, random, entropy, loss, ttt-loss, gradnorm, learned-reinforce, learned-ppo-pid, "
+         "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle";
+}
+
+MethodSpec parse_method(const std::string& name) {
+  MethodSpec m;
+  if (name.rfind("uniform-", 0) == 0) {
+    m.family = MethodFamily::Uniform;
+    m.k = parse_count(name.substr(8), name);
+    m.name = "uniform-" + std::to_string(m.k);
+  } else if (name.rfind("every-", 0) == 0) {
+    const size_t slash = name.find('/');
+    if (slash == std::string::npos) throw std::invalid_argument("method '" + name + "': expected every-K/N");
+    m.family = MethodFamily::Every;
+    m.k = parse_count(name.substr(6, slash - 6), name);
+    m.every = parse_count(name.substr(slash + 1), name);
+    if (m.every < 1) throw std::invalid_argument("method '" + name + "': N must be >= 1 (K on every N-th unit)");
+    m.name = "every-" + std::to_string(m.k) + "/" + std::to_string(m.every);
+  } else if (name.rfind("fixed-", 0) == 0) {
+    throw std::invalid_argument("method '" + name + "': K on every N-th unit is now every-K/N (\"fixed\" names only "
+                                "an explicit list of K per unit, eval --schedule fixed:K1,K2,...)");
+  } else if (name == "random" || name == "oracle") {
+    m.family = name == "random" ? MethodFamily::Random : MethodFamily::Oracle;
+    m.name = name;
+  } else if (name == "entropy" || name == "loss" || name == "ttt-loss" || name == "gradnorm") {
+    m.family = MethodFamily::Heuristic;
+    m.score = parse_score(name);
+    m.name = name;
+  } else {
+    const std::string base = name.substr(0, name.find('['));
+    if (base != "learned-reinforce" && base != "learned-ppo-pid" && base != "pondernet") unknown(name);
+    if (base.size() < name.size() && name.back() != ']')
+      throw std::invalid_argument("method '" + name + "': overrides must end with ']'");
+    m.family = MethodFamily::Learned;
+    m.learner = base;
+    m.name = name;
+  }
+  return m;
+}
+
+std::vector<MethodSpec> parse_methods(const std::vector<std::string>& names) {
+  std::vector<MethodSpec> out;
+  for (const std::string& n : names) {
+    MethodSpec m = parse_method(n);
+    for (const MethodSpec& o : out)
+      if (o.name == m.name) throw std::invalid_argument("method '" + n + "' is listed twice (as '" + o.name + "')");
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string family_kind(const MethodSpec& m) {
+  switch (m.family) {
+    case MethodFamily::Uniform: return "uniform";
+    case MethodFamily::Every: return "every";
+    case MethodFamily::Random: return "random";
+    case MethodFamily::Heuristic: return "heuristic";
+    case MethodFamily::Oracle: return "oracle";
+    case MethodFamily::Learned: return m.learner == "pondernet" ? "pondernet" : m.learner.substr(8);
+  }
+  return "?";
+}
+
+std::unique_ptr<Policy> make_schedule(const MethodSpec& m) {
+  if (m.family == MethodFamily::Uniform) return std::make_unique<UniformPolicy>(m.k);
+  if (m.family == MethodFamily::Every) return std::make_unique<EveryPolicy>(m.k, m.every);
+  throw std::invalid_argument("method '" + m.name + "' must be fitted to a model first; make_schedule builds only "
+                              "uniform-K and every-K/N");
+}
+
+}  // namespace ponder::policy

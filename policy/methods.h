@@ -1,0 +1,50 @@
+// The registry of comparison methods: every name a config or command line may give (`compare.methods`) is parsed
+// here, once, into a typed MethodSpec, and the schedules that need nothing but their own options are built here too.
+// Methods that must first be fitted to a model — random (its probability), the heuristics (their thresholds) and the
+// learned policies (training) — are built by the comparison from the same spec (experiments/compare.cpp).
+//
+//   uniform-K        K inner steps on every unit
+//   every-K/N        K on every N-th unit (starting with the first), SKIP (K = 0) otherwise
+//   random           the two levels compare.low / compare.high, the high one with the probability that meets the budget
+//   entropy | loss | ttt-loss | gradnorm
+//                    the low or high level by a difficulty score, its threshold calibrated to the budget
+//   learned-reinforce | learned-ppo-pid | pondernet [ '[' key=value,... ']' ]
+//                    a policy trained on validation windows (overrides of `learn:` in the brackets)
+//   oracle           the greedy oracle (reads the labels; an upper bound, not a policy)
+//
+// "fixed" names one thing only: an explicit list of K per unit (`--schedule fixed:K1,K2,...` in eval); the former
+// method name fixed-K/N is refused with the name it now has.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/policies.h"
+
+namespace ponder::policy {
+
+enum class MethodFamily { Uniform, Every, Random, Heuristic, Learned, Oracle };
+
+struct MethodSpec {
+  std::string name;  // canonical: how results, journals and reports name the method
+  MethodFamily family = MethodFamily::Uniform;
+  int k = 0;             // Uniform: K; Every: K on the chosen units
+  int every = 1;         // Every: N
+  Score score = Score::Loss;  // Heuristic
+  std::string learner;   // Learned: learned-reinforce | learned-ppo-pid | pondernet (overrides stay in `name`)
+  bool operator==(const MethodSpec& o) const { return name == o.name; }
+};
+
+// Parses one method name; an unknown or malformed name is an std::invalid_argument that names it and lists the forms.
+MethodSpec parse_method(const std::string& name);
+std::vector<MethodSpec> parse_methods(const std::vector<std::string>& names);
+// The forms parse_method accepts, for error messages and --help.
+const char* method_forms();
+// The family as results.json's `kind` names it (uniform, every, random, heuristic, oracle; learned methods report
+// their learner: reinforce, ppo-pid, pondernet).
+std::string family_kind(const MethodSpec& m);
+
+// The policy of a method that needs no fitting: uniform-K and every-K/N. Other families are an error here.
+std::unique_ptr<Policy> make_schedule(const MethodSpec& m);
+
+}  // namespace ponder::policy
