@@ -46,6 +46,24 @@ StreamTokens cap_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_sc
   return out;
 }
 
+std::vector<StreamTokens> segment_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_scored,
+                                         int64_t max_segments) {
+  const int64_t n = int64_t(s.tokens.size()), unscored = std::min(n, s.first_scored), scored = n - unscored;
+  if (max_scored <= 0 || scored <= max_scored) return {cap_stream(s, max_adapt, max_scored)};
+  const int64_t count = (scored + max_scored - 1) / max_scored;
+  const int64_t keep = max_segments > 0 ? std::min(count, max_segments) : count;
+  std::vector<StreamTokens> out;
+  for (int64_t i = 0; i < keep; ++i) {
+    const int64_t j = i * count / keep;  // evenly spaced, distinct because keep <= count
+    const int64_t start = unscored + j * max_scored, end = std::min(n, start + max_scored);
+    const int64_t from = max_adapt > 0 ? std::max<int64_t>(0, start - std::max<int64_t>(1, max_adapt)) : 0;
+    out.push_back({s.name + "#" + std::to_string(j), std::vector<int32_t>(s.tokens.begin() + from, s.tokens.begin() + end),
+                   start - from});
+  }
+  if (keep == 1) out.front().name = s.name;  // what cap_stream gives
+  return out;
+}
+
 int64_t scored_tokens(const std::vector<StreamTokens>& streams) {
   int64_t n = 0;
   for (const StreamTokens& s : streams) n += s.scored();

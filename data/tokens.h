@@ -30,6 +30,13 @@ std::vector<StreamTokens> tokenize_streams(const std::vector<HeldOut>& streams, 
 // `s` shortened for a quick look: at most the last `max_adapt` tokens of its unscored part (those right before the
 // scored part) and at most the first `max_scored` scored tokens; 0 leaves a part whole.
 StreamTokens cap_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_scored);
+// The scored part of `s` cut into consecutive segments of `max_scored` tokens, each read after at most the `max_adapt`
+// tokens right before it (adaptation files or earlier scored text; 0: everything before), so that every scored token
+// is scored exactly once with a bounded context; `max_segments` > 0 keeps only that many, evenly spaced from the first.
+// max_scored = 0 gives one segment, the whole scored part. Segment j of a stream cut in several is named "<name>#j".
+// With max_segments = 1 the result is cap_stream(s, max_adapt, max_scored).
+std::vector<StreamTokens> segment_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_scored,
+                                         int64_t max_segments);
 // Scored tokens over all streams.
 int64_t scored_tokens(const std::vector<StreamTokens>& streams);
 

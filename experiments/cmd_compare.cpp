@@ -23,12 +23,13 @@ namespace {
 void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
   const CheckpointJob job = load_checkpoint_job(a, "compare");
   std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, result).c_str());
-  // The regime checks on whole held-out streams, with the checkpoint's own streams settings.
-  const StreamsConfig& sc = job.m.config.streams;
+  // The regime checks on the held-out streams, read as the comparison read them (the same config's streams:).
+  const StreamsConfig& sc = job.streams;
   RegimeOptions ro;
   ro.chunk = sc.chunk;
   ro.max_adapt = sc.max_adapt;
   ro.max_scored = sc.max_scored;
+  ro.max_segments = sc.max_segments;
   ro.max_ngram = int(sc.max_ngram);
   const RegimeResult regime = run_regime(job.m, nullptr, job.ds, ro);
   write_position_plot(regime, a.out);

@@ -145,6 +145,7 @@ void run_quick(const Options& o) {
   ro.chunk = cfg.streams.chunk;
   ro.max_adapt = cfg.streams.max_adapt;
   ro.max_scored = cfg.streams.max_scored;
+  ro.max_segments = cfg.streams.max_segments;
   ro.max_ngram = int(cfg.streams.max_ngram);
   RegimeResult regime = run_regime(m, attn ? &*attn : nullptr, ds, ro);
   if (attn) regime.attention_checkpoint = checkpoint_path(attn_dir);

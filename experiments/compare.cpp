@@ -46,12 +46,16 @@ std::vector<Window> sample_windows(const data::TokenStream& tokens, int64_t T, i
 struct EvalSet {
   std::vector<Window> windows;
   std::vector<std::pair<int64_t, int64_t>> scored;  // per window: the scored prediction range
-  std::vector<std::string> names;
+  std::vector<size_t> doc;  // per window: the document it belongs to (a stream may be read as several segments)
+  std::vector<std::string> names;  // per document
 };
 
 EvalSet whole(std::vector<Window> ws) {
   EvalSet e;
-  for (const Window& w : ws) e.scored.push_back({0, w.first.shape()[1]});
+  for (const Window& w : ws) {
+    e.doc.push_back(e.scored.size());
+    e.scored.push_back({0, w.first.shape()[1]});
+  }
   e.windows = std::move(ws);
   return e;
 }
@@ -59,8 +63,12 @@ EvalSet whole(std::vector<Window> ws) {
 // Each stream as one (1, N) window, N rounded up to a multiple of `pad_to` with token 0 (after every scored position,
 // so causality keeps it from changing any scored loss); prediction t (of token t + 1) is scored for t + 1 ≥
 // first_scored.
-EvalSet stream_set(const std::vector<data::StreamTokens>& streams, int64_t pad_to) {
+// `doc[i]` names the document (of `names`) stream i belongs to.
+EvalSet stream_set(const std::vector<data::StreamTokens>& streams, const std::vector<size_t>& doc,
+                   std::vector<std::string> names, int64_t pad_to) {
   EvalSet e;
+  e.doc = doc;
+  e.names = std::move(names);
   for (const data::StreamTokens& s : streams) {
     const int64_t n = int64_t(s.tokens.size()) - 1, padded = (n + pad_to - 1) / pad_to * pad_to;
     std::vector<int64_t> in(size_t(padded), 0), tgt(size_t(padded), 0);
@@ -70,16 +78,19 @@ EvalSet stream_set(const std::vector<data::StreamTokens>& streams, int64_t pad_t
     }
     e.windows.push_back({Tensor::from_ints(in, {1, padded}), Tensor::from_ints(tgt, {1, padded})});
     e.scored.push_back({s.first_scored - 1, n});
-    e.names.push_back(s.name);
   }
   return e;
 }
 
 // Losses over the scored predictions; FLOPs per prediction read (the scored ones and the adaptation part alike).
+// window_bpb holds one value per document: the segments of a stream are pooled, so the stream (repository) stays
+// the unit the paired statistics resample.
 SeedResult summarise(int seed, const std::vector<Episode>& eps, const EvalSet& set, double seconds) {
   SeedResult s;
   s.seed = seed;
   double read = 0, units = 0, ksum = 0;
+  const size_t docs = set.doc.empty() ? 0 : *std::max_element(set.doc.begin(), set.doc.end()) + 1;
+  std::vector<double> doc_sum(docs, 0), doc_n(docs, 0);
   for (size_t i = 0; i < eps.size(); ++i) {
     const Episode& ep = eps[i];
     const auto [from, to] = set.scored[i];
@@ -87,7 +98,8 @@ SeedResult summarise(int seed, const std::vector<Episode>& eps, const EvalSet& s
     for (int64_t t = from; t < to; ++t) sum += ep.token_loss[size_t(t)];
     s.loss += sum;
     s.scored_tokens += double(to - from);
-    s.window_bpb.push_back(sum / double(to - from) / std::log(2.0));
+    doc_sum[set.doc[i]] += sum;
+    doc_n[set.doc[i]] += double(to - from);
     read += double(to);
     s.base_per_token += double(ep.base);
     s.inner_per_token += double(ep.inner);
@@ -95,6 +107,7 @@ SeedResult summarise(int seed, const std::vector<Episode>& eps, const EvalSet& s
     for (const policy::UnitRecord& r : ep.units) ksum += r.k;
     units += double(ep.units.size());
   }
+  for (size_t d = 0; d < docs; ++d) s.window_bpb.push_back(doc_sum[d] / doc_n[d] / std::log(2.0));
   s.loss /= s.scored_tokens;
   s.bpb = s.loss / std::log(2.0);
   s.base_per_token /= read;
@@ -255,22 +268,31 @@ Entry prepare(const policy::MethodSpec& m, const ttt::Model& model, const Compar
   return e;
 }
 
-// Every held-out stream, capped as configured, padded to the smallest length every method's decision unit divides:
-// padded positions cost FLOPs that are charged to the tokens read, so padding to more than that (e.g. the window
-// length) would inflate every cost.
+// Every held-out stream, cut into segments and capped as configured (data::segment_stream), each padded to the
+// smallest length every method's decision unit divides: padded positions cost FLOPs that are charged to the tokens
+// read, so padding to more than that (e.g. the window length) would inflate every cost.
 EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, const CompareOptions& opt,
                         const std::vector<Entry>& entries, int64_t mini_batch, CompareResult& res) {
   if (!test_streams || test_streams->empty()) throw std::invalid_argument("compare: streams mode needs held-out streams");
   std::vector<data::StreamTokens> capped;
+  std::vector<size_t> doc;
+  std::vector<std::string> names;
   for (const data::StreamTokens& st : *test_streams) {
     res.split_tokens += st.scored();
-    data::StreamTokens c = data::cap_stream(st, opt.stream_max_adapt, opt.stream_max_scored);
-    if (c.scored() > 0) capped.push_back(std::move(c));
+    bool kept = false;
+    for (data::StreamTokens& c : data::segment_stream(st, opt.stream_max_adapt, opt.stream_max_scored,
+                                                      opt.stream_max_segments))
+      if (c.scored() > 0) {
+        capped.push_back(std::move(c));
+        doc.push_back(names.size());
+        kept = true;
+      }
+    if (kept) names.push_back(st.name);
   }
   res.eval_tokens = data::scored_tokens(capped);
   int64_t pad_to = mini_batch;
   for (const Entry& e : entries) pad_to = std::lcm(pad_to, std::max<int64_t>(1, e.result.unit_tokens));
-  EvalSet streams = stream_set(capped, pad_to);
+  EvalSet streams = stream_set(capped, doc, std::move(names), pad_to);
   res.stream_names = streams.names;
   return streams;
 }

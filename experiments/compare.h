@@ -52,7 +52,7 @@ struct CompareOptions {
   // every seed then sees every stream, and seeds differ only in the methods' own randomness. Caps as streams: in
   // the config (data::cap_stream); results say which fraction of the split was scored.
   bool streams = false;
-  int64_t stream_max_adapt = 0, stream_max_scored = 0;
+  int64_t stream_max_adapt = 0, stream_max_scored = 0, stream_max_segments = 0;  // data::segment_stream
   policy::RolloutOptions rollout;
   LearnOptions learn;  // learned-reinforce, learned-ppo-pid, pondernet
   Criteria criteria;

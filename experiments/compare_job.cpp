@@ -74,7 +74,7 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   TrainedModel m = load_trained(ck, a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
   std::filesystem::create_directories(a.out);
-  return {std::move(opt), cfg.text, device, std::move(m), std::move(ds)};
+  return {std::move(opt), cfg.streams, cfg.text, device, std::move(m), std::move(ds)};
 }
 
 CompareProgress stderr_progress(const std::string& label) {

@@ -37,6 +37,7 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
 CompareOptions checkpoint_job_options(const CheckpointJobArgs& a);
 struct CheckpointJob {
   CompareOptions opt;
+  StreamsConfig streams;    // the same config's streams: settings (the regime checks read the streams as compare does)
   std::string config_text;  // the --config file's text
   Device device;
   TrainedModel m;

@@ -295,6 +295,7 @@ void read_streams(Section& s, StreamsConfig& c) {
   s.get("chunk", c.chunk);
   s.get("max_adapt", c.max_adapt);
   s.get("max_scored", c.max_scored);
+  s.get("max_segments", c.max_segments);
   s.get("max_ngram", c.max_ngram);
   s.get("attention_baseline", c.attention_baseline);
 }
@@ -315,7 +316,8 @@ void check(const RunConfig& c) {
   need(!c.data.corpus.empty(), "data.corpus must name a built-in corpus or a path");
   need(c.streams.chunk > 0 && c.streams.chunk % c.model.mini_batch == 0,
        "streams.chunk must be a positive multiple of model.mini_batch, got " + std::to_string(c.streams.chunk));
-  need(c.streams.max_adapt >= 0 && c.streams.max_scored >= 0, "streams.max_adapt and streams.max_scored must be >= 0");
+  need(c.streams.max_adapt >= 0 && c.streams.max_scored >= 0 && c.streams.max_segments >= 0,
+       "streams.max_adapt, streams.max_scored and streams.max_segments must be >= 0");
   need(c.streams.max_ngram >= 1 && c.streams.max_ngram <= 8, "streams.max_ngram must lie in 1..8, got " +
        std::to_string(c.streams.max_ngram));
   need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));
@@ -399,6 +401,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   read_streams(streams, c.streams);
   c.compare.stream_max_adapt = c.streams.max_adapt;  // compare.streams reads the streams as the regime checks do
   c.compare.stream_max_scored = c.streams.max_scored;
+  c.compare.stream_max_segments = c.streams.max_segments;
   for (const Section* s : {&model, &train, &data, &eval, &compare, &learn, &streams}) s->done();
   try {
     check(c);

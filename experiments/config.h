@@ -37,7 +37,8 @@ struct EvalConfig {
 struct StreamsConfig {
   int64_t chunk = 1024;        // tokens per forward pass; the state carries across chunks
   int64_t max_adapt = 0;       // per stream: at most this many unscored tokens before the scored part; 0 = all
-  int64_t max_scored = 0;      // per stream: at most this many scored tokens; 0 = all
+  int64_t max_scored = 0;      // per segment: at most this many scored tokens; 0 = all (one segment per stream)
+  int64_t max_segments = 0;    // per stream: segments of max_scored tokens kept, evenly spaced; 0 = all (whole split)
   int64_t max_ngram = 5;       // count n-gram baselines of orders 1 … max_ngram
   bool attention_baseline = true;  // quick: also train an attention-only model of the same size and read it
 };

@@ -90,8 +90,8 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
   std::vector<data::StreamTokens> streams;
   for (const data::StreamTokens& s : whole) {
     r.split_tokens += s.scored();
-    data::StreamTokens c = data::cap_stream(s, opt.max_adapt, opt.max_scored);
-    if (c.scored() > 0) streams.push_back(std::move(c));
+    for (data::StreamTokens& c : data::segment_stream(s, opt.max_adapt, opt.max_scored, opt.max_segments))
+      if (c.scored() > 0) streams.push_back(std::move(c));
   }
   if (streams.empty()) throw std::invalid_argument("regime: the " + opt.split + " split has no scored token");
   r.eval_tokens = data::scored_tokens(streams);
@@ -161,7 +161,8 @@ std::string regime_markdown(const RegimeResult& r) {
   std::ostringstream md;
   const ttt::StreamEvalResult *u0 = r.uniform_k(0), *u1 = r.uniform_k(1);
   md << "## Is the question live here?\n\n"
-     << r.streams << " held-out streams read whole (state carried from the first token to the last), "
+     << r.streams << " held-out streams or stream segments (`streams.max_scored`, `max_segments`), each read whole "
+     << "(state carried from its first token to its last), "
      << r.eval_tokens << " scored tokens = " << fmt("%.1f", 100 * r.scored_fraction()) << " % of the split's "
      << r.split_tokens << ".\n\n";
   std::string factors;

@@ -18,7 +18,7 @@ namespace ponder::cli {
 struct RegimeOptions {
   std::vector<int> ks = {0, 1, 2, 4};  // uniform-K schedules read on the streams
   int64_t chunk = 1024;                // tokens per forward pass
-  int64_t max_adapt = 0, max_scored = 0;  // data::cap_stream per stream; 0 = whole
+  int64_t max_adapt = 0, max_scored = 0, max_segments = 0;  // data::segment_stream per stream; 0 = whole
   int max_ngram = 5;                   // count n-grams of orders 1 … max_ngram, fitted on the training split
   std::string split = "test";
 };

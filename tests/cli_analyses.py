@@ -76,6 +76,25 @@ with tempfile.TemporaryDirectory() as tmp:
           not os.path.exists(os.path.join(out, "journal.jsonl")),
           "compare --seeds 1 --windows 1 is refused up front, with no cell computed: " + one.stderr[-300:])
 
+    # ---- streams cut into segments: the regime checks and the comparison read the same segments (the --set ones),
+    # and the comparison pools each stream's segments, so its statistics still count a stream once
+    out = os.path.join(tmp, "segments")
+    ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--out", out, "--set", "compare.streams=true",
+               "--set", "streams.max_segments=3", "--set", "streams.max_adapt=64", "--set", "streams.max_scored=256",
+               "--set", "compare.methods=[uniform-1,uniform-2]")
+    seg = load(os.path.join(out, "results.json"))
+    if seg:
+        docs, reg = len(seg["streams"]), seg["regime"]
+        u1 = next(m for m in seg["methods"] if m["name"] == "uniform-1")["seeds"][0]
+        ru1 = next(u for u in reg["uniform"] if u["schedule"] == "uniform-1")
+        check(reg["streams"] > docs > 1 and reg["streams"] <= 3 * docs, "up to 3 segments per held-out stream (%d over %d)"
+              % (reg["streams"], docs))
+        check(len(u1["window_bpb"]) == docs and u1["scored_tokens"] == seg["eval_tokens"] > 3 * 256 * docs // 2,
+              "one bits/byte per stream, every segment's scored tokens counted")
+        check(math.isclose(u1["bpb"], ru1["bpb"], rel_tol=1e-9) and
+              math.isclose(seg["scored_fraction"], reg["scored_fraction"], rel_tol=1e-12),
+              "compare and the regime checks score the same segments: uniform-1 %.6f vs %.6f" % (u1["bpb"], ru1["bpb"]))
+
     # ---- method names are parsed when the config is read: a bad one is refused before anything runs, by name
     for bad, says in [("every-2/0", "N must be >= 1"), ("fixed-1/2", "now every-K/N"), ("uniform-4294967296", "whole"),
                       ("learned-reinforce[gama=0]", "unknown override 'gama'"), ("bogus", "unknown method 'bogus'")]:

@@ -568,3 +568,32 @@ TEST_CASE("planted corpus: 16-byte lines, noise or text in a per-document alphab
   CHECK(alphabets.size() >= 5);  // documents draw their own alphabets
   CHECK(error_of([] { make_planted(0, 1, 7); }).find("lines >= 8") != std::string::npos);
 }
+
+TEST_CASE("stream segments: every scored token scored once, bounded context, evenly spaced caps, cap_stream at 1") {
+  StreamTokens s{"repo", {}, 40};  // 40 unscored tokens, then 100 scored ones
+  for (int32_t t = 0; t < 140; ++t) s.tokens.push_back(t);
+  const std::vector<StreamTokens> all = segment_stream(s, 16, 30, 0);
+  REQUIRE(all.size() == 4);  // 30 + 30 + 30 + 10
+  std::vector<int32_t> scored;
+  for (const StreamTokens& g : all) {
+    CHECK(g.first_scored == 16);  // each read after the 16 tokens right before it
+    CHECK(g.scored() <= 30);
+    scored.insert(scored.end(), g.tokens.begin() + g.first_scored, g.tokens.end());
+  }
+  std::vector<int32_t> want;
+  for (int32_t t = 40; t < 140; ++t) want.push_back(t);
+  CHECK(scored == want);
+  CHECK(all[1].name == "repo#1");
+  CHECK(all[1].tokens.front() == 70 - 16);  // context of segment 1: the last 16 tokens of segment 0
+  const std::vector<StreamTokens> two = segment_stream(s, 16, 30, 2);
+  REQUIRE(two.size() == 2);
+  CHECK((two[0].name == "repo#0" && two[1].name == "repo#2"));  // evenly spaced: segments 0 and 2 of 4
+  const std::vector<StreamTokens> one = segment_stream(s, 16, 30, 1);
+  const StreamTokens capped = cap_stream(s, 16, 30);
+  REQUIRE(one.size() == 1);
+  CHECK((one[0].name == capped.name && one[0].tokens == capped.tokens && one[0].first_scored == capped.first_scored));
+  const std::vector<StreamTokens> whole = segment_stream(s, 0, 0, 3);  // no cap on the scored part: one segment
+  REQUIRE(whole.size() == 1);
+  CHECK(whole[0].scored() == 100);
+  CHECK(segment_stream(s, 0, 30, 0)[3].first_scored == 130);  // max_adapt 0: everything before as context
+}
