@@ -588,7 +588,8 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"] == "not testable");
 }
 
-TEST_CASE("comparison in streams mode scores exactly the held-out streams' evaluation parts, as stream evaluation does") {
+TEST_CASE("comparison in streams mode scores exactly the held-out streams' evaluation parts, segment by segment, as stream "
+          "evaluation does") {
   Scratch t("streams");
   // Four repositories of three files each: with these fractions two train, one validates, one is held out.
   for (int r = 0; r < 4; ++r)
@@ -620,17 +621,21 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
   opt.stream_max_adapt = 100;
   opt.stream_max_scored = 150;
   const cli::CompareResult r = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams);
-  const data::StreamTokens capped = data::cap_stream(ds.test_streams[0], 100, 150);
-  CHECK(r.eval_tokens == capped.scored());
+  // every segment of 150 scored tokens, each after the 100 tokens before it (stream_max_segments 0: all of them)
+  const std::vector<data::StreamTokens> capped = data::segment_stream(ds.test_streams[0], 100, 150, 0);
+  REQUIRE(capped.size() > 1);
+  CHECK(r.eval_tokens == data::scored_tokens(capped));
+  CHECK(r.stream_names.size() == 1);  // pooled into one stream
   CHECK(r.split_tokens == ds.test_streams[0].scored());
   for (const cli::MethodResult& m : r.methods) {
     INFO(m.name);
     REQUIRE(m.seeds.size() == 1);
-    CHECK(m.seeds[0].scored_tokens == double(capped.scored()));
+    CHECK(m.seeds[0].scored_tokens == double(data::scored_tokens(capped)));
+    CHECK(m.seeds[0].window_bpb.size() == 1);
     ttt::StreamEvalOptions so;
     so.inner.schedule = m.name;
     so.chunk = 16;
-    const ttt::StreamEvalResult e = ttt::evaluate_streams(model, {capped}, so);
+    const ttt::StreamEvalResult e = ttt::evaluate_streams(model, capped, so);
     CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));  // unit by unit vs chunks: float32 rounding
     // Costs per token read: padding only up to the decision unit, so close to the chunked pass's (which also counts
     // its loss computation, and reads the last partial unit padded to 4 tokens as well).
