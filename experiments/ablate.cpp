@@ -157,7 +157,7 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
      << "Produced by `ponder ablate` " << provenance.value("version", "") << " (commit "
      << provenance.value("commit", "?") << ") on " << provenance.value("machine", "") << " with "
      << provenance.value("threads", 0) << " thread(s). Every cell is a learned-reinforce policy trained on the "
-     << "same validation windows and evaluated on the same " << opt.seeds << " seeds × " << opt.windows_per_seed
+     << "same validation windows and evaluated on the same " << opt.seeds << " seeds × " << windows_label(opt.windows_per_seed)
      << " held-out windows as " << base_name << " (bpb " << fmt("%.4f", seed_mean(*base, bpb_of)) << ", inner " << fmt("%.4g", base_inner) << " FLOPs/token), so Δ is paired by window; CIs are stratified "
      << "bootstrap 95% intervals over windows within seeds; Holm corrects the paired t-tests of all "
      << names.size() << " distinct cells together. Negative Δ = better than " << base_name << ".\n";

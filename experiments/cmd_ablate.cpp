@@ -10,6 +10,7 @@
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
 #include "experiments/report.h"
+#include "experiments/result_util.h"
 
 namespace ponder::cli {
 namespace {
@@ -29,8 +30,9 @@ void run(const AblateArgs& a) {
       select_groups(ablation_groups(opt.learn, job.m.model.config().mini_batch, opt.seq_len), a.groups);
   opt.methods = policy::parse_methods(ablation_methods(groups, opt.budget_k));
   opt.frontier_mus.clear();  // no oracle here: its frontier would only cost time
-  std::fprintf(stderr, "ablate: %zu cells (%s) × %lld seeds × %lld windows\n", opt.methods.size() - 1,
-               a.groups.empty() ? "all groups" : a.groups.c_str(), (long long)opt.seeds, (long long)opt.windows_per_seed);
+  std::fprintf(stderr, "ablate: %zu cells (%s) × %lld seeds × %s windows\n", opt.methods.size() - 1,
+               a.groups.empty() ? "all groups" : a.groups.c_str(), (long long)opt.seeds,
+               windows_label(opt.windows_per_seed).c_str());
   Journal journal = open_journal(a.job.out, "ablate", a.job.checkpoint, job.config_text);
   CompareResult r = run_compare(job.m.model, job.ds.valid, job.ds.test, opt, stderr_progress("ablate"), &journal,
                                 &job.ds.test_streams);

@@ -29,7 +29,7 @@ void run(const CheckpointJobArgs& a) {
   const MethodResult& o = *find(r, "oracle");
 
   std::ostringstream txt;
-  txt << "Oracle analysis: " << opt.seeds << " seed(s) x " << opt.windows_per_seed << " windows of " << opt.seq_len
+  txt << "Oracle analysis: " << opt.seeds << " seed(s) x " << windows_label(opt.windows_per_seed) << " windows of " << opt.seq_len
       << " tokens. The oracle picks K per unit by looking at the labels: an upper bound, not a usable policy.\n\n";
   int64_t units = 0;
   for (int64_t c : o.k_hist) units += c;

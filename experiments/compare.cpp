@@ -29,16 +29,24 @@ std::vector<Window> to_windows(const data::TokenStream& tokens, const std::vecto
   return out;
 }
 
-// `count` windows of `tokens` drawn without replacement by `seed` from all non-overlapping windows.
-std::vector<Window> sample_windows(const data::TokenStream& tokens, int64_t T, int64_t count, uint64_t seed) {
+// `count` windows of `tokens` drawn without replacement by `seed` from all non-overlapping windows, or all of them in
+// order when count is 0; `picked` (when given) receives the indices of the windows drawn.
+std::vector<Window> sample_windows(const data::TokenStream& tokens, int64_t T, int64_t count, uint64_t seed,
+                                   std::vector<int64_t>* picked = nullptr) {
   data::EvalWindows all(tokens, T);
   if (all.size() < count)
     throw std::invalid_argument("compare: the split has " + std::to_string(all.size()) + " windows of " +
                                 std::to_string(T) + " tokens, fewer than the " + std::to_string(count) + " asked for");
-  Generator gen(seed);
-  std::vector<int64_t> perm = gen.permutation(all.size());
+  std::vector<int64_t> ids(size_t(all.size()));
+  std::iota(ids.begin(), ids.end(), 0);
+  if (count > 0) {
+    Generator gen(seed);
+    ids = gen.permutation(all.size());
+    ids.resize(size_t(count));
+  }
   std::vector<data::Window> pick;
-  for (int64_t i = 0; i < count; ++i) pick.push_back(all.windows()[size_t(perm[size_t(i)])]);
+  for (int64_t i : ids) pick.push_back(all.windows()[size_t(i)]);
+  if (picked) *picked = ids;
   return to_windows(tokens, pick, T);
 }
 
@@ -396,10 +404,19 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   std::vector<Entry> entries;
   for (const policy::MethodSpec& m : opt.methods) entries.push_back(prepare(m, model, opt, fitting, jr, report));
 
-  // What is scored: sampled windows per seed, or every held-out stream (the same for every seed).
+  // What is scored: sampled windows per seed, every window of the split (windows_per_seed 0; the same for every
+  // seed), or every held-out stream (the same for every seed). The share of the split scored is counted either way.
   const EvalSet streams = opt.streams ? prepare_streams(test_streams, opt, entries, res.mini_batch, res) : EvalSet{};
+  std::set<int64_t> scored_windows;
+  if (!opt.streams) res.split_tokens = data::EvalWindows(test, opt.seq_len).size() * opt.seq_len;
   auto eval_set = [&](int s) {
-    return opt.streams ? streams : whole(sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000 + uint64_t(s)));
+    if (opt.streams) return streams;
+    std::vector<int64_t> ids;
+    EvalSet set = whole(sample_windows(test, opt.seq_len, opt.windows_per_seed, 1000 + uint64_t(s), &ids));
+    scored_windows.insert(ids.begin(), ids.end());
+    res.eval_tokens = int64_t(scored_windows.size()) * opt.seq_len;
+    res.windows_per_seed = int64_t(ids.size());
+    return set;
   };
   const double total = double(entries.size()) * double(opt.seeds);
   double done = 0;

@@ -34,7 +34,9 @@ struct CompareOptions {
       {"oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy", "loss",
        "ttt-loss", "gradnorm", "learned-reinforce"});
   int64_t seeds = 5;
-  int64_t windows_per_seed = 8;
+  // Held-out windows per seed; 0 = every window of the split, the same for every seed (seeds then differ only in the
+  // methods' own randomness). A count samples that many per seed for a quicker look; reports state the share scored.
+  int64_t windows_per_seed = 0;
   int64_t seq_len = 128;
   std::vector<int> step_options = {0, 1, 2, 4, 8};
   int64_t budget_k = 2;            // heuristics and random are matched to uniform-<budget_k>'s measured cost
@@ -111,7 +113,8 @@ struct CompareResult {
   double seconds = 0;
   // Streams mode: the streams scored, their scored tokens, and the scored tokens of the whole split (no caps).
   std::vector<std::string> stream_names;
-  int64_t eval_tokens = 0, split_tokens = 0;
+  int64_t eval_tokens = 0, split_tokens = 0;  // windows mode: over the distinct windows scored and all of the split's
+  int64_t windows_per_seed = 0;                // windows mode: windows scored per seed (all of them for 0)
 };
 
 using CompareProgress = std::function<void(const std::string& what, double done, double total)>;

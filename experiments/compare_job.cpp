@@ -171,6 +171,7 @@ namespace {
 // The report's paired tests need at least two paired documents: say so before any cell is computed, not after.
 void check_paired_design(const CompareOptions& opt, const Dataset& ds) {
   int64_t documents = opt.seeds * opt.windows_per_seed;
+  if (!opt.streams && opt.windows_per_seed == 0) documents = data::EvalWindows(ds.test, opt.seq_len).size();
   if (opt.streams) {
     documents = 0;
     for (const data::StreamTokens& st : ds.test_streams) documents += st.scored() > 0;

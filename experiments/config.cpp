@@ -323,8 +323,8 @@ void check(const RunConfig& c) {
   need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));
   need(c.eval.max_windows >= 0, "eval.max_windows must be >= 0, got " + std::to_string(c.eval.max_windows));
   const CompareOptions& k = c.compare;
-  need(k.seeds >= 1 && k.windows_per_seed >= 1 && k.calib_windows >= 1,
-       "compare.seeds, compare.windows_per_seed and compare.calib_windows must be positive");
+  need(k.seeds >= 1 && k.windows_per_seed >= 0 && k.calib_windows >= 1,
+       "compare.seeds and compare.calib_windows must be positive, compare.windows_per_seed >= 0 (0: every window)");
   need(k.seq_len > 0 && k.seq_len % c.model.mini_batch == 0,
        "compare.seq_len must be a positive multiple of model.mini_batch, got " + std::to_string(k.seq_len));
   need(!k.step_options.empty(), "compare.step_options must not be empty");

@@ -25,11 +25,17 @@ struct Section {
   ordered_json json;
 };
 
+double scored_fraction(const CompareResult& r) {
+  return r.split_tokens > 0 ? double(r.eval_tokens) / double(r.split_tokens) : 0.0;
+}
+
 std::string setup_text(const CompareResult& r, const CompareOptions& opt) {
   if (!opt.streams)
-    return std::to_string(opt.seeds) + " seeds × " + std::to_string(opt.windows_per_seed) + " held-out windows of " +
-           std::to_string(opt.seq_len) + " bytes (a seed fixes the windows and the random policy's draws; every method "
-           "sees the same windows, so comparisons are paired by window).";
+    return std::to_string(opt.seeds) + " seeds × " + std::to_string(r.windows_per_seed) +
+           (opt.windows_per_seed == 0 ? " (every window of the split)" : "") + " held-out windows of " +
+           std::to_string(opt.seq_len) + " bytes = " + fmt("%.1f", 100 * scored_fraction(r)) + " % of the split's windows "
+           "(a seed fixes the windows and the random policy's draws; every method sees the same windows, so comparisons "
+           "are paired by window).";
   return std::to_string(r.stream_names.size()) + " held-out streams, each read whole with its state carried, " +
          std::to_string(r.eval_tokens) + " scored tokens = " +
          fmt("%.1f", r.split_tokens > 0 ? 100.0 * double(r.eval_tokens) / double(r.split_tokens) : 0.0) +
@@ -312,8 +318,11 @@ ordered_json results_json(const CompareResult& r, const CompareOptions& opt, con
   if (opt.streams) {
     out["streams"] = r.stream_names;
     out["eval_tokens"] = r.eval_tokens;
-    out["scored_fraction"] = r.split_tokens > 0 ? double(r.eval_tokens) / double(r.split_tokens) : 0.0;
+  } else {  // distinct windows scored over all seeds, of all the split's non-overlapping windows
+    out["scored_windows"] = r.eval_tokens / opt.seq_len;
+    out["split_windows"] = r.split_tokens / opt.seq_len;
   }
+  out["scored_fraction"] = scored_fraction(r);
   out["seconds"] = r.seconds;
   return out;
 }
@@ -338,7 +347,7 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << p.methods.md << "\nFLOPs are counted by the engine, not estimated: base forward + inner TTT steps actually run "
      << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"
      << "Per-window differences of bits per byte (negative = better than " << base_name << "); n = "
-     << (opt.streams ? int64_t(r.stream_names.size()) : opt.seeds * opt.windows_per_seed)
+     << (opt.streams ? int64_t(r.stream_names.size()) : opt.seeds * r.windows_per_seed)
      << (opt.streams ? " streams (each stream's difference averaged over the seeds, so a stream counts once)"
                      : " windows") << ".\n\n" << p.tests.md << "\n" << frontier_markdown(r, opt.streams)
      << (p.learned.empty() ? std::string() : "\n## Learned policies\n\n" + p.learned +

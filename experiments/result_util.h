@@ -18,6 +18,9 @@ inline std::string fmt(const char* f, double v) {
   return b;
 }
 
+// "8" or "all" (compare.windows_per_seed 0: every window of the split), for messages.
+inline std::string windows_label(int64_t per_seed) { return per_seed > 0 ? std::to_string(per_seed) : "all"; }
+
 inline const MethodResult* find(const CompareResult& r, const std::string& name) {
   for (const MethodResult& m : r.methods)
     if (m.name == name) return &m;

@@ -118,6 +118,18 @@ with tempfile.TemporaryDirectory() as tmp:
         check(overhead > 0 and math.isclose(target, j["budget_inner_flops_per_token"] - overhead, rel_tol=0.02),
               "calibrate_on: total targets uniform-2's inner FLOPs minus gradnorm's overhead (%.4g = %.4g - %.4g)" %
               (target, j["budget_inner_flops_per_token"], overhead))
+        check(j["scored_windows"] == 2 and j["split_windows"] > 100 and
+              math.isclose(j["scored_fraction"], 2 / j["split_windows"], rel_tol=1e-12),
+              "sampled windows: results say what share of the split's windows was scored")
+
+    # ---- windows_per_seed 0 scores every window of the split (long windows keep it small here)
+    out = os.path.join(tmp, "all_windows")
+    ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--out", out, "--set", "compare.windows_per_seed=0",
+               "--set", "compare.seq_len=1024", "--set", "compare.methods=[uniform-1,uniform-2]")
+    j = load(os.path.join(out, "results.json"))
+    if j:
+        check(j["scored_fraction"] == 1.0 and j["scored_windows"] == j["split_windows"] ==
+              len(j["methods"][0]["seeds"][0]["window_bpb"]) > 1, "every window of the split scored, once each")
 
     # ---- overhead
     out = os.path.join(tmp, "overhead")
