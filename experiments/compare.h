@@ -45,7 +45,7 @@ struct CompareOptions {
   int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
   // What the heuristics are calibrated to match: "inner" — uniform-<budget_k>'s inner FLOPs per token; "total" — its
   // total FLOPs, so a heuristic's own overhead (its features, its probes) comes out of its inner budget.
-  std::string calibrate_on = "inner";
+  std::string calibrate_on = "total";
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
   // Extra oracle runs after the sweep, each a μ bisected (in log space) between the sweep points that straddle
   // uniform-<budget_k>'s total FLOPs, so the oracle's headroom is measured at (nearly) the budget.

@@ -38,6 +38,20 @@ void build_heuristic(const MethodSpec& m, const ttt::Model& model, const Compare
                                   "exceeds uniform-" + std::to_string(opt.budget_k) + "'s inner FLOPs; with "
                                   "compare.calibrate_on: total it cannot match the budget");
   }
+  // A target outside what the two levels can spend (an overhead that leaves less than K = low costs) is not met by
+  // any threshold: the heuristic then runs at the nearer level, says so, and is judged at the FLOPs it spends.
+  policy::UniformPolicy lo_p(low), hi_p(high);
+  const double c_lo = inner_cost(model, b, lo_p, opt), c_hi = inner_cost(model, b, hi_p, opt);
+  if (!(target >= c_lo && target <= c_hi)) {
+    const bool under = target < c_lo;
+    out.result.detail = "cannot meet the budget: its target of " + std::to_string(target) + " inner FLOPs/token lies " +
+                        (under ? "below uniform-" + std::to_string(low) : "above uniform-" + std::to_string(high)) +
+                        "'s " + std::to_string(under ? c_lo : c_hi) + ", so every unit gets K=" +
+                        std::to_string(under ? low : high);
+    out.policy = std::make_unique<policy::ThresholdPolicy>(m.score, std::vector<double>{under ? INFINITY : -INFINITY},
+                                                           std::vector<int>{low, high}, under ? low : high);
+    return;
+  }
   const policy::Calibration c = policy::calibrate_budget(model, b.cal, m.score, low, high, low, target, opt.rollout);
   out.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
                       " vs target " + std::to_string(c.target) + " FLOPs/token";

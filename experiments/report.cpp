@@ -341,8 +341,9 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << "all, per seed and per window.\n\n"
      << "Setup: " << setup_text(r, opt) << " Inner steps in `" << mode << "` mode. Heuristics and `random` spend K="
      << opt.low << " or K=" << opt.high << " per unit and are calibrated on " << opt.calib_windows
-     << " validation windows to the inner FLOPs per token of " << base_name << " ("
-     << fmt("%.4g", r.budget_inner_per_token) << ").\n\n" << degenerate_md(p.degenerate) << "## Answer\n\n"
+     << " validation windows to " << (opt.calibrate_on == "total" ? "the total FLOPs per token of " + base_name +
+        " (their own overhead comes out of their inner budget; inner budget " : "the inner FLOPs per token of " +
+        base_name + " (") << fmt("%.4g", r.budget_inner_per_token) << ").\n\n" << degenerate_md(p.degenerate) << "## Answer\n\n"
      << p.answer << "\n\n## Results\n\n"
      << p.methods.md << "\nFLOPs are counted by the engine, not estimated: base forward + inner TTT steps actually run "
      << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"

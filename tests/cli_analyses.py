@@ -122,6 +122,17 @@ with tempfile.TemporaryDirectory() as tmp:
               math.isclose(j["scored_fraction"], 2 / j["split_windows"], rel_tol=1e-12),
               "sampled windows: results say what share of the split's windows was scored")
 
+    # ---- a heuristic whose overhead leaves less than K = low costs cannot meet the budget: it says so and runs at K = low
+    out = os.path.join(tmp, "calib_under")
+    ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out, "--set",
+               "compare.low=2", "--set", "compare.methods=[uniform-2,gradnorm]")
+    j = load(os.path.join(out, "results.json"))
+    if j:
+        g = next(m for m in j["methods"] if m["name"] == "gradnorm")
+        check("cannot meet the budget" in g["detail"] and g["seeds"][0]["mean_k"] == 2 and
+              g["seeds"][0]["total_flops_per_token"] > j["methods"][0]["seeds"][0]["total_flops_per_token"],
+              "an unmeetable budget is stated, and the method is charged what it spends: " + g["detail"])
+
     # ---- windows_per_seed 0 scores every window of the split (long windows keep it small here)
     out = os.path.join(tmp, "all_windows")
     ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--out", out, "--set", "compare.windows_per_seed=0",
