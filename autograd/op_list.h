@@ -1,7 +1,8 @@
-// The table of primitive differentiable ops: each has one front end (autograd/ops_*.cpp) whose
-// backward rule is written in these same ops, one CPU kernel family, one FLOP rule
-// (tensor/flops.h) and one entry in the op table (autograd/op_table.cpp). Composite functions
-// (softmax, layer norm, …) are built from these and need no rule of their own.
+// The table of differentiable ops: each primitive has one front end (autograd/ops_*.cpp) whose backward
+// rule is written in these same ops, one CPU kernel family whose raw:: entry in tensor/kernels.cpp counts
+// its FLOPs by the per-category rules of tensor/flops.h, and at least one case in the op table
+// (autograd/op_table.cpp). Composite functions (softmax, …) are built from these and need no entry; the
+// fused ops at the end are hot compositions with a kernel of their own. How to add one: docs/adding_an_op.md.
 #pragma once
 #include <cstdint>
 

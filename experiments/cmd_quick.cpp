@@ -207,7 +207,7 @@ void register_quick(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "quick", "Main job: run the positive control, train train.seeds independent models (or reuse them), check the "
                "regime (K = 0,1,2,4, n-grams, attention), compare allocation methods (uniform, random, calibrated "
-               "heuristics, a learned policy, oracle) on each and over models, write results/quick/");
+               "heuristics, three learned policies, oracle) on each and over models, write results/quick/");
   sub->add_option("--config", opts->config, "Config to train (name in configs/ or a file)")->capture_default_str();
   sub->add_option("--out", opts->out, "Output folder")->capture_default_str();
   sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");

@@ -253,6 +253,10 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
            << ". The oracle's headroom over the uniform frontier at no more than that compute is "
            << fmt("%+.4f", hr.bpb) << " bits per byte (95% CI [" << fmt("%+.4f", hr.lo) << ", "
            << fmt("%+.4f", hr.hi) << "]).";
+    const MethodResult* bm = find(r, best->method);
+    if (bm && bm->detail.rfind("cannot meet the budget", 0) == 0)
+      answer << " Note: `" << best->method << "` " << bm->detail << ": it is a uniform schedule plus the cost of its "
+             << "score, not an allocation, and its distance to the uniform frontier (below) is what to read.";
     if (!hr.uniform.empty() && hr.uniform != base_name)
       answer << " Note: `" << hr.uniform << "` is better than " << base_name << " at less compute, so the uniform "
              << "frontier at this budget is " << hr.uniform << ", and a method must beat it, not " << base_name

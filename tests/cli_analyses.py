@@ -132,11 +132,14 @@ with tempfile.TemporaryDirectory() as tmp:
         check("cannot meet the budget" in g["detail"] and g["seeds"][0]["mean_k"] == 2 and
               g["seeds"][0]["total_flops_per_token"] > j["methods"][0]["seeds"][0]["total_flops_per_token"],
               "an unmeetable budget is stated, and the method is charged what it spends: " + g["detail"])
+        check("is a uniform schedule plus the cost of its score" in open(os.path.join(out, "report.md")).read(),
+              "the answer says the best method could not meet the budget, so it is no allocation")
 
-    # ---- windows_per_seed 0 scores every window of the split (long windows keep it small here)
+    # ---- windows_per_seed 0 scores every window of the split (long windows and no oracle keep it small here)
     out = os.path.join(tmp, "all_windows")
     ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--out", out, "--set", "compare.windows_per_seed=0",
-               "--set", "compare.seq_len=1024", "--set", "compare.methods=[uniform-1,uniform-2]")
+               "--set", "compare.seq_len=2048", "--set", "compare.frontier_mus=[]",
+               "--set", "compare.methods=[uniform-1,uniform-2]")
     j = load(os.path.join(out, "results.json"))
     if j:
         check(j["scored_fraction"] == 1.0 and j["scored_windows"] == j["split_windows"] ==
