@@ -1,11 +1,16 @@
 // `ponder gradcheck`: runs the op table (autograd/op_table.cpp): forward vs the naive float64
-// reference in f64 and f32, gradcheck and gradgradcheck, one line per entry.
+// reference in f64 and f32, gradcheck and gradgradcheck, one line per entry; then whole TTT layers
+// (`--op ttt`): the outer gradient through K inner steps per unit, first and second order.
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "autograd/gradcheck.h"
 #include "autograd/op_table.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
+#include "ttt/eval.h"
+#include "ttt/ttt_layer.h"
 
 namespace ponder::cli {
 namespace {
@@ -17,9 +22,71 @@ struct GradcheckArgs {
   std::string device = "cpu";
 };
 
+// A whole TTT layer on 3 units of 4 tokens (d 8, 2 heads, float64, CPU), checked against its input u: the loss
+// sum(out ⊙ r) depends on u through every inner step (XK, XV and XQ are projections of u), so gradcheck tests the
+// outer gradient through the inner loop and gradgradcheck its derivative, through K steps per unit given by `ks`.
+struct LayerCase {
+  std::string name;
+  bool mlp = false;
+  ttt::StepMode mode = ttt::StepMode::Carry;
+  std::vector<int> ks;  // K of units 0, 1, 2
+};
+
+std::vector<LayerCase> layer_cases() {
+  std::vector<LayerCase> out;
+  for (bool mlp : {false, true})
+    for (ttt::StepMode mode : {ttt::StepMode::Carry, ttt::StepMode::Prefix})
+      for (const std::vector<int>& ks : {std::vector<int>{1, 1, 1}, std::vector<int>{2, 0, 3}}) {
+        std::string k;
+        for (int x : ks) k += (k.empty() ? "" : ",") + std::to_string(x);
+        out.push_back({std::string("ttt-") + (mlp ? "mlp " : "linear ") + ttt::mode_name(mode) + " K=" + k, mlp, mode, ks});
+      }
+  return out;
+}
+
+std::pair<CheckResult, CheckResult> run_layer_case(const LayerCase& c) {
+  ttt::TTTConfig cfg;
+  cfg.d = 8;
+  cfg.heads = 2;
+  cfg.mini_batch = 4;
+  cfg.mlp = c.mlp;
+  cfg.base_lr = c.mlp ? 0.1 : 1.0;
+  cfg.init_std = 0.3;  // larger than the default so inner steps move the outputs noticeably
+  Generator gen(7);
+  const ttt::TTTLayer layer(cfg, 0, gen, DType::F64);
+  const Tensor u = gen.normal({1, 12, 8}, 0, 1, DType::F64), r = gen.normal({1, 12, 8}, 0, 1, DType::F64);
+  auto fn = [&](const std::vector<Tensor>& xs) {
+    ttt::FixedSchedule sched(c.ks);
+    ttt::TTTRun run;
+    run.path = ttt::InnerPath::Iterative;  // inner gradients by the engine, so their derivatives are the engine's too
+    run.mode = c.mode;
+    run.schedule = &sched;
+    return sum(mul(layer.forward(xs[0], run), r));
+  };
+  return {gradcheck(fn, {u}, {true}), gradgradcheck(fn, {u}, {true})};
+}
+
+// The TTT layer cases whose name contains `filter` (all of them for an empty filter); returns how many ran and fails.
+std::pair<int, int> run_layer_cases(const std::string& filter) {
+  int n = 0, fails = 0;
+  for (const LayerCase& c : layer_cases()) {
+    if (c.name.find(filter) == std::string::npos) continue;
+    const auto [g, gg] = run_layer_case(c);
+    ++n;
+    fails += !(g.ok && gg.ok);
+    std::printf("%-34s %10s %10s %12.2e %12.2e  %s\n", c.name.c_str(), "-", "-", g.max_abs_err, gg.max_abs_err,
+                g.ok && gg.ok ? "ok" : "FAIL");
+    if (!g.ok) std::printf("    gradcheck: %s\n", g.message.c_str());
+    if (!gg.ok) std::printf("    gradgradcheck: %s\n", gg.message.c_str());
+    std::fflush(stdout);
+  }
+  return {n, fails};
+}
+
 void run_gradcheck(const GradcheckArgs& a) {
   if (a.list) {
     for (const OpCase& c : op_table()) std::printf("%s\n", c.name.c_str());
+    for (const LayerCase& c : layer_cases()) std::printf("%s\n", c.name.c_str());
     return;
   }
   if (!a.all && a.op.empty()) throw std::invalid_argument("gradcheck: pass --all, --op NAME or --list");
@@ -40,11 +107,13 @@ void run_gradcheck(const GradcheckArgs& a) {
     if (!r.gradgrad.ok) std::printf("    gradgradcheck: %s\n", r.gradgrad.message.c_str());
     std::fflush(stdout);
   }
-  if (n == 0) throw std::invalid_argument("gradcheck: no op matches '" + a.op + "' (see --list)");
+  const auto [layers, layer_fail] = run_layer_cases(a.all ? "" : a.op);  // CPU only: they build their own layer
+  if (n + layers == 0) throw std::invalid_argument("gradcheck: no op matches '" + a.op + "' (see --list)");
   auto verdict = [](int fails) { return fails ? "FAILED for " + std::to_string(fails) : std::string("ok"); };
-  std::printf("%d ops: forward %s, gradcheck %s, gradgradcheck %s\n", n, verdict(fwd_fail).c_str(),
-              verdict(grad_fail).c_str(), verdict(gg_fail).c_str());
-  if (fwd_fail || grad_fail || gg_fail) throw CLI::RuntimeError(1);
+  std::printf("%d ops: forward %s, gradcheck %s, gradgradcheck %s; %d TTT layer cases: %s\n", n,
+              verdict(fwd_fail).c_str(), verdict(grad_fail).c_str(), verdict(gg_fail).c_str(), layers,
+              verdict(layer_fail).c_str());
+  if (fwd_fail || grad_fail || gg_fail || layer_fail) throw CLI::RuntimeError(1);
 }
 
 }  // namespace
@@ -55,7 +124,7 @@ void register_gradcheck(CLI::App& app) {
       "gradcheck", "Check every op's forward against a naive float64 reference and its first and second "
                    "derivatives against central finite differences (float64)");
   sub->add_flag("--all", args->all, "Run every entry of the op table");
-  sub->add_option("--op", args->op, "Run the entries whose name contains this text");
+  sub->add_option("--op", args->op, "Run the entries whose name contains this text (ttt: the whole TTT layer cases)");
   sub->add_flag("--list", args->list, "List the op table's entries");
   add_device_option(sub, args->device);
   sub->callback([args] { run_gradcheck(*args); });
