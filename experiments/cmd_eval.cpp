@@ -9,6 +9,7 @@
 #include "experiments/commands.h"
 #include "experiments/device.h"
 #include "experiments/training.h"
+#include "ttt/flop_profile.h"
 
 namespace ponder::cli {
 namespace {
@@ -20,7 +21,31 @@ struct Options {
   std::string device;  // empty: the checkpoint config's model.device
   std::optional<int64_t> max_windows;
   bool json = false;
+  bool flops_by_layer = false;  // also the FLOPs of one window's forward pass, section by section
 };
+
+// One window's forward pass under `inner`, FLOPs per token by section (ttt/flop_profile.h).
+nlohmann::ordered_json flops_by_section(const TrainedModel& m, const data::EvalWindows& windows,
+                                        const ttt::InnerRun& inner) {
+  const ttt::EvalOptions eo = eval_options(m, inner);
+  const std::unique_ptr<ttt::StepSchedule> sched = ttt::make_schedule(inner.schedule);
+  const Tensor ids = windows.batch(0, 1).input;
+  const auto sections = ttt::forward_flops_by_section(m.model, ids, ttt::make_run(inner, sched.get(), eo.lr_mult, nullptr));
+  uint64_t total = 0;
+  for (const auto& s : sections) total += s.second;
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& [name, n] : sections)
+    out.push_back({{"section", name}, {"flops_per_token", double(n) / double(ids.shape()[1])},
+                   {"share", total ? double(n) / double(total) : 0.0}});
+  return out;
+}
+
+void print_sections(const nlohmann::ordered_json& sections) {
+  std::printf("forward FLOPs per token by section (one window):\n");
+  for (const auto& s : sections)
+    std::printf("  %-22s %12.4g  %5.1f %%\n", s["section"].get<std::string>().c_str(), s["flops_per_token"].get<double>(),
+                100 * s["share"].get<double>());
+}
 
 void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std::string& path, int64_t step,
                 const std::string& split, const std::string& device, const std::vector<double>& carry) {
@@ -62,14 +87,19 @@ void run_eval(const Options& o) {
   const Dataset ds = load_dataset(m.config.data);
   const data::EvalWindows windows(ds.split(split), m.config.train.seq_len, o.max_windows.value_or(ec.max_windows));
   const ttt::EvalResult r = ttt::evaluate(m.model, windows, eval_options(m, inner));
-  if (!o.json)
-    return print_text(r, inner, o.checkpoint, m.step, split, describe_device(device), m.model.carry_factors());
+  const nlohmann::ordered_json sections = o.flops_by_layer ? flops_by_section(m, windows, inner) : nlohmann::ordered_json();
+  if (!o.json) {
+    print_text(r, inner, o.checkpoint, m.step, split, describe_device(device), m.model.carry_factors());
+    if (o.flops_by_layer) print_sections(sections);
+    return;
+  }
   nlohmann::ordered_json j = {{"checkpoint", o.checkpoint}, {"step", m.step}, {"split", split},
                               {"device", describe_device(device)},
                               {"corpus", ds.corpus.name}, {"data_sha256", ds.corpus.sha256},
                               {"trained_commit", ck.meta_value("commit")}, {"commit", git_commit()},
                               {"carry_token_factor", m.model.carry_factors()}};
   j.update(eval_json(r, inner));
+  if (o.flops_by_layer) j["flops_by_section"] = sections;
   std::cout << j.dump() << std::endl;
 }
 
@@ -89,6 +119,9 @@ void register_eval(CLI::App& app) {
   sub->add_option("--max-windows", opts->max_windows, "Evenly spaced windows of the split; 0 = all")
       ->check(CLI::NonNegativeNumber);
   add_device_override(sub, opts->device);
+  sub->add_flag("--flops-by-layer", opts->flops_by_layer,
+                "Also the FLOPs per token of one window's forward pass by section: embedding, each block's norm, "
+                "mixer (TTT with its inner steps, or attention) and FFN, the final norm, the logits");
   sub->add_flag("--json", opts->json, "One JSON object (with the full loss-by-position array) instead of text");
   sub->callback([opts] { run_eval(*opts); });
 }

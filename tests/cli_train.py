@@ -69,6 +69,11 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     r0 = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-0",
                            "--json").stdout)
     check(r0["flops_per_token"] < ev["flops_per_token"], "FLOPs per token grow with K")
+    sec = json.loads(ponder("eval", "--checkpoint", ckpt, "--max-windows", "2", "--flops-by-layer", "--json").stdout)
+    sec = {s["section"]: s for s in sec["flops_by_section"]}
+    check(list(sec)[0] == "embedding" and list(sec)[-1] == "logits" and "block1.ttt" in sec and
+          math.isclose(sum(s["share"] for s in sec.values()), 1.0, rel_tol=1e-9) and
+          sec["block0.ttt"]["flops_per_token"] > 0, "eval --flops-by-layer gives each section's FLOPs and share")
     r = ponder("eval", "--checkpoint", ckpt, "--max-windows", "4")
     check("bits/byte" in r.stdout and "loss by position" in r.stdout, "text report")
     check(r.stdout.startswith("device cpu: "), "eval prints the device first")

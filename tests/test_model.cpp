@@ -7,6 +7,8 @@
 #include "autograd/engine.h"
 #include "autograd/optim.h"
 #include "model_fixtures.h"
+#include "tensor/flops.h"
+#include "ttt/flop_profile.h"
 #include "ttt/model.h"
 #include "ttt/rope.h"
 #include "ttt/stream_eval.h"
@@ -246,5 +248,37 @@ TEST_CASE("stream evaluation with a carried state equals the whole-sequence forw
     double bin = 0;
     for (int64_t t = 7; t < 15; ++t) bin += whole[size_t(t)];  // positions 8–15
     CHECK(r.by_position.mean(3) == doctest::Approx(bin / 8).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("FLOPs by section: in forward order, adding up to the pass's total, inner steps counted in the mixer") {
+  Model model(small({"ttt", "attention"}, "transformer"), 3, DType::F64);
+  Generator gen(5);
+  const Tensor ids = random_ids(gen, 1, 16, 32);
+  auto profile = [&](int k) {
+    UniformSchedule sched(k);
+    TTTRun run;
+    run.schedule = &sched;
+    return forward_flops_by_section(model, ids, run);
+  };
+  const auto one = profile(1), two = profile(2);
+  std::vector<std::string> names;
+  for (const auto& s : one) names.push_back(s.first);
+  CHECK(names == std::vector<std::string>{"embedding", "block0.seq_norm", "block0.ttt", "block0.ffn", "block1.seq_norm",
+                                          "block1.attention", "block1.ffn", "final_norm", "logits"});
+  uint64_t sum = 0;
+  for (const auto& s : one) sum += s.second;
+  UniformSchedule sched(1);
+  TTTRun run;
+  run.schedule = &sched;
+  NoGradGuard ng;
+  const FlopScope scope;
+  model.forward(ids, run);
+  CHECK(sum == scope.counts().total());  // watching the pass changes nothing it computes
+  REQUIRE(two.size() == one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO(one[i].first);
+    if (one[i].first == "block0.ttt") CHECK(two[i].second > one[i].second);  // the second inner step
+    else CHECK(two[i].second == one[i].second);
   }
 }
