@@ -165,7 +165,7 @@ void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
 
 using Report = std::function<void(const std::string&, double, double)>;
 
-FrontierPoint frontier_point(const ttt::Model& model, const EvalSet& set, const CompareOptions& opt, double mu,
+FrontierPoint frontier_point(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt, double mu,
                              const SeedResult* greedy, Journal& jr) {
   const std::string key = "frontier mu " + nlohmann::json(mu).dump();
   if (const nlohmann::json* rec = jr.find(key)) return rec->get<FrontierPoint>();
@@ -175,7 +175,7 @@ FrontierPoint frontier_point(const ttt::Model& model, const EvalSet& set, const 
   } else {
     std::vector<Episode> eps;
     for (const Window& w : set.windows)
-      eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, mu, opt.oracle_lookahead, opt.rollout));
+      eps.push_back(ro.oracle(w.first, w.second, opt.step_options, mu, opt.oracle_lookahead, opt.rollout));
     const SeedResult s = summarise(0, eps, set, 0);
     p = {mu, s.bpb, s.inner_per_token, s.base_per_token, s.mean_k, s.window_bpb};
   }
@@ -203,19 +203,19 @@ double next_mu(const std::vector<FrontierPoint>& f, double budget) {
 // The oracle frontier: per unit minimise loss + μ·cost for each μ of the sweep, then compare.oracle_bisect more μ
 // chosen by next_mu, so the oracle's headroom at the budget is read from a point that spends (nearly) the budget
 // rather than from whichever sweep point happens to fall below it. Points sorted by μ.
-std::vector<FrontierPoint> oracle_frontier(const ttt::Model& model, const EvalSet& set, const CompareOptions& opt,
+std::vector<FrontierPoint> oracle_frontier(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
                                            const SeedResult* greedy, double budget, Journal& jr, const Report& report) {
   std::vector<FrontierPoint> f;
   const double n = double(opt.frontier_mus.size() + size_t(opt.oracle_bisect));
   for (double mu : opt.frontier_mus) {
     report("oracle frontier", double(f.size()), n);
-    f.push_back(frontier_point(model, set, opt, mu, greedy, jr));
+    f.push_back(frontier_point(ro, set, opt, mu, greedy, jr));
   }
   for (int64_t i = 0; i < opt.oracle_bisect && std::isfinite(budget); ++i) {
     const double mu = next_mu(f, budget);
     if (!std::isfinite(mu)) break;
     report("oracle frontier (bisecting toward the budget)", double(f.size()), n);
-    f.push_back(frontier_point(model, set, opt, mu, greedy, jr));
+    f.push_back(frontier_point(ro, set, opt, mu, greedy, jr));
   }
   std::stable_sort(f.begin(), f.end(), [](const FrontierPoint& a, const FrontierPoint& b) { return a.mu < b.mu; });
   return f;
@@ -229,20 +229,20 @@ struct Entry {
 
 // The cost multiple of each step option and the budget's inner FLOPs, on the calibration windows; the learned
 // methods' training windows are drawn here too (once, whichever method needs them first).
-MethodBudget measure_budget(const ttt::Model& model, const data::TokenStream& calib, const CompareOptions& opt,
+MethodBudget measure_budget(const policy::Rollouts& ro, const data::TokenStream& calib, const CompareOptions& opt,
                             CompareResult& res) {
   MethodBudget b;
   b.cal = sample_windows(calib, opt.seq_len, opt.calib_windows, 12345);
   std::vector<double> inner_of_k;
   for (int k : opt.step_options) {
     policy::UniformPolicy p(k);
-    const policy::CostSummary c = policy::run_windows(model, b.cal, p, opt.rollout, 0);
+    const policy::CostSummary c = policy::run_windows(ro, b.cal, p, opt.rollout, 0);
     inner_of_k.push_back(c.inner_per_token);
     b.base_per_token = c.base_per_token;
   }
   for (double in : inner_of_k) res.k_cost_multiple.push_back((b.base_per_token + in) / b.base_per_token);
   policy::UniformPolicy p(int(opt.budget_k));
-  b.budget_inner_per_token = res.budget_inner_per_token = policy::run_windows(model, b.cal, p, opt.rollout, 0).inner_per_token;
+  b.budget_inner_per_token = res.budget_inner_per_token = policy::run_windows(ro, b.cal, p, opt.rollout, 0).inner_per_token;
   for (const policy::MethodSpec& m : opt.methods)
     if (m.family == policy::MethodFamily::Learned && b.learn.empty())
       b.learn = sample_windows(calib, opt.seq_len, opt.learn.train_windows, 777);
@@ -251,7 +251,7 @@ MethodBudget measure_budget(const ttt::Model& model, const data::TokenStream& ca
 
 // A method built (calibrated, trained), or restored from the journal when every seed of it is there already, so a
 // resumed comparison does not calibrate or train again what it will not evaluate.
-Entry prepare(const policy::MethodSpec& m, const ttt::Model& model, const CompareOptions& opt, const MethodBudget& b,
+Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt, const MethodBudget& b,
               Journal& jr, const CompareProgress& progress) {
   Entry e;
   bool evaluated = true;
@@ -265,14 +265,14 @@ Entry prepare(const policy::MethodSpec& m, const ttt::Model& model, const Compar
     e.result.train_seconds = built->at("train_seconds").get<double>();
     e.rollout.unit_batches = built->at("unit_batches").get<int64_t>();
   } else {
-    BuiltMethod bm = build_method(m, model, opt, b, progress);
+    BuiltMethod bm = build_method(m, ro, opt, b, progress);
     e.result = std::move(bm.result);
     e.policy = std::move(bm.policy);
     e.rollout = bm.rollout;
     jr.add("method " + m.name, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
                                 {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches}});
   }
-  e.result.unit_tokens = model.config().mini_batch * e.rollout.unit_batches;
+  e.result.unit_tokens = ro.model().config().mini_batch * e.rollout.unit_batches;
   return e;
 }
 
@@ -318,12 +318,12 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
 }
 
 // The oracle on every window, with its K and the difficulty scores it saw per unit (for the oracle analysis).
-std::vector<Episode> run_oracle_set(const ttt::Model& model, const EvalSet& set, const CompareOptions& opt,
+std::vector<Episode> run_oracle_set(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
                                     OracleUnits& units) {
   std::vector<Episode> eps;
   for (const Window& w : set.windows)
-    eps.push_back(policy::run_oracle(model, w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, opt.rollout));
-  const int64_t unit = model.config().mini_batch * opt.rollout.unit_batches;
+    eps.push_back(ro.oracle(w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, opt.rollout));
+  const int64_t unit = ro.model().config().mini_batch * opt.rollout.unit_batches;
   for (size_t i = 0; i < eps.size(); ++i) {
     const std::vector<int64_t> ids = set.windows[i].first.to_ints();
     for (const policy::UnitRecord& r : eps[i].units) {
@@ -340,7 +340,7 @@ std::vector<Episode> run_oracle_set(const ttt::Model& model, const EvalSet& set,
 }
 
 // One method × seed: restored from the journal, or run and journaled.
-void run_cell(Entry& e, int s, const EvalSet& set, const ttt::Model& model, const CompareOptions& opt,
+void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, const CompareOptions& opt,
               CompareResult& res, Journal& jr) {
   MethodResult& m = e.result;
   if (const nlohmann::json* rec = jr.find(run_key(m.name, s))) {
@@ -356,8 +356,8 @@ void run_cell(Entry& e, int s, const EvalSet& set, const ttt::Model& model, cons
   const size_t oracle_from = res.oracle_units.k.size();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Episode> eps;
-  if (m.kind == "oracle") eps = run_oracle_set(model, set, opt, res.oracle_units);
-  else policy::run_windows(model, set.windows, *e.policy, e.rollout, uint64_t(s) * 7919, &eps);
+  if (m.kind == "oracle") eps = run_oracle_set(ro, set, opt, res.oracle_units);
+  else policy::run_windows(ro, set.windows, *e.policy, e.rollout, uint64_t(s) * 7919, &eps);
   m.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
   std::vector<int> unit_k;
   for (const Episode& ep : eps)
@@ -382,6 +382,12 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
   if (model.num_ttt_layers() == 0)
     throw std::invalid_argument("compare: the model has no TTT layer (model.mixers are all attention), so there are no "
                                 "inner steps to allocate");
+  return run_compare(policy::LayerRollouts(model), calib, test, opt, progress, journal, test_streams);
+}
+
+CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& calib, const data::TokenStream& test,
+                          const CompareOptions& opt, const CompareProgress& progress, Journal* journal,
+                          const std::vector<data::StreamTokens>* test_streams) {
   Journal off;
   Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();
@@ -397,12 +403,12 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     if (progress) progress(what, done, total);
   };
   CompareResult res;
-  res.mini_batch = model.config().mini_batch;
-  res.carry_token_factor = model.carry_factors();
+  res.mini_batch = ro.model().config().mini_batch;
+  res.carry_token_factor = ro.model().carry_factors();
   report("measuring costs", 0, 1);
-  const MethodBudget fitting = measure_budget(model, calib, opt, res);
+  const MethodBudget fitting = measure_budget(ro, calib, opt, res);
   std::vector<Entry> entries;
-  for (const policy::MethodSpec& m : opt.methods) entries.push_back(prepare(m, model, opt, fitting, jr, report));
+  for (const policy::MethodSpec& m : opt.methods) entries.push_back(prepare(m, ro, opt, fitting, jr, report));
 
   // What is scored: sampled windows per seed, every window of the split (windows_per_seed 0; the same for every
   // seed), or every held-out stream (the same for every seed). The share of the split scored is counted either way.
@@ -428,7 +434,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     }
     for (Entry& e : entries) {
       report(e.result.name + " (seed " + std::to_string(s) + ")", done++, total);
-      run_cell(e, s, set, model, opt, res, jr);
+      run_cell(e, s, set, ro, opt, res, jr);
     }
   }
 
@@ -439,7 +445,7 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
     return e.result.name == "uniform-" + std::to_string(opt.budget_k) && !e.result.seeds.empty();
   });
   const double budget_total = budget == entries.end() ? NAN : budget->result.seeds.front().total_per_token();
-  res.frontier = oracle_frontier(model, eval_set(0), opt, greedy, budget_total, jr, report);
+  res.frontier = oracle_frontier(ro, eval_set(0), opt, greedy, budget_total, jr, report);
   for (Entry& e : entries) res.methods.push_back(std::move(e.result));
   count_ks(opt.step_options, res);
   res.seconds = seconds_since(t_start);

@@ -126,5 +126,11 @@ using CompareProgress = std::function<void(const std::string& what, double done,
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr,
                           const std::vector<data::StreamTokens>* test_streams = nullptr);
+// The same comparison with K spent by `rollouts`: run_compare(model, …) is this with the TTT layers' inner steps
+// (policy::LayerRollouts); the fast-weight path (ponder adapt) passes its chunk updates (policy/adapt_rollout.h).
+CompareResult run_compare(const policy::Rollouts& rollouts, const data::TokenStream& calib,
+                          const data::TokenStream& test, const CompareOptions& opt,
+                          const CompareProgress& progress = {}, Journal* journal = nullptr,
+                          const std::vector<data::StreamTokens>* test_streams = nullptr);
 
 }  // namespace ponder::cli

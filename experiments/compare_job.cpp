@@ -13,10 +13,13 @@
 #include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
+#include "experiments/control.h"
 #include "experiments/device.h"
 #include "experiments/plots.h"
+#include "experiments/regime.h"
 #include "experiments/replicates.h"
 #include "experiments/report.h"
+#include "experiments/config.h"
 #include "tensor/cpu/cpu_kernels.h"
 
 namespace ponder::cli {
@@ -60,6 +63,10 @@ CompareOptions job_options(const CheckpointJobArgs& a, const RunConfig& cfg) {
 
 }  // namespace
 
+RunConfig checkpoint_job_config(const CheckpointJobArgs& a) {
+  return job_config(a, ttt::load_checkpoint(a.checkpoint));
+}
+
 CompareOptions checkpoint_job_options(const CheckpointJobArgs& a) {
   return job_options(a, job_config(a, ttt::load_checkpoint(a.checkpoint)));
 }
@@ -74,7 +81,7 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   TrainedModel m = load_trained(ck, a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
   std::filesystem::create_directories(a.out);
-  return {std::move(opt), cfg.streams, cfg.text, device, std::move(m), std::move(ds)};
+  return {std::move(opt), cfg.streams, cfg.adapt, cfg.text, device, std::move(m), std::move(ds)};
 }
 
 CompareProgress stderr_progress(const std::string& label) {
@@ -166,6 +173,22 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
   write_atomically(report, before + *rm + after);
 }
 
+void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title) {
+  const StreamsConfig& sc = job.streams;
+  RegimeOptions ro;
+  ro.chunk = sc.chunk;
+  ro.max_adapt = sc.max_adapt;
+  ro.max_scored = sc.max_scored;
+  ro.max_segments = sc.max_segments;
+  ro.max_ngram = int(sc.max_ngram);
+  const RegimeResult regime = run_regime(job.m, nullptr, job.ds, ro);
+  write_position_plot(regime, dir);
+  nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};
+  add_regime_json(regime, top);
+  merge_outputs(dir, top, "# " + title + "\n\n" + control_status("results/control", git_commit()) + "Corpus " +
+                              job.ds.corpus.source + ".\n\n" + regime_markdown(regime) + "\n", "");
+}
+
 namespace {
 
 // The report's paired tests need at least two paired documents: say so before any cell is computed, not after.
@@ -187,16 +210,84 @@ void check_paired_design(const CompareOptions& opt, const Dataset& ds) {
 
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
-                            CompareResult* result) {
+                            CompareResult* result, const policy::Rollouts* rollouts) {
   check_paired_design(opt, ds);
-  Journal journal = open_journal(dir, "compare", checkpoint, config_text);
-  CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("compare"), &journal, &ds.test_streams);
+  const std::string label = rollouts ? "adapt" : "compare";
+  Journal journal = open_journal(dir, label, checkpoint, config_text);
+  CompareResult r = rollouts ? run_compare(*rollouts, ds.valid, ds.test, opt, stderr_progress(label), &journal, &ds.test_streams)
+                             : run_compare(m.model, ds.valid, ds.test, opt, stderr_progress(label), &journal, &ds.test_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
-  std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder compare"), dir);
+  std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder " + label), dir);
   write_compare_figures(dir);
   journal.remove();
   if (result) *result = std::move(r);
   return headline;
+}
+
+// Checkpoints are replicates only if they were trained from one config and differ in train.seed: the same seed
+// trains the same model (training is deterministic), and any other difference is a different experiment.
+void check_independent(const std::vector<std::string>& checkpoints, const std::string& label) {
+  std::vector<std::string> texts;
+  std::vector<int64_t> seeds;
+  for (const std::string& path : checkpoints) {
+    const ttt::Checkpoint ck = ttt::load_checkpoint(path);  // a missing or corrupt file is an error naming it
+    const RunConfig c = parse_config(ck.config_text, path + " (its config)");
+    seeds.push_back(c.train.seed);
+    texts.push_back(with_overrides(ck.config_text, {"train.seed=0"}));
+    for (size_t i = 0; i < seeds.size() - 1; ++i) {
+      if (texts[i] != texts.back())
+        throw std::invalid_argument(label + ": " + checkpoints[i] + " and " + path + " were trained from different "
+                                    "configs (not only train.seed): they are not replicates of one experiment");
+      if (seeds[i] == seeds.back())
+        throw std::invalid_argument(label + ": " + checkpoints[i] + " and " + path + " were both trained with "
+                                    "train.seed " + std::to_string(seeds.back()) + ": they are the same model, not "
+                                    "independent replicates");
+    }
+  }
+}
+
+// One model's comparison in `dir`, or its finished outputs when they were made by this binary from the same
+// checkpoint, config and command line (so an interrupted multi-model run redoes only the unfinished models).
+CompareResult compare_one(const CheckpointJobArgs& a, const std::string& dir, const RunOne& run) {
+  CheckpointJobArgs one = a;
+  one.out = dir;
+  // The command line names --config and --set; the config file's text is what could change under the same name.
+  const std::string config_text = a.config.empty() ? "" : load_config(resolve_config(a.config)).text;
+  return reuse_or_run(dir, run_fingerprint(a.checkpoint, config_text), [&] {
+    CompareResult r;
+    run(one, &r);
+    return r;
+  });
+}
+
+// Several independently trained models: each compared on its own into OUT/model-<i>, then the statistics over
+// models × documents (experiments/replicates.h) into OUT/report.md and OUT/results.json.
+void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run) {
+  check_independent(a.checkpoints, label);
+  std::vector<CompareResult> runs;
+  for (size_t i = 0; i < a.checkpoints.size(); ++i) {
+    CheckpointJobArgs one = a;
+    one.checkpoint = a.checkpoints[i];
+    const std::string dir = (std::filesystem::path(a.out) / ("model-" + std::to_string(i + 1))).string();
+    std::fprintf(stderr, "%s: model %zu of %zu: %s -> %s\n", label.c_str(), i + 1, a.checkpoints.size(),
+                 one.checkpoint.c_str(), dir.c_str());
+    runs.push_back(compare_one(one, dir, run));
+  }
+  const ReplicateSummary s = summarize_replicates(runs, a.checkpoints, opt);
+  nlohmann::ordered_json top = {{"produced_by", "ponder " + label}, {"command", command_line()},
+                                {"version", version()}, {"commit", git_commit()}, {"build_type", build_type()},
+                                {"models", s.models.size()},
+                                {"oracle_headroom", {{"mean", s.headroom.delta}, {"ci", {s.headroom.ci.lo, s.headroom.ci.hi}}}}};
+  const nlohmann::json first = nlohmann::json::parse(*data::read_file(a.out + "/model-1/results.json"));
+  if (first.contains("scored_fraction")) top["scored_fraction"] = first["scored_fraction"];
+  top["replicates"] = replicates_json(s);
+  write_atomically(a.out + "/results.json", top.dump(1) + "\n");
+  write_atomically(a.out + "/report.md", "# ponder " + label + " over " + std::to_string(s.models.size()) +
+                                              " models\n\n" + control_status("results/control", git_commit()) +
+                                              replicates_markdown(s) + "![Distance to the uniform frontier](forest.png)\n\n"
+                                              "![Pareto, model 1](pareto.png)\n");
+  write_compare_figures(a.out);
+  std::printf("%sreport: %s/report.md\n", replicates_markdown(s).c_str(), a.out.c_str());
 }
 
 }  // namespace ponder::cli

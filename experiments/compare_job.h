@@ -35,9 +35,12 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
 // The compare options a checkpoint job runs under (its config, --set, --seeds, --windows), without loading the model
 // or the data.
 CompareOptions checkpoint_job_options(const CheckpointJobArgs& a);
+// The whole config such a command runs under (--config or the checkpoint's own, with --set applied).
+RunConfig checkpoint_job_config(const CheckpointJobArgs& a);
 struct CheckpointJob {
   CompareOptions opt;
   StreamsConfig streams;    // the same config's streams: settings (the regime checks read the streams as compare does)
+  AdaptSection adapt;       // the same config's adapt: settings (ponder adapt)
   std::string config_text;  // the --config file's text
   Device device;
   TrainedModel m;
@@ -61,9 +64,11 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
 // Runs the comparison on the model's held-out splits (calibration on valid, evaluation on test)
 // and writes everything into `dir`; an interrupted run resumes from its journal (deleted once the
 // outputs are written). Returns the headline table; `result`, when given, receives the comparison itself.
+// With `rollouts`, K is spent by them (ponder adapt's fast weights) instead of by the model's TTT layers, and the
+// outputs say "ponder adapt".
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
-                            CompareResult* result = nullptr);
+                            CompareResult* result = nullptr, const policy::Rollouts* rollouts = nullptr);
 
 // Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
 // each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.
@@ -79,7 +84,19 @@ nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string&
 // turn redo only the unfinished ones on a rerun.
 CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, const std::function<CompareResult()>& run);
 
+// The regime checks (experiments/regime.h) on the job's held-out streams, read as the comparison read them (the same
+// config's streams: settings), merged into DIR's results.json (corpus and regime fields at the top) and report.md
+// (under "# <title>", with the positive control's status).
+void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title);
+
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
                    const std::string& after);
+
+// Several independently trained models (CheckpointJobArgs::checkpoints), each run on its own by `run` into
+// OUT/model-<i> (reused when finished under the same fingerprint), then the statistics over models × documents
+// (experiments/replicates.h) with `opt`'s budget into OUT/report.md and OUT/results.json. The checkpoints must come
+// from one config and differ in train.seed; `label` (compare, adapt) names the command in messages and outputs.
+using RunOne = std::function<void(const CheckpointJobArgs& one, CompareResult* result)>;
+void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run);
 
 }  // namespace ponder::cli

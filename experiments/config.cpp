@@ -300,6 +300,57 @@ void read_streams(Section& s, StreamsConfig& c) {
   s.get("attention_baseline", c.attention_baseline);
 }
 
+void read_adapt(Section& s, AdaptSection& a) {
+  ttt::FastWeightsConfig& f = a.rollouts.fast;
+  ttt::FastOptimConfig& o = a.rollouts.optim;
+  s.get<std::string>("fast", f.kind, [](const std::string& v) { return one_of(v, {"lora", "head"}); });
+  s.get("rank", f.rank);
+  s.get("targets", f.targets);
+  s.get("last_blocks", f.last_blocks);
+  s.get("head_hidden", f.head_hidden);
+  s.get("init_std", f.init_std);
+  s.get<std::string>("optimizer", o.optimizer, [](const std::string& v) { return one_of(v, {"sgd", "momentum", "adam"}); });
+  s.get("lr", o.lr);
+  s.get("momentum", o.momentum);
+  s.get("beta1", o.beta1);
+  s.get("beta2", o.beta2);
+  s.get("clip", o.clip);
+  s.get("normalize", o.normalize);
+  s.get("seed", a.rollouts.seed);
+  s.get("chunk", a.chunk);
+  s.get_methods("methods", a.methods);
+  s.get_steps("step_options", a.step_options);
+  s.get_step("budget_k", a.budget_k);
+  s.get_step("low", a.low);
+  s.get_step("high", a.high);
+  s.get("calib_len", a.calib_len);
+  s.get("seeds", a.seeds);
+}
+
+void check_adapt(const RunConfig& c) {
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw std::invalid_argument(msg);
+  };
+  const AdaptSection& a = c.adapt;
+  try {
+    a.rollouts.fast.validate(c.model.layers);
+    a.rollouts.optim.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("adapt: ") + e.what());
+  }
+  need(a.chunk > 0 && a.chunk % c.model.mini_batch == 0,
+       "adapt.chunk must be a positive multiple of model.mini_batch, got " + std::to_string(a.chunk));
+  need(a.calib_len > 0 && a.calib_len % a.chunk == 0,
+       "adapt.calib_len must be a positive multiple of adapt.chunk, got " + std::to_string(a.calib_len));
+  need(a.seeds >= 1, "adapt.seeds must be positive, got " + std::to_string(a.seeds));
+  need(!a.step_options.empty(), "adapt.step_options must not be empty");
+  need(a.high > a.low, "adapt.high must exceed adapt.low");
+  for (const policy::MethodSpec& m : a.methods) {
+    const std::string why = policy::fast_weight_refusal(m);
+    need(why.empty(), "adapt.methods: " + why);
+  }
+}
+
 // Checks that need more than one key; messages name the keys.
 void check(const RunConfig& c) {
   c.model.validate();
@@ -364,6 +415,20 @@ void check(const RunConfig& c) {
 
 }  // namespace
 
+CompareOptions adapt_compare_options(const AdaptSection& a, const CompareOptions& compare, int64_t mini_batch) {
+  CompareOptions o = compare;
+  o.methods = a.methods;
+  o.step_options = a.step_options;
+  o.budget_k = a.budget_k;
+  o.low = a.low;
+  o.high = a.high;
+  o.seq_len = a.calib_len;
+  o.seeds = a.seeds;
+  o.streams = true;
+  o.rollout.unit_batches = a.chunk / mini_batch;
+  return o;
+}
+
 RunConfig parse_config(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
@@ -375,7 +440,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   RunConfig c;
   c.text = text;
   c.source = source;
-  const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare", "learn", "streams"};
+  const std::vector<std::string> sections = {"model", "train", "data", "eval", "compare", "learn", "streams", "adapt"};
   std::vector<std::string> seen;
   if (root && root.IsMap())
     for (const auto& kv : root) {
@@ -385,11 +450,11 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
       seen.push_back(kv.first.Scalar());
       if (std::find(sections.begin(), sections.end(), kv.first.Scalar()) == sections.end())
         throw std::invalid_argument(source + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown section '" +
-                                    kv.first.Scalar() + "' (expected model, train, data, eval, compare, learn, streams)");
+                                    kv.first.Scalar() + "' (expected model, train, data, eval, compare, learn, streams, adapt)");
     }
   Section model(root, "model", source), train(root, "train", source), data(root, "data", source),
       eval(root, "eval", source), compare(root, "compare", source), learn(root, "learn", source),
-      streams(root, "streams", source);
+      streams(root, "streams", source), adapt(root, "adapt", source);
   read_model(model, c.model);
   model.get<std::string>("device", c.device, [](const std::string& v) { return one_of(v, {"cpu", "cuda"}); });
   read_train(train, c.train);
@@ -399,12 +464,14 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   read_compare(compare, c.compare);
   read_learn(learn, c.compare.learn);
   read_streams(streams, c.streams);
+  read_adapt(adapt, c.adapt);
   c.compare.stream_max_adapt = c.streams.max_adapt;  // compare.streams reads the streams as the regime checks do
   c.compare.stream_max_scored = c.streams.max_scored;
   c.compare.stream_max_segments = c.streams.max_segments;
-  for (const Section* s : {&model, &train, &data, &eval, &compare, &learn, &streams}) s->done();
+  for (const Section* s : {&model, &train, &data, &eval, &compare, &learn, &streams, &adapt}) s->done();
   try {
     check(c);
+    check_adapt(c);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(source + ": " + e.what());
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "experiments/compare.h"
+#include "policy/adapt_rollout.h"
 #include "ttt/eval.h"
 #include "ttt/model.h"
 #include "ttt/train.h"
@@ -43,6 +44,21 @@ struct StreamsConfig {
   bool attention_baseline = true;  // quick: also train an attention-only model of the same size and read it
 };
 
+// adapt: the fast-weight path (`ponder adapt`, policy/adapt_rollout.h): what the fast weights are, how they are
+// stepped, the chunk a decision covers, and the methods compared on it. The compare: section still sets seeds, the
+// oracle's sweep and lookahead, calibration windows and the report's criteria.
+struct AdaptSection {
+  policy::AdaptConfig rollouts;  // fast weights (kind, rank, targets, …), inner optimiser, seed
+  int64_t chunk = 256;           // tokens per chunk: scored, then updated on (a multiple of model.mini_batch)
+  std::vector<policy::MethodSpec> methods = policy::parse_methods(
+      {"oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "every-2/2", "random", "loss", "entropy"});
+  std::vector<int> step_options = {0, 1, 2, 4};  // SKIP, UPDATE_1, UPDATE_2, UPDATE_4
+  int64_t budget_k = 1;          // the hard budget: uniform-<budget_k>'s measured cost
+  int64_t low = 0, high = 2;     // the two levels of random and of the calibrated heuristics
+  int64_t calib_len = 2048;      // tokens of each calibration window (a multiple of chunk)
+  int64_t seeds = 1;             // seeds of the methods' own randomness (every seed reads every stream)
+};
+
 struct RunConfig {
   ttt::ModelConfig model;
   std::string device = "cpu";  // model.device: cpu | cuda, where the parameters live and passes run
@@ -51,12 +67,17 @@ struct RunConfig {
   EvalConfig eval;
   CompareOptions compare;  // `ponder compare` and `ponder quick`
   StreamsConfig streams;
+  AdaptSection adapt;
   // train.seeds: `ponder quick` trains this many independent models (train.seed, train.seed + 1, …) and reports
   // over them; `ponder train` trains the one of train.seed.
   int64_t train_seeds = 1;
   std::string text;    // the YAML it was parsed from: what checkpoints and logs record
   std::string source;  // where the text came from, for messages
 };
+
+// The comparison `ponder adapt` runs: `compare` (the compare: section) with the adapt: section's methods, levels,
+// budget and chunk, on every held-out stream.
+CompareOptions adapt_compare_options(const AdaptSection& a, const CompareOptions& compare, int64_t mini_batch);
 
 // Parses YAML text; `source` names it in errors.
 RunConfig parse_config(const std::string& text, const std::string& source);

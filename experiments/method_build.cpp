@@ -10,14 +10,14 @@ namespace {
 
 using policy::MethodSpec;
 
-double inner_cost(const ttt::Model& model, const MethodBudget& b, policy::Policy& p, const CompareOptions& opt) {
-  return policy::run_windows(model, b.cal, p, opt.rollout, 0).inner_per_token;
+double inner_cost(const policy::Rollouts& ro, const MethodBudget& b, policy::Policy& p, const CompareOptions& opt) {
+  return policy::run_windows(ro, b.cal, p, opt.rollout, 0).inner_per_token;
 }
 
 // K = high with the probability that spends the budget's inner FLOPs on the calibration windows, else K = low.
-void build_random(const ttt::Model& model, const CompareOptions& opt, const MethodBudget& b, BuiltMethod& out) {
+void build_random(const policy::Rollouts& ro, const CompareOptions& opt, const MethodBudget& b, BuiltMethod& out) {
   policy::UniformPolicy lo(int(opt.low)), hi(int(opt.high));
-  const double c_lo = inner_cost(model, b, lo, opt), c_hi = inner_cost(model, b, hi, opt);
+  const double c_lo = inner_cost(ro, b, lo, opt), c_hi = inner_cost(ro, b, hi, opt);
   const double q = std::clamp((b.budget_inner_per_token - c_lo) / (c_hi - c_lo), 0.0, 1.0);
   out.result.detail = "K=" + std::to_string(opt.high) + " with p=" + std::to_string(q) + ", else K=" + std::to_string(opt.low);
   out.policy = std::make_unique<policy::RandomPolicy>(int(opt.low), int(opt.high), q);
@@ -25,13 +25,13 @@ void build_random(const ttt::Model& model, const CompareOptions& opt, const Meth
 
 // The high level above a threshold of the score, set so the calibration windows spend the budget: its inner FLOPs
 // (compare.calibrate_on: inner), or its total FLOPs less the score's own overhead (total).
-void build_heuristic(const MethodSpec& m, const ttt::Model& model, const CompareOptions& opt, const MethodBudget& b,
+void build_heuristic(const MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt, const MethodBudget& b,
                      BuiltMethod& out) {
   const int low = int(opt.low), high = int(opt.high);
   double target = b.budget_inner_per_token;
   if (opt.calibrate_on == "total") {  // the score is computed for every unit, so its cost does not depend on K
     policy::ThresholdPolicy all_low(m.score, {INFINITY}, {low, high}, low);
-    const double overhead = policy::run_windows(model, b.cal, all_low, opt.rollout, 0).overhead_per_token;
+    const double overhead = policy::run_windows(ro, b.cal, all_low, opt.rollout, 0).overhead_per_token;
     target -= overhead;
     if (target < 0)
       throw std::invalid_argument("compare: " + m.name + "'s overhead (" + std::to_string(overhead) + " FLOPs/token) "
@@ -41,7 +41,7 @@ void build_heuristic(const MethodSpec& m, const ttt::Model& model, const Compare
   // A target outside what the two levels can spend (an overhead that leaves less than K = low costs) is not met by
   // any threshold: the heuristic then runs at the nearer level, says so, and is judged at the FLOPs it spends.
   policy::UniformPolicy lo_p(low), hi_p(high);
-  const double c_lo = inner_cost(model, b, lo_p, opt), c_hi = inner_cost(model, b, hi_p, opt);
+  const double c_lo = inner_cost(ro, b, lo_p, opt), c_hi = inner_cost(ro, b, hi_p, opt);
   if (!(target >= c_lo && target <= c_hi)) {
     const bool under = target < c_lo;
     out.result.detail = "cannot meet the budget: its target of " + std::to_string(target) + " inner FLOPs/token lies " +
@@ -52,16 +52,16 @@ void build_heuristic(const MethodSpec& m, const ttt::Model& model, const Compare
                                                            std::vector<int>{low, high}, under ? low : high);
     return;
   }
-  const policy::Calibration c = policy::calibrate_budget(model, b.cal, m.score, low, high, low, target, opt.rollout);
+  const policy::Calibration c = policy::calibrate_budget(ro, b.cal, m.score, low, high, low, target, opt.rollout);
   out.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
                       " vs target " + std::to_string(c.target) + " FLOPs/token";
   out.policy = std::make_unique<policy::ThresholdPolicy>(m.score, std::vector<double>{c.threshold},
                                                          std::vector<int>{low, high}, low);
 }
 
-void build_learned_method(const MethodSpec& m, const ttt::Model& model, const CompareOptions& opt,
+void build_learned_method(const MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt,
                           const MethodBudget& b, const CompareProgress& progress, BuiltMethod& out) {
-  LearnedMethod lm = build_learned(m.name, model, b.learn, opt.learn,
+  LearnedMethod lm = build_learned(m.name, ro.model(), b.learn, opt.learn,
                                    {int(opt.budget_k), b.budget_inner_per_token / b.base_per_token}, opt.rollout,
                                    [&](double d, double t) {
                                      if (progress) progress("training " + m.name, d, t);
@@ -76,8 +76,10 @@ void build_learned_method(const MethodSpec& m, const ttt::Model& model, const Co
 
 }  // namespace
 
-BuiltMethod build_method(const MethodSpec& m, const ttt::Model& model, const CompareOptions& opt,
+BuiltMethod build_method(const MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt,
                          const MethodBudget& budget, const CompareProgress& progress) {
+  if (!ro.layer_steps())
+    if (const std::string why = policy::fast_weight_refusal(m); !why.empty()) throw std::invalid_argument("adapt: " + why);
   BuiltMethod out;
   out.result.name = m.name;
   out.result.kind = policy::family_kind(m);
@@ -88,14 +90,14 @@ BuiltMethod build_method(const MethodSpec& m, const ttt::Model& model, const Com
       out.policy = policy::make_schedule(m);
       break;
     case policy::MethodFamily::Random:
-      build_random(model, opt, budget, out);
+      build_random(ro, opt, budget, out);
       break;
     case policy::MethodFamily::Heuristic:
       if (progress) progress("calibrating " + m.name, 0, 1);
-      build_heuristic(m, model, opt, budget, out);
+      build_heuristic(m, ro, opt, budget, out);
       break;
     case policy::MethodFamily::Learned:
-      build_learned_method(m, model, opt, budget, progress, out);
+      build_learned_method(m, ro, opt, budget, progress, out);
       break;
     case policy::MethodFamily::Oracle:
       out.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";

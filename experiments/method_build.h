@@ -25,7 +25,7 @@ struct BuiltMethod {
   policy::RolloutOptions rollout;          // the method's own unit size (learned methods may choose theirs)
 };
 
-BuiltMethod build_method(const policy::MethodSpec& m, const ttt::Model& model, const CompareOptions& opt,
+BuiltMethod build_method(const policy::MethodSpec& m, const policy::Rollouts& rollouts, const CompareOptions& opt,
                          const MethodBudget& budget, const CompareProgress& progress);
 
 }  // namespace ponder::cli

@@ -18,10 +18,15 @@ double quantile(std::vector<double> v, double q) {  // linear interpolation (num
 
 CostSummary run_windows(const ttt::Model& model, const std::vector<Window>& windows, Policy& policy,
                         const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes) {
+  return run_windows(LayerRollouts(model), windows, policy, opt, seed, episodes);
+}
+
+CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
+                        const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes) {
   CostSummary s;
   double tokens = 0, units = 0, ksum = 0;
   for (size_t i = 0; i < windows.size(); ++i) {
-    Episode ep = run_policy(model, windows[i].first, windows[i].second, policy, opt, seed + i);
+    Episode ep = rollouts.policy(windows[i].first, windows[i].second, policy, opt, seed + i);
     tokens += double(ep.tokens());
     s.inner_per_token += double(ep.inner);
     s.base_per_token += double(ep.base);
@@ -55,10 +60,16 @@ std::vector<double> quantile_thresholds(std::vector<double> scores, const std::v
 Calibration calibrate_budget(const ttt::Model& model, const std::vector<Window>& windows, Score score, int low,
                              int high, int fallback, double target, const RolloutOptions& opt, double tol,
                              int max_iter) {
+  return calibrate_budget(LayerRollouts(model), windows, score, low, high, fallback, target, opt, tol, max_iter);
+}
+
+Calibration calibrate_budget(const Rollouts& rollouts, const std::vector<Window>& windows, Score score, int low,
+                             int high, int fallback, double target, const RolloutOptions& opt, double tol,
+                             int max_iter) {
   if (high <= low) throw std::invalid_argument("calibrate: high level must exceed the low one");
   UniformPolicy lo_p(low), hi_p(high);
-  const double c_lo = run_windows(model, windows, lo_p, opt, 0).inner_per_token;
-  const double c_hi = run_windows(model, windows, hi_p, opt, 0).inner_per_token;
+  const double c_lo = run_windows(rollouts, windows, lo_p, opt, 0).inner_per_token;
+  const double c_hi = run_windows(rollouts, windows, hi_p, opt, 0).inner_per_token;
   if (!(target >= c_lo && target <= c_hi))
     throw std::invalid_argument("calibrate: target " + std::to_string(target) + " FLOPs/token is outside what levels " +
                                 std::to_string(low) + " and " + std::to_string(high) + " can spend (" +
@@ -70,7 +81,7 @@ Calibration calibrate_budget(const ttt::Model& model, const std::vector<Window>&
   std::vector<double> scores;  // scores seen under the current thresholds
   for (int it = 0; it <= max_iter; ++it) {
     std::vector<Episode> eps;
-    const double achieved = run_windows(model, windows, policy, opt, 0, &eps).inner_per_token;
+    const double achieved = run_windows(rollouts, windows, policy, opt, 0, &eps).inner_per_token;
     if (it > 0 && (best.iterations == 0 || std::abs(achieved - target) < std::abs(best.achieved - target))) {
       best.threshold = policy.thresholds()[0];
       best.fraction_high = q;

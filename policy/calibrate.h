@@ -18,6 +18,9 @@ struct CostSummary {
 };
 
 // Runs `policy` over the windows (sequence seed = seed + window index) and sums the episodes.
+CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
+                        const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes = nullptr);
+// The same with the TTT layers' inner steps (LayerRollouts).
 CostSummary run_windows(const ttt::Model& model, const std::vector<Window>& windows, Policy& policy,
                         const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes = nullptr);
 
@@ -33,6 +36,9 @@ struct Calibration {
 // first unit) so its mean inner FLOPs per token on `windows` hits `target`. The score distribution
 // depends on the decisions (they change the model's state), so the fit is refined by re-running the
 // policy until it lands within `tol` (relative) or `max_iter` runs are spent; the best run is kept.
+Calibration calibrate_budget(const Rollouts& rollouts, const std::vector<Window>& windows, Score score, int low,
+                             int high, int fallback, double target, const RolloutOptions& opt, double tol = 0.005,
+                             int max_iter = 10);
 Calibration calibrate_budget(const ttt::Model& model, const std::vector<Window>& windows, Score score, int low,
                              int high, int fallback, double target, const RolloutOptions& opt, double tol = 0.005,
                              int max_iter = 10);

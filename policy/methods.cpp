@@ -90,4 +90,12 @@ std::unique_ptr<Policy> make_schedule(const MethodSpec& m) {
                               "uniform-K and every-K/N");
 }
 
+std::string fast_weight_refusal(const MethodSpec& m) {
+  if (m.family == MethodFamily::Learned)
+    return m.name + " trains on the TTT layers' inner steps; the learned policies are not built for fast weights yet";
+  if (m.family == MethodFamily::Heuristic && (m.score == Score::TTTLoss || m.score == Score::GradNorm))
+    return m.name + " probes the TTT layers' inner loss, which fast weights on a frozen base do not have";
+  return "";
+}
+
 }  // namespace ponder::policy

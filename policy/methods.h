@@ -44,6 +44,10 @@ const char* method_forms();
 // their learner: reinforce, ppo-pid, pondernet).
 std::string family_kind(const MethodSpec& m);
 
+// Why `m` cannot run on the fast-weight path (ponder adapt), or "" when it can: the learned policies train on the
+// TTT layers' inner steps, and the ttt-loss / gradnorm scores probe those layers.
+std::string fast_weight_refusal(const MethodSpec& m);
+
 // The policy of a method that needs no fitting: uniform-K and every-K/N. Other families are an error here.
 std::unique_ptr<Policy> make_schedule(const MethodSpec& m);
 

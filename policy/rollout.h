@@ -54,4 +54,38 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
 Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& target, const std::vector<int>& options,
                    double mu, int lookahead, const RolloutOptions& opt);
 
+// What K buys, as the comparison, the calibration and the oracle see it: a sequence run unit by unit under a policy,
+// or under the oracle. Two kinds: inner steps of the model's TTT layers (LayerRollouts, below) and gradient steps of
+// fast weights on a frozen base, one chunk a unit (policy/adapt_rollout.h). Everything that fits or scores a method
+// goes through this, so both paths share one registry, one calibration and one comparison.
+class Rollouts {
+ public:
+  virtual ~Rollouts() = default;
+  virtual Episode policy(const Tensor& input, const Tensor& target, Policy& p, const RolloutOptions& opt,
+                         uint64_t seed) const = 0;
+  virtual Episode oracle(const Tensor& input, const Tensor& target, const std::vector<int>& options, double mu,
+                         int lookahead, const RolloutOptions& opt) const = 0;
+  // Whether K is a count of TTT-layer inner steps (the learned policies train on that environment, and the
+  // ttt-loss / gradnorm scores probe those layers).
+  virtual bool layer_steps() const = 0;
+  virtual const ttt::Model& model() const = 0;
+};
+
+class LayerRollouts final : public Rollouts {
+ public:
+  explicit LayerRollouts(const ttt::Model& model) : model_(model) {}
+  Episode policy(const Tensor& input, const Tensor& target, Policy& p, const RolloutOptions& opt,
+                 uint64_t seed) const override {
+    return run_policy(model_, input, target, p, opt, seed);
+  }
+  Episode oracle(const Tensor& input, const Tensor& target, const std::vector<int>& options, double mu, int lookahead,
+                 const RolloutOptions& opt) const override {
+    return run_oracle(model_, input, target, options, mu, lookahead, opt);
+  }
+  bool layer_steps() const override { return true; }
+  const ttt::Model& model() const override { return model_; }
+ private:
+  const ttt::Model& model_;
+};
+
 }  // namespace ponder::policy

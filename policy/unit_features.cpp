@@ -71,6 +71,11 @@ UnitFeatures FeatureTracker::next(int64_t unit, const ttt::Model& model, const t
 }
 
 void FeatureTracker::observe(int k, const Tensor& logits, const Tensor& targets) {
+  observe_logits(logits, targets);
+  record_k(k);
+}
+
+void FeatureTracker::observe_logits(const Tensor& logits, const Tensor& targets) {
   NoGradGuard ng;
   const int64_t V = logits.shape().back();
   Tensor flat = reshape(logits, {-1, V});
@@ -88,6 +93,9 @@ void FeatureTracker::observe(int k, const Tensor& logits, const Tensor& targets)
     last_.hidden_std = std::sqrt(var(flat).item());
     last_.hidden_sparsity = mean(raw::binary(BinaryOp::Lt, p, scalar_like(p, 1.0 / double(V)))).item();
   }
+}
+
+void FeatureTracker::record_k(int k) {
   last_.prev_k = k;
   steps_spent_ += k;
   ++done_;

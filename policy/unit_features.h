@@ -42,6 +42,10 @@ class FeatureTracker {
   UnitFeatures next(int64_t unit, const ttt::Model& model, const ttt::ModelState& state) const;
   // logits (1, b, V) and targets (1, b) of the unit just completed with `k` steps.
   void observe(int k, const Tensor& logits, const Tensor& targets);
+  // observe() in its two halves, for protocols that decide a unit's K after reading it (fast weights: a chunk is
+  // scored, then the policy picks how many updates to take on it): the unit's loss and entropy, then its K.
+  void observe_logits(const Tensor& logits, const Tensor& targets);
+  void record_k(int k);
  private:
   int64_t n_units_;
   FeatureNeeds needs_;

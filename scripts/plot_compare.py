@@ -73,7 +73,7 @@ def label_column(ax, items, x_text):
                     va="center", arrowprops=dict(arrowstyle="-", color="0.6", lw=0.6))
 
 
-def draw(ax, points, uni, curve, oracle, budget, zoom):
+def draw(ax, points, uni, curve, oracle, budget, zoom, budget_name="uniform-2"):
     """One panel; a method with a distance to the uniform curve is drawn at curve + distance (the paired estimate)."""
     ax.plot([p["flops"] for p in curve], [p["bpb"] for p in curve], "-", color="0.3", lw=1.5,
             label="uniform Pareto curve", zorder=1)
@@ -92,9 +92,11 @@ def draw(ax, points, uni, curve, oracle, budget, zoom):
             p["y"] = p["bpb"]
             ax.plot([p["flops"]], [p["y"]], "o", color="tab:blue", ms=5, zorder=3)
     if budget:
-        ax.axvline(budget, color="tab:red", lw=0.8, ls=":", label="budget (uniform-2's FLOPs)")
+        ax.axvline(budget, color="tab:red", lw=0.8, ls=":", label="budget (%s's FLOPs)" % budget_name)
     if zoom:
-        xs = [p["flops"] for p in others] + [budget or others[0]["flops"]]
+        xs = [p["flops"] for p in others] + ([budget] if budget else [])
+        if not xs:  # uniform schedules and the oracle only: zoom on the cheapest uniform point
+            xs = [min(p["flops"] for p in uni)]
         near = [p for p in uni if min(xs) * 0.9 <= p["flops"] <= max(xs) * 1.1]
         ys = [p["bpb"] for p in near] + [p["y"] for p in others]
         ys += [o["bpb"] for o in oracle if min(xs) * 0.9 <= o["total_flops_per_token"] / 1e6 <= max(xs) * 1.1]
@@ -119,11 +121,12 @@ def pareto(res, out):
     if not curve:
         return
     oracle = res.get("oracle", {}).get("frontier", [])
-    budget = next((p["flops"] for p in points if p["name"] == "uniform-2"), None)  # MFLOPs, as the points
+    budget_name = ((res.get("oracle") or {}).get("headroom") or {}).get("budget", "uniform-2")
+    budget = next((p["flops"] for p in points if p["name"] == budget_name), None)  # MFLOPs, as the points
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"wspace": 0.55})
-    draw(axes[0], points, uni, curve, oracle, budget, zoom=False)
+    draw(axes[0], points, uni, curve, oracle, budget, zoom=False, budget_name=budget_name)
     axes[0].set_title("all schedules", fontsize=10)
-    draw(axes[1], points, uni, curve, oracle, budget, zoom=True)
+    draw(axes[1], points, uni, curve, oracle, budget, zoom=True, budget_name=budget_name)
     axes[1].set_title("around the budget (bars: paired 95% CI vs the uniform curve)", fontsize=10)
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)

@@ -277,7 +277,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("train:\n  seed: -3\n") == "bad.yaml:2: train.seed: must be >= 0, got -3");
   CHECK(err("data:\n  corpus: shakespeare\n").find("data.corpus: 'shakespeare' is not a built-in corpus (moby_dick") != std::string::npos);
   CHECK(err("eval:\n  schedule: uniform-k\n").find("bad.yaml:2: eval.schedule:") != std::string::npos);
-  CHECK(err("optimizer:\n  lr: 1\n") == "bad.yaml:1: unknown section 'optimizer' (expected model, train, data, eval, compare, learn, streams)");
+  CHECK(err("optimizer:\n  lr: 1\n") == "bad.yaml:1: unknown section 'optimizer' (expected model, train, data, eval, compare, learn, streams, adapt)");
   CHECK(err("model: [1, 2]\n").find("model: must be a mapping") != std::string::npos);
   CHECK(err("model:\n  d: [1\n").find("bad.yaml: invalid YAML") != std::string::npos);
   // Values that parse but are out of range, and cross-key checks.
@@ -296,6 +296,17 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("learn:\n  options: [0, 65]\n") == "bad.yaml:2: learn.options: step counts must lie in 0..64, got 65");
   CHECK(err("model:\n  base_lr: -1\n").find("model config: base_lr must be >= 0") != std::string::npos);
   CHECK(err("model:\n  swiglu_hidden: -5\n").find("model config: swiglu_hidden must be >= 0") != std::string::npos);
+  // The fast-weight path's section (ponder adapt).
+  CHECK(err("adapt:\n  fast: lol\n") == "bad.yaml:2: adapt.fast: expected one of lora, head, got 'lol'");
+  CHECK(err("adapt:\n  methods: [learned-reinforce]\n").find("adapt.methods: learned-reinforce trains on the TTT "
+                                                              "layers' inner steps") != std::string::npos);
+  CHECK(err("adapt:\n  methods: [gradnorm]\n").find("probes the TTT layers' inner loss") != std::string::npos);
+  CHECK(err("adapt:\n  chunk: 100\n").find("adapt.chunk must be a positive multiple of model.mini_batch") !=
+        std::string::npos);
+  CHECK(err("adapt:\n  calib_len: 300\n").find("adapt.calib_len must be a positive multiple of adapt.chunk") !=
+        std::string::npos);
+  CHECK(err("adapt:\n  lr: -1\n").find("adapt: fast_weights: lr must be finite and >= 0") != std::string::npos);
+  CHECK(err("adapt:\n  last_blocks: 9\n").find("last_blocks must be in [0, 2]") != std::string::npos);
   CHECK(err("learn:\n  reinforce_lr: .nan\n").find("learn.reinforce_lr must be a positive finite number") !=
         std::string::npos);
   CHECK(err("learn:\n  ppo_lr: .inf\n").find("learn.ppo_lr must be a positive finite number") != std::string::npos);

@@ -1,5 +1,6 @@
 #include "ttt/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -119,30 +120,27 @@ SwiGLU::SwiGLU(int64_t d, int64_t hidden, double sd, Generator& gen, DType dt) {
 Tensor SwiGLU::forward(const Tensor& x) const { return matmul(silu_mul(matmul(x, w1), matmul(x, w3)), w2); }
 std::vector<Tensor> SwiGLU::parameters() const { return {w1, w3, w2}; }
 
+std::vector<std::pair<std::string, Tensor*>> Block::named_refs() {
+  std::vector<std::pair<std::string, Tensor*>> r;
+  if (conv_w.defined()) r.insert(r.end(), {{"conv_norm.weight", &conv_norm.weight}, {"conv_w", &conv_w}, {"conv_b", &conv_b}});
+  r.push_back({"seq_norm.weight", &seq_norm.weight});
+  if (is_ttt)
+    for (const auto& [name, t] : ttt.named_refs()) r.push_back({"ttt." + name, t});
+  else
+    r.insert(r.end(), {{"attn.wq", &attn.wq}, {"attn.wk", &attn.wk}, {"attn.wv", &attn.wv}, {"attn.wo", &attn.wo}});
+  r.insert(r.end(), {{"ffn_norm.weight", &ffn_norm.weight}, {"ffn.w1", &ffn.w1}, {"ffn.w3", &ffn.w3}, {"ffn.w2", &ffn.w2}});
+  return r;
+}
+
 std::vector<Tensor> Block::parameters() const {
   std::vector<Tensor> p;
-  auto add_all = [&](const std::vector<Tensor>& v) { p.insert(p.end(), v.begin(), v.end()); };
-  if (conv_w.defined()) {
-    add_all(conv_norm.parameters());
-    p.push_back(conv_w);
-    p.push_back(conv_b);
-  }
-  add_all(seq_norm.parameters());
-  add_all(is_ttt ? ttt.parameters() : attn.parameters());
-  add_all(ffn_norm.parameters());
-  add_all(ffn.parameters());
+  for (const auto& [name, t] : const_cast<Block*>(this)->named_refs()) p.push_back(*t);
   return p;
 }
 
 std::vector<std::string> Block::parameter_names() const {
   std::vector<std::string> n;
-  if (conv_w.defined()) n.insert(n.end(), {"conv_norm.weight", "conv_w", "conv_b"});
-  n.push_back("seq_norm.weight");
-  if (is_ttt)
-    for (const std::string& t : ttt.parameter_names()) n.push_back("ttt." + t);
-  else
-    n.insert(n.end(), {"attn.wq", "attn.wk", "attn.wv", "attn.wo"});
-  n.insert(n.end(), {"ffn_norm.weight", "ffn.w1", "ffn.w3", "ffn.w2"});
+  for (const auto& [name, t] : const_cast<Block*>(this)->named_refs()) n.push_back(name);
   return n;
 }
 
@@ -181,6 +179,10 @@ Tensor Model::forward(const Tensor& ids, const TTTRun& run) const {
 }
 
 Tensor Model::forward_chunk(const Tensor& ids, ModelState& st, const TTTRun& run) const {
+  return logits(hidden_chunk(ids, st, run), run);
+}
+
+Tensor Model::hidden_chunk(const Tensor& ids, ModelState& st, const TTTRun& run) const {
   if (ids.dim() != 2 || is_float(ids.dtype()))
     throw std::invalid_argument("Model::forward: ids must be an integer (B, N) tensor, got " + shape_str(ids.shape()));
   if (st.ttt.empty()) {
@@ -214,9 +216,31 @@ Tensor Model::forward_chunk(const Tensor& ids, ModelState& st, const TTTRun& run
     h = add(h, f);
   }
   st.tokens += ids.shape()[1];
-  h = final_norm_.forward(h);
+  return h;
+}
+
+Tensor Model::logits(const Tensor& hidden, const TTTRun& run) const {
+  Tensor h = final_norm_.forward(hidden);
   if (run.watch) run.watch("final_norm", h);
   return matmul(h, cfg_.tie_embeddings ? transpose(emb_.weight, 0, 1) : head_);  // (B, N, V)
+}
+
+Model Model::with_parameters(const std::vector<std::pair<std::string, Tensor>>& replace) const {
+  Model m = *this;  // tensors are handles: the copy shares every parameter until one is replaced
+  std::vector<std::pair<std::string, Tensor*>> refs{{"emb.weight", &m.emb_.weight}};
+  if (m.head_.defined()) refs.push_back({"head", &m.head_});
+  for (size_t l = 0; l < m.blocks_.size(); ++l)
+    for (const auto& [name, t] : m.blocks_[l].named_refs()) refs.push_back({"block" + std::to_string(l) + "." + name, t});
+  refs.push_back({"final_norm.weight", &m.final_norm_.weight});
+  for (const auto& [label, t] : replace) {
+    auto it = std::find_if(refs.begin(), refs.end(), [&](const auto& r) { return r.first == label; });
+    if (it == refs.end()) throw std::invalid_argument("Model::with_parameters: no parameter named '" + label + "'");
+    if (t.shape() != it->second->shape())
+      throw std::invalid_argument("Model::with_parameters: " + label + " is " + shape_str(it->second->shape()) +
+                                  ", its replacement " + shape_str(t.shape()));
+    *it->second = t;
+  }
+  return m;
 }
 
 Tensor Model::token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run) const {

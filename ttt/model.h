@@ -76,6 +76,8 @@ struct Block {
   SwiGLU ffn;
   std::vector<Tensor> parameters() const;
   std::vector<std::string> parameter_names() const;  // same order: "seq_norm.weight", "ttt.W1", "ffn.w2", …
+  // Both of the above, from one list: each parameter field with its name.
+  std::vector<std::pair<std::string, Tensor*>> named_refs();
 };
 
 // Everything a model carries from one chunk of a sequence to the next.
@@ -94,6 +96,14 @@ class Model {
   // The same for a sequence fed in chunks (each a multiple of the mini-batch size), so a policy can
   // look at the logits of one unit before the next is computed. Continues from and advances `state`.
   Tensor forward_chunk(const Tensor& ids, ModelState& state, const TTTRun& run = {}) const;
+  // forward_chunk in two halves: the residual stream after the last block (B, N, d), before the final norm, and
+  // the logits (B, N, vocab) of such a hidden state. A fast-weight head sits between them (ttt/fast_weights.h).
+  Tensor hidden_chunk(const Tensor& ids, ModelState& state, const TTTRun& run = {}) const;
+  Tensor logits(const Tensor& hidden, const TTTRun& run = {}) const;
+  // A copy sharing every parameter except those named in `replace` (labels as parameter_labels() gives them),
+  // which are the given tensors instead: how low-rank fast weights W + A·B enter a frozen model. An unknown label or
+  // a shape that differs is an std::invalid_argument naming it.
+  Model with_parameters(const std::vector<std::pair<std::string, Tensor>>& replace) const;
   // Mean next-token cross-entropy of logits for ids[:, :-1] predicting ids[:, 1:] is the caller's
   // business; this gives per-token losses (B, N) for inputs (B, N) and targets (B, N).
   Tensor token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run = {}) const;

@@ -60,23 +60,29 @@ TTTLayer::TTTLayer(const TTTConfig& cfg, int layer_index, Generator& gen, DType 
   post_beta = param(Tensor::zeros({d}, dt));
 }
 
+std::vector<std::pair<const char*, Tensor*>> TTTLayer::fields() {
+  return {{"wq", &wq}, {"wk", &wk}, {"wv", &wv}, {"wo", &wo}, {"wg", &wg}, {"conv_q_w", &conv_q_w},
+          {"conv_q_b", &conv_q_b}, {"conv_k_w", &conv_k_w}, {"conv_k_b", &conv_k_b}, {"lr_w", &lr_w},
+          {"lr_b", &lr_b}, {"token_idx", &token_idx}, {"ln_gamma", &ln_gamma}, {"ln_beta", &ln_beta}, {"W1", &W1},
+          {"b1", &b1}, {"W2", &W2}, {"b2", &b2}, {"post_gamma", &post_gamma}, {"post_beta", &post_beta}};
+}
+
+std::vector<std::pair<std::string, Tensor*>> TTTLayer::named_refs() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (const auto& [name, t] : fields())
+    if (t->defined()) out.push_back({name, t});
+  return out;
+}
+
 std::vector<Tensor> TTTLayer::parameters() const {
   std::vector<Tensor> p;
-  for (const Tensor* t : {&wq, &wk, &wv, &wo, &wg, &conv_q_w, &conv_q_b, &conv_k_w, &conv_k_b, &lr_w, &lr_b,
-                          &token_idx, &ln_gamma, &ln_beta, &W1, &b1, &W2, &b2, &post_gamma, &post_beta})
-    if (t->defined()) p.push_back(*t);
+  for (const auto& [name, t] : const_cast<TTTLayer*>(this)->named_refs()) p.push_back(*t);
   return p;
 }
 
 std::vector<std::string> TTTLayer::parameter_names() const {
-  const std::pair<const Tensor*, const char*> all[] = {
-      {&wq, "wq"}, {&wk, "wk"}, {&wv, "wv"}, {&wo, "wo"}, {&wg, "wg"}, {&conv_q_w, "conv_q_w"},
-      {&conv_q_b, "conv_q_b"}, {&conv_k_w, "conv_k_w"}, {&conv_k_b, "conv_k_b"}, {&lr_w, "lr_w"},
-      {&lr_b, "lr_b"}, {&token_idx, "token_idx"}, {&ln_gamma, "ln_gamma"}, {&ln_beta, "ln_beta"}, {&W1, "W1"},
-      {&b1, "b1"}, {&W2, "W2"}, {&b2, "b2"}, {&post_gamma, "post_gamma"}, {&post_beta, "post_beta"}};
   std::vector<std::string> names;
-  for (const auto& [t, name] : all)
-    if (t->defined()) names.push_back(name);
+  for (const auto& [name, t] : const_cast<TTTLayer*>(this)->named_refs()) names.push_back(name);
   return names;
 }
 

@@ -82,6 +82,9 @@ class TTTLayer : public Module {
   std::vector<Tensor> parameters() const override;
   // Names of parameters(), in the same order ("wq", "W1", "post_gamma", …).
   std::vector<std::string> parameter_names() const;
+  // The defined parameter fields with their names, in parameters() order: the one list both derive from, and what
+  // lets a caller put another tensor in a parameter's place (Model::with_parameters).
+  std::vector<std::pair<std::string, Tensor*>> named_refs();
   const TTTConfig& config() const { return cfg_; }
   Probe probe(const TTTLayerState& state, bool with_grad) const;
   // tok (b) on `device`, differentiable in token_idx (see TTTConfig::softplus_token_factor).
@@ -109,6 +112,8 @@ class TTTLayer : public Module {
               std::vector<int>& decided, bool replay) const;
   Tensor unit_step(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                    const Tensor& gamma, const Tensor& beta, int steps, const TTTRun& run, UnitCost& cost) const;
+
+  std::vector<std::pair<const char*, Tensor*>> fields();  // every field, defined or not
 
   TTTConfig cfg_;
   int layer_ = 0;

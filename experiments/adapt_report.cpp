@@ -1,0 +1,122 @@
+#include "experiments/adapt_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "stats/rliable.h"
+
+namespace ponder::cli {
+namespace {
+
+const MethodResult* find(const CompareResult& r, const std::string& name) {
+  for (const MethodResult& m : r.methods)
+    if (m.name == name && !m.seeds.empty()) return &m;
+  return nullptr;
+}
+
+double mean_at(const std::vector<double>& v, const std::vector<double>& rows) {
+  double s = 0;
+  for (double i : rows) s += v[size_t(i)];
+  return s / double(rows.size());
+}
+
+// The gap share on the streams listed in `rows` (indices into the per-stream vectors).
+double gap_share(const std::vector<double>& skip, const std::vector<double>& oracle, const std::vector<double>& m,
+                 const std::vector<double>& rows) {
+  const double s = mean_at(skip, rows);
+  return (s - mean_at(m, rows)) / (s - mean_at(oracle, rows));
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+AdaptSummary summarize_adapt(const CompareResult& r) {
+  AdaptSummary s;
+  const MethodResult* skip = find(r, "uniform-0");
+  const MethodResult* oracle = find(r, "oracle");
+  if (!skip || !oracle) s.gap_note = "the gap needs uniform-0 (SKIP) and oracle among adapt.methods";
+  if (skip && oracle) {
+    s.skip_bpb = skip->seeds.front().bpb;
+    s.oracle_bpb = oracle->seeds.front().bpb;
+    if (!(s.skip_bpb - s.oracle_bpb > 1e-9))
+      s.gap_note = "the oracle is no better than SKIP on these streams: there is no gap to recover";
+  }
+  for (const MethodResult& m : r.methods) {
+    if (m.seeds.empty()) continue;
+    const SeedResult& first = m.seeds.front();
+    AdaptMethodRow row{m.name, first.bpb, first.total_per_token(), first.seconds_per_token, first.mean_k};
+    if (s.gap_note.empty()) {
+      const std::vector<double>& a = skip->seeds.front().window_bpb;
+      const std::vector<double>& o = oracle->seeds.front().window_bpb;
+      const std::vector<double>& b = first.window_bpb;
+      stats::ScoreMatrix idx;  // one column of stream indices: resampling its rows resamples streams, paired
+      for (size_t i = 0; i < b.size(); ++i) idx.push_back({double(i)});
+      const stats::Interval ci = stats::stratified_bootstrap_ci(
+          idx, [&](const stats::ScoreMatrix& rs) {
+            std::vector<double> rows;
+            for (const auto& x : rs) rows.push_back(x[0]);
+            return gap_share(a, o, b, rows);
+          },
+          {});
+      row.gap = ci.point;
+      row.gap_lo = ci.lo;
+      row.gap_hi = ci.hi;
+    }
+    s.rows.push_back(row);
+  }
+  return s;
+}
+
+nlohmann::ordered_json adapt_json(const AdaptSummary& s, const AdaptSection& a) {
+  const ttt::FastWeightsConfig& f = a.rollouts.fast;
+  const ttt::FastOptimConfig& o = a.rollouts.optim;
+  nlohmann::ordered_json j;
+  j["adapt"] = {{"fast", f.kind}, {"rank", f.rank}, {"targets", f.targets}, {"last_blocks", f.last_blocks},
+                {"head_hidden", f.head_hidden}, {"chunk", a.chunk}, {"optimizer", o.optimizer}, {"lr", o.lr},
+                {"momentum", o.momentum}, {"clip", o.clip}, {"normalize", o.normalize}, {"budget_k", a.budget_k}};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  auto num = [](double v) -> nlohmann::ordered_json { return std::isfinite(v) ? nlohmann::ordered_json(v) : nullptr; };
+  for (const AdaptMethodRow& row : s.rows)
+    rows.push_back({{"method", row.name}, {"bpb", row.bpb}, {"total_flops_per_token", row.total_per_token},
+                    {"seconds_per_token", row.seconds_per_token}, {"mean_k", row.mean_k},
+                    {"gap_recovered", num(row.gap)}, {"gap_ci", {num(row.gap_lo), num(row.gap_hi)}}});
+  j["adapt_summary"] = {{"skip_bpb", num(s.skip_bpb)}, {"oracle_bpb", num(s.oracle_bpb)}, {"methods", rows}};
+  if (!s.gap_note.empty()) j["adapt_summary"]["gap_note"] = s.gap_note;
+  return j;
+}
+
+std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a) {
+  const ttt::FastWeightsConfig& f = a.rollouts.fast;
+  const ttt::FastOptimConfig& o = a.rollouts.optim;
+  std::ostringstream md;
+  md << "## Fast weights on the frozen base\n\n"
+     << "Fast weights: `" << f.kind << "`"
+     << (f.kind == "lora" ? " rank " + std::to_string(f.rank) + " on the last " + std::to_string(f.last_blocks) +
+                                " block(s)' projections"
+                          : " SwiGLU head of width " + std::to_string(f.head_hidden))
+     << "; inner optimiser " << o.optimizer << " lr " << o.lr << (o.normalize ? ", normalised steps" : "")
+     << (o.clip > 0 ? ", clipped at " + fmt("%g", o.clip) : "") << "; chunks of " << a.chunk
+     << " tokens, each scored, then updated on K ∈ {0, 1, 2, 4} times; the budget is uniform-" << a.budget_k
+     << "'s FLOPs. Fast weights start afresh for every stream.\n\n"
+     << "| method | bits/byte | total FLOPs/token | seconds/token | mean K | share of the SKIP→oracle gap [95% CI] |\n"
+     << "|---|---|---|---|---|---|\n";
+  for (const AdaptMethodRow& r : s.rows)
+    md << "| " << r.name << " | " << fmt("%.4f", r.bpb) << " | " << fmt("%.3g", r.total_per_token) << " | "
+       << fmt("%.3g", r.seconds_per_token) << " | " << fmt("%.2f", r.mean_k) << " | "
+       << (std::isfinite(r.gap) ? fmt("%.2f", r.gap) + " [" + fmt("%.2f", r.gap_lo) + ", " + fmt("%.2f", r.gap_hi) + "]"
+                                : std::string("—"))
+       << " |\n";
+  md << "\n";
+  if (!s.gap_note.empty()) md << "The gap share is not reported: " << s.gap_note << ".\n\n";
+  md << "Seconds are wall-clock of one process on this machine, all methods in one run: compare their ratios, not "
+        "their values across machines.\n\n";
+  return md.str();
+}
+
+}  // namespace ponder::cli

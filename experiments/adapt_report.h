@@ -1,0 +1,35 @@
+// What `ponder adapt` adds to a comparison's outputs: the measures the fast-weight literature reports beside bits/byte.
+//   - the share of the SKIP → oracle gap each method recovers, (bpb(uniform-0) − bpb(method)) / (bpb(uniform-0) −
+//     bpb(oracle)), with a 95 % bootstrap interval over streams (paired: one resample of streams for all three);
+//   - wall-clock seconds per token beside total FLOPs per token, so a reader sees whether skipping an update saves
+//     time as well as FLOPs in this engine;
+//   - the fast weights and inner optimiser that produced them.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "experiments/compare.h"
+#include "experiments/config.h"
+
+namespace ponder::cli {
+
+struct AdaptMethodRow {
+  std::string name;
+  double bpb = 0, total_per_token = 0, seconds_per_token = 0, mean_k = 0;
+  double gap = NAN, gap_lo = NAN, gap_hi = NAN;  // share of the SKIP → oracle gap recovered, with its interval
+};
+
+struct AdaptSummary {
+  std::vector<AdaptMethodRow> rows;
+  double skip_bpb = NAN, oracle_bpb = NAN;
+  std::string gap_note;  // why the gap is not reported, when it is not
+};
+
+// Needs uniform-0 and oracle among the methods for the gap; otherwise rows carry NaN and gap_note says why.
+AdaptSummary summarize_adapt(const CompareResult& r);
+// `adapt` (the config's fast weights and optimiser) and `adapt_summary` (the rows above), for results.json's top
+// level; the comparison itself writes `cost_multiples` (each K's measured multiple of the scoring forward).
+nlohmann::ordered_json adapt_json(const AdaptSummary& s, const AdaptSection& a);
+std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a);
+
+}  // namespace ponder::cli

@@ -1,0 +1,163 @@
+#include "policy/adapt_rollout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace ponder::policy {
+namespace {
+
+// A sequence cut into units of `b` tokens (a chunk each).
+struct Chunks {
+  Tensor input, target;  // (1, N)
+  int64_t b = 0, n = 0;
+  Tensor ids(int64_t u) const { return raw::slice(input, 1, u * b, (u + 1) * b); }
+  Tensor tgt(int64_t u) const { return raw::slice(target, 1, u * b, (u + 1) * b); }
+};
+
+Chunks cut(const ttt::Model& base, const Tensor& input, const Tensor& target, const RolloutOptions& opt) {
+  if (opt.unit_batches < 1) throw std::invalid_argument("adapt: unit_batches must be >= 1");
+  if (!opt.trial_ks.empty())
+    throw std::invalid_argument("adapt: counterfactual trials (PonderNet's) are not defined on the fast-weight path");
+  Chunks c{input, target, base.config().mini_batch * opt.unit_batches, 0};
+  if (input.dim() != 2 || input.shape()[0] != 1 || input.shape() != target.shape() || input.shape()[1] % c.b != 0)
+    throw std::invalid_argument("adapt: input and target must be (1, N) with N a multiple of the chunk, " +
+                                std::to_string(c.b) + " tokens; got " + shape_str(input.shape()) + " and " +
+                                shape_str(target.shape()));
+  c.n = input.shape()[1] / c.b;
+  return c;
+}
+
+std::vector<double> token_losses(const Tensor& logits, const Tensor& targets) {
+  const int64_t V = logits.shape().back();
+  return cross_entropy_per_token(reshape(logits, {-1, V}), raw::reshape(targets, {-1})).to_vector();
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
+}
+
+// Step 1 of the protocol for chunk u: score it (base FLOPs) and record its losses (measurement).
+Tensor read_chunk(ttt::FastWeights& fw, const Chunks& c, int64_t u, ttt::ModelState& state, UnitRecord& rec,
+                  Episode& ep) {
+  rec.unit = u;
+  FlopScope read;
+  Tensor logits = fw.read(c.ids(u), state);
+  rec.base_flops = read.counts().total();
+  FlopScope measure;  // the evaluation's own loss, charged to no method
+  const std::vector<double> losses = token_losses(logits, c.tgt(u));
+  rec.measure_flops = measure.counts().total();
+  rec.loss = mean_of(losses);
+  ep.token_loss.insert(ep.token_loss.end(), losses.begin(), losses.end());
+  return logits;
+}
+
+void add_unit(Episode& ep, UnitRecord rec) {
+  ep.base += rec.base_flops;
+  ep.inner += rec.inner_flops;
+  ep.overhead += rec.overhead_flops;
+  ep.units.push_back(std::move(rec));
+}
+
+// Mean loss of the `lookahead` chunks after u read with the fast weights as they are, from the state after u.
+double lookahead_loss(const ttt::FastWeights& fw, const Chunks& c, int64_t u, int lookahead,
+                      const ttt::ModelState& after_u) {
+  ttt::ModelState s = after_u;
+  std::vector<double> losses;
+  for (int64_t a = 1; a <= lookahead && u + a < c.n; ++a) {
+    const std::vector<double> more = token_losses(fw.peek(c.ids(u + a), s), c.tgt(u + a));
+    losses.insert(losses.end(), more.begin(), more.end());
+  }
+  return mean_of(losses);
+}
+
+}  // namespace
+
+AdaptRollouts::AdaptRollouts(const ttt::Model& base, const AdaptConfig& cfg) : base_(base), cfg_(cfg) {
+  cfg.fast.validate(base.config().layers);
+  cfg.optim.validate();
+}
+
+Episode AdaptRollouts::policy(const Tensor& input, const Tensor& target, Policy& p, const RolloutOptions& opt,
+                              uint64_t seed) const {
+  const Chunks c = cut(base_, input, target, opt);
+  const FeatureNeeds needs = p.needs();
+  if (needs.probe_loss || needs.probe_grad)
+    throw std::invalid_argument("adapt: " + p.name() + " reads the TTT layers' inner loss, which the fast-weight "
+                                "path does not have");
+  NoGradGuard ng;
+  ttt::FastWeights fw(base_, cfg_.fast, cfg_.seed);
+  ttt::FastOptimizer optim(fw.parameters(), cfg_.optim);
+  FeatureTracker tracker(c.n, needs, opt.step_budget);
+  ttt::ModelState state;
+  Episode ep;
+  p.begin_sequence(seed);
+  for (int64_t u = 0; u < c.n; ++u) {
+    UnitRecord rec;
+    const Tensor logits = read_chunk(fw, c, u, state, rec, ep);
+    FlopScope decide;  // the features of the chunk just read, then the decision
+    tracker.observe_logits(logits, c.tgt(u));
+    rec.features = tracker.next(u, base_, state);
+    rec.k = p.decide(rec.features);
+    tracker.record_k(rec.k);
+    rec.overhead_flops = decide.counts().total();
+    FlopScope steps;
+    for (int i = 0; i < rec.k; ++i) fw.update(c.tgt(u), c.b, optim);
+    rec.inner_flops = steps.counts().total();
+    add_unit(ep, std::move(rec));
+  }
+  return ep;
+}
+
+Episode AdaptRollouts::oracle(const Tensor& input, const Tensor& target, const std::vector<int>& choices, double mu,
+                              int lookahead, const RolloutOptions& opt) const {
+  const Chunks c = cut(base_, input, target, opt);
+  if (choices.empty()) throw std::invalid_argument("oracle: no step options");
+  std::vector<int> options = choices;
+  std::sort(options.begin(), options.end());  // so ties go to the cheaper K
+  NoGradGuard ng;
+  ttt::FastWeights fw(base_, cfg_.fast, cfg_.seed);
+  ttt::FastOptimizer optim(fw.parameters(), cfg_.optim);
+  FeatureTracker tracker(c.n, FeatureNeeds{true, true, false, false});  // the scores, for the oracle analysis
+  ttt::ModelState state;
+  Episode ep;
+  for (int64_t u = 0; u < c.n; ++u) {
+    UnitRecord rec;
+    const Tensor logits = read_chunk(fw, c, u, state, rec, ep);
+    tracker.observe_logits(logits, c.tgt(u));
+    rec.features = tracker.next(u, base_, state);
+    // Every K from the same weights, in increasing order, each continuing the steps of the one before (a K-step
+    // update is the first K steps of a longer one); the weights after each are kept to go back to the chosen one.
+    std::vector<ttt::FastOptimizer::State> after;
+    std::vector<uint64_t> cost;
+    std::vector<double> objective;
+    uint64_t spent = 0;
+    for (int k : options) {
+      FlopScope steps;
+      for (int done = after.empty() ? 0 : options[after.size() - 1]; done < k; ++done) fw.update(c.tgt(u), c.b, optim);
+      spent += steps.counts().total();
+      cost.push_back(spent);
+      after.push_back(optim.save());
+      FlopScope look;  // measurement, charged to no method
+      const double later = lookahead_loss(fw, c, u, lookahead, state);
+      rec.measure_flops += look.counts().total();
+      objective.push_back(later + mu * double(cost.back()) / double(std::max<uint64_t>(rec.base_flops, 1)));
+    }
+    size_t best = 0;
+    for (size_t i = 1; i < options.size(); ++i)
+      if (objective[i] < objective[best] - 1e-12) best = i;
+    int at_best = 0;
+    for (double o : objective) at_best += std::abs(o - objective[best]) <= 1e-12;
+    rec.tied = at_best > 1;
+    rec.k = options[best];
+    optim.restore(after[best]);
+    rec.inner_flops = cost[best];
+    tracker.record_k(rec.k);
+    add_unit(ep, std::move(rec));
+  }
+  return ep;
+}
+
+}  // namespace ponder::policy

@@ -1,0 +1,290 @@
+// Fast weights on a frozen base (ttt/fast_weights.h) and the chunk protocol that updates them
+// (policy/adapt_rollout.h): identity at initialisation, a frozen base, causality, one update checked against a
+// step computed by finite differences, the optimiser's snapshots, and exact cost accounting.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "model_fixtures.h"
+#include "policy/adapt_rollout.h"
+#include "policy/calibrate.h"
+#include "ttt/fast_weights.h"
+
+using namespace ponder;
+using namespace ponder::ttt;
+using ponder::test::random_ids;
+using ponder::test::test_model;
+
+namespace {
+
+FastWeightsConfig lora_cfg() {
+  FastWeightsConfig f;
+  f.kind = "lora";
+  f.rank = 2;
+  f.targets = {"ffn.w2", "ffn.w1"};
+  f.last_blocks = 1;
+  f.init_std = 0.3;
+  return f;
+}
+
+FastWeightsConfig head_cfg() {
+  FastWeightsConfig f;
+  f.kind = "head";
+  f.head_hidden = 8;
+  f.init_std = 0.3;
+  return f;
+}
+
+std::vector<std::vector<double>> values(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<double>> v;
+  for (const Tensor& t : ts) v.push_back(t.to_vector());
+  return v;
+}
+
+// ids (1, N) → (input, target) of N − 1 predictions rounded down to whole chunks of `chunk` tokens.
+std::pair<Tensor, Tensor> sequence(const Tensor& ids, int64_t chunk) {
+  const int64_t n = (ids.shape()[1] - 1) / chunk * chunk;
+  return {raw::contiguous(raw::slice(ids, 1, 0, n)), raw::contiguous(raw::slice(ids, 1, 1, n + 1))};
+}
+
+policy::AdaptConfig adapt_cfg(const FastWeightsConfig& f, double lr) {
+  policy::AdaptConfig a;
+  a.fast = f;
+  a.optim.lr = lr;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("fast weights start as the identity: K = 0 reads every chunk exactly as the frozen base does") {
+  for (const auto& mixers : {std::vector<std::string>{"ttt", "ttt"}, std::vector<std::string>{"attention", "ttt"}})
+    for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+      CAPTURE(f.kind);
+      CAPTURE(mixers[0]);
+      Model base(test_model(mixers), 3);
+      Generator gen(5);
+      const Tensor ids = random_ids(gen, 1, 33, 32);
+      const auto [in, tgt] = sequence(ids, 8);
+      policy::RolloutOptions ro;
+      ro.unit_batches = 2;  // chunks of 8 tokens (mini-batch 4)
+      policy::AdaptRollouts rollouts(base, adapt_cfg(f, 0.5));
+      policy::UniformPolicy skip(0);
+      const policy::Episode ep = rollouts.policy(in, tgt, skip, ro, 0);
+      NoGradGuard ng;
+      ModelState st;
+      std::vector<double> expect;
+      for (int64_t c = 0; c < 4; ++c) {
+        const Tensor logits = base.forward_chunk(raw::slice(in, 1, c * 8, c * 8 + 8), st);
+        const auto l = cross_entropy_per_token(reshape(logits, {8, 32}), raw::reshape(raw::slice(tgt, 1, c * 8, c * 8 + 8), {8}));
+        for (double x : l.to_vector()) expect.push_back(x);
+      }
+      REQUIRE(ep.token_loss.size() == expect.size());
+      for (size_t i = 0; i < expect.size(); ++i) CHECK(ep.token_loss[i] == expect[i]);  // bit for bit
+      CHECK(ep.inner == 0);
+      FastWeights fw(base, f, 0);
+      const Tensor zero_part = fw.parameters()[f.kind == "lora" ? 1 : 2];  // B of lora, w2 of the head
+      for (double x : zero_part.to_vector()) CHECK(x == 0.0);
+    }
+}
+
+TEST_CASE("the base's parameters never change while fast weights are updated") {
+  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+    Model base(test_model({"ttt", "attention"}), 4);
+    const auto before = values(base.parameters());
+    Generator gen(6);
+    const auto [in, tgt] = sequence(random_ids(gen, 1, 41, 32), 8);
+    policy::RolloutOptions ro;
+    ro.unit_batches = 2;
+    policy::AdaptRollouts rollouts(base, adapt_cfg(f, 0.5));
+    policy::UniformPolicy four(4);
+    const policy::Episode ep = rollouts.policy(in, tgt, four, ro, 0);
+    CHECK(ep.inner > 0);
+    rollouts.oracle(in, tgt, {0, 1, 2, 4}, 0.0, 1, ro);
+    CHECK(values(base.parameters()) == before);
+    // and the updates did move the predictions: chunk 2 onwards differs from the frozen base
+    policy::UniformPolicy skip(0);
+    const policy::Episode frozen = rollouts.policy(in, tgt, skip, ro, 0);
+    double moved = 0;
+    for (size_t i = 8; i < ep.token_loss.size(); ++i) moved += std::abs(ep.token_loss[i] - frozen.token_loss[i]);
+    CHECK(moved > 1e-6);
+  }
+}
+
+TEST_CASE("the chunk protocol is causal: tokens after chunk c never move the losses of chunks <= c") {
+  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+    Model base(test_model({"ttt", "ttt"}), 7);
+    Generator gen(8);
+    const auto [in, tgt] = sequence(random_ids(gen, 1, 49, 32), 8);
+    std::vector<int64_t> changed = in.to_ints();
+    std::vector<int64_t> changed_t = tgt.to_ints();
+    for (size_t t = 24; t < changed.size(); ++t) changed[t] = (changed[t] + 7) % 32;  // chunks 3..5
+    for (size_t t = 23; t < changed_t.size(); ++t) changed_t[t] = changed[t + 1 < changed.size() ? t + 1 : t];
+    const Tensor in2 = Tensor::from_ints(changed, in.shape()), tgt2 = Tensor::from_ints(changed_t, tgt.shape());
+    policy::RolloutOptions ro;
+    ro.unit_batches = 2;
+    policy::AdaptRollouts rollouts(base, adapt_cfg(f, 0.5));
+    policy::ThresholdPolicy by_loss(policy::Score::Loss, {3.4}, {0, 2}, 0);  // K depends on what was read
+    const policy::Episode a = rollouts.policy(in, tgt, by_loss, ro, 1), b = rollouts.policy(in2, tgt2, by_loss, ro, 1);
+    // chunk 2's target at its last position is token 24, which changed: compare predictions 0..22 exactly
+    for (size_t i = 0; i < 23; ++i) CHECK(a.token_loss[i] == b.token_loss[i]);
+    for (size_t u = 0; u < 2; ++u) CHECK(a.units[u].k == b.units[u].k);
+    double later = 0;
+    for (size_t i = 24; i < a.token_loss.size(); ++i) later += std::abs(a.token_loss[i] - b.token_loss[i]);
+    CHECK(later > 1e-6);  // the test can fail: the changed tokens do reach the later losses
+  }
+}
+
+TEST_CASE("one UPDATE_1 is the SGD step computed by central finite differences (float64)") {
+  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+    CAPTURE(f.kind);
+    Model base(test_model({"ttt", "attention"}), 9, DType::F64);
+    Generator gen(10);
+    const Tensor ids = random_ids(gen, 1, 9, 32);
+    const Tensor in = raw::contiguous(raw::slice(ids, 1, 0, 8)), tgt = raw::contiguous(raw::slice(ids, 1, 1, 9));
+    FastWeights fw(base, f, 11);
+    {  // move every fast weight off 0 so that each one's gradient is non-zero (B = 0 zeroes the gradient of A)
+      NoGradGuard ng;
+      Generator g2(12);
+      for (const Tensor& p : fw.parameters()) raw::copy_(p, add(p, g2.normal(p.shape(), 0, 0.1, DType::F64)));
+    }
+    ModelState st;
+    fw.read(in, st);
+    auto loss_now = [&] {
+      NoGradGuard ng;
+      const Tensor logits = fw.reread();
+      return cross_entropy(reshape(logits, {8, 32}), raw::reshape(tgt, {8})).item();
+    };
+    const double lr = 0.3, h = 1e-6;
+    std::vector<std::vector<double>> expect;
+    for (const Tensor& p : fw.parameters()) {
+      std::vector<double> v = p.to_vector(), next = v;
+      for (size_t i = 0; i < v.size(); ++i) {
+        auto at = [&](double x) {
+          std::vector<double> w = v;
+          w[i] = x;
+          NoGradGuard ng;
+          raw::copy_(p, Tensor::from_vector(w, p.shape(), DType::F64));
+          return loss_now();
+        };
+        const double g = (at(v[i] + h) - at(v[i] - h)) / (2 * h);
+        at(v[i]);
+        next[i] = v[i] - lr * g;
+      }
+      expect.push_back(next);
+    }
+    FastOptimConfig oc;
+    oc.lr = lr;
+    FastOptimizer sgd(fw.parameters(), oc);
+    fw.update(tgt, 8, sgd);
+    const auto got = values(fw.parameters());
+    for (size_t j = 0; j < got.size(); ++j)
+      for (size_t i = 0; i < got[j].size(); ++i) CHECK(got[j][i] == doctest::Approx(expect[j][i]).epsilon(1e-7));
+  }
+}
+
+TEST_CASE("the inner optimiser: normalised steps have length lr, and save/restore returns exactly") {
+  Model base(test_model({"ttt"}), 13, DType::F64);
+  Generator gen(14);
+  const Tensor ids = random_ids(gen, 1, 9, 32);
+  const Tensor in = raw::contiguous(raw::slice(ids, 1, 0, 8)), tgt = raw::contiguous(raw::slice(ids, 1, 1, 9));
+  for (const std::string opt : {"sgd", "momentum", "adam"}) {
+    CAPTURE(opt);
+    FastWeights fw(base, head_cfg(), 0);
+    ModelState st;
+    fw.read(in, st);
+    FastOptimConfig oc;
+    oc.optimizer = opt;
+    oc.lr = 0.05;
+    oc.normalize = opt == "sgd";
+    FastOptimizer o(fw.parameters(), oc);
+    fw.update(tgt, 8, o);
+    const auto saved_values = values(fw.parameters());
+    const FastOptimizer::State saved = o.save();
+    if (opt == "sgd") {  // from w2 = 0 the first step moves only w2, by exactly lr
+      const std::vector<double> w2 = fw.parameters()[2].to_vector();
+      double sq = 0;
+      for (double x : w2) sq += x * x;
+      CHECK(std::sqrt(sq) == doctest::Approx(0.05).epsilon(1e-9));
+    }
+    fw.update(tgt, 8, o);
+    fw.update(tgt, 8, o);
+    CHECK(values(fw.parameters()) != saved_values);
+    o.restore(saved);
+    CHECK(values(fw.parameters()) == saved_values);
+    fw.update(tgt, 8, o);  // and continuing from the restored state repeats the same step
+    const auto once = values(fw.parameters());
+    o.restore(saved);
+    fw.update(tgt, 8, o);
+    CHECK(values(fw.parameters()) == once);
+  }
+  FastOptimConfig bad;
+  bad.optimizer = "rmsprop";
+  CHECK_THROWS_WITH(bad.validate(), doctest::Contains("optimizer must be sgd, momentum or adam"));
+}
+
+TEST_CASE("costs: SKIP spends nothing on updates, each step costs the same, the oracle charges only its choice") {
+  Model base(test_model({"ttt", "ttt"}), 15);
+  Generator gen(16);
+  const auto [in, tgt] = sequence(random_ids(gen, 1, 33, 32), 8);
+  policy::RolloutOptions ro;
+  ro.unit_batches = 2;
+  policy::AdaptRollouts rollouts(base, adapt_cfg(lora_cfg(), 0.5));
+  std::vector<double> inner;
+  for (int k : {0, 1, 2, 4}) {
+    policy::UniformPolicy p(k);
+    const policy::Episode ep = rollouts.policy(in, tgt, p, ro, 0);
+    inner.push_back(double(ep.inner));
+    CHECK(ep.base > 0);
+  }
+  CHECK(inner[0] == 0);
+  CHECK(inner[2] == doctest::Approx(2 * inner[1]).epsilon(1e-3));
+  CHECK(inner[3] == doctest::Approx(4 * inner[1]).epsilon(1e-3));
+  // a μ that makes any step too dear: the oracle skips everywhere and costs what uniform-0 costs
+  const policy::Episode o = rollouts.oracle(in, tgt, {0, 1, 2, 4}, 1e9, 1, ro);
+  policy::UniformPolicy skip(0);
+  const policy::Episode s = rollouts.policy(in, tgt, skip, ro, 0);
+  CHECK(o.inner == 0);
+  CHECK(o.token_loss == s.token_loss);
+  // μ = 0 on the last chunk: nothing follows it, so every K ties and the smallest is taken
+  const policy::Episode g = rollouts.oracle(in, tgt, {0, 1, 2, 4}, 0.0, 1, ro);
+  CHECK(g.units.back().k == 0);
+  CHECK(g.units.back().tied);
+}
+
+TEST_CASE("fast weights and the protocol refuse what they cannot do, naming it") {
+  Model base(test_model({"ttt", "attention"}), 17);
+  FastWeightsConfig f = lora_cfg();
+  f.targets = {"ffn.w9"};
+  CHECK_THROWS_WITH(FastWeights(base, f, 0), doctest::Contains("no parameter block1.ffn.w9"));
+  f = lora_cfg();
+  f.last_blocks = 3;
+  CHECK_THROWS_WITH(FastWeights(base, f, 0), doctest::Contains("last_blocks must be in [0, 2]"));
+  f = lora_cfg();
+  f.targets = {"seq_norm.weight"};
+  CHECK_THROWS_WITH(FastWeights(base, f, 0), doctest::Contains("lora adapts matrices only"));
+  CHECK_THROWS_WITH(base.with_parameters({{"block0.ffn.w2", Tensor::zeros({2, 2})}}), doctest::Contains("its replacement"));
+  CHECK_THROWS_WITH(base.with_parameters({{"nope", Tensor::zeros({2, 2})}}), doctest::Contains("no parameter named 'nope'"));
+  policy::RolloutOptions ro;
+  ro.unit_batches = 2;
+  policy::AdaptRollouts rollouts(base, adapt_cfg(lora_cfg(), 0.1));
+  Generator gen(18);
+  const Tensor ids = random_ids(gen, 1, 12, 32);
+  policy::UniformPolicy one(1);
+  CHECK_THROWS_WITH(rollouts.policy(ids, ids, one, ro, 0), doctest::Contains("a multiple of the chunk, 8 tokens"));
+  policy::ThresholdPolicy probe(policy::Score::TTTLoss, {1.0}, {0, 2}, 0);
+  const Tensor ok = random_ids(gen, 1, 16, 32);
+  CHECK_THROWS_WITH(rollouts.policy(ok, ok, probe, ro, 0), doctest::Contains("inner loss"));
+}
+
+TEST_CASE("with_parameters replaces only what it names and shares the rest") {
+  Model base(test_model({"ttt", "attention"}), 19);
+  const std::vector<std::string> labels = base.parameter_labels();
+  const std::vector<Tensor> params = base.parameters();
+  const Tensor w = Tensor::zeros(params[5].shape());
+  const Model m = base.with_parameters({{labels[5], w}});
+  const std::vector<Tensor> mp = m.parameters();
+  REQUIRE(mp.size() == params.size());
+  for (size_t i = 0; i < mp.size(); ++i) CHECK(mp[i].impl() == (i == 5 ? w : params[i]).impl());
+  CHECK(base.parameters()[5].impl() == params[5].impl());  // the original is untouched
+}
