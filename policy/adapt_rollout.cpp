@@ -76,8 +76,8 @@ double lookahead_loss(const ttt::FastWeights& fw, const Chunks& c, int64_t u, in
 }  // namespace
 
 AdaptRollouts::AdaptRollouts(const ttt::Model& base, const AdaptConfig& cfg) : base_(base), cfg_(cfg) {
-  cfg.fast.validate(base.config().layers);
   cfg.optim.validate();
+  ttt::FastWeights check(base, cfg.fast, cfg.seed);  // targets that this model lacks are refused before any run
 }
 
 Episode AdaptRollouts::policy(const Tensor& input, const Tensor& target, Policy& p, const RolloutOptions& opt,

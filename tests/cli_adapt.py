@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""End to end: `ponder adapt` (fast weights on a frozen CI model, updated chunk by chunk) through the CLI. Checks that
+SKIP reads the streams exactly as the frozen base does (its bits/byte equals the regime's reading of the same model
+on the same tokens), that update FLOPs grow with K and SKIP spends none, recomputes the share of the SKIP -> oracle
+gap from the per-stream numbers, runs the statistics over two independently trained bases, and checks that methods
+the path cannot run and a malformed adapt: section are refused with the reason.
+Usage: cli_adapt.py PONDER"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from cli_util import check, finish
+
+ponder = sys.argv[1]
+SMALL = ["--set", "adapt.chunk=64", "--set", "adapt.calib_len=256", "--set", "compare.calib_windows=2",
+         "--set", "adapt.lr=1", "--set", "compare.frontier_mus=[0, 1]", "--set", "compare.oracle_bisect=0"]
+
+
+def run(*args, ok=True):
+    r = subprocess.run([ponder, *args], capture_output=True, text=True, timeout=600)
+    if ok:
+        check(r.returncode == 0, "ponder " + " ".join(args[:2]) + " exits 0: " + r.stderr[-1500:])
+    return r
+
+
+def per_stream(m):
+    return m["seeds"][0]["window_bpb"]
+
+
+def gap(skip, oracle, m):
+    s = sum(skip) / len(skip)
+    return (s - sum(m) / len(m)) / (s - sum(oracle) / len(oracle))
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    cks = []
+    for seed in (0, 1):
+        out = os.path.join(tmp, "ci%d" % seed)
+        run("train", "--config", "ci", "--seed", str(seed), "--out", out)
+        cks.append(os.path.join(out, "checkpoint.ckpt"))
+
+    one = os.path.join(tmp, "one")
+    r = run("adapt", "--checkpoint", cks[0], "--out", one, *SMALL)
+    res = json.load(open(os.path.join(one, "results.json")))
+    check(res["produced_by"] == "ponder adapt", "results.json says ponder adapt produced it")
+    for key in ("corpus", "adapt", "adapt_summary", "cost_multiples", "methods", "eval_tokens", "ngram_bpb",
+                "loss_by_position", "carry_token_factor", "scored_fraction"):
+        check(key in res, "results.json has " + key)
+    check(res["adapt"]["fast"] == "lora" and res["adapt"]["chunk"] == 64, "the adapt settings are recorded")
+    methods = {m["name"]: m for m in res["methods"]}
+    for name in ("oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "every-2/2", "random", "loss", "entropy"):
+        check(name in methods, "method " + name + " was run")
+    seeds = {n: m["seeds"][0] for n, m in methods.items()}
+    check(seeds["uniform-0"]["inner_flops_per_token"] == 0, "SKIP spends no update FLOPs")
+    inner = [seeds["uniform-%d" % k]["inner_flops_per_token"] for k in (1, 2, 4)]
+    check(inner[0] > 0 and abs(inner[1] / inner[0] - 2) < 0.01 and abs(inner[2] / inner[0] - 4) < 0.01,
+          "update FLOPs are K times one step's: %s" % inner)
+    mult = [c["measured_multiple"] for c in res["cost_multiples"]]
+    check(mult[0] == 1 and all(a < b for a, b in zip(mult, mult[1:])), "cost multiples grow with K: %s" % mult)
+    # SKIP is the frozen base: the regime read the same streams with the base as it is (its TTT layers at K = 1)
+    base = next((u["bpb"] for u in res.get("regime", {}).get("uniform", []) if u["schedule"] == "uniform-1"), None)
+    check(base is not None and abs(seeds["uniform-0"]["bpb"] - base) < 1e-4,
+          "SKIP's bits/byte %.6f equals the frozen base's reading of the same tokens %s" % (seeds["uniform-0"]["bpb"], base))
+    n = len(per_stream(methods["uniform-0"]))
+    check(n >= 2 and all(len(per_stream(m)) == n for m in methods.values()), "every method scored the same %d streams" % n)
+    rows = {x["method"]: x for x in res["adapt_summary"]["methods"]}
+    sk, orc = per_stream(methods["uniform-0"]), per_stream(methods["oracle"])
+    if abs(sum(sk) - sum(orc)) > 1e-9:
+        for name in ("uniform-1", "loss", "random"):
+            want = gap(sk, orc, per_stream(methods[name]))
+            got = rows[name]["gap_recovered"]
+            check(got is not None and abs(got - want) < 1e-9, "%s's gap share %s recomputed as %.6f" % (name, got, want))
+            lo, hi = rows[name]["gap_ci"]
+            check(lo <= want <= hi, "%s's gap share lies in its interval [%s, %s]" % (name, lo, hi))
+    check(rows["uniform-0"]["gap_recovered"] == 0 and rows["oracle"]["gap_recovered"] == 1,
+          "SKIP recovers 0 of the gap and the oracle all of it")
+    report = open(os.path.join(one, "report.md")).read()
+    check("# ponder adapt" in report and "Fast weights on the frozen base" in report, "report.md has the adapt section")
+    check("share of the SKIP" in r.stdout, "the summary is printed")
+
+    head = os.path.join(tmp, "head")
+    run("adapt", "--checkpoint", cks[0], "--out", head, *SMALL, "--set", "adapt.fast=head",
+        "--set", "adapt.methods=[oracle, uniform-0, uniform-1, loss]")
+    h = {m["name"]: m["seeds"][0] for m in json.load(open(os.path.join(head, "results.json")))["methods"]}
+    check(abs(h["uniform-0"]["bpb"] - seeds["uniform-0"]["bpb"]) < 1e-6, "a head that has not learned is the base too")
+
+    two = os.path.join(tmp, "two")
+    run("adapt", "--checkpoint", cks[0], "--checkpoint", cks[1], "--out", two, *SMALL,
+        "--set", "adapt.methods=[oracle, uniform-0, uniform-1, uniform-2, loss]")
+    res2 = json.load(open(os.path.join(two, "results.json")))
+    check(res2["produced_by"] == "ponder adapt" and res2["models"] == 2, "statistics over 2 bases")
+    rep = {m["method"]: m for m in res2["replicates"]["methods"]}
+    check("loss" in rep and len(rep["loss"]["per_model"]) == 2, "the loss heuristic is compared over both models")
+    check(res2["replicates"]["baseline"] == "uniform-1", "against uniform-<adapt.budget_k>, the hard budget")
+    check(os.path.exists(os.path.join(two, "model-2", "results.json")), "each base has its own comparison")
+
+    for sets, why in ((["adapt.methods=[learned-reinforce]"], "trains on the TTT layers' inner steps"),
+                      (["adapt.methods=[ttt-loss]"], "probes the TTT layers' inner loss"),
+                      (["adapt.fast=bogus"], "expected one of lora, head"),
+                      (["adapt.targets=[ffn.w7]"], "no parameter block1.ffn.w7"),
+                      (["adapt.chunk=24"], "adapt.chunk must be a positive multiple of model.mini_batch")):
+        args = []
+        for s in sets:
+            args += ["--set", s]
+        bad = run("adapt", "--checkpoint", cks[0], "--out", os.path.join(tmp, "bad"), *args, ok=False)
+        check(bad.returncode != 0 and why in bad.stderr, "%s is refused: %s" % (sets, bad.stderr.strip()[-200:]))
+    check(not os.path.exists(os.path.join(tmp, "bad", "journal.jsonl")), "a refused run computes nothing")
+
+finish()
