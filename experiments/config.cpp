@@ -346,7 +346,9 @@ void check_adapt(const RunConfig& c) {
   need(!a.step_options.empty(), "adapt.step_options must not be empty");
   need(a.high > a.low, "adapt.high must exceed adapt.low");
   for (const policy::MethodSpec& m : a.methods) {
-    const std::string why = policy::fast_weight_refusal(m);
+    std::string why = policy::fast_weight_refusal(m);
+    if (why.empty() && m.family == policy::MethodFamily::Learned)
+      why = fast_weight_learned_refusal(m.name, c.compare.learn, a.chunk);
     need(why.empty(), "adapt.methods: " + why);
   }
 }

@@ -91,21 +91,33 @@ LearnOptions learned_options(const std::string& method, const LearnOptions& lear
   return lo;
 }
 
-LearnedMethod build_learned(const std::string& method, const ttt::Model& model, const std::vector<policy::Window>& windows,
+std::string fast_weight_learned_refusal(const std::string& method, const LearnOptions& learn, int64_t chunk) {
+  const LearnOptions lo = learned_options(method, learn);
+  if (lo.probe)
+    return "'" + method + "': the inner-loss probe reads TTT layers, which fast weights on a frozen base do not have";
+  if (lo.unit_tokens != 0 && lo.unit_tokens != chunk)
+    return "'" + method + "': a decision covers one chunk (" + std::to_string(chunk) + " tokens); unit must be 0 or that";
+  return "";
+}
+
+LearnedMethod build_learned(const std::string& method, const policy::Rollouts& rollouts, const std::vector<policy::Window>& windows,
                             const LearnOptions& learn, const LearnBudget& budget, const policy::RolloutOptions& base,
                             const std::function<void(double, double)>& progress) {
   const std::string kind = base_name(method);
   const LearnOptions lo = learned_options(method, learn);
   LearnedMethod out;
   out.rollout = base;
-  const int64_t b = model.config().mini_batch;
-  if (lo.unit_tokens != 0) {
+  const int64_t b = rollouts.model().config().mini_batch;
+  if (!rollouts.layer_steps())
+    if (const std::string why = fast_weight_learned_refusal(method, learn, b * base.unit_batches); !why.empty())
+      throw std::invalid_argument("adapt: " + why);
+  if (lo.unit_tokens != 0 && rollouts.layer_steps()) {
     if (lo.unit_tokens < b || lo.unit_tokens % b != 0)
       throw std::invalid_argument("compare: '" + method + "': unit must be a multiple of the mini-batch (" +
                                   std::to_string(b) + " tokens), got " + std::to_string(lo.unit_tokens));
     out.rollout.unit_batches = lo.unit_tokens / b;
   }
-  rl::TTTEnv env(model, windows, out.rollout);
+  rl::TTTEnv env(rollouts, windows, out.rollout);
   const int64_t F = policy::feature_count();
   const policy::FeatureNeeds needs{true, true, lo.probe, false};  // losses, entropies[, inner-loss probe]
   const policy::ActMode act = lo.act == "greedy" ? policy::ActMode::Greedy : policy::ActMode::Sample;

@@ -52,7 +52,12 @@ LearnOptions learned_options(const std::string& method, const LearnOptions& lear
 
 // Parses `method`, trains it on `windows` with the rollout `base` and returns it ready to evaluate.
 // `progress(done, total)` is called after every training iteration.
-LearnedMethod build_learned(const std::string& method, const ttt::Model& model, const std::vector<policy::Window>& windows,
+// Why the learned `method` (with its bracketed overrides of `learn`) cannot train on the fast-weight path with chunks of
+// `chunk` tokens, or "": it may not read the TTT layers' inner-loss probe, and its unit is the chunk.
+std::string fast_weight_learned_refusal(const std::string& method, const LearnOptions& learn, int64_t chunk);
+// K is spent by `rollouts` (the TTT layers' inner steps, or fast-weight updates on a frozen base, where a decision
+// covers one chunk and the inner-loss probe does not exist).
+LearnedMethod build_learned(const std::string& method, const policy::Rollouts& rollouts, const std::vector<policy::Window>& windows,
                             const LearnOptions& learn, const LearnBudget& budget, const policy::RolloutOptions& base,
                             const std::function<void(double, double)>& progress = {});
 

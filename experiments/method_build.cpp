@@ -61,7 +61,7 @@ void build_heuristic(const MethodSpec& m, const policy::Rollouts& ro, const Comp
 
 void build_learned_method(const MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt,
                           const MethodBudget& b, const CompareProgress& progress, BuiltMethod& out) {
-  LearnedMethod lm = build_learned(m.name, ro.model(), b.learn, opt.learn,
+  LearnedMethod lm = build_learned(m.name, ro, b.learn, opt.learn,
                                    {int(opt.budget_k), b.budget_inner_per_token / b.base_per_token}, opt.rollout,
                                    [&](double d, double t) {
                                      if (progress) progress("training " + m.name, d, t);

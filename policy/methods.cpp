@@ -91,8 +91,9 @@ std::unique_ptr<Policy> make_schedule(const MethodSpec& m) {
 }
 
 std::string fast_weight_refusal(const MethodSpec& m) {
-  if (m.family == MethodFamily::Learned)
-    return m.name + " trains on the TTT layers' inner steps; the learned policies are not built for fast weights yet";
+  if (m.family == MethodFamily::Learned && m.learner == "pondernet")
+    return m.name + " trains on counterfactual trials of the TTT layers' inner steps, which the fast-weight path does "
+                    "not run; learned-reinforce and learned-ppo-pid train on it";
   if (m.family == MethodFamily::Heuristic && (m.score == Score::TTTLoss || m.score == Score::GradNorm))
     return m.name + " probes the TTT layers' inner loss, which fast weights on a frozen base do not have";
   return "";

@@ -5,7 +5,13 @@
 namespace ponder::rl {
 
 TTTEnv::TTTEnv(const ttt::Model& model, std::vector<policy::Window> windows, policy::RolloutOptions opt)
-    : model_(model), windows_(std::move(windows)), opt_(std::move(opt)) {
+    : own_(std::make_shared<const policy::LayerRollouts>(model)), rollouts_(own_.get()), windows_(std::move(windows)),
+      opt_(std::move(opt)) {
+  if (windows_.empty()) throw std::invalid_argument("TTTEnv: no training windows");
+}
+
+TTTEnv::TTTEnv(const policy::Rollouts& rollouts, std::vector<policy::Window> windows, policy::RolloutOptions opt)
+    : rollouts_(&rollouts), windows_(std::move(windows)), opt_(std::move(opt)) {
   if (windows_.empty()) throw std::invalid_argument("TTTEnv: no training windows");
 }
 
@@ -23,14 +29,14 @@ Trajectory TTTEnv::convert(const policy::Episode& ep) const {
 
 Trajectory TTTEnv::run(policy::Policy& policy, int64_t c, uint64_t seed) {
   const policy::Window& w = windows_[size_t(c % contexts())];
-  return convert(policy::run_policy(model_, w.first, w.second, policy, opt_, seed));
+  return convert(rollouts_->policy(w.first, w.second, policy, opt_, seed));
 }
 
 Trajectory TTTEnv::run_trials(policy::Policy& policy, int64_t c, uint64_t seed, const std::vector<int>& trial_ks) {
   policy::RolloutOptions opt = opt_;
   opt.trial_ks = trial_ks;
   const policy::Window& w = windows_[size_t(c % contexts())];
-  return convert(policy::run_policy(model_, w.first, w.second, policy, opt, seed));
+  return convert(rollouts_->policy(w.first, w.second, policy, opt, seed));
 }
 
 }  // namespace ponder::rl

@@ -42,7 +42,9 @@ with tempfile.TemporaryDirectory() as tmp:
         cks.append(os.path.join(out, "checkpoint.ckpt"))
 
     one = os.path.join(tmp, "one")
-    r = run("adapt", "--checkpoint", cks[0], "--out", one, *SMALL)
+    r = run("adapt", "--checkpoint", cks[0], "--out", one, *SMALL, "--set",
+            "adapt.methods=[oracle, uniform-0, uniform-1, uniform-2, uniform-4, every-2/2, random, loss, entropy, "
+            "'learned-reinforce[iters=3]', 'learned-ppo-pid[iters=2]']")
     res = json.load(open(os.path.join(one, "results.json")))
     check(res["produced_by"] == "ponder adapt", "results.json says ponder adapt produced it")
     for key in ("corpus", "adapt", "adapt_summary", "cost_multiples", "methods", "eval_tokens", "ngram_bpb",
@@ -50,7 +52,8 @@ with tempfile.TemporaryDirectory() as tmp:
         check(key in res, "results.json has " + key)
     check(res["adapt"]["fast"] == "lora" and res["adapt"]["chunk"] == 64, "the adapt settings are recorded")
     methods = {m["name"]: m for m in res["methods"]}
-    for name in ("oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "every-2/2", "random", "loss", "entropy"):
+    for name in ("oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "every-2/2", "random", "loss", "entropy",
+                 "learned-reinforce[iters=3]", "learned-ppo-pid[iters=2]"):
         check(name in methods, "method " + name + " was run")
     seeds = {n: m["seeds"][0] for n, m in methods.items()}
     check(seeds["uniform-0"]["inner_flops_per_token"] == 0, "SKIP spends no update FLOPs")
@@ -74,6 +77,11 @@ with tempfile.TemporaryDirectory() as tmp:
             check(got is not None and abs(got - want) < 1e-9, "%s's gap share %s recomputed as %.6f" % (name, got, want))
             lo, hi = rows[name]["gap_ci"]
             check(lo <= want <= hi, "%s's gap share lies in its interval [%s, %s]" % (name, lo, hi))
+    ppo = methods["learned-ppo-pid[iters=2]"]
+    check(len(ppo.get("training_curve", [])) == 2 and "PPO-PID budget" in ppo["detail"],
+          "PPO-PID trained on the fast-weight path: " + ppo["detail"][:120])
+    used = [k for k, n in zip(ppo["k_options"], ppo["k_hist"]) if n > 0]
+    check(used and all(k in (0, 1, 2, 4) for k in used), "its decisions are SKIP/UPDATE_1/2/4: %s" % used)
     check(rows["uniform-0"]["gap_recovered"] == 0 and rows["oracle"]["gap_recovered"] == 1,
           "SKIP recovers 0 of the gap and the oracle all of it")
     report = open(os.path.join(one, "report.md")).read()
@@ -96,7 +104,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(res2["replicates"]["baseline"] == "uniform-1", "against uniform-<adapt.budget_k>, the hard budget")
     check(os.path.exists(os.path.join(two, "model-2", "results.json")), "each base has its own comparison")
 
-    for sets, why in ((["adapt.methods=[learned-reinforce]"], "trains on the TTT layers' inner steps"),
+    for sets, why in ((["adapt.methods=[pondernet]"], "trains on counterfactual trials"),
+                      (["adapt.methods=['learned-reinforce[probe=1]']"], "the inner-loss probe reads TTT layers"),
                       (["adapt.methods=[ttt-loss]"], "probes the TTT layers' inner loss"),
                       (["adapt.fast=bogus"], "expected one of lora, head"),
                       (["adapt.targets=[ffn.w7]"], "no parameter block1.ffn.w7"),
