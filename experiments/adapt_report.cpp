@@ -34,6 +34,30 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// Per stream: SKIP, the uniform schedules and the oracle side by side, then how often updating hurt.
+std::string per_stream_markdown(const AdaptSummary& s) {
+  std::vector<size_t> cols;
+  for (size_t i = 0; i < s.rows.size(); ++i)
+    if (s.rows[i].name.rfind("uniform-", 0) == 0 || s.rows[i].name == "oracle") cols.push_back(i);
+  if (s.streams.empty() || cols.empty()) return "";
+  std::ostringstream md;
+  md << "Per stream (bits/byte; a failure-mode view: where updates pay, and where they hurt):\n\n| stream |";
+  for (size_t c : cols) md << " " << s.rows[c].name << " |";
+  md << "\n|---|";
+  for (size_t c = 0; c < cols.size(); ++c) md << "---|";
+  md << "\n";
+  for (const AdaptStreamRow& st : s.streams) {
+    md << "| " << st.name << " |";
+    for (size_t c : cols) md << " " << (c < st.bpb.size() ? fmt("%.4f", st.bpb[c]) : std::string("—")) << " |";
+    md << "\n";
+  }
+  md << "\n";
+  for (const auto& [name, n] : s.hurt)
+    md << "- " << name << " scored worse than never updating on " << n << " of " << s.streams.size() << " streams.\n";
+  md << "\n";
+  return md.str();
+}
+
 }  // namespace
 
 AdaptSummary summarize_adapt(const CompareResult& r) {
@@ -70,6 +94,20 @@ AdaptSummary summarize_adapt(const CompareResult& r) {
     }
     s.rows.push_back(row);
   }
+  for (size_t i = 0; i < r.stream_names.size(); ++i) {
+    AdaptStreamRow row{r.stream_names[i], {}};
+    for (const MethodResult& m : r.methods)
+      if (!m.seeds.empty()) row.bpb.push_back(i < m.seeds.front().window_bpb.size() ? m.seeds.front().window_bpb[i] : NAN);
+    s.streams.push_back(row);
+  }
+  for (const MethodResult& m : r.methods)
+    if (skip && m.kind == "uniform" && m.name != "uniform-0" && !m.seeds.empty()) {
+      int worse = 0;
+      const std::vector<double>& a = skip->seeds.front().window_bpb;
+      const std::vector<double>& b = m.seeds.front().window_bpb;
+      for (size_t i = 0; i < a.size() && i < b.size(); ++i) worse += b[i] > a[i];
+      s.hurt.push_back({m.name, worse});
+    }
   return s;
 }
 
@@ -86,7 +124,16 @@ nlohmann::ordered_json adapt_json(const AdaptSummary& s, const AdaptSection& a) 
     rows.push_back({{"method", row.name}, {"bpb", row.bpb}, {"total_flops_per_token", row.total_per_token},
                     {"seconds_per_token", row.seconds_per_token}, {"mean_k", row.mean_k},
                     {"gap_recovered", num(row.gap)}, {"gap_ci", {num(row.gap_lo), num(row.gap_hi)}}});
-  j["adapt_summary"] = {{"skip_bpb", num(s.skip_bpb)}, {"oracle_bpb", num(s.oracle_bpb)}, {"methods", rows}};
+  nlohmann::ordered_json streams = nlohmann::ordered_json::array();
+  for (const AdaptStreamRow& st : s.streams) {
+    nlohmann::ordered_json by = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < st.bpb.size() && i < s.rows.size(); ++i) by[s.rows[i].name] = num(st.bpb[i]);
+    streams.push_back({{"stream", st.name}, {"bpb", by}});
+  }
+  nlohmann::ordered_json hurt = nlohmann::ordered_json::object();
+  for (const auto& [name, n] : s.hurt) hurt[name] = n;
+  j["adapt_summary"] = {{"skip_bpb", num(s.skip_bpb)}, {"oracle_bpb", num(s.oracle_bpb)}, {"methods", rows},
+                        {"per_stream", streams}, {"streams_worse_than_skip", hurt}};
   if (!s.gap_note.empty()) j["adapt_summary"]["gap_note"] = s.gap_note;
   return j;
 }
@@ -114,6 +161,7 @@ std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a) {
        << " |\n";
   md << "\n";
   if (!s.gap_note.empty()) md << "The gap share is not reported: " << s.gap_note << ".\n\n";
+  md << per_stream_markdown(s);
   md << "Seconds are wall-clock of one process on this machine, all methods in one run: compare their ratios, not "
         "their values across machines.\n\n";
   return md.str();

@@ -3,6 +3,7 @@
 //     bpb(oracle)), with a 95 % bootstrap interval over streams (paired: one resample of streams for all three);
 //   - wall-clock seconds per token beside total FLOPs per token, so a reader sees whether skipping an update saves
 //     time as well as FLOPs in this engine;
+//   - per stream, every method's bits/byte, and how often updating made a stream worse than never updating;
 //   - the fast weights and inner optimiser that produced them.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -19,8 +20,17 @@ struct AdaptMethodRow {
   double gap = NAN, gap_lo = NAN, gap_hi = NAN;  // share of the SKIP → oracle gap recovered, with its interval
 };
 
+// Per stream (a repository, or a document): every method's bits/byte, for the failure-mode view.
+struct AdaptStreamRow {
+  std::string name;
+  std::vector<double> bpb;  // one per AdaptSummary::rows, same order
+};
+
 struct AdaptSummary {
   std::vector<AdaptMethodRow> rows;
+  std::vector<AdaptStreamRow> streams;
+  // uniform-K (K ≥ 1) → streams on which taking K updates per chunk scored worse than never updating
+  std::vector<std::pair<std::string, int>> hurt;
   double skip_bpb = NAN, oracle_bpb = NAN;
   std::string gap_note;  // why the gap is not reported, when it is not
 };

@@ -84,6 +84,12 @@ with tempfile.TemporaryDirectory() as tmp:
     check(used and all(k in (0, 1, 2, 4) for k in used), "its decisions are SKIP/UPDATE_1/2/4: %s" % used)
     check(rows["uniform-0"]["gap_recovered"] == 0 and rows["oracle"]["gap_recovered"] == 1,
           "SKIP recovers 0 of the gap and the oracle all of it")
+    ps = res["adapt_summary"]["per_stream"]
+    check(len(ps) == n and all(abs(p["bpb"]["uniform-1"] - v) < 1e-12 for p, v in zip(ps, per_stream(methods["uniform-1"]))),
+          "per-stream bits/byte of every method are listed, in stream order")
+    worse = sum(a > b for a, b in zip(per_stream(methods["uniform-4"]), sk))
+    check(res["adapt_summary"]["streams_worse_than_skip"]["uniform-4"] == worse,
+          "uniform-4 scored worse than SKIP on %d streams, as counted here" % worse)
     report = open(os.path.join(one, "report.md")).read()
     check("# ponder adapt" in report and "Fast weights on the frozen base" in report, "report.md has the adapt section")
     check("share of the SKIP" in r.stdout, "the summary is printed")
