@@ -28,6 +28,12 @@ double gap_share(const std::vector<double>& skip, const std::vector<double>& ora
   return (s - mean_at(m, rows)) / (s - mean_at(oracle, rows));
 }
 
+std::string join_names(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -144,8 +150,9 @@ std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a) {
   std::ostringstream md;
   md << "## Fast weights on the frozen base\n\n"
      << "Fast weights: `" << f.kind << "`"
-     << (f.kind == "lora" ? " rank " + std::to_string(f.rank) + " on the last " + std::to_string(f.last_blocks) +
-                                " block(s)' projections"
+     << (f.kind == "lora" ? " rank " + std::to_string(f.rank) + " on " + join_names(f.targets) + " of " +
+                                (f.last_blocks == 0 ? std::string("every block")
+                                                    : "the last " + std::to_string(f.last_blocks) + " block(s)")
                           : " SwiGLU head of width " + std::to_string(f.head_hidden))
      << "; inner optimiser " << o.optimizer << " lr " << o.lr << (o.normalize ? ", normalised steps" : "")
      << (o.clip > 0 ? ", clipped at " + fmt("%g", o.clip) : "") << "; chunks of " << a.chunk

@@ -41,6 +41,9 @@ struct CompareOptions {
   std::vector<int> step_options = {0, 1, 2, 4, 8};
   int64_t budget_k = 2;            // heuristics and random are matched to uniform-<budget_k>'s measured cost
   int64_t low = 1, high = 4;       // the two levels of calibrated heuristics and of random
+  // Cap random, the heuristics and the learned policies at budget_k steps per unit of each sequence
+  // (policy::HardBudgetPolicy); uniform and every-K/N schedules are never capped.
+  bool hard_budget = false;
   int64_t calib_windows = 8;    // validation windows used to calibrate
   int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
   // What the heuristics are calibrated to match: "inner" — uniform-<budget_k>'s inner FLOPs per token; "total" — its

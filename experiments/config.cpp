@@ -237,6 +237,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get("frontier_mus", c.frontier_mus);
   s.get("oracle_bisect", c.oracle_bisect);
   s.get("streams", c.streams);
+  s.get("hard_budget", c.hard_budget);
   s.get("criteria_quality", c.criteria.quality);
   s.get("criteria_flops", c.criteria.flops);
   s.get("criteria_alpha", c.criteria.alpha);
@@ -323,6 +324,7 @@ void read_adapt(Section& s, AdaptSection& a) {
   s.get_step("budget_k", a.budget_k);
   s.get_step("low", a.low);
   s.get_step("high", a.high);
+  s.get("hard_budget", a.hard_budget);
   s.get("calib_len", a.calib_len);
   s.get("seeds", a.seeds);
 }
@@ -424,6 +426,7 @@ CompareOptions adapt_compare_options(const AdaptSection& a, const CompareOptions
   o.budget_k = a.budget_k;
   o.low = a.low;
   o.high = a.high;
+  o.hard_budget = a.hard_budget;
   o.seq_len = a.calib_len;
   o.seeds = a.seeds;
   o.streams = true;

@@ -55,6 +55,7 @@ struct AdaptSection {
   std::vector<int> step_options = {0, 1, 2, 4};  // SKIP, UPDATE_1, UPDATE_2, UPDATE_4
   int64_t budget_k = 1;          // the hard budget: uniform-<budget_k>'s measured cost
   int64_t low = 0, high = 2;     // the two levels of random and of the calibrated heuristics
+  bool hard_budget = true;       // cap adaptive methods at budget_k updates per chunk of each stream
   int64_t calib_len = 2048;      // tokens of each calibration window (a multiple of chunk)
   int64_t seeds = 1;             // seeds of the methods' own randomness (every seed reads every stream)
 };

@@ -1,5 +1,7 @@
 #include "policy/policies.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace ponder::policy {
@@ -55,6 +57,26 @@ int ThresholdPolicy::decide(const UnitFeatures& f) {
   size_t i = 0;
   while (i < thresholds_.size() && s > thresholds_[i]) ++i;
   return levels_[i];
+}
+
+HardBudgetPolicy::HardBudgetPolicy(std::unique_ptr<Policy> inner, double steps_per_unit)
+    : inner_(std::move(inner)), per_unit_(steps_per_unit) {
+  if (!inner_) throw std::invalid_argument("HardBudgetPolicy: no policy to cap");
+  if (!(steps_per_unit >= 0) || !std::isfinite(steps_per_unit))
+    throw std::invalid_argument("HardBudgetPolicy: steps per unit must be finite and >= 0, got " +
+                                std::to_string(steps_per_unit));
+}
+
+void HardBudgetPolicy::begin_sequence(uint64_t seed) {
+  spent_ = 0;
+  inner_->begin_sequence(seed);
+}
+
+int HardBudgetPolicy::decide(const UnitFeatures& f) {
+  const double left = per_unit_ * double(f.n_units) - spent_;
+  const int k = std::max(0, std::min(inner_->decide(f), int(std::floor(left + 1e-9))));
+  spent_ += k;
+  return k;
 }
 
 }  // namespace ponder::policy

@@ -153,3 +153,31 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK(make_schedule(e)->name() == e.name);
   CHECK_THROWS_WITH_AS(make_schedule(h), doctest::Contains("fitted"), std::invalid_argument);
 }
+
+TEST_CASE("a hard budget caps a policy's steps per sequence, causally, and restarts with each sequence") {
+  using namespace ponder::policy;
+  HardBudgetPolicy capped(std::make_unique<UniformPolicy>(4), 1.0);
+  auto run = [&](int64_t n) {
+    capped.begin_sequence(0);
+    std::vector<int> ks;
+    for (int64_t u = 0; u < n; ++u) {
+      UnitFeatures f;
+      f.unit = u;
+      f.n_units = n;
+      ks.push_back(capped.decide(f));
+    }
+    return ks;
+  };
+  CHECK(run(8) == std::vector<int>{4, 4, 0, 0, 0, 0, 0, 0});  // 8 units × 1 step: spent early, nothing left after
+  CHECK(run(6) == std::vector<int>{4, 2, 0, 0, 0, 0});
+  HardBudgetPolicy two(std::make_unique<EveryPolicy>(2, 2), 1.0);  // a policy within the budget is untouched
+  two.begin_sequence(0);
+  for (int64_t u = 0; u < 6; ++u) {
+    UnitFeatures f;
+    f.unit = u;
+    f.n_units = 6;
+    CHECK(two.decide(f) == (u % 2 == 0 ? 2 : 0));
+  }
+  CHECK(two.name() == "every-2/2");
+  CHECK_THROWS_WITH(HardBudgetPolicy(nullptr, 1.0), doctest::Contains("no policy to cap"));
+}
