@@ -144,7 +144,7 @@ nlohmann::ordered_json adapt_json(const AdaptSummary& s, const AdaptSection& a) 
   return j;
 }
 
-std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a) {
+std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a, bool per_stream) {
   const ttt::FastWeightsConfig& f = a.rollouts.fast;
   const ttt::FastOptimConfig& o = a.rollouts.optim;
   std::ostringstream md;
@@ -168,7 +168,7 @@ std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a) {
        << " |\n";
   md << "\n";
   if (!s.gap_note.empty()) md << "The gap share is not reported: " << s.gap_note << ".\n\n";
-  md << per_stream_markdown(s);
+  if (per_stream) md << per_stream_markdown(s);
   md << "Seconds are wall-clock of one process on this machine, all methods in one run: compare their ratios, not "
         "their values across machines.\n\n";
   return md.str();

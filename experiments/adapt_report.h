@@ -40,6 +40,7 @@ AdaptSummary summarize_adapt(const CompareResult& r);
 // `adapt` (the config's fast weights and optimiser) and `adapt_summary` (the rows above), for results.json's top
 // level; the comparison itself writes `cost_multiples` (each K's measured multiple of the scoring forward).
 nlohmann::ordered_json adapt_json(const AdaptSummary& s, const AdaptSection& a);
-std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a);
+// The report section; `per_stream` adds the per-stream table (long: one row per repository or problem).
+std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a, bool per_stream = true);
 
 }  // namespace ponder::cli

@@ -106,7 +106,7 @@ BuiltMethod build_method(const MethodSpec& m, const policy::Rollouts& ro, const 
   const bool adaptive = m.family == policy::MethodFamily::Random || m.family == policy::MethodFamily::Heuristic ||
                         m.family == policy::MethodFamily::Learned;
   if (opt.hard_budget && adaptive) {
-    out.policy = std::make_unique<policy::HardBudgetPolicy>(std::move(out.policy), double(opt.budget_k));
+    out.policy = std::make_unique<policy::HardBudgetPolicy>(std::move(out.policy), double(opt.budget_k), opt.step_options);
     out.result.detail += "; hard budget: at most " + std::to_string(opt.budget_k) + " step(s) per unit of a sequence";
   }
   return out;

@@ -59,8 +59,9 @@ int ThresholdPolicy::decide(const UnitFeatures& f) {
   return levels_[i];
 }
 
-HardBudgetPolicy::HardBudgetPolicy(std::unique_ptr<Policy> inner, double steps_per_unit)
-    : inner_(std::move(inner)), per_unit_(steps_per_unit) {
+HardBudgetPolicy::HardBudgetPolicy(std::unique_ptr<Policy> inner, double steps_per_unit, std::vector<int> options)
+    : inner_(std::move(inner)), per_unit_(steps_per_unit), options_(std::move(options)) {
+  std::sort(options_.begin(), options_.end());
   if (!inner_) throw std::invalid_argument("HardBudgetPolicy: no policy to cap");
   if (!(steps_per_unit >= 0) || !std::isfinite(steps_per_unit))
     throw std::invalid_argument("HardBudgetPolicy: steps per unit must be finite and >= 0, got " +
@@ -74,7 +75,10 @@ void HardBudgetPolicy::begin_sequence(uint64_t seed) {
 
 int HardBudgetPolicy::decide(const UnitFeatures& f) {
   const double left = per_unit_ * double(f.n_units) - spent_;
-  const int k = std::max(0, std::min(inner_->decide(f), int(std::floor(left + 1e-9))));
+  const int cap = std::min(inner_->decide(f), int(std::floor(left + 1e-9)));
+  int k = 0;
+  for (int o : options_)
+    if (o <= cap) k = o;
   spent_ += k;
   return k;
 }

@@ -81,11 +81,12 @@ class ThresholdPolicy final : public Policy {
 };
 
 // A hard budget around another policy: a sequence of n units spends at most steps_per_unit·n steps. Each unit
-// gets min(K, steps still unspent), which only the past decides, so the cap is causal; a policy that spends early
-// has nothing left for the end. Uniform schedules are the reference frontier and are never capped.
+// gets the largest of `options` not above min(K, steps still unspent) (0 when none is), which only the past decides,
+// so the cap is causal; a policy that spends early has nothing left for the end. Uniform schedules are the reference
+// frontier and are never capped.
 class HardBudgetPolicy final : public Policy {
  public:
-  HardBudgetPolicy(std::unique_ptr<Policy> inner, double steps_per_unit);
+  HardBudgetPolicy(std::unique_ptr<Policy> inner, double steps_per_unit, std::vector<int> options);
   std::string name() const override { return inner_->name(); }
   FeatureNeeds needs() const override { return inner_->needs(); }
   void begin_sequence(uint64_t seed) override;
@@ -93,6 +94,7 @@ class HardBudgetPolicy final : public Policy {
  private:
   std::unique_ptr<Policy> inner_;
   double per_unit_;
+  std::vector<int> options_;  // sorted
   double spent_ = 0;
 };
 

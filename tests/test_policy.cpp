@@ -156,7 +156,7 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
 
 TEST_CASE("a hard budget caps a policy's steps per sequence, causally, and restarts with each sequence") {
   using namespace ponder::policy;
-  HardBudgetPolicy capped(std::make_unique<UniformPolicy>(4), 1.0);
+  HardBudgetPolicy capped(std::make_unique<UniformPolicy>(4), 1.0, {0, 1, 2, 4});
   auto run = [&](int64_t n) {
     capped.begin_sequence(0);
     std::vector<int> ks;
@@ -170,7 +170,8 @@ TEST_CASE("a hard budget caps a policy's steps per sequence, causally, and resta
   };
   CHECK(run(8) == std::vector<int>{4, 4, 0, 0, 0, 0, 0, 0});  // 8 units × 1 step: spent early, nothing left after
   CHECK(run(6) == std::vector<int>{4, 2, 0, 0, 0, 0});
-  HardBudgetPolicy two(std::make_unique<EveryPolicy>(2, 2), 1.0);  // a policy within the budget is untouched
+  CHECK(run(7) == std::vector<int>{4, 2, 1, 0, 0, 0, 0});  // 3 left: the largest option not above it is 2, then 1
+  HardBudgetPolicy two(std::make_unique<EveryPolicy>(2, 2), 1.0, {0, 1, 2, 4});  // a policy within the budget is untouched
   two.begin_sequence(0);
   for (int64_t u = 0; u < 6; ++u) {
     UnitFeatures f;
@@ -179,5 +180,5 @@ TEST_CASE("a hard budget caps a policy's steps per sequence, causally, and resta
     CHECK(two.decide(f) == (u % 2 == 0 ? 2 : 0));
   }
   CHECK(two.name() == "every-2/2");
-  CHECK_THROWS_WITH(HardBudgetPolicy(nullptr, 1.0), doctest::Contains("no policy to cap"));
+  CHECK_THROWS_WITH(HardBudgetPolicy(nullptr, 1.0, {0, 1}), doctest::Contains("no policy to cap"));
 }
