@@ -36,6 +36,7 @@ void register_convergence(CLI::App& app);
 void register_ablate(CLI::App& app);
 void register_control(CLI::App& app);
 void register_export(CLI::App& app);
+void register_codebench(CLI::App& app);
 void register_adapt(CLI::App& app);
 
 // The positive control (experiments/cmd_control.cpp), also run by `ponder quick`.

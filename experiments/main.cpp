@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   register_ablate(app);
   register_control(app);
   register_export(app);
+  register_codebench(app);
   register_adapt(app);
   register_bench_train(*app.get_subcommand("bench"));
   try {

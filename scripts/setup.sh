@@ -23,7 +23,7 @@ done
 # tests recompute statistics with an independent implementation; python3-matplotlib draws the comparison figures.
 packages=(g++ meson ninja-build pkg-config cmake libopenblas-openmp-dev doctest-dev libyaml-cpp-dev libcli11-dev
           libeigen3-dev nlohmann-json3-dev gnuplot-nox git ca-certificates python3-scipy
-          python3-matplotlib)
+          python3-matplotlib bubblewrap)
 missing=()
 for p in "${packages[@]}"; do
   [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" == installed ]] || missing+=("$p")
