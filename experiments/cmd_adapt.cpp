@@ -1,9 +1,13 @@
 // `ponder adapt`: test-time training of fast weights on a frozen trained base, chunk by chunk, under each allocation
 // method (policy/adapt_rollout.h), through the same comparison, statistics and report as `ponder compare`.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
+#include "data/byte_tokenizer.h"
+#include "data/sha256.h"
 #include "experiments/adapt_report.h"
+#include "experiments/codebench_tasks.h"
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
 #include "policy/adapt_rollout.h"
@@ -18,16 +22,56 @@ CompareOptions adapt_options(const CheckpointJobArgs& a, const AdaptSection& ada
   return opt;
 }
 
-void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
-  const CheckpointJob job = load_checkpoint_job(a, "adapt");
+// Where the held-out streams come from instead of the checkpoint's test split: a code benchmark, each problem one
+// stream of its prompt (read, not scored) then its canonical solution (scored).
+struct BenchArgs {
+  std::string bench, dir;
+};
+
+// The streams of `b`'s problems; stream names are the task ids. Also the manifest's sha256 (of every stream's bytes).
+std::vector<data::StreamTokens> bench_streams(const BenchArgs& b, std::string& sha) {
+  const std::vector<codebench::Task> tasks = codebench::load_tasks(codebench::parse_bench(b.bench), b.dir);
+  std::vector<data::StreamTokens> out;
+  std::string all;
+  for (const codebench::Task& t : tasks) {
+    data::StreamTokens s;
+    s.name = t.id;
+    s.tokens = data::ByteTokenizer().encode(t.prompt + t.solution);
+    s.first_scored = std::max<int64_t>(1, int64_t(t.prompt.size()));
+    if (s.scored() > 0) out.push_back(std::move(s));
+    all += t.id + '\0' + t.prompt + '\0' + t.solution + '\0';
+  }
+  sha = data::sha256_hex(all);
+  return out;
+}
+
+void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result = nullptr) {
+  CheckpointJob job = load_checkpoint_job(a, "adapt");
+  nlohmann::ordered_json bench;
+  if (!b.bench.empty()) {
+    std::string sha;
+    job.ds.test_streams = bench_streams(b, sha);
+    bench = {{"bench", b.bench}, {"problems", job.ds.test_streams.size()}, {"sha256", sha},
+             {"scored", "the canonical solution of each problem, read after its prompt"}};
+    std::fprintf(stderr, "adapt: %zu %s problems as streams (prompt read, canonical solution scored)\n",
+                 job.ds.test_streams.size(), b.bench.c_str());
+  }
   const policy::AdaptRollouts rollouts(job.m.model, job.adapt.rollouts);
   const CompareOptions opt = adapt_options(a, job.adapt, job.opt, job.m.model.config().mini_batch);
   CompareResult r;
   std::printf("%s", run_compare_job(job.m, job.ds, opt, a.checkpoint, job.config_text, a.out, &r, &rollouts).c_str());
   const AdaptSummary s = summarize_adapt(r);
-  merge_outputs(a.out, adapt_json(s, job.adapt), adapt_markdown(s, job.adapt), "");
+  nlohmann::ordered_json top = adapt_json(s, job.adapt);
+  std::string md = adapt_markdown(s, job.adapt);
+  if (!bench.empty()) {
+    top["code_benchmark"] = bench;
+    md = "Streams: the " + b.bench + " problems, each its prompt then its canonical solution; only the "
+         "solution's bytes are scored (bits/byte of the reference answer given the prompt, fast weights adapted on the "
+         "prompt and on the solution as it is read).\n\n" + md;
+  }
+  merge_outputs(a.out, top, md, "");
   merge_regime(job, a.out, "ponder adapt");
-  std::printf("\n%sreport: %s/report.md\n", adapt_markdown(s, job.adapt).c_str(), a.out.c_str());
+  std::printf("\n%sreport: %s/report.md\n", adapt_markdown(s, job.adapt, false).c_str(), a.out.c_str());
   if (result) *result = std::move(r);
 }
 
@@ -41,6 +85,7 @@ CompareOptions replicate_options(const CheckpointJobArgs& a) {
 
 void register_adapt(CLI::App& app) {
   auto args = std::make_shared<CheckpointJobArgs>();
+  auto bench = std::make_shared<BenchArgs>();
   args->out = "results/adapt";
   CLI::App* sub = app.add_subcommand(
       "adapt",
@@ -56,13 +101,20 @@ void register_adapt(CLI::App& app) {
       "(with cost_multiples and adapt_summary), report.md and the figures of ponder compare; a rerun resumes from "
       "the journal");
   add_checkpoint_job_options(sub, *args, "Config whose adapt: and compare: sections set the protocol and methods", true);
-  sub->callback([args] {
+  sub->add_option("--bench", bench->bench,
+                  "Read a code benchmark's problems as the held-out streams instead of the test split: humaneval, mbpp "
+                  "or classeval, each problem its prompt (read) then its canonical solution (scored)")
+      ->check(CLI::IsMember({"humaneval", "mbpp", "classeval"}));
+  bench->dir = codebench::default_bench_dir();
+  sub->add_option("--bench-dir", bench->dir, "Folder holding HumanEval.jsonl.gz, mbpp.jsonl, ClassEval_data.json")
+      ->capture_default_str();
+  sub->callback([args, bench] {
     if (args->checkpoints.size() > 1)
-      run_replicates(*args, "adapt", replicate_options(*args), [](const CheckpointJobArgs& one, CompareResult* r) {
-        run(one, r);
+      run_replicates(*args, "adapt", replicate_options(*args), [bench](const CheckpointJobArgs& one, CompareResult* r) {
+        run(one, *bench, r);
       });
     else
-      run(*args);
+      run(*args, *bench);
   });
 }
 

@@ -110,6 +110,24 @@ with tempfile.TemporaryDirectory() as tmp:
     check(res2["replicates"]["baseline"] == "uniform-1", "against uniform-<adapt.budget_k>, the hard budget")
     check(os.path.exists(os.path.join(two, "model-2", "results.json")), "each base has its own comparison")
 
+    bench_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "bench")
+    if os.path.exists(os.path.join(bench_dir, "HumanEval.jsonl.gz")):
+        he = os.path.join(tmp, "he")
+        run("adapt", "--checkpoint", cks[0], "--out", he, "--bench", "humaneval", "--bench-dir", bench_dir, *SMALL,
+            "--set", "adapt.methods=[uniform-0, uniform-1]")
+        hr = json.load(open(os.path.join(he, "results.json")))
+        check(hr.get("code_benchmark", {}).get("bench") == "humaneval" and hr["code_benchmark"]["problems"] == 164,
+              "HumanEval's 164 problems were the streams")
+        hm = {m["name"]: m for m in hr["methods"]}
+        check(len(per_stream(hm["uniform-1"])) == 164, "each problem's canonical solution is scored as one stream")
+        check(hr["adapt_summary"]["per_stream"][0]["stream"] == "HumanEval/0", "streams are named by task id")
+    else:
+        print("skip the --bench humaneval run: %s has no HumanEval.jsonl.gz" % bench_dir)
+    missing = run("adapt", "--checkpoint", cks[0], "--out", os.path.join(tmp, "nob"), "--bench", "humaneval",
+                  "--bench-dir", os.path.join(tmp, "nowhere"), ok=False)
+    check(missing.returncode != 0 and "nowhere" in missing.stderr, "a missing benchmark folder is named: " +
+          missing.stderr.strip()[-160:])
+
     for sets, why in ((["adapt.methods=[pondernet]"], "trains on counterfactual trials"),
                       (["adapt.methods=['learned-reinforce[probe=1]']"], "the inner-loss probe reads TTT layers"),
                       (["adapt.methods=[ttt-loss]"], "probes the TTT layers' inner loss"),
