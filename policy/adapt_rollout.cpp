@@ -28,17 +28,6 @@ Chunks cut(const ttt::Model& base, const Tensor& input, const Tensor& target, co
   return c;
 }
 
-std::vector<double> token_losses(const Tensor& logits, const Tensor& targets) {
-  const int64_t V = logits.shape().back();
-  return cross_entropy_per_token(reshape(logits, {-1, V}), raw::reshape(targets, {-1})).to_vector();
-}
-
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / double(v.size());
-}
-
 // Step 1 of the protocol for chunk u: score it (base FLOPs) and record its losses (measurement).
 Tensor read_chunk(ttt::FastWeights& fw, const Chunks& c, int64_t u, ttt::ModelState& state, UnitRecord& rec,
                   Episode& ep) {
@@ -47,7 +36,7 @@ Tensor read_chunk(ttt::FastWeights& fw, const Chunks& c, int64_t u, ttt::ModelSt
   Tensor logits = fw.read(c.ids(u), state);
   rec.base_flops = read.counts().total();
   FlopScope measure;  // the evaluation's own loss, charged to no method
-  const std::vector<double> losses = token_losses(logits, c.tgt(u));
+  const std::vector<double> losses = unit_losses(logits, c.tgt(u));
   rec.measure_flops = measure.counts().total();
   rec.loss = mean_of(losses);
   ep.token_loss.insert(ep.token_loss.end(), losses.begin(), losses.end());
@@ -67,7 +56,7 @@ double lookahead_loss(const ttt::FastWeights& fw, const Chunks& c, int64_t u, in
   ttt::ModelState s = after_u;
   std::vector<double> losses;
   for (int64_t a = 1; a <= lookahead && u + a < c.n; ++a) {
-    const std::vector<double> more = token_losses(fw.peek(c.ids(u + a), s), c.tgt(u + a));
+    const std::vector<double> more = unit_losses(fw.peek(c.ids(u + a), s), c.tgt(u + a));
     losses.insert(losses.end(), more.begin(), more.end());
   }
   return mean_of(losses);

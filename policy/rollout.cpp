@@ -30,17 +30,6 @@ UnitRun step_unit(const ttt::Model& model, const Tensor& ids, ttt::ModelState& s
   return r;
 }
 
-std::vector<double> unit_losses(const Tensor& logits, const Tensor& targets) {
-  const int64_t V = logits.shape().back();
-  return cross_entropy_per_token(reshape(logits, {-1, V}), raw::reshape(targets, {-1})).to_vector();
-}
-
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / double(v.size());
-}
-
 // Mean loss of unit u run with k steps from a copy of `state`, and of the `lookahead` units after it run with
 // K = 1: what a decision of k at u buys, as far as the labels can tell (oracles and PonderNet trials).
 int64_t unit_tokens(const ttt::Model& model, const RolloutOptions& opt) {
@@ -75,6 +64,17 @@ void check_inputs(const ttt::Model& model, const Tensor& input, const Tensor& ta
 }
 
 }  // namespace
+
+std::vector<double> unit_losses(const Tensor& logits, const Tensor& targets) {
+  const int64_t V = logits.shape().back();
+  return cross_entropy_per_token(reshape(logits, {-1, V}), raw::reshape(targets, {-1})).to_vector();
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
+}
 
 double Episode::mean_loss() const { return mean_of(token_loss); }
 

@@ -41,6 +41,10 @@ struct Episode {
   double mean_loss() const;
 };
 
+// Per-token next-token losses (nats) of logits (…, V) against targets (…): what a rollout records as its result.
+std::vector<double> unit_losses(const Tensor& logits, const Tensor& targets);
+double mean_of(const std::vector<double>& v);  // 0 for an empty vector
+
 // input, target: (1, N) integer tensors, N a multiple of the unit size (mini-batch × unit_batches).
 Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& target, Policy& policy,
                    const RolloutOptions& opt, uint64_t seed);

@@ -7,22 +7,17 @@ the path cannot run and a malformed adapt: section are refused with the reason.
 Usage: cli_adapt.py PONDER"""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-from cli_util import check, finish
+from cli_util import check, finish, runner
 
 ponder = sys.argv[1]
 SMALL = ["--set", "adapt.chunk=64", "--set", "adapt.calib_len=256", "--set", "compare.calib_windows=2",
          "--set", "adapt.lr=1", "--set", "compare.frontier_mus=[0, 1]", "--set", "compare.oracle_bisect=0"]
 
 
-def run(*args, ok=True):
-    r = subprocess.run([ponder, *args], capture_output=True, text=True, timeout=600)
-    if ok:
-        check(r.returncode == 0, "ponder " + " ".join(args[:2]) + " exits 0: " + r.stderr[-1500:])
-    return r
+run = runner(ponder)
 
 
 def per_stream(m):

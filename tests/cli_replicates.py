@@ -9,13 +9,12 @@ Usage: cli_replicates.py PONDER"""
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 from scipy import stats
-from cli_util import check, finish
+from cli_util import check, finish, runner
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,11 +22,7 @@ config = os.path.join(root, "configs", "ci.yaml")
 
 
 
-def run(*args, ok=True):
-    r = subprocess.run([ponder, *args], capture_output=True, text=True, timeout=600)
-    if ok:
-        check(r.returncode == 0, "ponder " + " ".join(args[:2]) + " exits 0: " + r.stderr[-1500:])
-    return r
+run = runner(ponder)
 
 
 def windows(m):
