@@ -314,7 +314,8 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(error_of([] { cli::load_config(fs::temp_directory_path().string()); }).find("is a folder, not a YAML file") !=
         std::string::npos);
   // Every shipped config parses.
-  for (const char* name : {"tiny", "tiny_prefix", "small", "ci", "quick", "sotu_small", "pycode_small"})
+  for (const char* name : {"tiny", "tiny_prefix", "small", "ci", "quick", "sotu_small", "pycode_small", "adapt_quick",
+                           "adapt_sotu", "adapt_pycode"})
     CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));
   CHECK(error_of([] { cli::load_config("/no/such.yaml"); }) == "cannot open config '/no/such.yaml'");
 }
