@@ -114,6 +114,7 @@ TEST_CASE("positive control: passes on a clear planted effect and reports each m
 }
 
 TEST_CASE("positive control: fails when the oracle's headroom interval reaches 0, or when it spends on noise") {
+  CHECK(control_options().criteria.control_headroom == doctest::Approx(0.01));  // the floor the subcases test against
   SUBCASE("no headroom") {
     const ControlVerdict v = judge_control(planted_result(0.0), control_options());
     CHECK_FALSE(v.passed);

@@ -369,6 +369,7 @@ TEST_CASE("checkpoint: a create_graph inner step inside an outer loss") {
 
 TEST_CASE("checkpoint: unused inputs, no recording, retain_graph, release and in-place errors") {
   CkptInputs in;
+  REQUIRE((requires_grad(in.x) && requires_grad(in.w)));  // every subcase differentiates in both
   auto first_only = [](const std::vector<Tensor>& xs) { return std::vector<Tensor>{sum(exp(xs[0]))}; };
 
   SUBCASE("an input the region ignores gets no gradient") {

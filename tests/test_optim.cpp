@@ -110,6 +110,7 @@ TEST_CASE("SGD: plain and heavy-ball momentum steps") {
   set_grad_values(q, {4.0});
   plain.step();
   check_values(q, {-1.0}, 1e-15);
+  CHECK(q.to_vector()[0] == -1.0);  // 1 − 0.5·4, exactly: no momentum buffer in plain SGD
 }
 
 TEST_CASE("optimisers skip parameters without a gradient; zero_grad drops gradients") {
@@ -136,6 +137,7 @@ TEST_CASE("clip_grad_norm: scales to the max norm and returns the norm before") 
   Tensor a = param({0.0, 0.0}), b = param({0.0}), none = param({0.0});
   set_grad_values(a, {3.0, 0.0});
   set_grad_values(b, {4.0});
+  REQUIRE(!grad_of(none).defined());  // a parameter without a gradient is skipped, not counted as 0
   SUBCASE("above the limit") {
     double n = clip_grad_norm({a, b, none}, 1.0);
     CHECK(n == doctest::Approx(5.0).epsilon(1e-15));

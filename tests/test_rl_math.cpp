@@ -70,6 +70,7 @@ PidConfig paper_form(double kp, double ki, double kd, double limit) {
 }  // namespace
 
 TEST_CASE("§9.1 discounted returns: terminal at the end and resets at episode ends") {
+  CHECK(discounted_returns({5}, {.terminated = {true}}, 0.9) == Vec{5});  // one terminal step returns its reward
   check_close(discounted_returns({1, 0, 2, 3}, {.terminated = {false, false, false, true}}, 0.9),
               {4.807, 4.23, 4.7, 3});
   check_close(discounted_returns({1, 2, 3, 4}, {.terminated = {false, true, false, true}}, 0.5), {2, 2, 5, 4});
