@@ -17,13 +17,6 @@
 namespace ponder::codebench {
 namespace {
 
-uint64_t splitmix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // Feeds bytes to the model and gives the logits for the byte after them. TTT layers learn a mini-batch at a time,
 // so a sequence is fed in whole mini-batches: the complete ones go into `committed_` for good; the incomplete
 // rest is fed, padded, to a copy of that state each time a logit is wanted (positions are causal, so the padding
@@ -129,7 +122,8 @@ std::vector<std::vector<std::string>> sample_completions(const cli::TrainedModel
   double shown = 0;
   for (size_t p = 0; p < tasks.size(); ++p) {
     for (int s = 0; s < o.samples; ++s) {
-      Generator gen(splitmix(o.seed ^ splitmix(p * 1000003ull + uint64_t(s))));
+      // One generator per (problem, sample), seeded from the project's counter-based hash of (seed, index).
+      Generator gen(uint64_t(rng_uniform_at(o.seed, p * 1000003ull + uint64_t(s)) * 0x1p53));
       out[p].push_back(complete(model, tasks[p], o, gen));
       const size_t done = p * size_t(o.samples) + size_t(s) + 1;
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -117,6 +117,16 @@ Episode AdaptRollouts::oracle(const Tensor& input, const Tensor& target, const s
     const Tensor logits = read_chunk(fw, c, u, state, rec, ep);
     tracker.observe_logits(logits, c.tgt(u));
     rec.features = tracker.next(u, base_, state);
+    if (u + 1 >= c.n || lookahead < 1) {  // nothing after this chunk is scored: every K ties, the smallest is taken
+      rec.k = options.front();
+      rec.tied = options.size() > 1;
+      FlopScope steps;
+      for (int i = 0; i < rec.k; ++i) fw.update(c.tgt(u), c.b, optim);
+      rec.inner_flops = steps.counts().total();
+      tracker.record_k(rec.k);
+      add_unit(ep, std::move(rec));
+      continue;
+    }
     // Every K from the same weights, in increasing order, each continuing the steps of the one before (a K-step
     // update is the first K steps of a longer one); the weights after each are kept to go back to the chosen one.
     std::vector<ttt::FastOptimizer::State> after;

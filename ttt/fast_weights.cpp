@@ -128,6 +128,7 @@ FastWeights::FastWeights(const Model& base, const FastWeightsConfig& cfg, uint64
         params_.push_back(leaf(Tensor::zeros({cfg.rank, w.shape()[1]}, dt), dev));
         names_.insert(names_.end(), {label + ".A", label + ".B"});
         labels_.push_back(label);
+        adapted_.push_back(w);
       }
   }
   for (const Tensor& p : params_) initial_.push_back(raw::clone(p));
@@ -139,13 +140,9 @@ void FastWeights::reset() {
 }
 
 Model FastWeights::adapted() const {
-  const std::vector<std::string> labels = base_.parameter_labels();
-  const std::vector<Tensor> tensors = base_.parameters();
   std::vector<std::pair<std::string, Tensor>> replace;
-  for (size_t i = 0; i < labels_.size(); ++i) {
-    const Tensor& w = tensors[size_t(std::find(labels.begin(), labels.end(), labels_[i]) - labels.begin())];
-    replace.push_back({labels_[i], add(w, matmul(params_[2 * i], params_[2 * i + 1]))});
-  }
+  for (size_t i = 0; i < labels_.size(); ++i)
+    replace.push_back({labels_[i], add(adapted_[i], matmul(params_[2 * i], params_[2 * i + 1]))});
   return base_.with_parameters(replace);
 }
 

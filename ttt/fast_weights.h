@@ -93,7 +93,8 @@ class FastWeights {
   FastWeightsConfig cfg_;
   std::vector<Tensor> params_, initial_;
   std::vector<std::string> names_;
-  std::vector<std::string> labels_;  // lora: the adapted parameter of each (A, B) pair
+  std::vector<std::string> labels_;  // lora: the adapted parameter of each (A, B) pair …
+  std::vector<Tensor> adapted_;      // … and its frozen value W, so a pass builds W + A·B without a search
   Tensor last_ids_, last_hidden_;    // head: the frozen part of the last chunk
   ModelState before_;                // lora: the base state before the last chunk
 };
