@@ -19,16 +19,19 @@ namespace ponder::cli {
 
 namespace {
 
-// The verdict of a finished control in `dir` made by this build (a clean commit) from the same config text, if any:
-// rerunning `ponder quick` need not redo a control whose answer cannot have changed.
+// The verdict of a finished control in `dir` made by this build (this very binary, or a clean build of the same
+// commit) from the same config text, if any: rerunning `ponder quick` need not redo a control whose answer cannot
+// have changed.
 std::optional<ControlVerdict> finished_control(const std::string& dir, const RunConfig& cfg) {
   const std::optional<std::string> text = data::read_file(dir + "/results.json");
   if (!text) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   const std::string commit = git_commit();
-  if (!j.is_object() || !j.contains("positive_control") || j.value("commit", "") != commit ||
-      commit.find("dirty") != std::string::npos || commit == "unknown" || j.value("config", "") != cfg.text)
-    return std::nullopt;
+  if (!j.is_object() || !j.contains("positive_control") || j.value("config", "") != cfg.text) return std::nullopt;
+  const bool same_binary = j.value("binary_sha256", "") == binary_sha256();
+  const bool same_clean_commit = j.value("commit", "") == commit && commit.find("dirty") == std::string::npos &&
+                                 commit != "unknown";
+  if (!same_binary && !same_clean_commit) return std::nullopt;
   return control_from_json(j["positive_control"]);
 }
 
@@ -53,7 +56,8 @@ ControlVerdict run_positive_control(const ControlArgs& a) {
   CompareResult r;
   run_compare_job(m, ds, cfg.compare, checkpoint_path(a.out), cfg.text, a.out, &r);
   const ControlVerdict v = judge_control(r, cfg.compare);
-  merge_outputs(a.out, {{"positive_control", control_json(v)}}, "# ponder control\n\n" + control_markdown(v, report),
+  merge_outputs(a.out, {{"positive_control", control_json(v)}, {"binary_sha256", binary_sha256()}},
+                "# ponder control\n\n" + control_markdown(v, report),
                 "");
   std::fprintf(stderr, "control: %s (report %s)\n", v.passed ? "passed" : "FAILED", report.c_str());
   return v;

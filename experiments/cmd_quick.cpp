@@ -5,6 +5,7 @@
 // attention); then compares allocation methods and writes results/quick/report.md, results.json and the figures.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
 #include "experiments/device.h"
+#include "experiments/parts.h"
 #include "experiments/plots.h"
 #include "experiments/regime.h"
 #include "experiments/replicates.h"
@@ -38,11 +40,12 @@ struct Options {
   std::string device;              // empty: the config's model.device
   ConfigOverrides over;             // --set, --seed on the main config (not the control's)
   std::string control = "planted";  // the positive control's config, run first into <out>/control; "none" skips it
+  int jobs = 0;                     // parts run side by side; 0: as many as threads, at most 4
 };
 
 // The positive control, first (experiments/control.h): its verdict heads the report, so that a null result below can
 // be read. Skipped with --control none, and the report then says it was not run.
-std::pair<nlohmann::ordered_json, std::string> positive_control(const Options& o) {
+std::pair<nlohmann::ordered_json, std::string> positive_control(const Options& o, bool retrain) {
   const std::string dir = (std::filesystem::path(o.out) / "control").string();
   if (o.control == "none")
     return {{{"ran", false}}, "**Positive control: not run** (--control none). Run `ponder control` to check that this "
@@ -51,7 +54,7 @@ std::pair<nlohmann::ordered_json, std::string> positive_control(const Options& o
   ControlArgs ca;
   ca.config = o.control;
   ca.out = dir;
-  ca.retrain = o.retrain;
+  ca.retrain = retrain;
   ca.device = o.device;
   const ControlVerdict v = run_positive_control(ca);
   nlohmann::ordered_json j = control_json(v);
@@ -85,7 +88,7 @@ RunConfig attention_config(const RunConfig& cfg) {
 }
 
 std::string training_section(const RunConfig& cfg, const TrainedModel& m, const Dataset& ds,
-                             const std::map<int64_t, double>& curve) {
+                             const std::map<int64_t, double>& curve, int threads) {
   std::ostringstream md;
   char line[64];
   md << "\n## Training\n\nTTT model (" << cfg.source << ", " << m.model.num_parameters() << " parameters, token factor "
@@ -100,45 +103,110 @@ std::string training_section(const RunConfig& cfg, const TrainedModel& m, const 
     md << line;
   }
   md << "\nconfig " << cfg.source << ", seed " << cfg.train.seed << ", commit " << git_commit() << " (" << build_type()
-     << " build, " << cpu::num_threads() << " threads), corpus " << ds.corpus.source << "\n\n```yaml\n" << cfg.text
+     << " build, " << threads << " thread(s) per part), corpus " << ds.corpus.source << "\n\n```yaml\n" << cfg.text
      << "```\n";
   return md.str();
 }
 
-// Models 2 … train.seeds: the same config with train.seed + i, each trained (or reused) and compared on its own in
-// OUT/model-<i+1>; a finished comparison is reused when this binary made it from the same checkpoint and config.
-std::vector<CompareResult> other_models(const RunConfig& cfg, const Options& o, Device device, const Dataset& ds,
-                                        const CompareOptions& copt) {
-  std::vector<CompareResult> runs;
-  for (int64_t i = 1; i < cfg.train_seeds; ++i) {
+// The i-th of the train.seeds independent models (train.seed + i): trained in OUT (i = 0) or OUT/model-<i+1>,
+// compared in OUT/model-<i+1>.
+struct ModelRun {
+  RunConfig cfg;
+  std::string train_dir, compare_dir;
+};
+
+std::vector<ModelRun> model_runs(const RunConfig& cfg, const std::string& out) {
+  std::vector<ModelRun> runs;
+  for (int64_t i = 0; i < std::max<int64_t>(1, cfg.train_seeds); ++i) {
     ConfigOverrides seed;
     seed.seed = int64_t(cfg.train.seed) + i;
-    const RunConfig ci = apply_overrides(cfg, seed);
-    const std::string dir = (std::filesystem::path(o.out) / ("model-" + std::to_string(i + 1))).string();
-    std::fprintf(stderr, "quick: model %lld of %lld (train.seed %lld) in %s\n", (long long)(i + 1),
-                 (long long)cfg.train_seeds, (long long)seed.seed, dir.c_str());
-    bool reused = false;
-    const TrainedModel m = train_or_reuse(ci, dir, o.retrain, device, this_build(), reused);
-    const std::string ckpt = checkpoint_path(dir);
-    runs.push_back(reuse_or_run(dir, run_fingerprint(ckpt, ci.text), [&] {
-      CompareResult r;
-      run_compare_job(m, ds, copt, ckpt, ci.text, dir, &r);
-      return r;
-    }));
+    const std::string dir = (std::filesystem::path(out) / ("model-" + std::to_string(i + 1))).string();
+    runs.push_back({i == 0 ? cfg : apply_overrides(cfg, seed), i == 0 ? out : dir, dir});
   }
   return runs;
+}
+
+// A model's comparison, or its finished outputs when this binary made them from the same checkpoint and config.
+CompareResult compare_model(const ModelRun& r, const TrainedModel& m, const Dataset& ds, const CompareOptions& copt) {
+  const std::string ckpt = checkpoint_path(r.train_dir);
+  std::filesystem::create_directories(r.compare_dir);
+  return reuse_or_run(r.compare_dir, run_fingerprint(ckpt, r.cfg.text), [&] {
+    CompareResult res;
+    run_compare_job(m, ds, copt, ckpt, r.cfg.text, r.compare_dir, &res);
+    return res;
+  });
+}
+
+CompareOptions compare_options(const RunConfig& cfg, const Options& o) {
+  CompareOptions copt = cfg.compare;
+  if (o.seeds > 0) copt.seeds = o.seeds;
+  if (o.windows > 0) copt.windows_per_seed = o.windows;
+  return copt;
+}
+
+// Seconds on one thread, roughly (~20k tokens/s for the tiny model); only the order and the ETA depend on it.
+double train_estimate(const RunConfig& cfg) {
+  const double size = std::max(0.5, double(cfg.model.d * cfg.model.d) / (128.0 * 128.0) * double(cfg.model.layers) / 2);
+  return double(cfg.train.steps * cfg.train.batch_size * cfg.train.seq_len) / 20000.0 * size;
+}
+
+// Everything that does not depend on another model: the control, the attention baseline, each model's training and
+// then its comparison. Run side by side first (experiments/parts.h); the serial pass in run_quick then reuses them.
+std::vector<Part> quick_parts(const RunConfig& cfg, const Options& o, Device device) {
+  std::vector<Part> parts;
+  if (o.control != "none") {
+    const double est = train_estimate(apply_overrides(load_config(resolve_config(o.control)), {})) * 1.6;
+    parts.push_back({"control", {}, est, [o] { positive_control(o, o.retrain); }});
+  }
+  if (cfg.streams.attention_baseline)
+    parts.push_back({"attention", {}, 1.4 * train_estimate(cfg), [cfg, o, device] {
+                       bool reused = false;
+                       train_or_reuse(attention_config(cfg), o.out + "/attention", o.retrain, device, this_build(), reused);
+                     }});
+  const CompareOptions copt = compare_options(cfg, o);
+  for (const ModelRun& r : model_runs(cfg, o.out)) {
+    const std::string name = std::filesystem::path(r.compare_dir).filename().string();
+    parts.push_back({name + "-train", {}, train_estimate(r.cfg), [r, o, device] {
+                       bool reused = false;
+                       train_or_reuse(r.cfg, r.train_dir, o.retrain, device, this_build(), reused);
+                     }});
+    parts.push_back({name + "-compare", {name + "-train"}, 0.65 * train_estimate(r.cfg), [r, copt, device] {
+                       bool reused = false;
+                       const TrainedModel m = train_or_reuse(r.cfg, r.train_dir, false, device, this_build(), reused);
+                       compare_model(r, m, load_dataset(r.cfg.data), copt);
+                     }});
+  }
+  return parts;
+}
+
+// Model 1's comparison outputs, copied from OUT/model-1 into OUT, where the regime checks and the statistics over
+// models are merged into them.
+void copy_first_model(const std::string& out) {
+  for (const char* f : {"report.md", "results.json", "tokens.html", "k_hist.png"})
+    std::filesystem::copy_file(out + "/model-1/" + f, out + "/" + f, std::filesystem::copy_options::overwrite_existing);
 }
 
 void run_quick(const Options& o) {
   const RunConfig cfg = apply_overrides(load_config(resolve_config(o.config)), o.over);
   const Device device = run_device(o.device, cfg.device, cfg.source);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
-  const auto [control_json_, control_md] = positive_control(o);
-  bool reused = false, attn_reused = false;
-  const TrainedModel m = train_or_reuse(cfg, o.out, o.retrain, device, this_build(), reused);
-  std::optional<TrainedModel> attn;
+  const int threads = cpu::num_threads();
+  // A process forked after CUDA was initialised cannot use it: on a GPU the parts run one after another here.
+  const int jobs = device == Device::CUDA ? 1 : o.jobs > 0 ? o.jobs : std::clamp(threads, 1, 4);
   const std::string attn_dir = (std::filesystem::path(o.out) / "attention").string();
-  if (cfg.streams.attention_baseline) attn = train_or_reuse(attention_config(cfg), attn_dir, o.retrain, device, this_build(), attn_reused);
+  const auto t0 = std::filesystem::file_time_type::clock::now();
+  run_parts(quick_parts(cfg, o, device), jobs, threads, o.out + "/logs", "quick");
+  // A checkpoint written before the parts ran was reused from an earlier run.
+  const auto older = [&](const std::string& dir) { return std::filesystem::last_write_time(checkpoint_path(dir)) < t0; };
+
+  // The serial pass: every part above is finished, so what follows reuses it (no --retrain here).
+  const auto [control_json_, control_md] = positive_control(o, false);
+  bool unused = false;
+  const TrainedModel m = train_or_reuse(cfg, o.out, false, device, this_build(), unused);
+  const bool reused = older(o.out);
+  std::optional<TrainedModel> attn;
+  if (cfg.streams.attention_baseline) attn = train_or_reuse(attention_config(cfg), attn_dir, false, device, this_build(), unused);
+  const bool attn_reused = attn && older(attn_dir);
   const Dataset ds = load_dataset(cfg.data);
 
   RegimeOptions ro;
@@ -151,24 +219,25 @@ void run_quick(const Options& o) {
   if (attn) regime.attention_checkpoint = checkpoint_path(attn_dir);
   const std::map<int64_t, double> curve = training_curve(log_path(o.out));
 
-  // The comparison of allocation methods (writes report.md, results.json and its figures), then the regime checks
-  // before it and the training after it, in both files.
-  CompareOptions copt = cfg.compare;
-  if (o.seeds > 0) copt.seeds = o.seeds;
-  if (o.windows > 0) copt.windows_per_seed = o.windows;
-  const std::string ckpt = checkpoint_path(o.out);
-  std::vector<CompareResult> runs(1);
-  const std::string headline = run_compare_job(m, ds, copt, ckpt, cfg.text, o.out, &runs[0]);
-  write_position_plot(regime, o.out);
-  for (CompareResult& r : other_models(cfg, o, device, ds, copt)) runs.push_back(std::move(r));
+  // Each model's comparison (its own report.md, results.json and figures in OUT/model-<i>); model 1's outputs are
+  // copied into OUT, and the regime checks before them and the training after them are merged into both files.
+  const CompareOptions copt = compare_options(cfg, o);
+  std::vector<CompareResult> runs;
+  std::vector<std::string> labels;
   std::vector<std::pair<std::string, std::string>> logs;
-  for (size_t i = 0; i < size_t(cfg.train_seeds); ++i)
-    logs.push_back({"model " + std::to_string(i + 1) + " (seed " + std::to_string(cfg.train.seed + int64_t(i)) + ")",
-                    log_path(i == 0 ? o.out : o.out + "/model-" + std::to_string(i + 1))});
+  for (const ModelRun& r : model_runs(cfg, o.out)) {
+    bool r_reused = false;
+    std::optional<TrainedModel> other;
+    if (r.train_dir != o.out) other = train_or_reuse(r.cfg, r.train_dir, false, device, this_build(), r_reused);
+    runs.push_back(compare_model(r, other ? *other : m, ds, copt));
+    labels.push_back(checkpoint_path(r.train_dir));
+    logs.push_back({"model " + std::to_string(runs.size()) + " (seed " + std::to_string(r.cfg.train.seed) + ")",
+                    log_path(r.train_dir)});
+  }
+  copy_first_model(o.out);
+  write_position_plot(regime, o.out);
   if (attn) logs.push_back({"attention-only", log_path(attn_dir)});
   write_training_figure(o.out + "/training.png", logs);
-  std::vector<std::string> labels = {ckpt};
-  for (size_t i = 1; i < runs.size(); ++i) labels.push_back(checkpoint_path(o.out + "/model-" + std::to_string(i + 1)));
   const ReplicateSummary reps = summarize_replicates(runs, labels, copt);
   nlohmann::ordered_json top = {{"positive_control", control_json_},
                                 {"models", reps.models.size()},
@@ -192,11 +261,11 @@ void run_quick(const Options& o) {
   const std::string intro = "# ponder quick\n\n" + flag + control_md + "Corpus " + ds.corpus.source + ".\n\n" +
                             regime_markdown(regime) + "\n" + replicates_markdown(reps) +
                             "**Below: the first model (train.seed " + std::to_string(cfg.train.seed) + ") in detail.**\n\n";
-  merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve));
+  merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve, jobs > 1 ? std::max(1, threads / jobs) : threads));
   write_compare_figures(o.out);  // again, now that results.json holds the statistics over models
   std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
               "%s/pareto.png, %s/forest.png, %s/training.png, %s/k_hist.png, %s/tokens.html\n",
-              regime_markdown(regime).c_str(), headline.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str(),
+              regime_markdown(regime).c_str(), replicates_markdown(reps).c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str(),
               o.out.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str(), o.out.c_str());
 }
 
@@ -216,6 +285,10 @@ void register_quick(CLI::App& app) {
   sub->add_option("--control", opts->control,
                   "Config of the positive control run first into <out>/control (reused when this build made it); "
                   "'none' skips it")->capture_default_str();
+  sub->add_option("--jobs", opts->jobs,
+                  "Parts (the control, each model's training and comparison, the attention baseline) run side by "
+                  "side, threads shared among them; 0: as many as --threads, at most 4; 1: one after another in this "
+                  "process")->check(CLI::NonNegativeNumber);
   add_override_options(sub, opts->over, true);
   add_device_override(sub, opts->device);
   sub->callback([opts] { run_quick(*opts); });

@@ -1,5 +1,6 @@
 #include "experiments/compare_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "experiments/command_line.h"
 #include "experiments/control.h"
 #include "experiments/device.h"
+#include "experiments/parts.h"
 #include "experiments/plots.h"
 #include "experiments/regime.h"
 #include "experiments/replicates.h"
@@ -41,6 +43,11 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
   sub->add_option("--out", a.out, "Output folder")->capture_default_str();
   sub->add_option("--seeds", a.seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
   sub->add_option("--windows", a.windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  if (many)
+    sub->add_option("--jobs", a.jobs,
+                    "With several checkpoints: models compared side by side, threads shared among them; 0: as many "
+                    "as --threads, at most 4; 1: one after another in this process")
+        ->check(CLI::NonNegativeNumber);
   add_override_options(sub, a.over, false);
   add_device_override(sub, a.device);
 }
@@ -119,9 +126,14 @@ std::string file_sha256(const std::string& path) {
 
 }  // namespace
 
+std::string binary_sha256() {
+  static const std::string sha = file_sha256("/proc/self/exe");
+  return sha;
+}
+
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text) {
   // The binary's own hash, not the commit: a rebuild with uncommitted changes keeps its "-dirty" commit.
-  return {{"command", command_line()}, {"binary_sha256", file_sha256("/proc/self/exe")},
+  return {{"command", results_command_line()}, {"binary_sha256", binary_sha256()},
           {"checkpoint_sha256", file_sha256(checkpoint)}, {"config", config_text}};
 }
 
@@ -264,14 +276,25 @@ CompareResult compare_one(const CheckpointJobArgs& a, const std::string& dir, co
 // models × documents (experiments/replicates.h) into OUT/report.md and OUT/results.json.
 void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run) {
   check_independent(a.checkpoints, label);
-  std::vector<CompareResult> runs;
-  for (size_t i = 0; i < a.checkpoints.size(); ++i) {
+  const auto model_dir = [&](size_t i) { return (std::filesystem::path(a.out) / ("model-" + std::to_string(i + 1))).string(); };
+  const auto one_of = [&](size_t i) {
     CheckpointJobArgs one = a;
     one.checkpoint = a.checkpoints[i];
-    const std::string dir = (std::filesystem::path(a.out) / ("model-" + std::to_string(i + 1))).string();
+    return one;
+  };
+  // Each model's comparison side by side first; the loop below then finds them finished and reuses them.
+  const int threads = cpu::num_threads(), jobs = a.jobs > 0 ? a.jobs : std::clamp(threads, 1, 4);
+  if (jobs > 1 && a.checkpoints.size() > 1) {
+    std::vector<Part> parts;
+    for (size_t i = 0; i < a.checkpoints.size(); ++i)
+      parts.push_back({"model-" + std::to_string(i + 1), {}, 1.0, [&, i] { compare_one(one_of(i), model_dir(i), run); }});
+    run_parts(parts, jobs, threads, a.out + "/logs", label);
+  }
+  std::vector<CompareResult> runs;
+  for (size_t i = 0; i < a.checkpoints.size(); ++i) {
     std::fprintf(stderr, "%s: model %zu of %zu: %s -> %s\n", label.c_str(), i + 1, a.checkpoints.size(),
-                 one.checkpoint.c_str(), dir.c_str());
-    runs.push_back(compare_one(one, dir, run));
+                 a.checkpoints[i].c_str(), model_dir(i).c_str());
+    runs.push_back(compare_one(one_of(i), model_dir(i), run));
   }
   const ReplicateSummary s = summarize_replicates(runs, a.checkpoints, opt);
   nlohmann::ordered_json top = {{"produced_by", "ponder " + label}, {"command", command_line()},

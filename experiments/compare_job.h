@@ -23,10 +23,12 @@ struct CheckpointJobArgs {
   int64_t seeds = 0, windows = 0;  // 0: the config's compare.seeds / compare.windows_per_seed
   std::string device;              // empty: the config's model.device
   ConfigOverrides over;            // --set on the config (--seed has no meaning for a trained model)
+  int jobs = 0;                    // several checkpoints: models compared side by side (experiments/parts.h); 0: auto
 };
 // Adds --config (described by `config_help`; default: the checkpoint's own), --checkpoint (required), --out, --seeds,
 // --windows, --set and --device.
-// With `many`, --checkpoint may repeat; otherwise a second one is an error.
+// With `many`, --checkpoint may repeat (and --jobs compares the models side by side); otherwise a second one is an
+// error.
 void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::string& config_help,
                                 bool many = false);
 
@@ -78,6 +80,8 @@ void write_atomically(const std::string& path, const std::string& text);
 // What a finished comparison of `checkpoint` depends on: the command line, this binary, the checkpoint's bytes and
 // the config text. A journal or a finished model's outputs are reused only under the same fingerprint.
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text);
+// The sha256 of the running `ponder` binary: what made a result, also for a build with uncommitted changes.
+std::string binary_sha256();
 
 // The comparison finished in `dir` (its results.json) when `dir`/fingerprint.json equals `fp` (run_fingerprint);
 // otherwise `run` makes it, and the fingerprint is written once its outputs are whole. Several models compared in
@@ -96,6 +100,8 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
 // OUT/model-<i> (reused when finished under the same fingerprint), then the statistics over models × documents
 // (experiments/replicates.h) with `opt`'s budget into OUT/report.md and OUT/results.json. The checkpoints must come
 // from one config and differ in train.seed; `label` (compare, adapt) names the command in messages and outputs.
+// The models' comparisons run a.jobs at a time in child processes (experiments/parts.h; 0: as many as threads, at
+// most 4), and the statistics are then made from their finished folders.
 using RunOne = std::function<void(const CheckpointJobArgs& one, CompareResult* result)>;
 void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run);
 

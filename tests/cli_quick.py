@@ -20,10 +20,47 @@ def windows_of(m):
 
 
 
-with tempfile.TemporaryDirectory() as out:
-    run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out,
-                          "--control", "none", "--set", "train.seeds=2"], capture_output=True, text=True, timeout=900)
+QUICK = ["quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--control", "none", "--set", "train.seeds=2"]
+
+
+def quick(out, *extra, threads="2"):
+    return subprocess.run([ponder, "--threads", threads, *QUICK, "--out", out, *extra], capture_output=True, text=True,
+                          timeout=900)
+
+
+def numbers(results):
+    """What the methods measured, per model 1's seeds and over models: equal runs give equal numbers."""
+    seeds = [[{k: v for k, v in s.items() if k != "seconds_per_token"} for s in m["seeds"]] for m in results["methods"]]
+    return ([m["name"] for m in results["methods"]], seeds, results["replicates"]["methods"],
+            results["carry_token_factor"], results["ngram_bpb"])
+
+
+with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as serial:
+    # The parts (each model's training and comparison, the attention baseline) run two at a time, one thread each.
+    run = quick(out, "--jobs", "2")
     check(run.returncode == 0, "ponder quick exits 0: " + run.stderr[-2000:])
+    check("quick: 5 parts, 2 at a time with 1 thread(s) each" in run.stderr and "ETA" in run.stderr,
+          "quick says how it splits the work and gives an ETA")
+    check(all(os.path.getsize(os.path.join(out, "logs", p + ".log")) > 0 for p in
+              ["attention", "model-1-train", "model-1-compare", "model-2-train", "model-2-compare"]),
+          "each part's output is in logs/<part>.log")
+    # The same run one part after another in one process, on one thread: the same numbers, bit for bit.
+    one = quick(serial, "--jobs", "1", threads="1")
+    check(one.returncode == 0 and "parts" not in one.stderr and not os.path.exists(os.path.join(serial, "logs")),
+          "--jobs 1 runs the parts in this process: " + one.stderr[-1500:])
+    check(numbers(json.load(open(os.path.join(out, "results.json")))) ==
+          numbers(json.load(open(os.path.join(serial, "results.json")))),
+          "two parts at a time on one thread each = one after another on one thread (every number, bit for bit)")
+    # A rerun reuses every finished part: no training, no comparison, the same numbers.
+    stamps = [os.path.getmtime(os.path.join(out, d, "checkpoint.ckpt")) for d in ["", "model-2", "attention"]]
+    first = json.load(open(os.path.join(out, "results.json")))
+    again = quick(out, "--jobs", "2")
+    check(again.returncode == 0 and again.stderr.count("is finished; reused") >= 2 and
+          stamps == [os.path.getmtime(os.path.join(out, d, "checkpoint.ckpt")) for d in ["", "model-2", "attention"]],
+          "a rerun reuses the trained models and the finished comparisons: " + again.stderr[-1500:])
+    check(numbers(json.load(open(os.path.join(out, "results.json")))) == numbers(first), "the rerun reports the same numbers")
+    check(json.load(open(os.path.join(out, "results.json")))["training"]["reused_checkpoint"] is True and
+          first["training"]["reused_checkpoint"] is False, "results say whether the checkpoint was reused")
     for f in ["report.md", "results.json", "pareto.png", "forest.png", "k_hist.png", "tokens.html", "checkpoint.ckpt",
               "model-2/pareto.png", "training.png"]:
         check(os.path.getsize(os.path.join(out, f)) > 0 if os.path.exists(os.path.join(out, f)) else False,
@@ -31,7 +68,7 @@ with tempfile.TemporaryDirectory() as out:
     results = json.load(open(os.path.join(out, "results.json")))
     report = open(os.path.join(out, "report.md")).read()
     check(results["commit"] != "" and len(results["data_sha256"]) == 64, "results say what produced them")
-    check(results.get("command", "").startswith("ponder quick --config "), "results record the command line")
+    check(results.get("command", "").startswith("ponder --threads 2 quick --config "), "results record the command line")
     # cli_control.py runs the control itself; here it is skipped, and both files must say so
     check(results["positive_control"] == {"ran": False} and list(results)[0] == "positive_control",
           "results.json says first that the positive control was not run")
@@ -129,5 +166,16 @@ with tempfile.TemporaryDirectory() as out:
     check(os.path.getsize(os.path.join(out, "loss_by_position.png")) > 0, "loss_by_position.png written")
     zero = by["uniform-0"]["seeds"][0]
     check(zero["inner_flops_per_token"] == 0 and zero["overhead_flops_per_token"] == 0, "uniform-0 spends no inner FLOPs")
+
+# A part that fails (here model 2 cannot make its folder) stops the run with its name, status and log; the parts
+# that do not depend on it finish and are kept for the rerun.
+with tempfile.TemporaryDirectory() as broken:
+    open(os.path.join(broken, "model-2"), "w").close()
+    r = quick(broken, "--jobs", "2")
+    check(r.returncode == 1 and r.stderr.count("ponder: error: quick: a part failed") == 1 and
+          "model-2-train exited with status 1; the end of " + os.path.join(broken, "logs", "model-2-train.log") in r.stderr,
+          "a failed part is named with its status and log, in one error line: " + r.stderr[-800:])
+    check(os.path.exists(os.path.join(broken, "checkpoint.ckpt")) and
+          os.path.exists(os.path.join(broken, "model-1", "fingerprint.json")), "the other parts finished and are kept")
 
 finish()

@@ -90,7 +90,10 @@ with tempfile.TemporaryDirectory() as tmp:
         run("train", "--config", config, "--seed", str(seed), "--out", out)
         ckpts.append(os.path.join(out, "checkpoint.ckpt"))
     args = ["compare"] + [a for c in ckpts for a in ("--checkpoint", c)] + ["--out", os.path.join(tmp, "cmp")]
-    first = run(*args)
+    first = run(*(args + ["--jobs", "2"]))
+    check("compare: 3 parts, 2 at a time" in first.stderr and
+          all(os.path.getsize(os.path.join(tmp, "cmp", "logs", "model-%d.log" % i)) > 0 for i in (1, 2, 3)),
+          "--jobs 2 compares two models at a time, each with its log in logs/")
     top = json.load(open(os.path.join(tmp, "cmp", "results.json")))
     rep = top["replicates"]
     models = [json.load(open(os.path.join(tmp, "cmp", "model-%d" % (i + 1), "results.json"))) for i in range(3)]
@@ -147,8 +150,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(all(os.path.getsize(os.path.join(tmp, "cmp", f)) > 0 for f in ["forest.png", "pareto.png"]),
           "forest.png (over models) and pareto.png (model 1) drawn")
 
-    again = run(*args)
-    check(again.stderr.count("; reused") == 3, "a rerun reuses the three finished models")
+    again = run(*(args + ["--jobs", "1"]))
+    check(again.stderr.count("; reused") == 3 and "parts" not in again.stderr,
+          "a rerun (--jobs 1: in this process) reuses the three finished models")
     check(json.load(open(os.path.join(tmp, "cmp", "results.json")))["replicates"] == rep, "and gives the same numbers")
 
     same = run("compare", "--checkpoint", ckpts[0], "--checkpoint", ckpts[0], "--out", os.path.join(tmp, "x"), ok=False)
