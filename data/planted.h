@@ -21,7 +21,10 @@ namespace ponder::data {
 
 constexpr int64_t kPlantedUnit = 16;  // bytes per line: the unit the corpus is built from
 
-// `docs` documents of `lines` lines each (lines ≥ 8), from the seed; names "planted 1" …, in order.
-Corpus make_planted(uint64_t seed, int64_t docs, int64_t lines);
+// `docs` documents of `lines` lines each (lines ≥ 8), from the seed; names "planted 1" …, in order. `unit` is the
+// line's length in bytes (≥ 4): 16 for the TTT layers' mini-batch; 64 ("planted64") makes each line one chunk of the
+// fast-weight path (ponder adapt), whose positive control it is. There a base that sees no context (attention over
+// a window of one token) can learn the alphabet only through the fast weights.
+Corpus make_planted(uint64_t seed, int64_t docs, int64_t lines, int64_t unit = kPlantedUnit);
 
 }  // namespace ponder::data

@@ -10,6 +10,7 @@
 #include "experiments/codebench_tasks.h"
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
+#include "experiments/control.h"
 #include "policy/adapt_rollout.h"
 
 namespace ponder::cli {
@@ -68,6 +69,14 @@ void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result =
     md = "Streams: the " + b.bench + " problems, each its prompt then its canonical solution; only the "
          "solution's bytes are scored (bits/byte of the reference answer given the prompt, fast weights adapted on the "
          "prompt and on the solution as it is read).\n\n" + md;
+  }
+  // On generated documents with a planted effect (configs/adapt_planted.yaml) the run is this path's positive
+  // control: the same verdict as `ponder control`, at the top of both files.
+  if (bench.empty() && job.ds.corpus.name.rfind("planted", 0) == 0) {
+    const ControlVerdict v = judge_control(r, opt);
+    top["positive_control"] = control_json(v);
+    md = control_markdown(v, a.out + "/report.md") + md;
+    std::fprintf(stderr, "adapt: positive control %s\n", v.passed ? "passed" : "FAILED");
   }
   merge_outputs(a.out, top, md, "");
   merge_regime(job, a.out, "ponder adapt");

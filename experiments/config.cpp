@@ -194,11 +194,11 @@ void read_train(Section& s, ttt::TrainConfig& t) {
 
 void read_data(Section& s, DataConfig& d) {
   s.get<std::string>("corpus", d.corpus, [](const std::string& v) {
-    for (const char* b : {"moby_dick", "tinyshakespeare", "wikitext2", "sotu", "pystdlib", "pycode", "planted"})
+    for (const char* b : {"moby_dick", "tinyshakespeare", "wikitext2", "sotu", "pystdlib", "pycode", "planted", "planted64"})
       if (v == b) return v;
     if (v.find('/') == std::string::npos)
       throw std::invalid_argument("'" + v + "' is not a built-in corpus (moby_dick, tinyshakespeare, wikitext2, sotu, "
-                                  "pystdlib, pycode, planted); a path must contain a '/' (e.g. ./my_text.txt)");
+                                  "pystdlib, pycode, planted, planted64); a path must contain a '/' (e.g. ./my_text.txt)");
     return v;
   });
   s.get("valid_frac", d.valid_frac);

@@ -155,6 +155,7 @@ data::Corpus load_corpus(const DataConfig& cfg) {
   if (name == "tinyshakespeare") return data::load_tinyshakespeare();
   if (name == "sotu") return data::load_sotu();
   if (name == "planted") return data::make_planted(0, 600, 64);  // 600 documents of 1,024 bytes
+  if (name == "planted64") return data::make_planted(0, 400, 48, 64);  // 400 documents of 3,072 bytes
   if (name == "pystdlib") return data::load_pystdlib(cfg.max_file_bytes);
   if (name == "pycode") return data::load_pycode(data::default_data_dir(), cfg.max_file_bytes);
   if (name == "wikitext2") {
@@ -169,7 +170,7 @@ data::Corpus load_corpus(const DataConfig& cfg) {
   }
   if (!std::filesystem::exists(name))
     throw std::invalid_argument("data.corpus: '" + name + "' is neither a built-in corpus (moby_dick, tinyshakespeare, "
-                                "wikitext2, sotu, pystdlib, pycode, planted) nor an existing file or folder");
+                                "wikitext2, sotu, pystdlib, pycode, planted, planted64) nor an existing file or folder");
   data::DirCorpusOptions opt;
   opt.extensions = cfg.extensions;
   opt.max_file_bytes = cfg.max_file_bytes;

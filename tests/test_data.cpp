@@ -569,6 +569,23 @@ TEST_CASE("planted corpus: 16-byte lines, noise or text in a per-document alphab
   CHECK(error_of([] { make_planted(0, 1, 7); }).find("lines >= 8") != std::string::npos);
 }
 
+TEST_CASE("planted corpus with 64-byte lines (the fast-weight path's chunks): the same structure, its own name") {
+  const Corpus a = make_planted(3, 4, 20, 64);
+  CHECK(a.name == "planted64");
+  CHECK(make_planted(3, 4, 20).name == "planted");
+  for (const Document& d : a.docs) {
+    REQUIRE(d.text.size() == 20 * 64);
+    std::set<char> text_letters;
+    for (size_t at = 0; at < d.text.size(); at += 64) {
+      const std::string line = d.text.substr(at, 64);
+      CHECK(line.back() == '\n');
+      if (line[0] != '.') text_letters.insert(line.begin(), line.end() - 1);
+    }
+    CHECK(text_letters.size() == 4);
+  }
+  CHECK(error_of([] { make_planted(0, 1, 8, 3); }).find("unit >= 4") != std::string::npos);
+}
+
 TEST_CASE("stream segments: every scored token scored once, bounded context, evenly spaced caps, cap_stream at 1") {
   StreamTokens s{"repo", {}, 40};  // 40 unscored tokens, then 100 scored ones
   for (int32_t t = 0; t < 140; ++t) s.tokens.push_back(t);
