@@ -89,6 +89,11 @@ BuiltMethod build_method(const MethodSpec& m, const policy::Rollouts& ro, const 
     case policy::MethodFamily::Every:
       out.policy = policy::make_schedule(m);
       break;
+    case policy::MethodFamily::Front:
+      out.policy = policy::make_schedule(m, double(opt.budget_k), opt.step_options);
+      out.result.detail = std::to_string(m.k) + " step(s) per unit until " + std::to_string(opt.budget_k) +
+                          " per unit of the sequence are spent, then none";
+      break;
     case policy::MethodFamily::Random:
       build_random(ro, opt, budget, out);
       break;

@@ -20,7 +20,7 @@ int parse_count(const std::string& s, const std::string& method) {
 }  // namespace
 
 const char* method_forms() {
-  return "uniform-K, every-K/N, random, entropy, loss, ttt-loss, gradnorm, learned-reinforce, learned-ppo-pid, "
+  return "uniform-K, every-K/N, front-K, random, entropy, loss, ttt-loss, gradnorm, learned-reinforce, learned-ppo-pid, "
          "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle";
 }
 
@@ -38,6 +38,10 @@ MethodSpec parse_method(const std::string& name) {
     m.every = parse_count(name.substr(slash + 1), name);
     if (m.every < 1) throw std::invalid_argument("method '" + name + "': N must be >= 1 (K on every N-th unit)");
     m.name = "every-" + std::to_string(m.k) + "/" + std::to_string(m.every);
+  } else if (name.rfind("front-", 0) == 0) {
+    m.family = MethodFamily::Front;
+    m.k = parse_count(name.substr(6), name);
+    m.name = "front-" + std::to_string(m.k);
   } else if (name.rfind("fixed-", 0) == 0) {
     throw std::invalid_argument("method '" + name + "': K on every N-th unit is now every-K/N (\"fixed\" names only "
                                 "an explicit list of K per unit, eval --schedule fixed:K1,K2,...)");
@@ -75,6 +79,7 @@ std::string family_kind(const MethodSpec& m) {
   switch (m.family) {
     case MethodFamily::Uniform: return "uniform";
     case MethodFamily::Every: return "every";
+    case MethodFamily::Front: return "front";
     case MethodFamily::Random: return "random";
     case MethodFamily::Heuristic: return "heuristic";
     case MethodFamily::Oracle: return "oracle";
@@ -83,11 +88,15 @@ std::string family_kind(const MethodSpec& m) {
   return "?";
 }
 
-std::unique_ptr<Policy> make_schedule(const MethodSpec& m) {
+std::unique_ptr<Policy> make_schedule(const MethodSpec& m, double budget_k, const std::vector<int>& options) {
   if (m.family == MethodFamily::Uniform) return std::make_unique<UniformPolicy>(m.k);
   if (m.family == MethodFamily::Every) return std::make_unique<EveryPolicy>(m.k, m.every);
+  if (m.family == MethodFamily::Front) {
+    if (options.empty()) throw std::invalid_argument("method '" + m.name + "' needs the step options to round K to");
+    return std::make_unique<HardBudgetPolicy>(std::make_unique<UniformPolicy>(m.k), budget_k, options);
+  }
   throw std::invalid_argument("method '" + m.name + "' must be fitted to a model first; make_schedule builds only "
-                              "uniform-K and every-K/N");
+                              "uniform-K, every-K/N and front-K");
 }
 
 std::string fast_weight_refusal(const MethodSpec& m) {

@@ -5,6 +5,8 @@
 //
 //   uniform-K        K inner steps on every unit
 //   every-K/N        K on every N-th unit (starting with the first), SKIP (K = 0) otherwise
+//   front-K          K on every unit until the sequence's budget (compare.budget_k steps per unit) is spent, SKIP
+//                    after: all the budget as early as possible, the schedule a hard cap makes of a greedy spender
 //   random           the two levels compare.low / compare.high, the high one with the probability that meets the budget
 //   entropy | loss | ttt-loss | gradnorm
 //                    the low or high level by a difficulty score, its threshold calibrated to the budget
@@ -23,12 +25,12 @@
 
 namespace ponder::policy {
 
-enum class MethodFamily { Uniform, Every, Random, Heuristic, Learned, Oracle };
+enum class MethodFamily { Uniform, Every, Front, Random, Heuristic, Learned, Oracle };
 
 struct MethodSpec {
   std::string name;  // canonical: how results, journals and reports name the method
   MethodFamily family = MethodFamily::Uniform;
-  int k = 0;             // Uniform: K; Every: K on the chosen units
+  int k = 0;             // Uniform: K; Every: K on the chosen units; Front: K until the budget is spent
   int every = 1;         // Every: N
   Score score = Score::Loss;  // Heuristic
   std::string learner;   // Learned: learned-reinforce | learned-ppo-pid | pondernet (overrides stay in `name`)
@@ -48,7 +50,8 @@ std::string family_kind(const MethodSpec& m);
 // trials of the TTT layers' inner steps, and the ttt-loss / gradnorm scores probe those layers.
 std::string fast_weight_refusal(const MethodSpec& m);
 
-// The policy of a method that needs no fitting: uniform-K and every-K/N. Other families are an error here.
-std::unique_ptr<Policy> make_schedule(const MethodSpec& m);
+// The policy of a method that needs no fitting: uniform-K and every-K/N, and front-K given the budget in steps per
+// unit and the step options (K is rounded down to them as the budget runs out). Other families are an error here.
+std::unique_ptr<Policy> make_schedule(const MethodSpec& m, double budget_k = 0, const std::vector<int>& options = {});
 
 }  // namespace ponder::policy

@@ -137,7 +137,10 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK(family_kind(parse_method("pondernet")) == "pondernet");
   CHECK(family_kind(parse_method("learned-ppo-pid")) == "ppo-pid");
   CHECK(family_kind(e) == "every");
-  for (const char* bad : {"uniform-", "uniform--1", "uniform-4294967296", "uniform-1x", "every-1/0", "every-1",
+  const MethodSpec fr = parse_method("front-04");
+  CHECK((fr.family == MethodFamily::Front && fr.k == 4 && fr.name == "front-4" && family_kind(fr) == "front"));
+  for (const char* bad : {"uniform-", "uniform--1", "uniform-4294967296", "uniform-1x", "every-1/0", "every-1", "front-",
+                          "front-x",
                           "every-a/2", "fixed-1/2", "learned-reinforce[gamma=1", "reinforce", "", "Oracle"})
   {
     const std::string quoted = "'" + std::string(bad) + "'";
@@ -152,6 +155,23 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK(make_schedule(e)->decide(f) == 4);
   CHECK(make_schedule(e)->name() == e.name);
   CHECK_THROWS_WITH_AS(make_schedule(h), doctest::Contains("fitted"), std::invalid_argument);
+}
+
+TEST_CASE("front-K spends the whole budget as early as it can: K per unit, rounded down to the options, then none") {
+  using namespace ponder::policy;
+  CHECK_THROWS_WITH(make_schedule(parse_method("front-2")), doctest::Contains("step options"));
+  const std::unique_ptr<Policy> front = make_schedule(parse_method("front-4"), 1.0, {0, 1, 2, 4});
+  for (int pass = 0; pass < 2; ++pass) {  // a new sequence restarts the budget
+    front->begin_sequence(uint64_t(pass));
+    std::vector<int> ks;
+    for (int64_t u = 0; u < 7; ++u) {
+      UnitFeatures f;
+      f.unit = u;
+      f.n_units = 7;
+      ks.push_back(front->decide(f));
+    }
+    CHECK(ks == std::vector<int>{4, 2, 1, 0, 0, 0, 0});  // 7 steps: 4, then the largest option within what is left
+  }
 }
 
 TEST_CASE("a hard budget caps a policy's steps per sequence, causally, and restarts with each sequence") {
