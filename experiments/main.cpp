@@ -1,7 +1,10 @@
 // `ponder`: the command-line front end. Global options take effect before any subcommand runs, and
 // every failure leaves as one line on stderr with exit status 1, so scripts can rely on both.
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -33,6 +36,20 @@ void prefer_passive_waiting(char** argv) {
   execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 
+// OpenBLAS reserves a buffer of about 128 MiB of address space per thread, and when an address-space limit
+// (`ulimit -v`) refuses one it retries forever: `--threads 32` under a 4 GiB limit hung before any output. So the
+// threads are kept to what half the limit holds, and the cut is said once.
+int threads_within_address_limit(int n) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return n;
+  const double per_thread = 136.0 * 1024 * 1024, limit = double(r.rlim_cur);
+  const int cap = std::max(1, int(limit / 2 / per_thread));
+  if (n <= cap) return n;
+  std::fprintf(stderr, "ponder: %d threads would need more address space than the limit (ulimit -v, %.1f GiB) "
+                       "leaves for OpenBLAS's buffers; using %d\n", n, limit / (1024.0 * 1024 * 1024), cap);
+  return cap;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,9 +64,12 @@ int main(int argc, char** argv) {
     return std::string("ponder ") + version() + " (commit " + git_commit() + ", " + build_type() + " build)\n" +
            cuda_status();
   });
+  const int default_threads = ponder::cpu::num_threads();
+  if (threads_within_address_limit(default_threads) < default_threads)
+    ponder::cpu::set_num_threads(threads_within_address_limit(default_threads));
   // Runs while parsing, before any subcommand callback, so every kernel sees the setting.
   app.add_option_function<int>(
-         "--threads", [](const int& n) { ponder::cpu::set_num_threads(n); },
+         "--threads", [](const int& n) { ponder::cpu::set_num_threads(threads_within_address_limit(n)); },
          "Threads for OpenMP kernels and OpenBLAS (default: OpenMP's, e.g. OMP_NUM_THREADS)")
       ->check(kPositive);
   register_bench(app);

@@ -148,6 +148,15 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     r = ponder("eval", "--checkpoint", os.path.join(term, "checkpoint.ckpt"), "--max-windows", "2", "--json")
     check(json.loads(r.stdout)["step"] == step, "the checkpoint holds the step SIGTERM stopped at")
 
+# Under an address-space limit, more threads than OpenBLAS's per-thread buffers fit in were a hang before any output
+# (OpenBLAS retries a refused buffer forever): the threads are cut to what half the limit holds, and that is said.
+with tempfile.TemporaryDirectory(prefix="ponder_cli_threads_") as tmp:
+    r = subprocess.run(["bash", "-c", 'ulimit -v 4194304 && exec "$0" --threads 32 train --config "$1" --out "$2" '
+                        '--set train.steps=2 --set train.warmup=0', PONDER, CONFIG, tmp],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "32 threads would need more address space than the limit" in r.stderr and
+          "using 15" in r.stderr, "--threads 32 under ulimit -v 4 GiB trains on 15 threads and says so: " + r.stderr[-300:])
+
 # Whole TTT layers are gradient-checked from the command line too: first and second order through inner steps.
 r = ponder("gradcheck", "--op", "ttt-linear")
 rows = [l for l in r.stdout.splitlines() if l.startswith("ttt-linear ")]
