@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include "experiments/build_info.h"
@@ -95,6 +96,10 @@ int main(int argc, char** argv) {
     if (e.get_name() == "RuntimeError") return e.get_exit_code();  // the subcommand has reported already
     if (e.get_exit_code() == 0) return app.exit(e);                 // --help, --version
     return fail(std::string(e.what()) + " (see ponder --help)");
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory (std::bad_alloc): what this run allocates does not fit; make model.d, model.layers, "
+                "train.batch_size or train.seq_len smaller, or free memory (finished checkpoints and journal cells "
+                "are kept)");
   } catch (const std::exception& e) {
     return fail(e.what());
   }

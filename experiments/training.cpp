@@ -1,5 +1,6 @@
 #include "experiments/training.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -228,8 +229,41 @@ std::string checkpoint_path(const std::string& dir) {
 }
 std::string log_path(const std::string& dir) { return (std::filesystem::path(dir) / "train.jsonl").string(); }
 
+namespace {
+
+// A lower bound on what training `m` holds in memory: its parameters, their gradients and AdamW's two moments in
+// float32 (embedding, and per layer the four d×d projections and the SwiGLU's three d×hidden matrices).
+double lower_bound_bytes(const ttt::ModelConfig& m) {
+  const double d = double(m.d), per_layer = 4 * d * d + 3 * d * double(m.ffn_hidden());
+  return 4.0 * 4.0 * (double(m.vocab) * d + double(m.layers) * per_layer);
+}
+
+// Refuses, naming the keys, a model that cannot fit before a single tensor is made (instead of std::bad_alloc
+// after minutes of data loading, or an address-space limit hit half-way).
+void check_fits(const RunConfig& c) {
+  double room = 0;  // bytes: the smaller of MemAvailable and the address-space limit, where known
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) room = std::stod(line.substr(13)) * 1024.0;
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+    room = room > 0 ? std::min(room, double(r.rlim_cur)) : double(r.rlim_cur);
+  const double need = lower_bound_bytes(c.model);
+  if (room > 0 && need > room) {
+    char msg[320];
+    std::snprintf(msg, sizeof msg, "%s: model.d %lld with model.layers %lld needs at least %.1f GiB for parameters, "
+                  "gradients and AdamW moments, more than the %.1f GiB of memory this process may use; make model.d "
+                  "or model.layers smaller", c.source.c_str(), (long long)c.model.d, (long long)c.model.layers,
+                  need / 1073741824.0, room / 1073741824.0);
+    throw std::invalid_argument(msg);
+  }
+}
+
+}  // namespace
+
 TrainOutcome run_train_job(const TrainJob& job) {
   const RunConfig& c = job.config;
+  check_fits(c);
   TrainOutcome out;
   out.checkpoint = checkpoint_path(job.out_dir);
   if (!job.resume && std::filesystem::exists(out.checkpoint))
