@@ -209,13 +209,7 @@ void run_quick(const Options& o) {
   const bool attn_reused = attn && older(attn_dir);
   const Dataset ds = load_dataset(cfg.data);
 
-  RegimeOptions ro;
-  ro.chunk = cfg.streams.chunk;
-  ro.max_adapt = cfg.streams.max_adapt;
-  ro.max_scored = cfg.streams.max_scored;
-  ro.max_segments = cfg.streams.max_segments;
-  ro.max_ngram = int(cfg.streams.max_ngram);
-  RegimeResult regime = run_regime(m, attn ? &*attn : nullptr, ds, ro);
+  RegimeResult regime = run_regime(m, attn ? &*attn : nullptr, ds, regime_options(cfg.streams));
   if (attn) regime.attention_checkpoint = checkpoint_path(attn_dir);
   const std::map<int64_t, double> curve = training_curve(log_path(o.out));
 

@@ -186,14 +186,7 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
 }
 
 void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title) {
-  const StreamsConfig& sc = job.streams;
-  RegimeOptions ro;
-  ro.chunk = sc.chunk;
-  ro.max_adapt = sc.max_adapt;
-  ro.max_scored = sc.max_scored;
-  ro.max_segments = sc.max_segments;
-  ro.max_ngram = int(sc.max_ngram);
-  const RegimeResult regime = run_regime(job.m, nullptr, job.ds, ro);
+  const RegimeResult regime = run_regime(job.m, nullptr, job.ds, regime_options(job.streams));
   write_position_plot(regime, dir);
   nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};
   add_regime_json(regime, top);

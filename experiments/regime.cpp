@@ -11,6 +11,16 @@
 #include "experiments/plots.h"
 
 namespace ponder::cli {
+
+RegimeOptions regime_options(const StreamsConfig& streams) {
+  RegimeOptions ro;
+  ro.chunk = streams.chunk;
+  ro.max_adapt = streams.max_adapt;
+  ro.max_scored = streams.max_scored;
+  ro.max_segments = streams.max_segments;
+  ro.max_ngram = int(streams.max_ngram);
+  return ro;
+}
 namespace {
 
 std::string fmt(const char* f, double v) {

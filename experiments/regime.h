@@ -23,6 +23,9 @@ struct RegimeOptions {
   std::string split = "test";
 };
 
+// The options the config's streams: section sets (quick, compare, adapt read the streams the same way).
+RegimeOptions regime_options(const StreamsConfig& streams);
+
 struct RegimeResult {
   std::vector<double> carry_factors;             // per TTT layer
   std::vector<std::pair<int, ttt::StreamEvalResult>> uniform;  // K → result
