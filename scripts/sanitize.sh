@@ -1,10 +1,60 @@
 #!/usr/bin/env bash
-# AddressSanitizer + UndefinedBehaviorSanitizer (leak checks included) over the unit test suites, in
-# build-asan/. Not part of .ci/run: the instrumented build alone takes longer than CI's time budget
-# leaves on 2 cores. The end-to-end suites (train, quick, analyses) run only in the release build.
+# AddressSanitizer + UndefinedBehaviorSanitizer (leak checks included) over the test suites, built with clang in
+# build-san/, then every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each (default 30), seeded with the
+# repository's own files. Part of the README's test command, so CI runs it.
+#   bash scripts/sanitize.sh                      everything (about 15 minutes on 2 cores, the build included)
+#   bash scripts/sanitize.sh --no-fuzz            the sanitized suites only
+#   FUZZ_SECONDS=3600 bash scripts/sanitize.sh --fuzz-only   longer fuzzing; findings land in build-san/fuzz/<target>/
+# A crash found by a fuzzer is saved as build-san/fuzz/<target>/crash-*; rerun it with
+# build-san/tests/fuzz/fuzz_<target> FILE, and add it to the tests as a case of its own.
+# Left out under the sanitizers (run only in the release build), for CI's time: cli_control, cli_adapt_control,
+# cli_adapt and cli_analyses (each over 10 minutes instrumented on 2 cores: model training and comparisons whose code
+# the other suites run too) and cli_codebench (sandboxed Python), and the CUDA suite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh >/dev/null
-[ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Dbuildtype=debugoptimized -Dcuda=disabled
+fuzz_seconds=${FUZZ_SECONDS:-30}
+if [[ ! -f build-san/meson-private/coredata.dat ]]; then
+  CC=clang CXX=clang++ meson setup build-san -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dcuda=disabled -Dfuzz=true >/dev/null
+fi
+meson compile -C build-san >/dev/null
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-meson test -C build-asan --print-errorlogs --no-suite train --no-suite quick --no-suite analyses
+mode=${1:-all}
+if [[ "$mode" != --fuzz-only ]]; then
+  suites=$(meson test -C build-san --list 2>/dev/null | sed 's/^ponderttt:[a-z]* \/ //; s/^ponderttt \/ //' |
+           grep -vxE 'cli_control|cli_adapt_control|cli_adapt|cli_analyses|cli_codebench|cuda')
+  # shellcheck disable=SC2086
+  meson test -C build-san --print-errorlogs --timeout-multiplier 4 $suites
+fi
+
+[[ "$mode" == --no-fuzz ]] && exit 0
+# Seeds: every shipped config, a checkpoint of the CI config and a damaged copy, a small journal, the method and
+# schedule names, a few source files.
+seeds=build-san/fuzz/seeds
+rm -rf "$seeds" && mkdir -p "$seeds"/{config,checkpoint,journal,names,corpus}
+cp configs/*.yaml "$seeds/config/"
+./build-san/experiments/ponder --threads 1 train --config configs/ci.yaml --out "$seeds/run" \
+  --set train.steps=1 --set train.warmup=0 --set train.eval_every=0 >/dev/null 2>&1
+cp "$seeds/run/checkpoint.ckpt" "$seeds/checkpoint/whole.ckpt"
+head -c 3000 "$seeds/run/checkpoint.ckpt" >"$seeds/checkpoint/torn.ckpt"
+printf '%s\n%s\n' '{"journal":"ponder","fingerprint":{"fuzz":1}}' \
+  '{"key":"uniform-1 seed 0","record":{"bpb":3.5,"window_bpb":[3.4,3.6]}}' >"$seeds/journal/journal.jsonl"
+printf '%s\n' uniform-1 every-2/3 front-4 random loss learned-reinforce[gamma=0.5,net=lstm] oracle fixed:1,2,0 \
+  uniform-64 >"$seeds/names/names.txt"
+cp README.md experiments/parts.cpp "$seeds/corpus/"
+for target in config checkpoint journal names corpus; do
+  dir=build-san/fuzz/$target
+  mkdir -p "$dir/found"
+  echo "fuzz_$target: ${fuzz_seconds} s"
+  (cd "$dir" && ../../tests/fuzz/fuzz_$target -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 found "../seeds/$target" 2>log.txt) || {
+    tail -40 "$dir/log.txt"
+    echo "sanitize.sh: fuzz_$target found a failure (saved in $dir)" >&2
+    exit 1
+  }
+  grep -E '^stat::number_of_executed_units|^stat::peak_rss' "$dir/log.txt" | tr '\n' ' '
+  echo
+done
+echo "sanitize.sh: every sanitized suite and fuzz target passed"

@@ -175,7 +175,12 @@ with tempfile.TemporaryDirectory() as broken:
     check(r.returncode == 1 and r.stderr.count("ponder: error: quick: a part failed") == 1 and
           "model-2-train exited with status 1; the end of " + os.path.join(broken, "logs", "model-2-train.log") in r.stderr,
           "a failed part is named with its status and log, in one error line: " + r.stderr[-800:])
-    check(os.path.exists(os.path.join(broken, "checkpoint.ckpt")) and
-          os.path.exists(os.path.join(broken, "model-1", "fingerprint.json")), "the other parts finished and are kept")
+    stamp = os.path.getmtime(os.path.join(broken, "checkpoint.ckpt"))
+    check(os.path.exists(os.path.join(broken, "attention", "checkpoint.ckpt")),
+          "the parts running when it failed finished and are kept")
+    os.remove(os.path.join(broken, "model-2"))
+    r = quick(broken, "--jobs", "2")
+    check(r.returncode == 0 and os.path.getmtime(os.path.join(broken, "checkpoint.ckpt")) == stamp,
+          "once the cause is gone, a rerun finishes and reuses what was done: " + r.stderr[-800:])
 
 finish()

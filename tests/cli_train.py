@@ -148,30 +148,35 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     r = ponder("eval", "--checkpoint", os.path.join(term, "checkpoint.ckpt"), "--max-windows", "2", "--json")
     check(json.loads(r.stdout)["step"] == step, "the checkpoint holds the step SIGTERM stopped at")
 
-# Under an address-space limit, more threads than OpenBLAS's per-thread buffers fit in were a hang before any output
-# (OpenBLAS retries a refused buffer forever): the threads are cut to what half the limit holds, and that is said.
-with tempfile.TemporaryDirectory(prefix="ponder_cli_threads_") as tmp:
-    r = subprocess.run(["bash", "-c", 'ulimit -v 4194304 && exec "$0" --threads 32 train --config "$1" --out "$2" '
-                        '--set train.steps=2 --set train.warmup=0', PONDER, CONFIG, tmp],
-                       capture_output=True, text=True, timeout=120)
-    check(r.returncode == 0 and "32 threads would need more address space than the limit" in r.stderr and
-          "using 15" in r.stderr, "--threads 32 under ulimit -v 4 GiB trains on 15 threads and says so: " + r.stderr[-300:])
+# AddressSanitizer reserves terabytes of address space, so the checks under `ulimit -v` run only without it
+# (scripts/sanitize.sh sets ASAN_OPTIONS).
+if "ASAN_OPTIONS" in os.environ:
+    print("skipped under AddressSanitizer: the checks under an address-space limit")
+else:
+    # Under an address-space limit, more threads than OpenBLAS's per-thread buffers fit in were a hang before any output
+    # (OpenBLAS retries a refused buffer forever): the threads are cut to what half the limit holds, and that is said.
+    with tempfile.TemporaryDirectory(prefix="ponder_cli_threads_") as tmp:
+        r = subprocess.run(["bash", "-c", 'ulimit -v 4194304 && exec "$0" --threads 32 train --config "$1" --out "$2" '
+                            '--set train.steps=2 --set train.warmup=0', PONDER, CONFIG, tmp],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and "32 threads would need more address space than the limit" in r.stderr and
+              "using 15" in r.stderr, "--threads 32 under ulimit -v 4 GiB trains on 15 threads and says so: " + r.stderr[-300:])
 
-# Out of memory is one line naming what to change: a model whose parameters cannot fit is refused before anything is
-# made, and activations that do not fit end in a clear error instead of std::bad_alloc (or an abort while unwinding).
-with tempfile.TemporaryDirectory(prefix="ponder_cli_oom_") as tmp:
-    def limited(yaml_text, kib):
-        cfg = os.path.join(tmp, "c.yaml")
-        open(cfg, "w").write(yaml_text)
-        return subprocess.run(["bash", "-c", 'ulimit -v %d && exec "$0" --threads 1 train --config "$1" --out "$2"' % kib,
-                               PONDER, cfg, os.path.join(tmp, "out")], capture_output=True, text=True, timeout=300)
-    r = limited("model:\n  d: 8192\n  layers: 24\n", 8388608)
-    check(r.returncode == 1 and "model.d 8192 with model.layers 24 needs at least 288.1 GiB" in error_line(r) and
-          "8.0 GiB of memory this process may use" in error_line(r), "a model too big to fit is refused by name: " +
-          error_line(r))
-    r = limited("model:\n  d: 512\n  layers: 4\ntrain:\n  batch_size: 64\n  seq_len: 4096\n", 2097152)
-    check(r.returncode == 1 and error_line(r).startswith("ponder: error: out of memory (std::bad_alloc)") and
-          "train.batch_size" in error_line(r), "activations that do not fit: one line naming the keys: " + error_line(r))
+    # Out of memory is one line naming what to change: a model whose parameters cannot fit is refused before anything is
+    # made, and activations that do not fit end in a clear error instead of std::bad_alloc (or an abort while unwinding).
+    with tempfile.TemporaryDirectory(prefix="ponder_cli_oom_") as tmp:
+        def limited(yaml_text, kib):
+            cfg = os.path.join(tmp, "c.yaml")
+            open(cfg, "w").write(yaml_text)
+            return subprocess.run(["bash", "-c", 'ulimit -v %d && exec "$0" --threads 1 train --config "$1" --out "$2"' % kib,
+                                   PONDER, cfg, os.path.join(tmp, "out")], capture_output=True, text=True, timeout=300)
+        r = limited("model:\n  d: 8192\n  layers: 24\n", 8388608)
+        check(r.returncode == 1 and "model.d 8192 with model.layers 24 needs at least 288.1 GiB" in error_line(r) and
+              "8.0 GiB of memory this process may use" in error_line(r), "a model too big to fit is refused by name: " +
+              error_line(r))
+        r = limited("model:\n  d: 512\n  layers: 4\ntrain:\n  batch_size: 64\n  seq_len: 4096\n", 2097152)
+        check(r.returncode == 1 and error_line(r).startswith("ponder: error: out of memory (std::bad_alloc)") and
+              "train.batch_size" in error_line(r), "activations that do not fit: one line naming the keys: " + error_line(r))
 
 # Whole TTT layers are gradient-checked from the command line too: first and second order through inner steps.
 r = ponder("gradcheck", "--op", "ttt-linear")

@@ -232,7 +232,9 @@ Model Model::with_parameters(const std::vector<std::pair<std::string, Tensor>>& 
   for (size_t l = 0; l < m.blocks_.size(); ++l)
     for (const auto& [name, t] : m.blocks_[l].named_refs()) refs.push_back({"block" + std::to_string(l) + "." + name, t});
   refs.push_back({"final_norm.weight", &m.final_norm_.weight});
-  for (const auto& [label, t] : replace) {
+  for (const auto& entry : replace) {
+    const std::string& label = entry.first;  // a plain name, not a binding: clang 14 cannot capture bindings
+    const Tensor& t = entry.second;
     auto it = std::find_if(refs.begin(), refs.end(), [&](const auto& r) { return r.first == label; });
     if (it == refs.end()) throw std::invalid_argument("Model::with_parameters: no parameter named '" + label + "'");
     if (t.shape() != it->second->shape())
