@@ -95,6 +95,8 @@ TEST_CASE("discounted returns bootstrap at truncations and after the last transi
 TEST_CASE("§9.1 REINFORCE: batch-mean baseline, std conventions, normalisation, losses and logit gradient") {
   const Vec g = {4.807, 4.23, 4.7, 3};
   check_close(batch_mean_advantages(g), {0.62275, 0.04575, 0.51575, -1.18425});
+  const Vec centred = batch_mean_advantages(g);
+  CHECK(std::abs(centred[0] + centred[1] + centred[2] + centred[3]) < 1e-12);  // a mean baseline centres the batch
   // The reference normalised vector (docs/rl_stats.md §9.1) is computed without eps; pytorch/examples' float32 eps
   // moves it by ~1.4e-7 relative.
   const Vec normalized = {0.7518202855, 0.05523208039, 0.6226436166, -1.429695982};
@@ -142,20 +144,24 @@ TEST_CASE("§9.2 GAE in every boundary case") {
     const GaeResult out = gae(r, v, {.bootstrap_value = 2.0}, 0.99, 0.95);
     check_close(out.advantages, {4.889397109, 3.61445732, 3.32744, 2.48});
     check_close(out.returns, {5.389397109, 4.61445732, 4.82744, 2.98});
+    CHECK(out.advantages[3] == doctest::Approx(r[3] + 0.99 * 2.0 - v[3]));  // last step: one TD error onto the bootstrap
   }
   SUBCASE("terminal after t=1 (a document end)") {
     const GaeResult out = gae(r, v, {.terminated = {false, true, false, false}, .bootstrap_value = 2.0}, 0.99, 0.95);
     check_close(out.advantages, {0.5495, -1, 3.32744, 2.48});
     check_close(out.returns, {1.0495, 0, 4.82744, 2.98});
+    CHECK(out.returns[1] == doctest::Approx(r[1]));  // nothing after a terminal step: its return is its reward
   }
   SUBCASE("truncated after t=1 bootstraps V(final obs) = 3 and cuts the recursion (P1)") {
     const Boundaries cut{.truncated = {false, true, false, false}, .final_values = {0, 3.0, 0, 0},
                          .bootstrap_value = 2.0};
     check_close(gae(r, v, cut, 0.99, 0.95).advantages, {3.342785, 1.97, 3.32744, 2.48});
+    CHECK(gae(r, v, cut, 0.99, 0.95).advantages[1] == doctest::Approx(r[1] + 0.99 * 3.0 - v[1]));  // V(final obs)
   }
   SUBCASE("λ = 1 is Monte-Carlo, λ = 0 is one-step TD") {
     check_close(gae(r, v, {.bootstrap_value = 2.0}, 0.99, 1.0).advantages, {5.35169102, 3.900698, 3.4502, 2.48});
     check_close(gae(r, v, {.bootstrap_value = 2.0}, 0.99, 0.0).advantages, {1.49, 0.485, 0.995, 2.48});
+    CHECK(gae(r, v, {.bootstrap_value = 2.0}, 0.99, 0.0).advantages[0] == doctest::Approx(r[0] + 0.99 * v[1] - v[0]));
     // λ = 1: A_t = G_t - V(s_t) with G bootstrapped the same way.
     const Vec g = discounted_returns(r, {.bootstrap_value = 2.0}, 0.99);
     check_close(gae(r, v, {.bootstrap_value = 2.0}, 0.99, 1.0).returns, g);
@@ -164,6 +170,7 @@ TEST_CASE("§9.2 GAE in every boundary case") {
     const Boundaries last{.truncated = {false, false, false, true}, .final_values = {0, 0, 0, 2.0},
                           .bootstrap_value = -50};
     check_close(gae(r, v, last, 0.99, 0.95).advantages, {4.889397109, 3.61445732, 3.32744, 2.48});
+    CHECK(gae(r, v, last, 0.99, 0.95).advantages[3] == doctest::Approx(r[3] + 0.99 * 2.0 - v[3]));  // not -50
   }
   CHECK(error_of([&] { gae(r, {1, 2}, {}, 0.99, 0.95); }).find("values") != std::string::npos);
   CHECK(error_of([&] { gae(r, v, {}, 0.99, -0.1); }).find("lambda") != std::string::npos);
