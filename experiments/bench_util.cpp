@@ -49,6 +49,17 @@ double OtherLoad::cpus() const {
   return wall > 0 ? std::max(other / wall, 0.0) : 0.0;
 }
 
+double available_memory_bytes() {
+  double room = 0;
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) room = std::stod(line.substr(13)) * 1024.0;
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+    room = room > 0 ? std::min(room, double(r.rlim_cur)) : double(r.rlim_cur);
+  return room;
+}
+
 MachineInfo machine_info() {
   MachineInfo info;
   info.cpu_model = "unknown";

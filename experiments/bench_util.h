@@ -12,6 +12,9 @@ struct MachineInfo {
   std::string blas;       // OpenBLAS build configuration
 };
 MachineInfo machine_info();
+// Bytes this process may still allocate: MemAvailable of /proc/meminfo, or the address-space limit (ulimit -v)
+// where that is smaller; 0 where neither is known.
+double available_memory_bytes();
 
 // CPU time other processes used since construction, in CPUs (1 = one CPU busy the whole time): on a
 // small machine a compile job next door ruins multi-thread timings, so each result says how quiet it was.

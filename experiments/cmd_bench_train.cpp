@@ -128,14 +128,6 @@ ttt::TrainConfig variant_config(const RunConfig& cfg, const Variant& v, int64_t 
   return tc;
 }
 
-// MemAvailable of /proc/meminfo in MB (0 where unknown).
-double available_mb() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) return std::stod(line.substr(13)) / 1024.0;
-  return 0;
-}
-
 // Memory one training step of `v` needs, in MB: the peak of tensor storage during one step at batch size
 // 1 (a probe), times the batch size. Activations grow linearly with the batch; parameters and AdamW
 // moments do not, so this errs high. The probe costs 1/batch of a step.
@@ -280,7 +272,7 @@ void run_bench_train(const Options& o) {
       // A variant whose step would not fit is reported as skipped instead of being killed by the OOM
       // killer together with the rest of the table (prefix mode stores (B, H, b, b, f) per step).
       const double need_mb = estimate_step_mb(cfg, ds, v);
-      const double limit_mb = o.mem_limit_mb > 0 ? o.mem_limit_mb : std::max(0.0, available_mb() - kCacheMb);
+      const double limit_mb = o.mem_limit_mb > 0 ? o.mem_limit_mb : std::max(0.0, available_memory_bytes() / (1024.0 * 1024.0) - kCacheMb);
       if (limit_mb > 0 && need_mb > limit_mb) {
         const std::string why = "a step needs about " + std::to_string(int64_t(need_mb)) + " MB (a batch-1 probe " +
                                 "times " + std::to_string(cfg.train.batch_size) + "), " +

@@ -65,9 +65,8 @@ int main(int argc, char** argv) {
     return std::string("ponder ") + version() + " (commit " + git_commit() + ", " + build_type() + " build)\n" +
            cuda_status();
   });
-  const int default_threads = ponder::cpu::num_threads();
-  if (threads_within_address_limit(default_threads) < default_threads)
-    ponder::cpu::set_num_threads(threads_within_address_limit(default_threads));
+  const int default_threads = ponder::cpu::num_threads(), fitting = threads_within_address_limit(default_threads);
+  if (fitting < default_threads) ponder::cpu::set_num_threads(fitting);
   // Runs while parsing, before any subcommand callback, so every kernel sees the setting.
   app.add_option_function<int>(
          "--threads", [](const int& n) { ponder::cpu::set_num_threads(threads_within_address_limit(n)); },

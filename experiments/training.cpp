@@ -1,6 +1,5 @@
 #include "experiments/training.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +15,7 @@
 #include "data/corpora.h"
 #include "data/dir_corpus.h"
 #include "data/planted.h"
+#include "experiments/bench_util.h"
 #include "experiments/device.h"
 #include "tensor/cpu/cpu_kernels.h"
 
@@ -241,13 +241,7 @@ double lower_bound_bytes(const ttt::ModelConfig& m) {
 // Refuses, naming the keys, a model that cannot fit before a single tensor is made (instead of std::bad_alloc
 // after minutes of data loading, or an address-space limit hit half-way).
 void check_fits(const RunConfig& c) {
-  double room = 0;  // bytes: the smaller of MemAvailable and the address-space limit, where known
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) room = std::stod(line.substr(13)) * 1024.0;
-  rlimit r{};
-  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
-    room = room > 0 ? std::min(room, double(r.rlim_cur)) : double(r.rlim_cur);
+  const double room = available_memory_bytes();
   const double need = lower_bound_bytes(c.model);
   if (room > 0 && need > room) {
     char msg[320];
