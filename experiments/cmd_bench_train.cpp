@@ -19,7 +19,7 @@
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
 #include "experiments/training.h"
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
 

@@ -27,7 +27,7 @@
 #include "experiments/regime.h"
 #include "experiments/replicates.h"
 #include "experiments/training.h"
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 
 namespace ponder::cli {
 namespace {

@@ -12,7 +12,7 @@
 #include "data/windows.h"
 #include "experiments/method_build.h"
 #include "experiments/result_json.h"
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 
 namespace ponder::cli {
 namespace {

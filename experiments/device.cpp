@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 #include "tensor/cuda/cuda.h"
 
 namespace ponder::cli {

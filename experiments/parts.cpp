@@ -16,7 +16,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 
 namespace ponder::cli {
 namespace {

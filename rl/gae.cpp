@@ -1,17 +1,17 @@
 #include "rl/gae.h"
 
-#include "rl/check.h"
+#include "util/check.h"
 
 namespace ponder::rl {
 
 GaeResult gae(const std::vector<double>& rewards, const std::vector<double>& values, const Boundaries& boundaries,
               double gamma, double lambda) {
   const char* who = "gae";
-  detail::check_finite(rewards, who, "rewards");
-  detail::check_finite(values, who, "values");
-  detail::check_same_size(rewards, values, who, "rewards", "values");
-  detail::check_unit_interval(gamma, who, "gamma");
-  detail::check_unit_interval(lambda, who, "lambda");
+  checks::check_finite(rewards, who, "rewards");
+  checks::check_finite(values, who, "values");
+  checks::check_same_size(rewards, values, who, "rewards", "values");
+  checks::check_unit_interval(gamma, who, "gamma");
+  checks::check_unit_interval(lambda, who, "lambda");
   boundaries.validate(rewards.size(), who);
   const size_t steps = rewards.size();
   GaeResult out{std::vector<double>(steps), std::vector<double>(steps)};

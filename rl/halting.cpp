@@ -5,13 +5,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "rl/check.h"
+#include "util/check.h"
 
 namespace ponder::rl {
 namespace {
 
 void check_probabilities(const std::vector<double>& x, const char* who, const char* name) {
-  detail::check_nonempty(x, who, name);
+  checks::check_nonempty(x, who, name);
   for (size_t i = 0; i < x.size(); ++i)
     if (x[i] < 0.0 || x[i] > 1.0)
       throw std::invalid_argument(std::string(who) + ": " + name + "[" + std::to_string(i) + "] = " +
@@ -40,8 +40,8 @@ std::vector<double> pondernet_halting_distribution(const std::vector<double>& la
 double reconstruction_loss(const std::vector<double>& p, const std::vector<double>& step_losses) {
   const char* who = "reconstruction_loss";
   check_probabilities(p, who, "p");
-  detail::check_finite(step_losses, who, "step_losses");
-  detail::check_same_size(p, step_losses, who, "p", "step_losses");
+  checks::check_finite(step_losses, who, "step_losses");
+  checks::check_same_size(p, step_losses, who, "p", "step_losses");
   double s = 0;
   for (size_t n = 0; n < p.size(); ++n) s += p[n] * step_losses[n];
   return s;
@@ -74,7 +74,7 @@ double kl_divergence(const std::vector<double>& p, const std::vector<double>& q)
   const char* who = "kl_divergence";
   check_probabilities(p, who, "p");
   check_probabilities(q, who, "q");
-  detail::check_same_size(p, q, who, "p", "q");
+  checks::check_same_size(p, q, who, "p", "q");
   double s = 0;
   for (size_t n = 0; n < p.size(); ++n) {
     if (p[n] == 0.0) continue;
@@ -98,7 +98,7 @@ int64_t prior_max_steps(double lambda_p, double eps) {
 int64_t sample_halting_step(const std::vector<double>& lambdas, const std::vector<double>& uniforms) {
   const char* who = "sample_halting_step";
   check_probabilities(lambdas, who, "lambdas");
-  detail::check_finite(uniforms, who, "uniforms");
+  checks::check_finite(uniforms, who, "uniforms");
   if (uniforms.size() + 1 < lambdas.size())
     throw std::invalid_argument(std::string(who) + ": " + std::to_string(lambdas.size()) + " steps need at least " +
                                 std::to_string(lambdas.size() - 1) + " uniforms, got " +
@@ -140,8 +140,8 @@ ActHalting act_halting(const std::vector<double>& halting, int64_t max_steps, do
 double act_output(const std::vector<double>& p, const std::vector<double>& outputs) {
   const char* who = "act_output";
   check_probabilities(p, who, "p");
-  detail::check_finite(outputs, who, "outputs");
-  detail::check_same_size(p, outputs, who, "p", "outputs");
+  checks::check_finite(outputs, who, "outputs");
+  checks::check_same_size(p, outputs, who, "p", "outputs");
   double s = 0;
   for (size_t n = 0; n < p.size(); ++n) s += p[n] * outputs[n];
   return s;

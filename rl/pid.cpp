@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "rl/check.h"
+#include "util/check.h"
 
 namespace ponder::rl {
 namespace {
@@ -31,8 +31,8 @@ PidLagrangian::PidLagrangian(const PidConfig& config)
     if (v < 0) throw std::invalid_argument(std::string(who) + ": " + name + " must be >= 0, got " + std::to_string(v));
   }
   check_finite_scalar(config.cost_limit, who, "cost_limit");
-  detail::check_unit_interval(config.alpha_p, who, "alpha_p");
-  detail::check_unit_interval(config.alpha_d, who, "alpha_d");
+  checks::check_unit_interval(config.alpha_p, who, "alpha_p");
+  checks::check_unit_interval(config.alpha_d, who, "alpha_d");
   if (config.d_delay < 1)
     throw std::invalid_argument(std::string(who) + ": d_delay must be >= 1, got " + std::to_string(config.d_delay));
 }
@@ -67,9 +67,9 @@ double projected_sgd_lagrange_step(double lambda, double cost, double cost_limit
 std::vector<double> combine_advantages(const std::vector<double>& reward_advantages,
                                        const std::vector<double>& cost_advantages, double lambda) {
   const char* who = "combine_advantages";
-  detail::check_finite(reward_advantages, who, "reward_advantages");
-  detail::check_finite(cost_advantages, who, "cost_advantages");
-  detail::check_same_size(reward_advantages, cost_advantages, who, "reward_advantages", "cost_advantages");
+  checks::check_finite(reward_advantages, who, "reward_advantages");
+  checks::check_finite(cost_advantages, who, "cost_advantages");
+  checks::check_same_size(reward_advantages, cost_advantages, who, "reward_advantages", "cost_advantages");
   check_lambda(lambda, who);
   std::vector<double> out(reward_advantages.size());
   for (size_t i = 0; i < out.size(); ++i)

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "rl/check.h"
+#include "util/check.h"
 #include "rl/returns.h"
 
 namespace ponder::rl {
@@ -22,9 +22,9 @@ void check_clip_eps(double eps, const char* who) {
 ClippedSurrogate clipped_surrogate(const std::vector<double>& logratio, const std::vector<double>& advantages,
                                    double clip_eps) {
   const char* who = "clipped_surrogate";
-  detail::check_nonempty(logratio, who, "logratio");
-  detail::check_finite(advantages, who, "advantages");
-  detail::check_same_size(logratio, advantages, who, "logratio", "advantages");
+  checks::check_nonempty(logratio, who, "logratio");
+  checks::check_finite(advantages, who, "advantages");
+  checks::check_same_size(logratio, advantages, who, "logratio", "advantages");
   check_clip_eps(clip_eps, who);
   const double n = double(logratio.size());
   ClippedSurrogate out{0.0, std::vector<double>(logratio.size())};
@@ -40,19 +40,19 @@ ClippedSurrogate clipped_surrogate(const std::vector<double>& logratio, const st
 }
 
 double approx_kl(const std::vector<double>& logratio) {
-  detail::check_nonempty(logratio, "approx_kl", "logratio");
+  checks::check_nonempty(logratio, "approx_kl", "logratio");
   double s = 0;
   for (double l : logratio) s += std::expm1(l) - l;
   return s / double(logratio.size());
 }
 
 double old_approx_kl(const std::vector<double>& logratio) {
-  detail::check_nonempty(logratio, "old_approx_kl", "logratio");
-  return -detail::mean(logratio);
+  checks::check_nonempty(logratio, "old_approx_kl", "logratio");
+  return -checks::mean_unchecked(logratio);
 }
 
 double clip_fraction(const std::vector<double>& logratio, double clip_eps) {
-  detail::check_nonempty(logratio, "clip_fraction", "logratio");
+  checks::check_nonempty(logratio, "clip_fraction", "logratio");
   check_clip_eps(clip_eps, "clip_fraction");
   size_t count = 0;
   for (double l : logratio) count += std::abs(std::exp(l) - 1.0) > clip_eps;
@@ -67,11 +67,11 @@ double clip_value(double v_new, double v_old, double clip_eps) {
 double clipped_value_loss(const std::vector<double>& v_new, const std::vector<double>& v_old,
                           const std::vector<double>& returns, double clip_eps) {
   const char* who = "clipped_value_loss";
-  detail::check_nonempty(v_new, who, "v_new");
-  detail::check_finite(v_old, who, "v_old");
-  detail::check_finite(returns, who, "returns");
-  detail::check_same_size(v_new, v_old, who, "v_new", "v_old");
-  detail::check_same_size(v_new, returns, who, "v_new", "returns");
+  checks::check_nonempty(v_new, who, "v_new");
+  checks::check_finite(v_old, who, "v_old");
+  checks::check_finite(returns, who, "returns");
+  checks::check_same_size(v_new, v_old, who, "v_new", "v_old");
+  checks::check_same_size(v_new, returns, who, "v_new", "returns");
   double s = 0;
   for (size_t i = 0; i < v_new.size(); ++i) {
     const double unclipped = v_new[i] - returns[i], clipped = clip_value(v_new[i], v_old[i], clip_eps) - returns[i];
@@ -86,13 +86,13 @@ std::vector<double> normalize_advantages(const std::vector<double>& advantages, 
 
 double explained_variance(const std::vector<double>& values, const std::vector<double>& returns) {
   const char* who = "explained_variance";
-  detail::check_nonempty(values, who, "values");
-  detail::check_finite(returns, who, "returns");
-  detail::check_same_size(values, returns, who, "values", "returns");
+  checks::check_nonempty(values, who, "values");
+  checks::check_finite(returns, who, "returns");
+  checks::check_same_size(values, returns, who, "values", "returns");
   std::vector<double> residual(values.size());
   for (size_t i = 0; i < values.size(); ++i) residual[i] = returns[i] - values[i];
   auto var = [](const std::vector<double>& x) {
-    const double m = detail::mean(x);
+    const double m = checks::mean_unchecked(x);
     double s = 0;
     for (double v : x) s += (v - m) * (v - m);
     return s / double(x.size());
@@ -103,7 +103,7 @@ double explained_variance(const std::vector<double>& values, const std::vector<d
 
 double categorical_entropy(const std::vector<double>& probs) {
   const char* who = "categorical_entropy";
-  detail::check_nonempty(probs, who, "probs");
+  checks::check_nonempty(probs, who, "probs");
   double total = 0, h = 0;
   for (double p : probs) {
     if (p < 0)

@@ -5,20 +5,20 @@
 #include <stdexcept>
 #include <string>
 
-#include "rl/check.h"
+#include "util/check.h"
 
 namespace ponder::rl {
 
-using detail::check_finite;
-using detail::check_nonempty;
-using detail::check_same_size;
-using detail::mean;
+using checks::check_finite;
+using checks::check_nonempty;
+using checks::check_same_size;
+using checks::mean_unchecked;
 
 std::vector<double> discounted_returns(const std::vector<double>& rewards, const Boundaries& boundaries,
                                        double gamma) {
   const char* who = "discounted_returns";
   check_finite(rewards, who, "rewards");
-  detail::check_unit_interval(gamma, who, "gamma");
+  checks::check_unit_interval(gamma, who, "gamma");
   boundaries.validate(rewards.size(), who);
   const size_t steps = rewards.size();
   std::vector<double> g(steps);
@@ -32,7 +32,7 @@ std::vector<double> discounted_returns(const std::vector<double>& rewards, const
 
 std::vector<double> batch_mean_advantages(const std::vector<double>& returns) {
   check_nonempty(returns, "batch_mean_advantages", "returns");
-  const double m = mean(returns);
+  const double m = mean_unchecked(returns);
   std::vector<double> a(returns.size());
   for (size_t i = 0; i < a.size(); ++i) a[i] = returns[i] - m;
   return a;
@@ -64,7 +64,7 @@ EmaBaseline::EmaBaseline(double decay) : decay_(decay) {
 
 std::vector<double> EmaBaseline::advantages(const std::vector<double>& returns) {
   check_nonempty(returns, "EmaBaseline::advantages", "returns");
-  const double m = mean(returns);
+  const double m = mean_unchecked(returns);
   if (!initialised_) value_ = m, initialised_ = true;
   std::vector<double> a(returns.size());
   for (size_t i = 0; i < a.size(); ++i) a[i] = returns[i] - value_;
@@ -81,7 +81,7 @@ std::vector<double> standardize(const std::vector<double>& x, int ddof, double e
     throw std::invalid_argument(std::string(who) + ": eps must be finite and >= 0, got " + std::to_string(eps));
   if (divisor) *divisor = 1;
   if (x.size() == 1) return x;
-  const double m = mean(x);
+  const double m = mean_unchecked(x);
   double ss = 0;
   for (double v : x) ss += (v - m) * (v - m);
   const double sd = std::sqrt(ss / double(x.size() - size_t(ddof)));

@@ -6,13 +6,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "stats/check.h"
+#include "util/check.h"
 
 namespace ponder::stats {
 namespace {
 
 std::vector<double> sorted_copy(const std::vector<double>& x, const char* who) {
-  detail::check_nonempty(x, who, "x");
+  checks::check_nonempty(x, who, "x");
   std::vector<double> s = x;
   std::sort(s.begin(), s.end());
   return s;
@@ -32,13 +32,13 @@ void check_q(double q, const char* who) {
 }  // namespace
 
 double mean(const std::vector<double>& x) {
-  detail::check_nonempty(x, "mean", "x");
-  return std::accumulate(x.begin(), x.end(), 0.0) / double(x.size());
+  checks::check_nonempty(x, "mean", "x");
+  return checks::mean_unchecked(x);
 }
 
 double variance(const std::vector<double>& x, int ddof) {
   if (ddof < 0) throw std::invalid_argument("variance: ddof must be >= 0, got " + std::to_string(ddof));
-  detail::check_min_size(x, size_t(ddof) + 1, "variance", "x");
+  checks::check_min_size(x, size_t(ddof) + 1, "variance", "x");
   const double m = mean(x);
   double ss = 0;
   for (double v : x) ss += (v - m) * (v - m);
@@ -77,7 +77,7 @@ double trimmed_mean(const std::vector<double>& x, double proportion) {
 double iqm(const std::vector<double>& x) { return trimmed_mean(x, 0.25); }
 
 std::vector<double> average_ranks(const std::vector<double>& x) {
-  detail::check_nonempty(x, "average_ranks", "x");
+  checks::check_nonempty(x, "average_ranks", "x");
   std::vector<size_t> order(x.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });

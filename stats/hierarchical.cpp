@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "stats/check.h"
+#include "util/check.h"
 #include "stats/descriptive.h"
 #include "stats/special.h"
 #include "tensor/rng.h"
@@ -17,7 +17,7 @@ void check_groups(const std::vector<std::vector<double>>& groups, const char* wh
   if (groups.empty()) throw std::invalid_argument(std::string(who) + ": no groups");
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::string name = "group " + std::to_string(g);
-    detail::check_nonempty(groups[g], who, name.c_str());  // also checks that every value is finite
+    checks::check_nonempty(groups[g], who, name.c_str());  // also checks that every value is finite
   }
 }
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "stats/check.h"
+#include "util/check.h"
 #include "stats/descriptive.h"
 #include "tensor/rng.h"
 
@@ -20,7 +20,7 @@ void check_matrix(const ScoreMatrix& scores, const char* who, const char* name =
       throw std::invalid_argument(std::string(who) + ": " + name + " row " + std::to_string(n) + " has " +
                                   std::to_string(scores[n].size()) + " tasks but row 0 has " +
                                   std::to_string(scores.front().size()));
-    detail::check_finite(scores[n], who, name);
+    checks::check_finite(scores[n], who, name);
   }
 }
 
@@ -99,8 +99,8 @@ double optimality_gap(const ScoreMatrix& scores, double gamma) {
 }
 
 std::vector<double> score_profile(const std::vector<double>& scores, const std::vector<double>& taus) {
-  detail::check_nonempty(scores, "score_profile", "scores");
-  detail::check_finite(taus, "score_profile", "taus");
+  checks::check_nonempty(scores, "score_profile", "scores");
+  checks::check_finite(taus, "score_profile", "taus");
   std::vector<double> out;
   out.reserve(taus.size());
   for (double tau : taus)
@@ -119,8 +119,8 @@ std::vector<double> average_score_profile(const ScoreMatrix& scores, const std::
 }
 
 double probability_greater(const std::vector<double>& x, const std::vector<double>& y) {
-  detail::check_nonempty(x, "probability_greater", "x");
-  detail::check_nonempty(y, "probability_greater", "y");
+  checks::check_nonempty(x, "probability_greater", "x");
+  checks::check_nonempty(y, "probability_greater", "y");
   double s = 0;
   for (double a : x)
     for (double b : y) s += a > b ? 1.0 : a == b ? 0.5 : 0.0;

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "stats/check.h"
+#include "util/check.h"
 #include "stats/descriptive.h"
 #include "stats/special.h"
 
@@ -18,9 +18,9 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::vector<double> differences_of(const std::vector<double>& a, const std::vector<double>& b, const char* who) {
-  detail::check_nonempty(a, who, "a");
-  detail::check_nonempty(b, who, "b");
-  detail::check_same_size(a, b, who, "a", "b");
+  checks::check_nonempty(a, who, "a");
+  checks::check_nonempty(b, who, "b");
+  checks::check_same_size(a, b, who, "a", "b");
   std::vector<double> d(a.size());
   for (size_t i = 0; i < d.size(); ++i) d[i] = a[i] - b[i];
   return d;
@@ -55,10 +55,10 @@ void check_p_values(const std::vector<double>& p, const char* who) {
 }
 
 double pooled_sd(const std::vector<double>& x, const std::vector<double>& y, const char* who) {
-  detail::check_nonempty(x, who, "x");
-  detail::check_nonempty(y, who, "y");
-  detail::check_min_size(x, 2, who, "x");
-  detail::check_min_size(y, 2, who, "y");
+  checks::check_nonempty(x, who, "x");
+  checks::check_nonempty(y, who, "y");
+  checks::check_min_size(x, 2, who, "x");
+  checks::check_min_size(y, 2, who, "y");
   const double nx = double(x.size()), ny = double(y.size());
   return std::sqrt(((nx - 1) * variance(x, 1) + (ny - 1) * variance(y, 1)) / (nx + ny - 2));
 }
@@ -67,8 +67,8 @@ double pooled_sd(const std::vector<double>& x, const std::vector<double>& y, con
 
 TTest paired_t_test(const std::vector<double>& differences) {
   const char* who = "paired_t_test";
-  detail::check_nonempty(differences, who, "differences");
-  detail::check_min_size(differences, 2, who, "differences");
+  checks::check_nonempty(differences, who, "differences");
+  checks::check_min_size(differences, 2, who, "differences");
   TTest r;
   const double n = double(differences.size());
   r.mean = mean(differences);
@@ -91,7 +91,7 @@ TTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b) 
 
 Wilcoxon wilcoxon_signed_rank(const std::vector<double>& differences, WilcoxonMethod method, bool correction) {
   const char* who = "wilcoxon_signed_rank";
-  detail::check_nonempty(differences, who, "differences");
+  checks::check_nonempty(differences, who, "differences");
   std::vector<double> d;
   for (double v : differences)
     if (v != 0.0) d.push_back(v);
@@ -167,17 +167,17 @@ double hedges_g(const std::vector<double>& x, const std::vector<double>& y) {
 }
 
 double cohens_dz(const std::vector<double>& differences) {
-  detail::check_nonempty(differences, "cohens_dz", "differences");
-  detail::check_min_size(differences, 2, "cohens_dz", "differences");
+  checks::check_nonempty(differences, "cohens_dz", "differences");
+  checks::check_min_size(differences, 2, "cohens_dz", "differences");
   return mean(differences) / stddev(differences, 1);
 }
 
 Correlation spearman(const std::vector<double>& x, const std::vector<double>& y) {
   const char* who = "spearman";
-  detail::check_nonempty(x, who, "x");
-  detail::check_nonempty(y, who, "y");
-  detail::check_same_size(x, y, who, "x", "y");
-  detail::check_min_size(x, 3, who, "x");
+  checks::check_nonempty(x, who, "x");
+  checks::check_nonempty(y, who, "y");
+  checks::check_same_size(x, y, who, "x", "y");
+  checks::check_min_size(x, 3, who, "x");
   const std::vector<double> rx = average_ranks(x), ry = average_ranks(y);
   const double mx = mean(rx), my = mean(ry);
   double sxy = 0, sxx = 0, syy = 0;

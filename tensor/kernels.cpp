@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "tensor/mat_layout.h"
+
 namespace ponder {
 
 const char* unary_name(UnaryOp op) {
@@ -321,14 +323,7 @@ Tensor tri(const Tensor& x, int64_t k, bool upper) {
 }
 
 namespace {
-// A view BLAS can read directly: one of the last two axes has unit stride.
-bool blas_ready(const Tensor& t) {
-  size_t d = t.dim();
-  int64_t rows = t.shape()[d - 2], cols = t.shape()[d - 1], rs = t.strides()[d - 2], cs = t.strides()[d - 1];
-  bool plain = (cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1));
-  bool trans = (rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1));
-  return plain || trans;
-}
+bool blas_ready(const Tensor& t) { return blas_layout(t).has_value(); }
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

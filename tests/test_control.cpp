@@ -14,9 +14,11 @@
 #include "experiments/control.h"
 #include "experiments/plots.h"
 #include "experiments/report.h"
+#include "test_util.h"
 
 using namespace ponder;
 using namespace ponder::cli;
+using ponder::test::error_of;
 
 namespace {
 
@@ -180,14 +182,6 @@ TEST_CASE("--set overrides keep YAML types, --seed is train.seed, and malformed 
   CHECK(c.train.seed == 7);
   CHECK(c.train.steps == 10);
   CHECK(c.compare.step_options == std::vector<int>{0, 2});
-  auto error_of = [](auto f) -> std::string {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "";
-  };
   CHECK(error_of([&] { with_overrides(base, {"lr=1"}); }).find("expected section.key=value") != std::string::npos);
   CHECK(error_of([&] { with_overrides(base, {"train.lr"}); }).find("expected section.key=value") != std::string::npos);
   const std::string unknown =

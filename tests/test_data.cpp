@@ -18,10 +18,12 @@
 #include "data/planted.h"
 #include "data/sha256.h"
 #include "data/windows.h"
+#include "test_util.h"
 
 using namespace ponder;
 using namespace ponder::data;
 namespace fs = std::filesystem;
+using ponder::test::error_of;
 
 namespace {
 
@@ -49,17 +51,6 @@ std::string read_all(const fs::path& p) {
 void write_all(const fs::path& p, const std::string& bytes) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << bytes;
-}
-
-// The message of the exception `f` throws (fails the test when it throws none).
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  FAIL("expected an exception");
-  return "";
 }
 
 std::string concat(const std::vector<Document>& docs) {

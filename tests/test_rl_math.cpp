@@ -13,26 +13,13 @@
 #include "rl/pid.h"
 #include "rl/ppo_math.h"
 #include "rl/returns.h"
+#include "test_util.h"
 
 using namespace ponder::rl;
 using Vec = std::vector<double>;
+using ponder::test::check_close;
 
 namespace {
-
-constexpr double kTol = 1e-9;
-
-void check_close(const Vec& got, const Vec& want, double tol = kTol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("index " << i << ": got " << got[i] << ", want " << want[i]);
-    CHECK(std::abs(got[i] - want[i]) <= tol);
-  }
-}
-
-void check_close(double got, double want, double tol = kTol) {
-  INFO("got " << got << ", want " << want);
-  CHECK(std::abs(got - want) <= tol);
-}
 
 Vec log_of(const Vec& x) {
   Vec out;
@@ -40,16 +27,8 @@ Vec log_of(const Vec& x) {
   return out;
 }
 
-// The message of the std::invalid_argument `f` throws (fails the test when it throws none).
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  FAIL("expected std::invalid_argument");
-  return "";
-}
+// Every error here is a std::invalid_argument: another type would mean a check went missing.
+template <class F> std::string error_of(F&& f) { return ponder::test::error_of<std::invalid_argument>(f); }
 
 // The λ sequence a PID controller produces for a sequence of average costs.
 Vec run_pid(const PidConfig& config, const Vec& costs) {

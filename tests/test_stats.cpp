@@ -12,36 +12,15 @@
 
 #include "stats/stats.h"
 #include "tensor/rng.h"
+#include "test_util.h"
 
 using namespace ponder::stats;
 using Vec = std::vector<double>;
+using ponder::test::check_close;
 
 namespace {
 
-constexpr double kTol = 1e-9;
-
-void check_close(const Vec& got, const Vec& want, double tol = kTol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("index " << i << ": got " << got[i] << ", want " << want[i]);
-    CHECK(std::abs(got[i] - want[i]) <= tol);
-  }
-}
-
-void check_close(double got, double want, double tol = kTol) {
-  INFO("got " << got << ", want " << want);
-  CHECK(std::abs(got - want) <= tol);
-}
-
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  FAIL("expected std::invalid_argument");
-  return "";
-}
+template <class F> std::string error_of(F&& f) { return ponder::test::error_of<std::invalid_argument>(f); }
 
 // N(mean, 1) draws by Box–Muller from the engine's generator, so the coverage runs below are deterministic.
 double normal_draw(ponder::Generator& gen, double mean) {

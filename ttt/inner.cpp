@@ -45,6 +45,21 @@ Tensor inner_output(const InnerState& s, const Tensor& xq, const InnerNorm& n) {
 
 namespace {
 
+// The state carried to the next mini-batch: W ← W − Σ_j ηlast_j·x_jᵀ·g_j and b ← b − Σ_j ηlast_j·g_j for each
+// layer (the last row of the dual form's η mask). eta_last: (B,H,b,1); x1, g1, x2, g2 as in dual_combine.
+InnerState carried_update(const InnerState& s, const Tensor& eta_last, const Tensor& x1, const Tensor& g1,
+                          const Tensor& x2, const Tensor& g2, CostMeter* meter) {
+  InnerState next;
+  next.W1 = sub(s.W1, matmul(transpose(mul(eta_last, x1), -1, -2), g1));
+  next.b1 = sub(s.b1, sum(mul(eta_last, g1), {-2}, true));
+  if (s.mlp()) {
+    next.W2 = sub(s.W2, matmul(transpose(mul(eta_last, x2), -1, -2), g2));
+    next.b2 = sub(s.b2, sum(mul(eta_last, g2), {-2}, true));
+  }
+  if (meter) meter->charge(&UnitCost::update);
+  return next;
+}
+
 // Given the per-token gradients at the start-of-mini-batch weights, the dual-form outputs and the
 // carried state (docs/ttt.md §1.7–§1.8). g1: ∂ℓ/∂Z1 (B,H,b,h); g2: ∂ℓ/∂Z2 (B,H,b,f) for the MLP.
 Tensor dual_combine(const InnerState& s, const Tensor& xq, const Tensor& x1, const Tensor& x2, const Tensor& g1,
@@ -65,13 +80,7 @@ Tensor dual_combine(const InnerState& s, const Tensor& xq, const Tensor& x1, con
   }
   if (meter) meter->charge(&UnitCost::output);
   Tensor eta_last = transpose(slice(eta, 2, b - 1, b), -1, -2);  // (B,H,b,1): ηlast_j
-  next.W1 = sub(s.W1, matmul(transpose(mul(eta_last, x1), -1, -2), g1));
-  next.b1 = sub(s.b1, sum(mul(eta_last, g1), {-2}, true));
-  if (s.mlp()) {
-    next.W2 = sub(s.W2, matmul(transpose(mul(eta_last, x2), -1, -2), g2));
-    next.b2 = sub(s.b2, sum(mul(eta_last, g2), {-2}, true));
-  }
-  if (meter) meter->charge(&UnitCost::update);
+  next = carried_update(s, eta_last, x1, g1, x2, g2, meter);
   return out;
 }
 
@@ -178,15 +187,7 @@ InnerState carry_step_closed(const InnerState& s, const Tensor& xk, const Tensor
                              const InnerNorm& n, CostMeter* meter) {
   Tensor g1, x2, g2;
   closed_form_grads(s, xk, sub(xv, xk), n, g1, x2, g2, meter);
-  InnerState next;
-  next.W1 = sub(s.W1, matmul(transpose(mul(eta_last, xk), -1, -2), g1));
-  next.b1 = sub(s.b1, sum(mul(eta_last, g1), {-2}, true));
-  if (s.mlp()) {
-    next.W2 = sub(s.W2, matmul(transpose(mul(eta_last, x2), -1, -2), g2));
-    next.b2 = sub(s.b2, sum(mul(eta_last, g2), {-2}, true));
-  }
-  if (meter) meter->charge(&UnitCost::update);
-  return next;
+  return carried_update(s, eta_last, xk, g1, x2, g2, meter);
 }
 
 InnerState carry_step_autograd(const InnerState& s, const Tensor& xk, const Tensor& xv, const Tensor& eta_last,

@@ -1,6 +1,7 @@
 // CPU kernels (OpenMP + OpenBLAS). The CpuBackend in backend.cpp forwards to these.
 #pragma once
 #include "tensor/backend.h"
+#include "tensor/cpu/runtime.h"
 
 namespace ponder::cpu {
 
@@ -45,17 +46,5 @@ void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor&
 // Gated products on contiguous tensors of one shape (tensor/backend.h; cpu/elementwise.cpp).
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b, const Tensor& g);
-
-// Freed CPU blocks wait in a cache keyed by size for the next request of that size (tensor/cpu/backend.cpp),
-// up to a limit (1 GiB unless set); a block that would exceed it is returned to the system.
-void set_alloc_cache_limit(size_t bytes);
-size_t alloc_cache_bytes();
-// Returns every cached block to the system (before measuring peak memory, say).
-void release_alloc_cache();
-
-// Thread count shared by OpenMP kernels and OpenBLAS (the OpenMP build of OpenBLAS uses the same
-// pool, so setting it once prevents oversubscription).
-void set_num_threads(int n);
-int num_threads();
 
 }  // namespace ponder::cpu

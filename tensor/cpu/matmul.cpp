@@ -8,26 +8,15 @@
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loop.h"
+#include "tensor/mat_layout.h"
 
 namespace ponder::cpu {
 namespace {
 
 constexpr int64_t kParallelGemmMin = int64_t(1) << 20;  // multiply-adds in a batch worth two threads
 
-// How BLAS sees the last two axes (rows × cols) of an operand.
-struct MatLayout {
-  bool trans;
-  int64_t ld;
-};
-
 MatLayout layout_of(const Tensor& t) {
-  const size_t d = t.dim();
-  const int64_t rows = t.shape()[d - 2], cols = t.shape()[d - 1];
-  const int64_t rs = t.strides()[d - 2], cs = t.strides()[d - 1];
-  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1)))
-    return {false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
-  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1)))
-    return {true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  if (auto l = blas_layout(t)) return *l;
   throw std::logic_error("cpu::matmul: operand is not BLAS-compatible (caller must pass a contiguous copy)");
 }
 

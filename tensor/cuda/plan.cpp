@@ -42,13 +42,7 @@ CumsumPlan plan_cumsum(const Tensor& out, const Tensor& x, int axis) {
 }
 
 MatLayout mat_layout(const Tensor& t) {
-  const size_t d = t.dim();
-  const int64_t rows = t.shape()[d - 2], cols = t.shape()[d - 1];
-  const int64_t rs = t.strides()[d - 2], cs = t.strides()[d - 1];
-  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1)))
-    return {false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
-  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1)))
-    return {true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  if (auto l = blas_layout(t)) return *l;
   throw std::logic_error("cuda::matmul: operand is not BLAS-compatible (caller must pass a contiguous copy)");
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/mat_layout.h"
 #include "tensor/tensor.h"
 
 namespace ponder::cuda {
@@ -53,12 +54,6 @@ struct CumsumPlan {
 };
 CumsumPlan plan_cumsum(const Tensor& out, const Tensor& x, int axis);
 
-// How cuBLAS reads the last two axes (rows × cols) of a row-major operand: a plain row-major matrix
-// with leading dimension ld, or (trans) a column-major one, i.e. a transposed view read without a copy.
-struct MatLayout {
-  bool trans = false;
-  int64_t ld = 0;
-};
 // Throws std::logic_error for views neither layout covers (raw::matmul passes a contiguous copy then).
 MatLayout mat_layout(const Tensor& t);
 
