@@ -12,12 +12,16 @@ namespace ponder {
 // One line per executed node, for debugging gradients (see graph_dump()).
 struct TraceEntry {
   std::string op;
+  std::string label;  // the leaf's name (set_name) for a parameter's gradient accumulator, else empty
   std::vector<Shape> output_shapes;
-  uint64_t forward_flops = 0;
-  double grad_norm = 0;  // L2 norm of the gradient flowing into the node
+  uint64_t seq = 0;             // the node's creation number (node_seq_now() brackets a forward section)
+  uint64_t forward_flops = 0;   // the forward op's work
+  uint64_t backward_flops = 0;  // this node's backward rule plus adding its results into its inputs' buffers
+  double grad_norm = 0;         // L2 norm of the gradient flowing into the node
 };
 struct GraphTrace {
   std::vector<TraceEntry> entries;
+  bool grad_norms = true;  // false: leave TraceEntry::grad_norm at 0 (the norms are host reads: no FLOPs either way)
   std::string str() const;
 };
 

@@ -1,5 +1,6 @@
 #include "autograd/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -137,6 +138,128 @@ CheckResult gradgradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, 
   std::vector<bool> dv = diff;
   dv.push_back(true);
   return gradcheck(G, xv, dv, opt);
+}
+
+namespace {
+
+// A random direction over the differentiable inputs, of unit norm overall (zeros for the other inputs).
+std::vector<Tensor> random_direction(const std::vector<Tensor>& inputs, const std::vector<bool>& diff, Generator& gen) {
+  std::vector<Tensor> v(inputs.size());
+  double sq = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!diff[i]) continue;
+    v[i] = gen.normal(inputs[i].shape(), 0, 1, DType::F64);
+    for (double x : v[i].to_vector()) sq += x * x;
+  }
+  const double scale = sq > 0 ? 1.0 / std::sqrt(sq) : 0.0;
+  for (Tensor& t : v)
+    if (t.defined()) t = raw::unary(UnaryOp::Affine, t, scale, 0.0);
+  return v;
+}
+
+// x + c·v for the differentiable inputs, as fresh leaves.
+std::vector<Tensor> shifted(const std::vector<Tensor>& x, const std::vector<bool>& diff, const std::vector<Tensor>& v,
+                            double c) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    Tensor t = diff[i] ? raw::binary(BinaryOp::Add, x[i], raw::unary(UnaryOp::Affine, v[i], c, 0.0)) : raw::clone(x[i]);
+    if (diff[i]) set_requires_grad(t);
+    out.push_back(t);
+  }
+  return out;
+}
+
+double dot(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].defined() || !b[i].defined()) continue;
+    const std::vector<double> x = a[i].to_vector(), y = b[i].to_vector();
+    for (size_t j = 0; j < x.size(); ++j) s += x[j] * y[j];
+  }
+  return s;
+}
+
+// ∇f at xs over the differentiable inputs (undefined elsewhere and where unused), with the graph kept when `create`.
+std::vector<Tensor> gradient(const TensorFn& f, const std::vector<Tensor>& xs, const std::vector<bool>& diff,
+                             bool create) {
+  const Tensor y = f(xs);
+  if (y.numel() != 1) throw std::invalid_argument("directional gradcheck: f must return one number");
+  std::vector<Tensor> wrt;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (diff[i]) wrt.push_back(xs[i]);
+  std::vector<Tensor> out(xs.size());
+  if (!requires_grad(y)) return out;
+  GradOptions go;
+  go.allow_unused = true;
+  go.create_graph = create;
+  const std::vector<Tensor> g = grad({y}, wrt, {}, go);
+  for (size_t i = 0, k = 0; i < xs.size(); ++i)
+    if (diff[i]) out[i] = g[k++];
+  return out;
+}
+
+void record(CheckResult& r, double analytic, double numeric, const CheckOptions& opt, const std::string& what) {
+  const double err = std::abs(analytic - numeric);
+  r.max_abs_err = std::max(r.max_abs_err, err);
+  ++r.checked;
+  if (r.ok && err > opt.atol + opt.rtol * std::abs(numeric)) {
+    std::ostringstream m;
+    m << what << ": analytic " << analytic << ", finite differences " << numeric;
+    r.ok = false;
+    r.message = m.str();
+  }
+}
+
+}  // namespace
+
+CheckResult directional_gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, const std::vector<bool>& diff,
+                                  int directions, const CheckOptions& opt) {
+  check_inputs(inputs, diff);
+  Generator gen(opt.seed);
+  CheckResult r;
+  const std::vector<Tensor> g = gradient(f, fresh(inputs, diff), diff, false);
+  for (int d = 0; d < directions; ++d) {
+    const std::vector<Tensor> v = random_direction(inputs, diff, gen);
+    const double plus = eval(f, shifted(inputs, diff, v, opt.eps))[0];
+    const double minus = eval(f, shifted(inputs, diff, v, -opt.eps))[0];
+    record(r, dot(g, v), (plus - minus) / (2 * opt.eps), opt, "direction " + std::to_string(d) + " <grad, v>");
+  }
+  return r;
+}
+
+CheckResult directional_gradgradcheck(const TensorFn& f, const std::vector<Tensor>& inputs,
+                                      const std::vector<bool>& diff, int directions, const CheckOptions& opt) {
+  check_inputs(inputs, diff);
+  Generator gen(opt.seed + 1);
+  CheckResult r;
+  for (int d = 0; d < directions; ++d) {
+    const std::vector<Tensor> v = random_direction(inputs, diff, gen), w = random_direction(inputs, diff, gen);
+    // <∇f(x), v> as a differentiable function of x; its gradient along w is <H·v, w>.
+    std::vector<Tensor> xs = fresh(inputs, diff);
+    const std::vector<Tensor> g = gradient(f, xs, diff, true);
+    std::vector<Tensor> gv_terms;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (g[i].defined() && requires_grad(g[i])) gv_terms.push_back(sum(mul(g[i], v[i])));
+    double hvw = 0;
+    if (!gv_terms.empty()) {
+      Tensor gv = gv_terms[0];
+      for (size_t i = 1; i < gv_terms.size(); ++i) gv = add(gv, gv_terms[i]);
+      std::vector<Tensor> wrt;
+      for (size_t i = 0; i < xs.size(); ++i)
+        if (diff[i]) wrt.push_back(xs[i]);
+      GradOptions go;
+      go.allow_unused = true;
+      const std::vector<Tensor> h = grad({gv}, wrt, {}, go);
+      std::vector<Tensor> hv(xs.size());
+      for (size_t i = 0, k = 0; i < xs.size(); ++i)
+        if (diff[i]) hv[i] = h[k++];
+      hvw = dot(hv, w);
+    }
+    const double plus = dot(gradient(f, shifted(inputs, diff, w, opt.eps), diff, false), v);
+    const double minus = dot(gradient(f, shifted(inputs, diff, w, -opt.eps), diff, false), v);
+    record(r, hvw, (plus - minus) / (2 * opt.eps), opt, "direction " + std::to_string(d) + " <H v, w>");
+  }
+  return r;
 }
 
 }  // namespace ponder

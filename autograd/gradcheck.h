@@ -32,4 +32,15 @@ CheckResult gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs, cons
 CheckResult gradgradcheck(const TensorFn& f, const std::vector<Tensor>& inputs,
                           const std::vector<bool>& differentiable, const CheckOptions& opt = {});
 
+// For pieces with too many inputs for a full Jacobian (a model block's parameters), checks along random directions
+// instead: f must return a scalar. First order: <∇f, v> against (f(x+εv) − f(x−εv)) / 2ε; second order: the
+// double-backward Hessian-vector product <H·v, w> against (<∇f(x+εw), v> − <∇f(x−εw), v>) / 2ε; for `directions`
+// pairs of random unit directions (v, w) over all differentiable inputs at once. `checked` counts directions.
+CheckResult directional_gradcheck(const TensorFn& f, const std::vector<Tensor>& inputs,
+                                  const std::vector<bool>& differentiable, int directions = 4,
+                                  const CheckOptions& opt = {});
+CheckResult directional_gradgradcheck(const TensorFn& f, const std::vector<Tensor>& inputs,
+                                      const std::vector<bool>& differentiable, int directions = 4,
+                                      const CheckOptions& opt = {});
+
 }  // namespace ponder

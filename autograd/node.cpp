@@ -180,6 +180,12 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads, cons
 // ---- recording
 
 uint64_t next_node_seq() { return g_seq.fetch_add(1); }
+uint64_t node_seq_now() { return g_seq.load(); }
+
+std::string AccumulateGrad::label() const {
+  auto impl = leaf_.lock();
+  return impl && impl->autograd ? impl->autograd->name : std::string();
+}
 
 OpRecorder::OpRecorder(Op op, std::vector<Tensor> inputs) : op_(op), inputs_(std::move(inputs)) {
   active_ = false;

@@ -46,6 +46,8 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) = 0;
   virtual void release() {}
   virtual std::string name() const = 0;
+  // What a trace shows beside the op name (a parameter's name for its accumulator).
+  virtual std::string label() const { return {}; }
 
   std::vector<Edge> next;
   std::vector<OutputInfo> outputs;
@@ -94,6 +96,7 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) override;
   std::string name() const override { return "accumulate_grad"; }
+  std::string label() const override;
  private:
   std::weak_ptr<TensorImpl> leaf_;
 };
@@ -118,6 +121,8 @@ Edge gradient_edge(const Tensor& t);
 
 // A fresh creation-order number for a new node (the engine runs later nodes first).
 uint64_t next_node_seq();
+// The number the next node will get: nodes made between two reads belong to the code run between them.
+uint64_t node_seq_now();
 
 // Records a primitive op's result: if grad mode is on and an input requires grad, attaches a
 // FunctionNode with edges to `inputs` (in order), `saved` (and the output, when save_output) kept

@@ -1,6 +1,7 @@
 // `ponder gradcheck`: runs the op table (autograd/op_table.cpp): forward vs the naive float64
 // reference in f64 and f32, gradcheck and gradgradcheck, one line per entry; then whole TTT layers
-// (`--op ttt`): the outer gradient through K inner steps per unit, first and second order.
+// (`--op ttt`): the outer gradient through K inner steps per unit, first and second order; or, with --model, pieces
+// of the model a config builds (experiments/gradcheck_pieces.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "autograd/op_table.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
+#include "experiments/gradcheck_pieces.h"
 #include "ttt/eval.h"
 #include "ttt/ttt_layer.h"
 
@@ -20,7 +22,40 @@ struct GradcheckArgs {
   bool list = false;
   std::string op;
   std::string device = "cpu";
+  std::string model;                 // a config: check pieces of the model it builds
+  std::vector<std::string> pieces;   // empty with --model: every piece the model has
+  int directions = 4;
+  ConfigOverrides over;
 };
+
+// --model: each piece's first- and second-order directional checks, one line each.
+void run_model_pieces(const GradcheckArgs& a) {
+  const RunConfig cfg = apply_overrides(load_config(resolve_config(a.model)), a.over);
+  std::printf("model %s (float64, seed %lld), schedule %s, mode %s, path %s; %d random directions\n",
+              resolve_config(a.model).c_str(), (long long)cfg.train.seed, cfg.eval.inner.schedule.c_str(),
+              ttt::mode_name(cfg.eval.inner.mode), ttt::path_name(cfg.eval.inner.path), a.directions);
+  std::printf("%-10s %8s %10s %12s %12s  %s\n", "piece", "tensors", "numbers", "grad err", "gradgrad err", "verdict");
+  int fails = 0, ran = 0;
+  for (const std::string& p : a.pieces.empty() ? piece_names() : a.pieces) {
+    PieceCheck c;
+    try {
+      c = check_piece(cfg, p, a.directions);
+    } catch (const std::invalid_argument& e) {
+      if (!a.pieces.empty()) throw;
+      continue;  // with no --piece, a piece the model lacks (attention in an all-TTT model) is skipped
+    }
+    ++ran;
+    const bool ok = c.grad.ok && c.gradgrad.ok;
+    fails += !ok;
+    std::printf("%-10s %8zu %10lld %12.2e %12.2e  %s\n", c.piece.c_str(), c.tensors, (long long)c.numbers,
+                c.grad.max_abs_err, c.gradgrad.max_abs_err, ok ? "ok" : "FAIL");
+    if (!c.grad.ok) std::printf("    gradcheck: %s\n", c.grad.message.c_str());
+    if (!c.gradgrad.ok) std::printf("    gradgradcheck: %s\n", c.gradgrad.message.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("%d pieces: %s\n", ran, fails ? ("FAILED for " + std::to_string(fails)).c_str() : "ok");
+  if (fails) throw CLI::RuntimeError(1);
+}
 
 // A whole TTT layer on 3 units of 4 tokens (d 8, 2 heads, float64, CPU), checked against its input u: the loss
 // sum(out ⊙ r) depends on u through every inner step (XK, XV and XQ are projections of u), so gradcheck tests the
@@ -84,6 +119,8 @@ std::pair<int, int> run_layer_cases(const std::string& filter) {
 }
 
 void run_gradcheck(const GradcheckArgs& a) {
+  if (!a.model.empty()) return run_model_pieces(a);
+  if (!a.pieces.empty()) throw std::invalid_argument("gradcheck: --piece needs --model CONFIG");
   if (a.list) {
     for (const OpCase& c : op_table()) std::printf("%s\n", c.name.c_str());
     for (const LayerCase& c : layer_cases()) std::printf("%s\n", c.name.c_str());
@@ -127,6 +164,13 @@ void register_gradcheck(CLI::App& app) {
   sub->add_option("--op", args->op, "Run the entries whose name contains this text (ttt: the whole TTT layer cases)");
   sub->add_flag("--list", args->list, "List the op table's entries");
   add_device_option(sub, args->device);
+  sub->add_option("--model", args->model,
+                  "A config (e.g. tiny): check pieces of the model it builds, in float64 along random directions");
+  sub->add_option("--piece", args->pieces, "With --model: ttt, attention, block, model, policy or lstm (repeatable; "
+                                           "default: every piece the model has)");
+  sub->add_option("--directions", args->directions, "With --model: random directions per check (default 4)")
+      ->check(CLI::PositiveNumber);
+  add_override_options(sub, args->over, true);
   sub->callback([args] { run_gradcheck(*args); });
 }
 

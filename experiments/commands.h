@@ -38,6 +38,8 @@ void register_control(CLI::App& app);
 void register_export(CLI::App& app);
 void register_codebench(CLI::App& app);
 void register_adapt(CLI::App& app);
+// `flops` and `graph` (experiments/cmd_inspect.cpp).
+void register_inspect(CLI::App& app);
 
 // The positive control (experiments/cmd_control.cpp), also run by `ponder quick`.
 struct ControlArgs {

@@ -15,7 +15,7 @@
 #include "experiments/command_line.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 
 namespace {
 
@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   register_ablate(app);
   register_control(app);
   register_export(app);
+  register_inspect(app);
   register_codebench(app);
   register_adapt(app);
   register_bench_train(*app.get_subcommand("bench"));

@@ -7,11 +7,22 @@
 namespace ponder::policy {
 namespace {
 
-// Policy nets are float32: their outputs only rank a handful of options, and float32 keeps the
-// overhead they add to a decision small.
-constexpr DType kDType = DType::F32;
+// Policy nets are float32 unless asked otherwise (float64 for finite-difference checks): their outputs only rank a
+// handful of options, and float32 keeps the overhead they add to a decision small.
+Tensor row(const std::vector<double>& x, DType dtype) { return Tensor::from_vector(x, {1, int64_t(x.size())}, dtype); }
 
-Tensor row(const std::vector<double>& x) { return Tensor::from_vector(x, {1, int64_t(x.size())}, kDType); }
+// Points a copied net's parameter fields at `p` (parameters() order), each of the shape it replaces.
+void assign_parameters(const std::vector<Tensor*>& fields, const std::vector<Tensor>& p, const char* who) {
+  if (p.size() != fields.size())
+    throw std::invalid_argument(std::string(who) + "::with_parameters: expected " + std::to_string(fields.size()) +
+                                " tensors, got " + std::to_string(p.size()));
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i].shape() != fields[i]->shape())
+      throw std::invalid_argument(std::string(who) + "::with_parameters: parameter " + std::to_string(i) + " has shape " +
+                                  shape_str(p[i].shape()) + ", expected " + shape_str(fields[i]->shape()));
+    *fields[i] = p[i];
+  }
+}
 
 void check_features(const std::vector<double>& x, int64_t expected, const char* who) {
   if (int64_t(x.size()) != expected)
@@ -60,8 +71,8 @@ std::vector<double> FeatureNorm::apply(const std::vector<double>& x) const {
 
 // ---- MLP
 
-MlpNet::MlpNet(int64_t in, int64_t hidden, int64_t out, Generator& gen)
-    : l1_(in, hidden, true, gen, kDType), l2_(hidden, hidden, true, gen, kDType), l3_(hidden, out, true, gen, kDType) {
+MlpNet::MlpNet(int64_t in, int64_t hidden, int64_t out, Generator& gen, DType dtype)
+    : l1_(in, hidden, true, gen, dtype), l2_(hidden, hidden, true, gen, dtype), l3_(hidden, out, true, gen, dtype) {
   NoGradGuard ng;
   copy_(l3_.weight, mul(l3_.weight, scalar_like(l3_.weight, 0.01)));
 }
@@ -73,7 +84,7 @@ Tensor MlpNet::forward(const Tensor& x) const {
 std::vector<double> MlpNet::step(const std::vector<double>& x) {
   check_features(x, inputs(), "MlpNet");
   NoGradGuard ng;
-  return forward(row(x)).to_vector();
+  return forward(row(x, l1_.weight.dtype())).to_vector();
 }
 
 std::vector<Tensor> MlpNet::parameters() const {
@@ -83,10 +94,17 @@ std::vector<Tensor> MlpNet::parameters() const {
   return p;
 }
 
+std::unique_ptr<PolicyNet> MlpNet::with_parameters(const std::vector<Tensor>& p) const {
+  auto copy = std::make_unique<MlpNet>(*this);
+  assign_parameters({&copy->l1_.weight, &copy->l1_.bias, &copy->l2_.weight, &copy->l2_.bias, &copy->l3_.weight,
+                     &copy->l3_.bias}, p, "MlpNet");
+  return copy;
+}
+
 // ---- LSTM
 
-LstmNet::LstmNet(int64_t in, int64_t hidden, int64_t out, Generator& gen)
-    : cell_(in, hidden, gen, kDType), head_(hidden, out, true, gen, kDType) {
+LstmNet::LstmNet(int64_t in, int64_t hidden, int64_t out, Generator& gen, DType dtype)
+    : cell_(in, hidden, gen, dtype), head_(hidden, out, true, gen, dtype) {
   NoGradGuard ng;
   copy_(head_.weight, mul(head_.weight, scalar_like(head_.weight, 0.01)));
 }
@@ -94,15 +112,15 @@ LstmNet::LstmNet(int64_t in, int64_t hidden, int64_t out, Generator& gen)
 Tensor LstmNet::forward(const Tensor& x) const { return head_.forward(cell_.forward(x)); }  // (B, T, out)
 
 void LstmNet::reset() {
-  h_ = Tensor::zeros({1, cell_.hidden}, kDType);
-  c_ = Tensor::zeros({1, cell_.hidden}, kDType);
+  h_ = Tensor::zeros({1, cell_.hidden}, cell_.w_ih.dtype());
+  c_ = Tensor::zeros({1, cell_.hidden}, cell_.w_ih.dtype());
 }
 
 std::vector<double> LstmNet::step(const std::vector<double>& x) {
   check_features(x, inputs(), "LstmNet");
   if (!h_.defined()) reset();
   NoGradGuard ng;
-  std::tie(h_, c_) = cell_.step(row(x), {h_, c_});
+  std::tie(h_, c_) = cell_.step(row(x, cell_.w_ih.dtype()), {h_, c_});
   return head_.forward(h_).to_vector();
 }
 
@@ -113,11 +131,19 @@ std::vector<Tensor> LstmNet::parameters() const {
 }
 
 std::unique_ptr<PolicyNet> make_policy_net(const std::string& kind, int64_t in, int64_t hidden, int64_t out,
-                                           uint64_t seed) {
+                                           uint64_t seed, DType dtype) {
   Generator gen(seed);
-  if (kind == "mlp") return std::make_unique<MlpNet>(in, hidden, out, gen);
-  if (kind == "lstm") return std::make_unique<LstmNet>(in, hidden, out, gen);
+  if (kind == "mlp") return std::make_unique<MlpNet>(in, hidden, out, gen, dtype);
+  if (kind == "lstm") return std::make_unique<LstmNet>(in, hidden, out, gen, dtype);
   throw std::invalid_argument("policy net: expected mlp or lstm, got '" + kind + "'");
+}
+
+std::unique_ptr<PolicyNet> LstmNet::with_parameters(const std::vector<Tensor>& p) const {
+  auto copy = std::make_unique<LstmNet>(*this);
+  copy->h_ = copy->c_ = Tensor();
+  assign_parameters({&copy->cell_.w_ih, &copy->cell_.w_hh, &copy->cell_.bias, &copy->head_.weight, &copy->head_.bias},
+                    p, "LstmNet");
+  return copy;
 }
 
 int64_t feature_count() { return int64_t(UnitFeatures::vector_names().size()); }

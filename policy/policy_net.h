@@ -32,19 +32,23 @@ class PolicyNet : public Module {
   // One unit of one sequence, keeping the recurrent state between calls: x (F) → (outputs).
   virtual void reset() {}
   virtual std::vector<double> step(const std::vector<double>& x) = 0;
+  // A copy whose parameters are `p` (in parameters() order, same shapes): what a finite-difference check
+  // differentiates through.
+  virtual std::unique_ptr<PolicyNet> with_parameters(const std::vector<Tensor>& p) const = 0;
 };
 
 // Two tanh hidden layers; the output layer starts 100× smaller than the default init so the
 // initial policy is near uniform (the cleanrl convention of gain 0.01 on the policy head).
 class MlpNet final : public PolicyNet {
  public:
-  MlpNet(int64_t in, int64_t hidden, int64_t out, Generator& gen);
+  MlpNet(int64_t in, int64_t hidden, int64_t out, Generator& gen, DType dtype = DType::F32);
   std::string kind() const override { return "mlp"; }
   int64_t inputs() const override { return l1_.weight.shape()[0]; }
   int64_t outputs() const override { return l3_.weight.shape()[1]; }
   Tensor forward(const Tensor& x) const override;
   std::vector<double> step(const std::vector<double>& x) override;
   std::vector<Tensor> parameters() const override;
+  std::unique_ptr<PolicyNet> with_parameters(const std::vector<Tensor>& p) const override;
 
  private:
   Linear l1_, l2_, l3_;  // (F, H), (H, H), (H, out)
@@ -54,7 +58,7 @@ class MlpNet final : public PolicyNet {
 // later units) with a linear head on its hidden state.
 class LstmNet final : public PolicyNet {
  public:
-  LstmNet(int64_t in, int64_t hidden, int64_t out, Generator& gen);
+  LstmNet(int64_t in, int64_t hidden, int64_t out, Generator& gen, DType dtype = DType::F32);
   std::string kind() const override { return "lstm"; }
   int64_t inputs() const override { return cell_.w_ih.shape()[0]; }
   int64_t outputs() const override { return head_.weight.shape()[1]; }
@@ -62,6 +66,7 @@ class LstmNet final : public PolicyNet {
   void reset() override;
   std::vector<double> step(const std::vector<double>& x) override;
   std::vector<Tensor> parameters() const override;
+  std::unique_ptr<PolicyNet> with_parameters(const std::vector<Tensor>& p) const override;
 
  private:
   LSTMCell cell_;
@@ -70,7 +75,7 @@ class LstmNet final : public PolicyNet {
 };
 
 std::unique_ptr<PolicyNet> make_policy_net(const std::string& kind, int64_t in, int64_t hidden, int64_t out,
-                                           uint64_t seed);
+                                           uint64_t seed, DType dtype = DType::F32);
 
 // Feature vector length (UnitFeatures::vector()).
 int64_t feature_count();

@@ -2,10 +2,13 @@
 // checks, released graphs, memory flatness over long create_graph loops, deep graphs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "tensor/flops.h"
 #include "tensor/rng.h"
 
 using namespace ponder;
@@ -154,6 +157,37 @@ TEST_CASE("graph dump lists nodes with op, shape, FLOPs and gradient norm") {
   CHECK(d.find("accumulate_grad") != std::string::npos);
 }
 
+TEST_CASE("a backward trace books each node's backward FLOPs and names the parameters it reaches") {
+  Tensor a = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = leaf({1, 0, 2, 1, 0, 1}, {3, 2});
+  set_name(a, "a");
+  set_name(b, "b");
+  const Tensor y = sum(tanh(matmul(a, b)));
+  for (bool norms : {false, true}) {
+    GraphTrace trace;
+    trace.grad_norms = norms;
+    GradOptions opt;
+    opt.trace = &trace;
+    opt.retain_graph = true;
+    const FlopScope scope;
+    backward(y, {}, opt);
+    uint64_t booked = 0;
+    std::vector<std::string> params;
+    for (const TraceEntry& e : trace.entries) {
+      booked += e.backward_flops;
+      if (!e.label.empty()) params.push_back(e.label);
+      // dA = G·Bᵀ and dB = Aᵀ·G: two products of 2·2·2·3 FLOPs each.
+      if (e.op == "matmul") CHECK(e.backward_flops == 2 * 24);
+      if (e.op == "matmul") CHECK((e.grad_norm > 0) == norms);
+    }
+    CHECK(booked == scope.counts().phase(Phase::Backward));  // every backward FLOP belongs to one node
+    std::sort(params.begin(), params.end());
+    CHECK(params == std::vector<std::string>{"a", "b"});
+    zero_grad(a);
+    zero_grad(b);
+  }
+}
+
 TEST_CASE("graphs are freed when their last tensor goes, also when an op saves its own result") {
   const int64_t before = memory_stats(Device::CPU).live_bytes;
   {
@@ -163,4 +197,26 @@ TEST_CASE("graphs are freed when their last tensor goes, also when an op saves i
     CHECK(g.to_vector() == std::vector<double>{1, 0, 0, 1});
   }
   CHECK(memory_stats(Device::CPU).live_bytes == before);
+}
+
+TEST_CASE("directional gradchecks pass on true gradients and fail on a wrong one, first and second order") {
+  Generator gen(3);
+  const Tensor x = gen.normal({3, 4}, 0, 1, DType::F64), w = gen.normal({4, 2}, 0, 1, DType::F64);
+  auto good = [](const std::vector<Tensor>& xs) { return sum(tanh(matmul(xs[0], xs[1]))); };
+  CHECK(directional_gradcheck(good, {x, w}, {true, true}).ok);
+  CHECK(directional_gradgradcheck(good, {x, w}, {true, true}).ok);
+  // x ⊙ detach(x): the engine sees half the true gradient of x², so first order must fail.
+  auto half = [](const std::vector<Tensor>& xs) { return sum(mul(xs[0], detach(xs[0]))); };
+  const CheckResult g = directional_gradcheck(half, {x}, {true});
+  CHECK_FALSE(g.ok);
+  CHECK(g.checked == 4);  // every direction is compared; the message names the first that is off
+  CHECK(g.message.find("direction 0") != std::string::npos);
+  // sum(x²) − sum((x − detach(x))²): the second term is 0 with gradient 0 at every point, but its Hessian, −2I,
+  // cancels the true one in double backward. First order holds and second order must fail.
+  auto flat = [](const std::vector<Tensor>& xs) {
+    const Tensor d = sub(xs[0], detach(xs[0]));
+    return sub(sum(mul(xs[0], xs[0])), sum(mul(d, d)));
+  };
+  CHECK(directional_gradcheck(flat, {x}, {true}).ok);
+  CHECK_FALSE(directional_gradgradcheck(flat, {x}, {true}).ok);
 }

@@ -2,6 +2,7 @@
 // config's error messages, and a short training run that learns.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/engine.h"
@@ -11,6 +12,7 @@
 #include "ttt/flop_profile.h"
 #include "ttt/model.h"
 #include "ttt/rope.h"
+#include "ttt/step_trace.h"
 #include "ttt/stream_eval.h"
 
 using namespace ponder;
@@ -280,5 +282,44 @@ TEST_CASE("FLOPs by section: in forward order, adding up to the pass's total, in
     INFO(one[i].first);
     if (one[i].first == "block0.ttt") CHECK(two[i].second > one[i].second);  // the second inner step
     else CHECK(two[i].second == one[i].second);
+  }
+}
+
+TEST_CASE("a traced training step: the forward sections of the profile, every backward FLOP in a section") {
+  Model model(small({"ttt", "attention"}, "transformer"), 3, DType::F64);
+  Generator gen(5);
+  const Tensor ids = random_ids(gen, 1, 16, 32), targets = random_ids(gen, 1, 16, 32);
+  UniformSchedule sched(2);
+  TTTRun run;
+  run.schedule = &sched;
+  const auto profile = forward_flops_by_section(model, ids, run);
+  for (bool norms : {false, true}) {
+    for (const Tensor& p : model.parameters()) zero_grad(p);
+    const StepTrace t = trace_step(model, ids, targets, run, norms);
+    REQUIRE(t.sections.size() == profile.size());
+    uint64_t fwd = 0, bwd = 0;
+    for (size_t i = 0; i < profile.size(); ++i) {
+      INFO(profile[i].first);
+      fwd += t.sections[i].forward;
+      bwd += t.sections[i].backward;
+      if (i + 1 < profile.size()) {
+        CHECK(t.sections[i].name == profile[i].first);
+        CHECK(t.sections[i].forward == profile[i].second);  // recording the graph changes no FLOP
+      } else {
+        CHECK(t.sections[i].name == "logits+loss");
+        CHECK(t.sections[i].forward > profile[i].second);  // the logits and the cross-entropy after them
+      }
+      if (profile[i].first != "embedding") CHECK(t.sections[i].backward > 0);
+    }
+    CHECK(fwd == t.forward_total);
+    CHECK(bwd == t.backward_total);
+    // A gradient reaches every parameter, each through its own accumulator, named as parameter_labels() names it.
+    std::vector<std::string> seen;
+    for (const TraceEntry& e : t.nodes)
+      if (!e.label.empty()) seen.push_back(e.label);
+    std::vector<std::string> labels = model.parameter_labels();
+    std::sort(seen.begin(), seen.end());
+    std::sort(labels.begin(), labels.end());
+    CHECK(seen == labels);
   }
 }
