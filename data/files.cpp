@@ -1,6 +1,7 @@
 #include "data/files.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -46,6 +47,17 @@ std::string read_verified(const std::string& path, const std::string& expected_s
     throw std::runtime_error("sha256 mismatch for '" + path + "': expected " + expected_sha256 + ", got " + actual +
                              " (the file is corrupt or not the version this project was built for)");
   return bytes;
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full or read-only?)");
+  }
+  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace ponder::data

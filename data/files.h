@@ -1,4 +1,5 @@
-// Where corpus files live and how they are read: whole, and checked against a known sha256.
+// Where corpus files live, how they are read (whole, and checked against a known sha256) and how results files are
+// replaced without a window in which they are half written.
 #pragma once
 #include <optional>
 #include <string>
@@ -19,5 +20,9 @@ std::optional<std::string> read_file(const std::string& path);
 // throws naming the path, the expected and the actual hash.
 std::string read_verified(const std::string& path, const std::string& expected_sha256,
                           const std::string& missing_hint);
+
+// Writes `text` to `path` through a file beside it and a rename, so an interruption leaves the old file whole;
+// a failed write (disk full, read-only) is an error naming the file.
+void write_atomically(const std::string& path, const std::string& text);
 
 }  // namespace ponder::data

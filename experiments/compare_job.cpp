@@ -22,7 +22,7 @@
 #include "experiments/replicates.h"
 #include "experiments/report.h"
 #include "experiments/config.h"
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 
 namespace ponder::cli {
 
@@ -144,17 +144,6 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
     std::fprintf(stderr, "%s: resuming from %s: %zu finished cells are reused\n", label.c_str(), j.path().c_str(),
                  j.reused());
   return j;
-}
-
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full or read-only?)");
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, const std::function<CompareResult()>& run) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "experiments/config_cli.h"
+#include "data/files.h"
 #include "experiments/journal.h"
 #include "experiments/training.h"
 
@@ -74,9 +75,7 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
 
 // Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
 // each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.
-// Writes `text` to `path` through a file beside it and a rename, so an interruption leaves the old file whole;
-// a failed write (disk full, read-only) is an error naming the file.
-void write_atomically(const std::string& path, const std::string& text);
+using data::write_atomically;  // data/files.h
 // What a finished comparison of `checkpoint` depends on: the command line, this binary, the checkpoint's bytes and
 // the config text. A journal or a finished model's outputs are reused only under the same fingerprint.
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text);

@@ -4,8 +4,10 @@
 // cell equals a recomputed one.
 //
 // One JSON object per line: the first holds the fingerprint of the run (code, command line, model,
-// config); each later one a record with its key. Every line is written and fsync'ed on its own, so an
-// interruption loses at most the cell in progress; a torn last line is cut off when the file is opened.
+// config); each later one a record with its key and the sha256 of both. Every line is written and fsync'ed on its
+// own, so an interruption loses at most the cell in progress; a torn last line is cut off when the file is opened,
+// and a record that is damaged or was edited (its sha256 no longer matches) is dropped with a warning naming its
+// line, so its cell is computed again rather than trusted.
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>

@@ -24,11 +24,13 @@
 #include "ttt/eval.h"
 #include "ttt/stream_eval.h"
 #include "ttt/train.h"
+#include "test_util.h"
 
 using namespace ponder;
 using namespace ponder::ttt;
 using ponder::cli::RunConfig;
 namespace fs = std::filesystem;
+using ponder::test::error_of;
 
 namespace {
 
@@ -62,15 +64,6 @@ RunConfig ci_config(int64_t steps = 0) {
 const cli::Dataset& moby() {
   static const cli::Dataset ds = cli::load_dataset(cli::DataConfig{});
   return ds;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool same_tensors(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
@@ -505,6 +498,38 @@ TEST_CASE("a journal keeps its records for the same fingerprint, starts anew for
     j.remove();
   }
   CHECK(!fs::exists(path));
+}
+
+TEST_CASE("a journal drops a record that was edited or damaged, keeps the others, and names the lines") {
+  Scratch tmp("journal-integrity");
+  const std::string path = tmp.file("journal.jsonl");
+  {
+    cli::Journal j(path, {{"run", "a"}});
+    j.add("cell 1", {{"bpb", 2.5}});
+    j.add("cell 2", {{"bpb", 2.6}});
+    j.add("cell 3", {{"bpb", 2.7}});
+  }
+  std::string text = slurp(path);
+  const size_t at = text.find("2.6");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 3, "1.6");                          // an edited result: still valid JSON
+  text.insert(text.find("{\"key\":\"cell 3\""), "{not json}\n");  // a damaged line in the middle
+  spit(path, text);
+  {
+    cli::Journal j(path, {{"run", "a"}});
+    CHECK(j.reused() == 2);
+    CHECK(j.find("cell 1") != nullptr);
+    CHECK(j.find("cell 2") == nullptr);  // recomputed, not trusted
+    REQUIRE(j.find("cell 3") != nullptr);
+    CHECK((*j.find("cell 3"))["bpb"] == 2.7);
+    j.add("cell 2", {{"bpb", 2.6}});
+  }
+  const std::string after = slurp(path);
+  CHECK(after.find("1.6") == std::string::npos);        // the file now holds only whole records
+  CHECK(after.find("not json") == std::string::npos);
+  cli::Journal again(path, {{"run", "a"}});
+  CHECK(again.reused() == 3);
+  CHECK((*again.find("cell 2"))["bpb"] == 2.6);
 }
 
 namespace {
