@@ -43,7 +43,16 @@ void run_train(const Options& o) {
   job.stop_after = o.stop_after;
   job.provenance = {version(), git_commit(), build_type()};
   ttt::Checkpoint ck;
-  if (o.resume) {
+  const bool nothing_saved = !std::filesystem::exists(checkpoint_path(out));
+  if (o.resume && nothing_saved && !o.config.empty()) {
+    // Stopped before its first checkpoint: there is nothing to continue, and starting over loses nothing.
+    std::fprintf(stderr, "train --resume: no checkpoint in %s yet (stopped before the first one); starting at step 0\n",
+                 out.c_str());
+    job.config = load_config(resolve_config(o.config));
+  } else if (o.resume) {
+    if (nothing_saved)
+      throw std::invalid_argument("train --resume: no checkpoint in '" + out + "' to continue; pass --config too to "
+                                  "start that run over");
     ck = ttt::load_checkpoint(checkpoint_path(out));
     job.resume = &ck;
     job.config = parse_config(ck.config_text, checkpoint_path(out) + " (its config)");
@@ -54,7 +63,7 @@ void run_train(const Options& o) {
   } else {
     job.config = load_config(resolve_config(o.config));
   }
-  if (o.resume && !o.over.empty())
+  if (o.resume && !nothing_saved && !o.over.empty())
     throw std::invalid_argument("train --resume: --set and --seed would change the run; they apply to a new run only");
   apply_overrides(o, job);
   if (job.resume && ck.step >= job.config.train.steps)

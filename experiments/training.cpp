@@ -17,7 +17,8 @@
 #include "data/planted.h"
 #include "experiments/bench_util.h"
 #include "experiments/device.h"
-#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
+#include "util/fault.h"
 
 namespace ponder::cli {
 namespace {
@@ -304,6 +305,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
       line["carry_token_factor"] = trainer.model().carry_factors();  // 0 in a layer: its carried state is dead
     }
     log << line.dump() << std::endl;
+    fault::point("train.log");
   });
   if (out.result.interrupted)
     throw std::runtime_error(std::string(interrupt.signal_name()) + ": interrupted after step " + std::to_string(out.result.final_step) + "; checkpoint '" +

@@ -11,6 +11,7 @@
 #include "data/files.h"
 #include "data/sha256.h"
 #include "tensor/kernels.h"
+#include "util/fault.h"
 
 namespace ponder::ttt {
 namespace {
@@ -190,7 +191,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   const std::string tmp = path + ".tmp";  // same folder, so the rename cannot cross file systems
   try {
     write_durably(tmp, bytes, path);
+    fault::point("checkpoint.tmp");
     if (std::rename(tmp.c_str(), path.c_str()) != 0) io_error("renaming " + tmp, path);
+    fault::point("checkpoint.rename");
   } catch (...) {
     std::remove(tmp.c_str());  // the old checkpoint, if any, is untouched
     throw;

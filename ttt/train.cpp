@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "util/fault.h"
 
 namespace ponder::ttt {
 namespace {
@@ -268,6 +269,7 @@ TrainResult train_loop(Trainer& trainer, const TrainLoopOptions& opt,
     StepReport rep;
     try {
       rep.stats = trainer.step();
+      fault::point("train.step");
     } catch (const NonFiniteError& e) {
       const std::string last = saved_step >= 0 ? "'" + opt.checkpoint_path + "' (step " +
                                                       std::to_string(saved_step) + ")"

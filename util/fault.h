@@ -1,0 +1,54 @@
+// Fault injection for the crash-consistency tests (tests/cli_crash.py): with PONDER_FAULT=NAME:N:SIGNAL in the
+// environment, the N-th pass (1-based) through the point NAME raises SIGNAL (KILL: the process dies on the spot, as
+// under the OOM killer or a power cut; TERM: a scheduler's polite stop). Unset, a point costs one string compare.
+// The points: train.step (after an optimiser step), train.log (after a log line), checkpoint.tmp (the new
+// checkpoint written beside the old, not yet renamed), checkpoint.rename (renamed, folder not yet synced),
+// journal.line (a comparison's record written and synced), journal.half (half a record written: a torn line;
+// meant with KILL, since after a TERM the whole record follows the half on the same line).
+#pragma once
+#include <csignal>
+#include <cstdlib>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace ponder::fault {
+
+struct Plan {
+  std::string name;  // empty: no fault planned
+  long at = 0;
+  int signal = 0;
+  long seen = 0;
+};
+
+inline Plan parse_plan(const char* env) {
+  Plan p;
+  if (env == nullptr || *env == '\0') return p;
+  const std::string s(env);
+  const size_t a = s.find(':'), b = a == std::string::npos ? a : s.find(':', a + 1);
+  const std::string sig = b == std::string::npos ? "" : s.substr(b + 1);
+  char* end = nullptr;
+  const long at = a == std::string::npos ? 0 : std::strtol(s.c_str() + a + 1, &end, 10);
+  if (a == 0 || b == std::string::npos || at < 1 || end != s.c_str() + b || (sig != "KILL" && sig != "TERM"))
+    throw std::invalid_argument("PONDER_FAULT: expected NAME:N:KILL or NAME:N:TERM with N >= 1, got '" + s + "'");
+  p.name = s.substr(0, a);
+  p.at = at;
+  p.signal = sig == "KILL" ? SIGKILL : SIGTERM;
+  return p;
+}
+
+inline Plan& plan() {
+  static Plan p = parse_plan(std::getenv("PONDER_FAULT"));
+  return p;
+}
+
+// Marks a pass through `name`; on the planned pass runs `before` (what the fault should leave behind, such as half
+// a line) and raises the signal. A TERM returns here once the handler has run.
+inline void point(const char* name, const std::function<void()>& before = {}) {
+  Plan& p = plan();
+  if (p.name.empty() || p.name != name || ++p.seen != p.at) return;
+  if (before) before();
+  std::raise(p.signal);
+}
+
+}  // namespace ponder::fault
