@@ -62,12 +62,13 @@ Dense ref_slice(const Dense& x, int axis, int64_t start, int64_t len, int64_t st
   return r;
 }
 
-std::vector<OpCase> build() {
-  std::vector<OpCase> t;
-  auto std35 = [](DType dt) { return T(U({5, 3}, -2, 2, 11, dt)); };  // (3, 5), non-contiguous
-  auto pos35 = [](DType dt) { return T(U({5, 3}, 0.2, 3, 12, dt)); };
+// Inputs several sections share.
+Tensor std35(DType dt) { return T(U({5, 3}, -2, 2, 11, dt)); }  // (3, 5), non-contiguous
+Tensor pos35(DType dt) { return T(U({5, 3}, 0.2, 3, 12, dt)); }
+Ins x234(DType dt) { return Ins{U({2, 3, 4}, -1, 1, 41, dt)}; }
 
-  // ---- element-wise unary
+// ---- element-wise unary
+void add_unary_cases(std::vector<OpCase>& t) {
   t.push_back(unary("neg", Op::Neg, [](auto& x) { return neg(x); }, [](double v) { return -v; }, std35));
   t.push_back(unary("exp", Op::Exp, [](auto& x) { return exp(x); }, [](double v) { return std::exp(v); }, std35));
   t.push_back(unary("log", Op::Log, [](auto& x) { return log(x); }, [](double v) { return std::log(v); }, pos35));
@@ -98,8 +99,10 @@ std::vector<OpCase> build() {
                     }));
   t.push_back(unary("affine", Op::Affine, [](auto& x) { return affine(x, 2.5, -1); },
                     [](double v) { return 2.5 * v - 1; }, std35));
+}
 
-  // ---- element-wise binary (broadcasting, non-contiguous)
+// ---- element-wise binary (broadcasting, non-contiguous)
+void add_binary_cases(std::vector<OpCase>& t) {
   t.push_back(binary("add (broadcast)", Op::Add, [](auto& a, auto& b) { return add(a, b); },
                      [](double a, double b) { return a + b; },
                      [](DType dt) { return Ins{U({2, 3, 4}, -1, 1, 21, dt), U({3, 1}, -1, 1, 22, dt)}; }));
@@ -143,9 +146,10 @@ std::vector<OpCase> build() {
                {true, false}, [](const Ins& x) { return masked_fill(x[0], x[1], -2.0); },
                [](const Refs& r) { return ref::zip(r[0], r[1], [](double a, double m) { return m != 0 ? -2.0 : a; }); },
                {}});
+}
 
-  // ---- reductions and scans
-  auto x234 = [](DType dt) { return Ins{U({2, 3, 4}, -1, 1, 41, dt)}; };
+// ---- reductions and scans
+void add_reduction_cases(std::vector<OpCase>& t) {
   t.push_back({"sum (axis 1, keepdim)", {Op::Sum}, x234, {true}, [](const Ins& x) { return sum(x[0], {1}, true); },
                [](const Refs& r) { return ref::reduce(r[0], {1}, true, 's'); }, {}});
   t.push_back({"sum (all, non-contiguous)", {Op::Sum}, [](DType dt) { return Ins{T(U({5, 3}, -1, 1, 42, dt))}; },
@@ -215,82 +219,87 @@ std::vector<OpCase> build() {
                [](const Ins& x) { return tril(x[0]); }, tri_ref(false, 0), {}});
   t.push_back({"triu (k=1, non-contiguous)", {Op::Tri}, [](DType dt) { return Ins{T(U({5, 4}, -1, 1, 49, dt))}; }, {true},
                [](const Ins& x) { return triu(x[0], 1); }, tri_ref(true, 1), {}});
+}
 
-  // ---- fused normalisation over the last axis (checked against plain per-row loops)
-  constexpr double kLnEps = 1e-5;
-  // Per row of the last axis: μ, s = 1/sqrt(var + eps) (ln) or r = 1/sqrt(mean x² + eps) (rms).
-  struct RowStats {
-    std::vector<double> mu, s;
-  };
-  auto row_stats = [](const Dense& x, bool rms) {
-    const int64_t D = x.shape.back(), R = x.numel() / D;
-    RowStats st;
-    for (int64_t r = 0; r < R; ++r) {
-      double m = 0, q = 0;
-      for (int64_t i = 0; i < D; ++i) m += x.v[size_t(r * D + i)];
-      m = rms ? 0 : m / double(D);
-      for (int64_t i = 0; i < D; ++i) q += (x.v[size_t(r * D + i)] - m) * (x.v[size_t(r * D + i)] - m);
-      st.mu.push_back(m);
-      st.s.push_back(1 / std::sqrt(q / double(D) + kLnEps));
+// ---- fused normalisation over the last axis (checked against plain per-row loops)
+constexpr double kLnEps = 1e-5;
+// Per row of the last axis: μ, s = 1/sqrt(var + eps) (ln) or r = 1/sqrt(mean x² + eps) (rms).
+struct RowStats {
+  std::vector<double> mu, s;
+};
+RowStats row_stats(const Dense& x, bool rms) {
+  const int64_t D = x.shape.back(), R = x.numel() / D;
+  RowStats st;
+  for (int64_t r = 0; r < R; ++r) {
+    double m = 0, q = 0;
+    for (int64_t i = 0; i < D; ++i) m += x.v[size_t(r * D + i)];
+    m = rms ? 0 : m / double(D);
+    for (int64_t i = 0; i < D; ++i) q += (x.v[size_t(r * D + i)] - m) * (x.v[size_t(r * D + i)] - m);
+    st.mu.push_back(m);
+    st.s.push_back(1 / std::sqrt(q / double(D) + kLnEps));
+  }
+  return st;
+}
+// s·(v − mean v − x̂·mean(v⊙x̂)) (ln) or r·(v − y·mean(v⊙y)) (rms), per row, v broadcast to x.
+Dense norm_backward_ref(const Refs& r, bool rms) {
+  const Dense& x = r[0];
+  const Dense v = ref::zip(x, r[1], [](double, double b) { return b; });
+  const int64_t D = x.shape.back(), R = x.numel() / D;
+  const RowStats st = row_stats(x, rms);
+  Dense o = x;
+  for (int64_t row = 0; row < R; ++row) {
+    double m1 = 0, m2 = 0;
+    for (int64_t i = 0; i < D; ++i) {
+      const size_t k = size_t(row * D + i);
+      m1 += v.v[k] / double(D);
+      m2 += v.v[k] * (x.v[k] - st.mu[size_t(row)]) * st.s[size_t(row)] / double(D);
     }
-    return st;
-  };
-  // s·(v − mean v − x̂·mean(v⊙x̂)) (ln) or r·(v − y·mean(v⊙y)) (rms), per row, v broadcast to x.
-  auto norm_backward_ref = [row_stats](const Refs& r, bool rms) {
-    const Dense& x = r[0];
-    const Dense v = ref::zip(x, r[1], [](double, double b) { return b; });
-    const int64_t D = x.shape.back(), R = x.numel() / D;
-    const RowStats st = row_stats(x, rms);
-    Dense o = x;
-    for (int64_t row = 0; row < R; ++row) {
-      double m1 = 0, m2 = 0;
-      for (int64_t i = 0; i < D; ++i) {
-        const size_t k = size_t(row * D + i);
-        m1 += v.v[k] / double(D);
-        m2 += v.v[k] * (x.v[k] - st.mu[size_t(row)]) * st.s[size_t(row)] / double(D);
-      }
-      for (int64_t i = 0; i < D; ++i) {
-        const size_t k = size_t(row * D + i);
-        const double xh = (x.v[k] - st.mu[size_t(row)]) * st.s[size_t(row)];
-        o.v[k] = st.s[size_t(row)] * (v.v[k] - (rms ? 0 : m1) - xh * m2);
-      }
+    for (int64_t i = 0; i < D; ++i) {
+      const size_t k = size_t(row * D + i);
+      const double xh = (x.v[k] - st.mu[size_t(row)]) * st.s[size_t(row)];
+      o.v[k] = st.s[size_t(row)] * (v.v[k] - (rms ? 0 : m1) - xh * m2);
     }
-    return o;
-  };
-  auto norm_ref = [row_stats](const Refs& r, bool rms) {
-    const RowStats st = row_stats(r[0], rms);
-    const int64_t D = r[0].shape.back();
-    Dense o = r[0];
-    for (int64_t k = 0; k < o.numel(); ++k) o.v[size_t(k)] = (o.v[size_t(k)] - st.mu[size_t(k / D)]) * st.s[size_t(k / D)];
-    return o;
-  };
+  }
+  return o;
+}
+Dense norm_ref(const Refs& r, bool rms) {
+  const RowStats st = row_stats(r[0], rms);
+  const int64_t D = r[0].shape.back();
+  Dense o = r[0];
+  for (int64_t k = 0; k < o.numel(); ++k)
+    o.v[size_t(k)] = (o.v[size_t(k)] - st.mu[size_t(k / D)]) * st.s[size_t(k / D)];
+  return o;
+}
+// Per-head γ, β (1, H, 1, D) over (B, H, rows, D), as in the TTT inner LayerNorm.
+double per_head(const Dense& x, const Dense& p, int64_t k) {  // p's element for x's flat index k
+  const int64_t D = x.shape.back(), H = x.shape[1], rows = x.shape[2];
+  return p.v[size_t((k / (rows * D)) % H * D + k % D)];
+}
+
+// LayerNorm and RMSNorm, plain and affine, forward and backward.
+void add_norm_cases(std::vector<OpCase>& t) {
   t.push_back({"layer_norm_rows (non-contiguous)", {Op::LayerNorm}, [](DType dt) { return Ins{T(U({6, 4}, -1, 1, 90, dt))}; },
                {true}, [](const Ins& x) { return layer_norm_rows(x[0], kLnEps); },
-               [norm_ref](const Refs& r) { return norm_ref(r, false); }, {}});
+               [](const Refs& r) { return norm_ref(r, false); }, {}});
   t.push_back({"layer_norm_backward (broadcast v)", {Op::LayerNormBackward},
                [](DType dt) { return Ins{U({2, 3, 5}, -1, 1, 91, dt), U({3, 5}, -1, 1, 92, dt)}; }, {true, true},
                [](const Ins& x) { return layer_norm_backward(x[0], x[1], kLnEps); },
-               [norm_backward_ref](const Refs& r) { return norm_backward_ref(r, false); }, {}});
+               [](const Refs& r) { return norm_backward_ref(r, false); }, {}});
   t.push_back({"layer_norm (affine, nn)", {Op::LayerNormAffine},
                [](DType dt) { return Ins{U({3, 5}, -1, 1, 93, dt), U({5}, 0.5, 1.5, 94, dt), U({5}, -1, 1, 95, dt)}; },
                {true, true, true}, [](const Ins& x) { return layer_norm(x[0], x[1], x[2], kLnEps); },
-               [norm_ref](const Refs& r) {
+               [](const Refs& r) {
                  Dense xh = norm_ref(r, false);
                  return ref::zip(ref::zip(xh, r[1], [](double a, double g) { return a * g; }), r[2],
                                  [](double a, double b) { return a + b; });
                },
                {}});
-  // Per-head γ, β (1, H, 1, D) over (B, H, rows, D), as in the TTT inner LayerNorm.
-  auto per_head = [](const Dense& x, const Dense& p, int64_t k) {  // p's element for x's flat index k
-    const int64_t D = x.shape.back(), H = x.shape[1], rows = x.shape[2];
-    return p.v[size_t((k / (rows * D)) % H * D + k % D)];
-  };
   t.push_back({"layer_norm_affine (per-head γ, β)", {Op::LayerNormAffine},
                [](DType dt) {
                  return Ins{U({2, 2, 3, 5}, -1, 1, 103, dt), U({1, 2, 1, 5}, 0.5, 1.5, 104, dt), U({1, 2, 1, 5}, -1, 1, 105, dt)};
                },
                {true, true, true}, [](const Ins& x) { return layer_norm_affine(x[0], x[1], x[2], kLnEps); },
-               [norm_ref, per_head](const Refs& r) {
+               [](const Refs& r) {
                  Dense o = norm_ref(r, false);
                  for (int64_t k = 0; k < o.numel(); ++k)
                    o.v[size_t(k)] = o.v[size_t(k)] * per_head(r[0], r[1], k) + per_head(r[0], r[2], k);
@@ -303,7 +312,7 @@ std::vector<OpCase> build() {
                             U({1, 2, 1, 5}, 0.5, 1.5, 108, dt), U({1, 2, 1, 5}, -1, 1, 109, dt)};
                },
                {true, true, true, true}, [](const Ins& x) { return ln_l2_grad(x[0], x[1], x[2], x[3], kLnEps); },
-               [norm_ref, per_head, norm_backward_ref](const Refs& r) {
+               [](const Refs& r) {
                  // gy = (γ⊙x̂ + β − t)⊙γ, then the LayerNorm backward of gy
                  Dense xh = norm_ref(r, false), gy = r[0];
                  const Dense t = ref::zip(r[0], r[1], [](double, double b) { return b; });
@@ -317,17 +326,21 @@ std::vector<OpCase> build() {
   t.push_back({"rms_norm_affine (nn)", {Op::RmsNormAffine},
                [](DType dt) { return Ins{T(U({6, 3}, -1, 1, 110, dt)), U({6}, 0.5, 1.5, 111, dt)}; }, {true, true},
                [](const Ins& x) { return rms_norm(x[0], x[1], kLnEps); },
-               [norm_ref](const Refs& r) {
+               [](const Refs& r) {
                  return ref::zip(norm_ref(r, true), r[1], [](double a, double w) { return a * w; });
                },
                {}});
   t.push_back({"rms_norm_rows", {Op::RmsNorm}, [](DType dt) { return Ins{U({3, 2, 5}, -1, 1, 96, dt)}; }, {true},
                [](const Ins& x) { return rms_norm_rows(x[0], kLnEps); },
-               [norm_ref](const Refs& r) { return norm_ref(r, true); }, {}});
+               [](const Refs& r) { return norm_ref(r, true); }, {}});
   t.push_back({"rms_norm_backward (broadcast g)", {Op::RmsNormBackward},
                [](DType dt) { return Ins{T(U({5, 3}, -1, 1, 97, dt)), U({1, 5}, -1, 1, 98, dt)}; }, {true, true},
                [](const Ins& x) { return rms_norm_backward(x[0], x[1], kLnEps); },
-               [norm_backward_ref](const Refs& r) { return norm_backward_ref(r, true); }, {}});
+               [](const Refs& r) { return norm_backward_ref(r, true); }, {}});
+}
+
+// Fused activation derivatives and activation-times-gate products.
+void add_fused_activation_cases(std::vector<OpCase>& t) {
   t.push_back(unary("gelu_tanh_grad", Op::GeluTanhGrad, [](auto& x) { return gelu_tanh_grad(x); },
                     [](double v) {
                       const double c = std::sqrt(2 / M_PI), a = 0.044715, th = std::tanh(c * (v + a * v * v * v));
@@ -356,8 +369,10 @@ std::vector<OpCase> build() {
   t.push_back({"gelu_tanh_mul", {Op::ActMul},
                [](DType dt) { return Ins{U({2, 3, 4}, -2, 2, 101, dt), U({2, 3, 4}, -1, 1, 102, dt)}; }, {true, true},
                [](const Ins& x) { return gelu_tanh_mul(x[0], x[1]); }, act_mul_ref(false), {}});
+}
 
-  // ---- matmul
+// ---- matmul
+void add_matmul_cases(std::vector<OpCase>& t) {
   auto mm_ref = [](const Refs& r) { return ref::matmul(r[0], r[1]); };
   auto mm = [](const Ins& x) { return matmul(x[0], x[1]); };
   t.push_back({"matmul (odd sizes)", {Op::Matmul}, [](DType dt) { return Ins{U({3, 5}, -1, 1, 51, dt), U({5, 4}, -1, 1, 52, dt)}; },
@@ -371,8 +386,10 @@ std::vector<OpCase> build() {
   t.push_back({"matmul (batch broadcast)", {Op::Matmul},
                [](DType dt) { return Ins{U({2, 1, 3, 4}, -1, 1, 57, dt), U({3, 4, 2}, -1, 1, 58, dt)}; }, {true, true},
                mm, mm_ref, {}});
+}
 
-  // ---- shape and layout
+// ---- shape and layout
+void add_shape_cases(std::vector<OpCase>& t) {
   t.push_back({"reshape (non-contiguous)", {Op::Reshape}, [](DType dt) { return Ins{T(U({4, 3}, -1, 1, 61, dt))}; },
                {true}, [](const Ins& x) { return reshape(x[0], {2, -1}); },
                [](const Refs& r) { Dense o = r[0]; o.shape = {2, 6}; return o; }, {}});
@@ -427,6 +444,10 @@ std::vector<OpCase> build() {
                  return cat_ref({ref::map(b, [](double v) { return v * v; }), a});
                },
                {}});
+}
+
+// Shifts, copies and casts.
+void add_shift_and_copy_cases(std::vector<OpCase>& t) {
   auto shift_ref = [](int64_t s) {
     return [s](const Refs& r) {
       Dense o = r[0];
@@ -453,8 +474,10 @@ std::vector<OpCase> build() {
   cast.check.atol = 1e-4;
   cast.check.rtol = 1e-2;
   t.push_back(cast);
+}
 
-  // ---- indexing
+// ---- indexing
+void add_indexing_cases(std::vector<OpCase>& t) {
   t.push_back({"index_select (repeats)", {Op::IndexSelect, Op::IndexAdd},
                [](DType dt) { return Ins{U({5, 3}, -1, 1, 81, dt), ints({4, 0, 4, 2}, {4})}; }, {true, false},
                [](const Ins& x) { return index_select(x[0], 0, x[1]); },
@@ -505,6 +528,10 @@ std::vector<OpCase> build() {
                  return o;
                },
                {}});
+}
+
+// Ops built from indexing: a causal convolution and the cross-entropy loss.
+void add_conv_and_loss_cases(std::vector<OpCase>& t) {
   t.push_back({"causal_conv1d", {Op::Mul, Op::Add, Op::Slice, Op::PadSlice, Op::Permute},
                [](DType dt) { return Ins{U({2, 6, 3}, -1, 1, 86, dt), U({3, 4}, -1, 1, 87, dt), U({3}, -1, 1, 88, dt)}; },
                {true, true, true}, [](const Ins& x) { return causal_conv1d(x[0], x[1], x[2]); },
@@ -534,6 +561,20 @@ std::vector<OpCase> build() {
                  return Dense{{}, {s / 5}};
                },
                {}});
+}
+
+std::vector<OpCase> build() {
+  std::vector<OpCase> t;
+  add_unary_cases(t);
+  add_binary_cases(t);
+  add_reduction_cases(t);
+  add_norm_cases(t);
+  add_fused_activation_cases(t);
+  add_matmul_cases(t);
+  add_shape_cases(t);
+  add_shift_and_copy_cases(t);
+  add_indexing_cases(t);
+  add_conv_and_loss_cases(t);
   return t;
 }
 
