@@ -198,15 +198,9 @@ Tensor TTTLayer::forward(const Tensor& u, const TTTRun& run) const {
   return forward_chunk(u, st, run);
 }
 
-Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun& run) const {
-  if (u.dim() != 3 || u.shape()[2] != cfg_.d)
-    throw std::invalid_argument("TTT layer: input must be (B, N, " + std::to_string(cfg_.d) + "), got " +
-                                shape_str(u.shape()));
-  const int64_t B = u.shape()[0], N = u.shape()[1], d = cfg_.d, H = cfg_.heads, f = cfg_.head_dim();
+TTTLayer::Projected TTTLayer::project(const Tensor& u, TTTLayerState& st, const TTTRun& run) const {
+  const int64_t B = u.shape()[0], N = u.shape()[1], H = cfg_.heads, f = cfg_.head_dim();
   const int64_t b = cfg_.mini_batch, n = N / b;
-  if (N % b != 0)
-    throw std::invalid_argument("TTT layer: sequence length " + std::to_string(N) + " is not a multiple of the " +
-                                "mini-batch size " + std::to_string(b));
   // Projections (docs/ttt.md §1.2) and RoPE with in-mini-batch positions (docs/ttt.md §1.3).
   Tensor xq, xk;
   if (cfg_.shared_qk) {
@@ -232,6 +226,56 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
     run.watch("xv", xv);
     run.watch("eta", eta);
   }
+  return {std::move(xq), std::move(xk), std::move(xv), std::move(eta)};
+}
+
+Tensor TTTLayer::scan_rematerialised(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                                     const Tensor& eta, int64_t u_base, int64_t n, const TTTRun& run) const {
+  const int64_t b = cfg_.mini_batch, group = run.remat_group;
+  // Rematerialisation (docs/ttt.md §1.9): keep only the state at group boundaries; the group's scan is
+  // re-run in backward, replaying the step counts decided the first time.
+  std::vector<Tensor> outs;
+  const bool mlp = cfg_.mlp;
+  for (int64_t g0 = 0; g0 < n; g0 += group) {
+    const int64_t g1 = std::min(n, g0 + group);
+    auto decided = std::make_shared<std::vector<int>>();
+    auto first = std::make_shared<bool>(true);
+    TTTRun r = run;
+    RegionFn fn = [this, r, g0, g1, u_base, mlp, decided, first](const std::vector<Tensor>& in) {
+      InnerState s = InnerState::from({in.begin(), in.begin() + (mlp ? 4 : 2)}, mlp);
+      const size_t k = mlp ? 4 : 2;
+      bool replay = !*first;
+      *first = false;
+      Tensor o = scan(s, in[k], in[k + 1], in[k + 2], in[k + 3], in[k + 4], in[k + 5], u_base + g0, u_base + g1,
+                      r, *decided, replay);
+      std::vector<Tensor> res{o};
+      for (const Tensor& t : s.tensors()) res.push_back(t);
+      return res;
+    };
+    std::vector<Tensor> inputs = state.tensors();
+    for (const Tensor& t : {units(xq, g0, g1, b), units(xk, g0, g1, b), units(xv, g0, g1, b),
+                            slice(eta, 2, g0, g1)})
+      inputs.push_back(t);
+    // The region reads the inner LayerNorm through its inputs, so its parameters get gradients.
+    inputs.push_back(ln_gamma);
+    inputs.push_back(ln_beta);
+    std::vector<Tensor> res = checkpoint(fn, inputs);
+    outs.push_back(res[0]);
+    state = InnerState::from({res.begin() + 1, res.end()}, mlp);
+  }
+  return outs.size() == 1 ? outs[0] : cat(outs, 2);
+}
+
+Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun& run) const {
+  if (u.dim() != 3 || u.shape()[2] != cfg_.d)
+    throw std::invalid_argument("TTT layer: input must be (B, N, " + std::to_string(cfg_.d) + "), got " +
+                                shape_str(u.shape()));
+  const int64_t B = u.shape()[0], N = u.shape()[1], d = cfg_.d;
+  const int64_t b = cfg_.mini_batch, n = N / b;
+  if (N % b != 0)
+    throw std::invalid_argument("TTT layer: sequence length " + std::to_string(N) + " is not a multiple of the " +
+                                "mini-batch size " + std::to_string(b));
+  const auto [xq, xk, xv, eta] = project(u, st, run);
 
   // The inner state starts from the learned W0 for every sequence.
   auto batch = [&](const Tensor& p) {
@@ -246,43 +290,11 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   st.units += n;
 
   Tensor out;
-  const int64_t group = run.remat_group;
-  if (group <= 0 || !GradMode::enabled()) {
+  if (run.remat_group <= 0 || !GradMode::enabled()) {
     std::vector<int> decided;
     out = scan(state, xq, xk, xv, eta, ln_gamma, ln_beta, u_base, u_base + n, run, decided, false);
   } else {
-    // Rematerialisation (docs/ttt.md §1.9): keep only the state at group boundaries; the group's scan is
-    // re-run in backward, replaying the step counts decided the first time.
-    std::vector<Tensor> outs;
-    const bool mlp = cfg_.mlp;
-    for (int64_t g0 = 0; g0 < n; g0 += group) {
-      const int64_t g1 = std::min(n, g0 + group);
-      auto decided = std::make_shared<std::vector<int>>();
-      auto first = std::make_shared<bool>(true);
-      TTTRun r = run;
-      RegionFn fn = [this, r, g0, g1, u_base, mlp, decided, first](const std::vector<Tensor>& in) {
-        InnerState s = InnerState::from({in.begin(), in.begin() + (mlp ? 4 : 2)}, mlp);
-        const size_t k = mlp ? 4 : 2;
-        bool replay = !*first;
-        *first = false;
-        Tensor o = scan(s, in[k], in[k + 1], in[k + 2], in[k + 3], in[k + 4], in[k + 5], u_base + g0, u_base + g1,
-                        r, *decided, replay);
-        std::vector<Tensor> res{o};
-        for (const Tensor& t : s.tensors()) res.push_back(t);
-        return res;
-      };
-      std::vector<Tensor> inputs = state.tensors();
-      for (const Tensor& t : {units(xq, g0, g1, b), units(xk, g0, g1, b), units(xv, g0, g1, b),
-                              slice(eta, 2, g0, g1)})
-        inputs.push_back(t);
-      // The region reads the inner LayerNorm through its inputs, so its parameters get gradients.
-      inputs.push_back(ln_gamma);
-      inputs.push_back(ln_beta);
-      std::vector<Tensor> res = checkpoint(fn, inputs);
-      outs.push_back(res[0]);
-      state = InnerState::from({res.begin() + 1, res.end()}, mlp);
-    }
-    out = outs.size() == 1 ? outs[0] : cat(outs, 2);
+    out = scan_rematerialised(state, xq, xk, xv, eta, u_base, n, run);
   }
   st.last_xk = units(xk, n - 1, n, b);
   st.last_xv = units(xv, n - 1, n, b);

@@ -112,6 +112,16 @@ class TTTLayer : public Module {
               std::vector<int>& decided, bool replay) const;
   Tensor unit_step(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                    const Tensor& gamma, const Tensor& beta, int steps, const TTTRun& run, UnitCost& cost) const;
+  // A chunk's inputs to the inner loop: xq, xk, xv (B, H, N, f), RoPE applied to xq and xk, and η (B, H, N/b, b, b).
+  struct Projected {
+    Tensor xq, xk, xv, eta;
+  };
+  // Projections, RoPE and η of a chunk u (B, N, d); with shared_qk, advances the Q/K convs' history in `st`.
+  Projected project(const Tensor& u, TTTLayerState& st, const TTTRun& run) const;
+  // The scan of the chunk's n units from u_base in checkpointed groups of run.remat_group units: the outputs of
+  // scan() over all n, with only the states at group boundaries stored for backward.
+  Tensor scan_rematerialised(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                             const Tensor& eta, int64_t u_base, int64_t n, const TTTRun& run) const;
 
   std::vector<std::pair<const char*, Tensor*>> fields();  // every field, defined or not
 
