@@ -64,6 +64,124 @@ Tensor critic_loss(const Tensor& v, const Tensor& v_old, const Tensor& ret, doub
   return mul(mean(sq), scalar_like(sq, 0.5));
 }
 
+// What an iteration's update needs of its B episodes of T units: their features (B, T, F); the taken actions and
+// their log-probabilities under the collecting policy, flat in (B·T) order; and per episode (T each) the
+// combined advantages, the critics' values before the update and the GAE returns.
+struct Batch {
+  int64_t T = 0, B = 0;
+  Tensor x_all;  // (B, T, F)
+  std::vector<int64_t> actions;
+  std::vector<double> logp_old;
+  std::vector<std::vector<double>> adv, old_r, old_c, ret_r, ret_c;
+};
+
+// The batch of episodes ts (T units each) under the policy and critics before the update, with λ combining the
+// reward and cost advantages.
+Batch make_batch(policy::LearnedPolicy& policy, const policy::PolicyNet& vr, const policy::PolicyNet& vc,
+                 const std::vector<Trajectory>& ts, int64_t T, const Scale& rscale, const Scale& cscale, double lambda,
+                 const PpoPidConfig& cfg) {
+  const int64_t B = int64_t(ts.size());
+  // Targets: GAE for reward and cost per episode (terminal at its end).
+  std::vector<std::vector<double>> adv_r(static_cast<size_t>(B)), adv_c(static_cast<size_t>(B)),
+      ret_r(static_cast<size_t>(B)), ret_c(static_cast<size_t>(B));
+  std::vector<int64_t> actions;
+  Tensor x_all = feature_batch(ts, policy.norm());
+  std::vector<double> v_r, v_c, logp_old;
+  {
+    NoGradGuard ng;
+    v_r = critic_values(vr, x_all).to_vector();
+    v_c = critic_values(vc, x_all).to_vector();
+    for (const Trajectory& t : ts)
+      for (int k : t.k) actions.push_back(policy.action_index(k));
+    logp_old = action_log_probs(policy, x_all, Tensor::from_ints(actions, {B, T})).first.to_vector();
+  }
+  Boundaries end;
+  end.terminated.assign(size_t(T), false);
+  end.terminated.back() = true;
+  std::vector<std::vector<double>> old_r(static_cast<size_t>(B)), old_c(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> r, c, vr_b(v_r.begin() + b * T, v_r.begin() + (b + 1) * T),
+        vc_b(v_c.begin() + b * T, v_c.begin() + (b + 1) * T);
+    for (int64_t u = 0; u < T; ++u) {
+      r.push_back(rscale(ts[size_t(b)].reward[size_t(u)]));
+      c.push_back(cscale(ts[size_t(b)].cost[size_t(u)]));
+    }
+    GaeResult gr = gae(r, vr_b, end, cfg.gamma, cfg.gae_lambda), gc = gae(c, vc_b, end, cfg.gamma, cfg.gae_lambda);
+    adv_r[size_t(b)] = gr.advantages, ret_r[size_t(b)] = gr.returns, old_r[size_t(b)] = vr_b, old_c[size_t(b)] = vc_b;
+    adv_c[size_t(b)] = gc.advantages, ret_c[size_t(b)] = gc.returns;
+  }
+  // Reward and cost advantages standardised separately so λ weighs comparable scales, then combined.
+  const std::vector<double> a_r = standardize(flatten(adv_r)), a_c = standardize(flatten(adv_c));
+  const std::vector<double> combined = combine_advantages(a_r, a_c, lambda);
+  std::vector<std::vector<double>> adv(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) adv[size_t(b)].assign(combined.begin() + b * T, combined.begin() + (b + 1) * T);
+  return {T, B, x_all, std::move(actions), std::move(logp_old), std::move(adv), std::move(old_r), std::move(old_c),
+          std::move(ret_r), std::move(ret_c)};
+}
+
+// Epochs of minibatches of whole episodes (a recurrent policy needs its sequences intact); records the update's
+// diagnostics in s.
+void ppo_update(policy::LearnedPolicy& policy, const policy::PolicyNet& vr, const policy::PolicyNet& vc, AdamW& opt,
+                const std::vector<Tensor>& params, Generator& shuffle, const std::vector<Trajectory>& ts,
+                const Batch& batch, const PpoPidConfig& cfg, IterationStats& s) {
+  const int64_t T = batch.T, B = batch.B;
+  const int64_t per = B / cfg.minibatches;
+  double kl = 0, clipfrac = 0, vloss = 0, entropy = 0, objective = 0;
+  int64_t steps = 0;
+  for (int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
+    const std::vector<int64_t> perm = shuffle.permutation(B);
+    for (int64_t m = 0; m < cfg.minibatches; ++m) {
+      const std::vector<int64_t> pick(perm.begin() + m * per,
+                                      m + 1 == cfg.minibatches ? perm.end() : perm.begin() + (m + 1) * per);
+      std::vector<int64_t> act_mb;
+      std::vector<double> old_mb;
+      for (int64_t i : pick)
+        for (int64_t u = 0; u < T; ++u) {
+          act_mb.push_back(batch.actions[size_t(i * T + u)]);
+          old_mb.push_back(batch.logp_old[size_t(i * T + u)]);
+        }
+      const int64_t b = int64_t(pick.size());
+      Tensor x = feature_batch(ts, policy.norm(), pick);
+      auto [logp, ent] = action_log_probs(policy, x, Tensor::from_ints(act_mb, {b, T}));
+      std::vector<double> logratio = logp.to_vector();
+      for (size_t i = 0; i < logratio.size(); ++i) logratio[i] -= old_mb[i];
+      const ClippedSurrogate surr =
+          clipped_surrogate(logratio, normalize_advantages(gather_rows(batch.adv, pick)), cfg.clip);
+      // Σ logπ·∂L/∂logratio has the surrogate's gradient (logπ_old is a constant).
+      Tensor pg = sum(mul(logp, Tensor::from_vector(surr.grad_logratio, {b, T}, logp.dtype())));
+      Tensor lv = add(critic_loss(critic_values(vr, x), value_batch(batch.old_r, pick), value_batch(batch.ret_r, pick),
+                                  cfg.clip_value),
+                      critic_loss(critic_values(vc, x), value_batch(batch.old_c, pick), value_batch(batch.ret_c, pick),
+                                  cfg.clip_value));
+      Tensor total = add(sub(pg, mul(ent, scalar_like(ent, cfg.ent_coef))), mul(lv, scalar_like(lv, cfg.vf_coef)));
+      opt.zero_grad();
+      backward(total);
+      clip_grad_norm(params, cfg.max_grad_norm);
+      opt.step();
+      kl = approx_kl(logratio);
+      clipfrac += clip_fraction(logratio, cfg.clip);
+      vloss += lv.item();
+      entropy += ent.item();
+      objective += surr.loss;
+      ++steps;
+    }
+    if (cfg.target_kl > 0 && kl > cfg.target_kl) break;
+  }
+  s.approx_kl = kl;
+  s.clip_fraction = clipfrac / double(steps);
+  s.value_loss = vloss / double(steps);
+  s.entropy = entropy / double(steps);
+  s.objective = objective / double(steps);
+}
+
+// E[k] under the policy's action probabilities, averaged over every unit of x_all (B, T, F).
+double expected_k(policy::LearnedPolicy& policy, const Tensor& x_all) {
+  NoGradGuard ng;
+  Tensor p = softmax(policy.net().forward(x_all), -1);
+  std::vector<double> kv(policy.options().begin(), policy.options().end());
+  return mean(sum(mul(p, Tensor::from_vector(kv, {int64_t(kv.size())}, p.dtype())), {-1})).item();
+}
+
 }  // namespace
 
 std::vector<IterationStats> train_ppo_pid(policy::LearnedPolicy& policy, Env& env, const PpoPidConfig& cfg,
@@ -92,99 +210,15 @@ std::vector<IterationStats> train_ppo_pid(policy::LearnedPolicy& policy, Env& en
   for (int64_t it = 0; it < cfg.iterations; ++it) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<Trajectory> ts = collect(env, policy, it, cfg.contexts_per_iter, 1, cfg.seed);
-    const int64_t T = common_length(ts, "ppo-pid"), B = int64_t(ts.size());
+    const int64_t T = common_length(ts, "ppo-pid");
     IterationStats s;
     s.iteration = it;
     summarise_units(ts, s);
     const double lambda = pid.update(s.cost / cfg.budget);  // before the policy update (docs/rl_stats.md §4)
     s.lambda = lambda;
-
-    // Targets: GAE for reward and cost per episode (terminal at its end).
-    std::vector<std::vector<double>> adv_r(static_cast<size_t>(B)), adv_c(static_cast<size_t>(B)), ret_r(static_cast<size_t>(B)), ret_c(static_cast<size_t>(B));
-    std::vector<int64_t> actions;
-    Tensor x_all = feature_batch(ts, policy.norm());
-    std::vector<double> v_r, v_c, logp_old;
-    {
-      NoGradGuard ng;
-      v_r = critic_values(*vr, x_all).to_vector();
-      v_c = critic_values(*vc, x_all).to_vector();
-      for (const Trajectory& t : ts)
-        for (int k : t.k) actions.push_back(policy.action_index(k));
-      logp_old = action_log_probs(policy, x_all, Tensor::from_ints(actions, {B, T})).first.to_vector();
-    }
-    Boundaries end;
-    end.terminated.assign(size_t(T), false);
-    end.terminated.back() = true;
-    std::vector<std::vector<double>> old_r(static_cast<size_t>(B)), old_c(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) {
-      std::vector<double> r, c, vr_b(v_r.begin() + b * T, v_r.begin() + (b + 1) * T),
-          vc_b(v_c.begin() + b * T, v_c.begin() + (b + 1) * T);
-      for (int64_t u = 0; u < T; ++u) {
-        r.push_back(rscale(ts[size_t(b)].reward[size_t(u)]));
-        c.push_back(cscale(ts[size_t(b)].cost[size_t(u)]));
-      }
-      GaeResult gr = gae(r, vr_b, end, cfg.gamma, cfg.gae_lambda), gc = gae(c, vc_b, end, cfg.gamma, cfg.gae_lambda);
-      adv_r[size_t(b)] = gr.advantages, ret_r[size_t(b)] = gr.returns, old_r[size_t(b)] = vr_b, old_c[size_t(b)] = vc_b;
-      adv_c[size_t(b)] = gc.advantages, ret_c[size_t(b)] = gc.returns;
-    }
-    // Reward and cost advantages standardised separately so λ weighs comparable scales, then combined.
-    const std::vector<double> a_r = standardize(flatten(adv_r)), a_c = standardize(flatten(adv_c));
-    const std::vector<double> combined = combine_advantages(a_r, a_c, lambda);
-    std::vector<std::vector<double>> adv(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) adv[size_t(b)].assign(combined.begin() + b * T, combined.begin() + (b + 1) * T);
-
-    // Epochs of minibatches of whole episodes (a recurrent policy needs its sequences intact).
-    const int64_t per = B / cfg.minibatches;
-    double kl = 0, clipfrac = 0, vloss = 0, entropy = 0, objective = 0;
-    int64_t steps = 0;
-    for (int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
-      const std::vector<int64_t> perm = shuffle.permutation(B);
-      for (int64_t m = 0; m < cfg.minibatches; ++m) {
-        const std::vector<int64_t> pick(perm.begin() + m * per, m + 1 == cfg.minibatches ? perm.end() : perm.begin() + (m + 1) * per);
-        std::vector<int64_t> act_mb;
-        std::vector<double> old_mb;
-        for (int64_t i : pick)
-          for (int64_t u = 0; u < T; ++u) {
-            act_mb.push_back(actions[size_t(i * T + u)]);
-            old_mb.push_back(logp_old[size_t(i * T + u)]);
-          }
-        const int64_t b = int64_t(pick.size());
-        Tensor x = feature_batch(ts, policy.norm(), pick);
-        auto [logp, ent] = action_log_probs(policy, x, Tensor::from_ints(act_mb, {b, T}));
-        std::vector<double> logratio = logp.to_vector();
-        for (size_t i = 0; i < logratio.size(); ++i) logratio[i] -= old_mb[i];
-        const ClippedSurrogate surr = clipped_surrogate(logratio, normalize_advantages(gather_rows(adv, pick)), cfg.clip);
-        // Σ logπ·∂L/∂logratio has the surrogate's gradient (logπ_old is a constant).
-        Tensor pg = sum(mul(logp, Tensor::from_vector(surr.grad_logratio, {b, T}, logp.dtype())));
-        Tensor lv = add(critic_loss(critic_values(*vr, x), value_batch(old_r, pick), value_batch(ret_r, pick), cfg.clip_value),
-                        critic_loss(critic_values(*vc, x), value_batch(old_c, pick), value_batch(ret_c, pick), cfg.clip_value));
-        Tensor total = add(sub(pg, mul(ent, scalar_like(ent, cfg.ent_coef))), mul(lv, scalar_like(lv, cfg.vf_coef)));
-        opt.zero_grad();
-        backward(total);
-        clip_grad_norm(params, cfg.max_grad_norm);
-        opt.step();
-        kl = approx_kl(logratio);
-        clipfrac += clip_fraction(logratio, cfg.clip);
-        vloss += lv.item();
-        entropy += ent.item();
-        objective += surr.loss;
-        ++steps;
-      }
-      if (cfg.target_kl > 0 && kl > cfg.target_kl) break;
-    }
-    s.approx_kl = kl;
-    s.clip_fraction = clipfrac / double(steps);
-    s.value_loss = vloss / double(steps);
-    s.entropy = entropy / double(steps);
-    s.objective = objective / double(steps);
-    double ek = 0;
-    {
-      NoGradGuard ng;
-      Tensor p = softmax(policy.net().forward(x_all), -1);
-      std::vector<double> kv(policy.options().begin(), policy.options().end());
-      ek = mean(sum(mul(p, Tensor::from_vector(kv, {int64_t(kv.size())}, p.dtype())), {-1})).item();
-    }
-    s.expected_k = ek;
+    const Batch batch = make_batch(policy, *vr, *vc, ts, T, rscale, cscale, lambda, cfg);
+    ppo_update(policy, *vr, *vc, opt, params, shuffle, ts, batch, cfg, s);
+    s.expected_k = expected_k(policy, batch.x_all);
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     log.push_back(s);
     if (progress) progress(s);
