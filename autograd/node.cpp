@@ -22,13 +22,9 @@ bool GradMode::enabled() { return t_grad_enabled; }
 void GradMode::set(bool on) { t_grad_enabled = on; }
 
 const char* op_name(Op op) {
-  static const char* names[] = {
-      "neg", "exp", "log", "sqrt", "rsqrt", "pow", "tanh", "sigmoid", "relu", "gelu_tanh", "silu", "abs", "clamp",
-      "affine", "add", "sub", "mul", "div", "maximum", "minimum", "where", "sum", "max", "sum_to", "expand",
-      "cumsum", "tri", "matmul", "reshape", "permute", "slice", "pad_slice", "cat", "index_select", "index_add",
-      "gather", "scatter_add", "to_dtype", "clone", "checkpoint", "layer_norm", "layer_norm_backward", "rms_norm",
-      "rms_norm_backward", "gelu_tanh_grad", "silu_grad", "split", "act_mul", "layer_norm_affine",
-      "ln_l2_grad", "rms_norm_affine"};
+#define PONDER_OP_NAME(id, name) name,
+  static const char* names[] = {PONDER_OPS(PONDER_OP_NAME)};
+#undef PONDER_OP_NAME
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(Op::Count), "one name per Op");
   return names[size_t(op)];
 }

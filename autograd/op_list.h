@@ -8,19 +8,28 @@
 
 namespace ponder {
 
-enum class Op : uint8_t {
-  Neg, Exp, Log, Sqrt, Rsqrt, Pow, Tanh, Sigmoid, Relu, GeluTanh, Silu, Abs, Clamp, Affine,
-  Add, Sub, Mul, Div, Maximum, Minimum, Where,
-  Sum, Max, SumTo, Expand, Cumsum, Tri, Matmul,
-  Reshape, Permute, Slice, PadSlice, Cat,
-  IndexSelect, IndexAdd, Gather, ScatterAdd,
-  ToDtype, Clone, Checkpoint,
-  // Fused ops (one kernel each where the device has one; autograd/ops_norm.cpp, ops_elementwise.cpp)
-  // and the one multi-output view op.
-  LayerNorm, LayerNormBackward, RmsNorm, RmsNormBackward, GeluTanhGrad, SiluGrad, Split, ActMul,
-  LayerNormAffine, LnL2Grad, RmsNormAffine,
-  Count
-};
+// X(id, name): the id nodes record and the name graph dumps and the coverage test print, in one list. The fused
+// ops (one kernel each where the device has one; autograd/ops_norm.cpp, ops_elementwise.cpp) and the one
+// multi-output view op come last.
+#define PONDER_OPS(X)                                                                                          \
+  X(Neg, "neg") X(Exp, "exp") X(Log, "log") X(Sqrt, "sqrt") X(Rsqrt, "rsqrt") X(Pow, "pow") X(Tanh, "tanh")  \
+  X(Sigmoid, "sigmoid") X(Relu, "relu") X(GeluTanh, "gelu_tanh") X(Silu, "silu") X(Abs, "abs")                \
+  X(Clamp, "clamp") X(Affine, "affine")                                                                        \
+  X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Maximum, "maximum") X(Minimum, "minimum")         \
+  X(Where, "where")                                                                                            \
+  X(Sum, "sum") X(Max, "max") X(SumTo, "sum_to") X(Expand, "expand") X(Cumsum, "cumsum") X(Tri, "tri")        \
+  X(Matmul, "matmul")                                                                                          \
+  X(Reshape, "reshape") X(Permute, "permute") X(Slice, "slice") X(PadSlice, "pad_slice") X(Cat, "cat")        \
+  X(IndexSelect, "index_select") X(IndexAdd, "index_add") X(Gather, "gather") X(ScatterAdd, "scatter_add")    \
+  X(ToDtype, "to_dtype") X(Clone, "clone") X(Checkpoint, "checkpoint")                                         \
+  X(LayerNorm, "layer_norm") X(LayerNormBackward, "layer_norm_backward") X(RmsNorm, "rms_norm")                \
+  X(RmsNormBackward, "rms_norm_backward") X(GeluTanhGrad, "gelu_tanh_grad") X(SiluGrad, "silu_grad")           \
+  X(Split, "split") X(ActMul, "act_mul") X(LayerNormAffine, "layer_norm_affine") X(LnL2Grad, "ln_l2_grad")     \
+  X(RmsNormAffine, "rms_norm_affine")
+
+#define PONDER_OP_ID(id, name) id,
+enum class Op : uint8_t { PONDER_OPS(PONDER_OP_ID) Count };
+#undef PONDER_OP_ID
 
 const char* op_name(Op op);
 

@@ -8,20 +8,26 @@
 
 namespace ponder {
 
-// Element-wise maps y = f(x; p0, p1). Every entry has a CPU reference in tensor/cpu/elementwise.cpp.
-enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, GeluTanh, Silu, Abs, Sign,
-  Pow,     // x^p0
-  Affine,  // p0·x + p1
-  Clamp,   // min(max(x, p0), p1)
-  Step,    // 1 where x > 0 else 0
-  InRange, // 1 where p0 < x < p1 else 0
-  GeluTanhGrad,  // d/dx gelu_tanh(x)
-  SiluGrad,      // d/dx silu(x)
-  Count
-};
-// Binary maps with NumPy broadcasting; comparisons return 1/0 in the inputs' dtype.
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Eq, Gt, Ge, Lt, Le, Count };
+// Element-wise maps y = f(x; p0, p1), in one list: X(id, name, lo, p0, p1). `name` is what errors and kernel
+// profiles print; every device test draws x from [lo, 3) and passes p0, p1, so a new map is one line here and a
+// case in each backend's kernel (tensor/cpu/elementwise.cpp is the reference). Pow is x^p0, Affine p0·x + p1,
+// Clamp min(max(x, p0), p1), Step 1 where x > 0, InRange 1 where p0 < x < p1, *Grad the derivative of the map.
+#define PONDER_UNARY_OPS(X)                                                                                    \
+  X(Neg, "neg", -3, 0, 0) X(Exp, "exp", -3, 0, 0) X(Log, "log", 0.1, 0, 0) X(Sqrt, "sqrt", 0.1, 0, 0)          \
+  X(Rsqrt, "rsqrt", 0.1, 0, 0) X(Tanh, "tanh", -3, 0, 0) X(Sigmoid, "sigmoid", -3, 0, 0)                       \
+  X(Relu, "relu", -3, 0, 0) X(GeluTanh, "gelu_tanh", -3, 0, 0) X(Silu, "silu", -3, 0, 0)                       \
+  X(Abs, "abs", -3, 0, 0) X(Sign, "sign", -3, 0, 0) X(Pow, "pow", 0.1, -1.5, 0) X(Affine, "affine", -3, 2.5, -1) \
+  X(Clamp, "clamp", -3, -0.5, 0.7) X(Step, "step", -3, 0, 0) X(InRange, "in_range", -3, -0.5, 0.7)             \
+  X(GeluTanhGrad, "gelu_tanh_grad", -3, 0, 0) X(SiluGrad, "silu_grad", -3, 0, 0)
+// Binary maps with NumPy broadcasting; comparisons return 1/0 in the inputs' dtype. X(id, name).
+#define PONDER_BINARY_OPS(X)                                                                                   \
+  X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Maximum, "maximum") X(Minimum, "minimum")         \
+  X(Eq, "eq") X(Gt, "gt") X(Ge, "ge") X(Lt, "lt") X(Le, "le")
+
+#define PONDER_ENUM_ID(id, ...) id,
+enum class UnaryOp : uint8_t { PONDER_UNARY_OPS(PONDER_ENUM_ID) Count };
+enum class BinaryOp : uint8_t { PONDER_BINARY_OPS(PONDER_ENUM_ID) Count };
+#undef PONDER_ENUM_ID
 enum class ReduceOp : uint8_t { Sum, Max, Min, Count };
 // The activation of a gated product act(a)⊙b (SwiGLU's silu, the TTT output gate's gelu_tanh).
 enum class GateAct : uint8_t { Silu, GeluTanh };

@@ -9,19 +9,19 @@
 
 namespace ponder {
 
+#define PONDER_NAME(id, name, ...) name,
 const char* unary_name(UnaryOp op) {
-  static const char* names[] = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu_tanh",
-                                "silu", "abs", "sign", "pow", "affine", "clamp", "step", "in_range",
-                                "gelu_tanh_grad", "silu_grad"};
+  static const char* names[] = {PONDER_UNARY_OPS(PONDER_NAME)};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(UnaryOp::Count), "one name per UnaryOp");
   return names[size_t(op)];
 }
 
 const char* binary_name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "eq", "gt", "ge", "lt", "le"};
+  static const char* names[] = {PONDER_BINARY_OPS(PONDER_NAME)};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(BinaryOp::Count), "one name per BinaryOp");
   return names[size_t(op)];
 }
+#undef PONDER_NAME
 
 namespace raw {
 namespace {
