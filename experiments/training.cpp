@@ -229,6 +229,7 @@ std::string checkpoint_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "checkpoint.ckpt").string();
 }
 std::string log_path(const std::string& dir) { return (std::filesystem::path(dir) / "train.jsonl").string(); }
+std::string csv_log_path(const std::string& dir) { return (std::filesystem::path(dir) / "train.csv").string(); }
 
 namespace {
 
@@ -254,6 +255,46 @@ void check_fits(const RunConfig& c) {
   }
 }
 
+// The run's metrics: every log line in train.jsonl (the header first), and the step lines again as rows of
+// train.csv for spreadsheets and plotting tools. A write that fails (disk full, a read-only folder) is remembered
+// so the caller can checkpoint and stop, instead of training on with no record of it.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& dir) : json_path_(log_path(dir)), csv_path_(csv_log_path(dir)) {
+    std::error_code ec;
+    const bool new_csv = std::filesystem::file_size(csv_path_, ec) == 0 || ec;  // missing, empty or not a file
+    json_.open(json_path_, std::ios::app);
+    csv_.open(csv_path_, std::ios::app);
+    if (!json_) throw std::runtime_error("cannot write the log '" + json_path_ + "'");
+    if (!csv_) throw std::runtime_error("cannot write the log '" + csv_path_ + "'");
+    if (new_csv) csv_ << "step,loss,lr,grad_norm,tokens_per_s,val_loss,val_bpb\n";
+  }
+  void header(const nlohmann::ordered_json& line) {
+    json_ << line.dump() << std::endl;
+    if (!ok()) throw std::runtime_error(error());  // nothing trained yet: stop at once
+  }
+  void step(const nlohmann::ordered_json& line) {
+    json_ << line.dump() << std::endl;
+    csv_ << line["step"].get<int64_t>() << ',' << num(line, "loss") << ',' << num(line, "lr") << ','
+         << num(line, "grad_norm") << ',' << num(line, "tokens_per_s") << ',' << num(line, "val_loss") << ','
+         << num(line, "val_bpb") << std::endl;
+  }
+  bool ok() const { return json_.good() && csv_.good(); }
+  std::string error() const {
+    return "cannot write the log '" + (json_.good() ? csv_path_ : json_path_) + "' (disk full or read-only?)";
+  }
+
+ private:
+  static std::string num(const nlohmann::ordered_json& line, const char* key) {
+    if (!line.contains(key)) return "";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", line[key].get<double>());
+    return buf;
+  }
+  std::string json_path_, csv_path_;
+  std::ofstream json_, csv_;
+};
+
 }  // namespace
 
 TrainOutcome run_train_job(const TrainJob& job) {
@@ -270,9 +311,8 @@ TrainOutcome run_train_job(const TrainJob& job) {
   ttt::Trainer trainer(c.model, c.train, ds.train, job.device);
   if (job.resume) trainer.restore(*job.resume);
 
-  std::ofstream log(log_path(job.out_dir), std::ios::app);
-  if (!log) throw std::runtime_error("cannot write the log '" + log_path(job.out_dir) + "'");
-  log << header(job, ds, trainer).dump() << std::endl;
+  MetricsLog log(job.out_dir);
+  log.header(header(job, ds, trainer));
   std::fprintf(stderr, "train: %s, %lld parameters, %s (%lld train tokens), steps %lld -> %lld, %d threads, "
                "log %s\n", c.source.c_str(), (long long)trainer.model().num_parameters(), ds.corpus.name.c_str(),
                (long long)ds.train.num_tokens(), (long long)trainer.step_count(), (long long)c.train.steps,
@@ -290,7 +330,8 @@ TrainOutcome run_train_job(const TrainJob& job) {
   opt.eval.batch_size = c.eval.batch_size;
   opt.stop_after = job.stop_after;
   const InterruptGuard interrupt;
-  opt.interrupted = [&] { return interrupt.fired(); };
+  // A log that stops taking lines stops the run too, after the next step's checkpoint.
+  opt.interrupted = [&] { return interrupt.fired() || !log.ok(); };
   const int64_t end = job.stop_after > 0 ? std::min(job.stop_after, c.train.steps) : c.train.steps;
   Progress progress(trainer.step_count(), end, c.train.log_every);
   out.result = ttt::train_loop(trainer, opt, [&](const ttt::StepReport& r) {
@@ -304,9 +345,13 @@ TrainOutcome run_train_job(const TrainJob& job) {
       line["val_bpb"] = r.val->bpb;
       line["carry_token_factor"] = trainer.model().carry_factors();  // 0 in a layer: its carried state is dead
     }
-    log << line.dump() << std::endl;
+    log.step(line);
     fault::point("train.log");
   });
+  if (out.result.interrupted && !log.ok())
+    throw std::runtime_error(log.error() + "; stopped after step " + std::to_string(out.result.final_step) +
+                             " with checkpoint '" + out.checkpoint + "'; free space, then continue with: ponder train "
+                             "--out " + job.out_dir + " --resume");
   if (out.result.interrupted)
     throw std::runtime_error(std::string(interrupt.signal_name()) + ": interrupted after step " + std::to_string(out.result.final_step) + "; checkpoint '" +
                              out.checkpoint + "'; continue with: ponder train --out " + job.out_dir + " --resume");
@@ -391,6 +436,7 @@ TrainedModel train_or_reuse(const RunConfig& cfg, const std::string& dir, bool r
     if (state == Cached::Retrain) {
       std::filesystem::remove(ckpt);
       std::filesystem::remove(log_path(dir));
+      std::filesystem::remove(csv_log_path(dir));
     }
     TrainJob job;
     job.config = cfg;

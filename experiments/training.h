@@ -2,6 +2,7 @@
 // progress line on stderr, a JSON-lines log and checkpoints in one output folder:
 //   DIR/checkpoint.ckpt   the latest checkpoint (replaced atomically)
 //   DIR/train.jsonl       a header line per run (or resumption), then one line per logged step
+//   DIR/train.csv         the logged steps again as CSV rows, for spreadsheets and plotting tools
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,6 +36,8 @@ nlohmann::ordered_json corpus_json(const Dataset& ds);
 
 std::string checkpoint_path(const std::string& dir);
 std::string log_path(const std::string& dir);
+// DIR/train.csv: the step lines of the log as CSV rows (step, loss, lr, grad_norm, tokens_per_s, val_loss, val_bpb).
+std::string csv_log_path(const std::string& dir);
 
 struct TrainJob {
   RunConfig config;

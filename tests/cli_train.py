@@ -50,6 +50,13 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     steps = [x for x in log[1:] if x["type"] == "step"]
     check(all(k in x for x in steps for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s")), "step lines")
     check([x["step"] for x in steps if "val_bpb" in x] == [20, 40], "validation at steps 20 and 40")
+    with open(os.path.join(whole, "train.csv")) as f:
+        rows = [line.rstrip("\n").split(",") for line in f]
+    check(rows[0] == ["step", "loss", "lr", "grad_norm", "tokens_per_s", "val_loss", "val_bpb"] and
+          [int(r[0]) for r in rows[1:]] == [x["step"] for x in steps] and
+          all(math.isclose(float(r[1]), x["loss"], rel_tol=1e-8) for r, x in zip(rows[1:], steps)) and
+          [r[6] != "" for r in rows[1:]] == ["val_bpb" in x for x in steps],
+          "train.csv holds the logged steps, validation where it ran")
 
     ponder("train", "--config", CONFIG, "--out", split, "--stop-after", "13")
     r = ponder("train", "--out", split, "--resume")
@@ -60,6 +67,22 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
 
     r = ponder("train", "--config", CONFIG, "--out", whole, ok=False)
     check("--resume" in error_line(r), "refuses to overwrite a run without --resume")
+
+    # A log that cannot be written (here /dev/full) stops the run, with a checkpoint once training has begun.
+    for name, when in (("train.jsonl", "before training"), ("train.csv", "at the first logged step")):
+        full = os.path.join(tmp, "full-" + name)
+        os.makedirs(full)
+        os.symlink("/dev/full", os.path.join(full, name))
+        r = ponder("train", "--config", CONFIG, "--out", full, ok=False)
+        ckpt_full = os.path.join(full, "checkpoint.ckpt")
+        msg = error_line(r)
+        if name == "train.jsonl":
+            check("cannot write the log" in msg and name in msg and not os.path.exists(ckpt_full),
+                  "a log that fails %s stops with nothing trained: %s" % (when, msg))
+        else:
+            step = json.loads(ponder("eval", "--checkpoint", ckpt_full, "--json", "--max-windows", "1").stdout)["step"]
+            check("cannot write the log" in msg and name in msg and ("stopped after step %d" % step) in msg
+                  and 10 <= step < 40, "a log that fails %s stops with a checkpoint (step %d): %s" % (when, step, msg))
 
     r = ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-2", "--json")
     ev = json.loads(r.stdout)
