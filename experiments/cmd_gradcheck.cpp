@@ -169,7 +169,7 @@ void register_gradcheck(CLI::App& app) {
   sub->add_option("--piece", args->pieces, "With --model: ttt, attention, block, model, policy or lstm (repeatable; "
                                            "default: every piece the model has)");
   sub->add_option("--directions", args->directions, "With --model: random directions per check (default 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   add_override_options(sub, args->over, true);
   sub->callback([args] { run_gradcheck(*args); });
 }

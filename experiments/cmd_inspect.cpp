@@ -2,6 +2,7 @@
 // checkpoint) on the first held-out windows of its corpus, traced by ttt/step_trace.h. `flops` tabulates its FLOPs by
 // section and phase and checks that they sum to the engine's totals; `graph` lists every backward node with its
 // section, op or parameter, output shape, forward and backward FLOPs and the norm of the gradient flowing into it.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -112,6 +113,12 @@ void run_graph(const InspectArgs& a) {
   const Subject s = load_subject(a);
   std::string header;
   const ttt::StepTrace t = run_step(a, s, true, header);
+  if (!a.section.empty() &&
+      std::none_of(t.sections.begin(), t.sections.end(), [&](const auto& sec) { return sec.name == a.section; })) {
+    std::string names;
+    for (const auto& sec : t.sections) names += (names.empty() ? "" : ", ") + sec.name;
+    throw std::invalid_argument("graph --section " + a.section + ": the step has no such section (" + names + ")");
+  }
   std::printf("%s\n%zu backward nodes, latest first%s\n\n", header.c_str(), t.nodes.size(),
               a.section.empty() ? "" : (", section " + a.section + " only").c_str());
   std::printf("%-6s %-14s %-28s %-22s %14s %14s %12s\n", "#", "section", "op / parameter", "output shape",
@@ -133,9 +140,8 @@ CLI::App* add_common(CLI::App& app, const char* name, const char* help, InspectA
   sub->add_option("--config", a.config, "Config name or path: a freshly initialised model (e.g. tiny)");
   sub->add_option("--checkpoint", a.checkpoint, "A trained checkpoint instead of --config");
   sub->add_option("--schedule", a.schedule, "uniform-K or fixed:K1,K2,... (default: the config's eval.schedule)");
-  sub->add_option("--batch", a.batch, "Windows in the batch (default 1)")->check(CLI::PositiveNumber);
-  sub->add_option("--tokens", a.tokens, "Tokens per window (default: the config's train.seq_len)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option("--batch", a.batch, "Windows in the batch (default 1)")->check(kPositive);
+  sub->add_option("--tokens", a.tokens, "Tokens per window (default: the config's train.seq_len)")->check(kPositive);
   add_override_options(sub, a.over, true);
   return sub;
 }
