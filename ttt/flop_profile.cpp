@@ -6,17 +6,13 @@
 #include "tensor/flops.h"
 
 namespace ponder::ttt {
-namespace {
 
-// "block3.ttt.unit2.out" → "block3.ttt": the layer's own watch points belong to its section.
 std::string section_of(const std::string& point) {
   const size_t first = point.find('.');
   if (first == std::string::npos) return point;
   const size_t second = point.find('.', first + 1);
   return second == std::string::npos ? point : point.substr(0, second);
 }
-
-}  // namespace
 
 std::vector<std::pair<std::string, uint64_t>> forward_flops_by_section(const Model& model, const Tensor& ids,
                                                                        TTTRun run) {

@@ -15,6 +15,9 @@ namespace ponder::ttt {
 // projections, every inner step and its output; or "blockL.attention"), "blockL.ffn" (the residual add, norm and
 // SwiGLU), then "final_norm" (the last residual add and norm) and "logits". Their sum is the pass's total. `run`'s
 // own watch, if any, is replaced for the pass.
+// The section a watch point belongs to: "block3.ttt.unit2.out" → "block3.ttt" (a layer's own points are its section's).
+std::string section_of(const std::string& point);
+
 std::vector<std::pair<std::string, uint64_t>> forward_flops_by_section(const Model& model, const Tensor& ids,
                                                                        TTTRun run = {});
 

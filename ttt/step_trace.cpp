@@ -4,17 +4,10 @@
 
 #include "autograd/ops.h"
 #include "tensor/flops.h"
+#include "ttt/flop_profile.h"
 
 namespace ponder::ttt {
 namespace {
-
-// "block3.ttt.unit2.out" → "block3.ttt": the layer's own watch points belong to its section.
-std::string section_of(const std::string& point) {
-  const size_t first = point.find('.');
-  if (first == std::string::npos) return point;
-  const size_t second = point.find('.', first + 1);
-  return second == std::string::npos ? point : point.substr(0, second);
-}
 
 struct Boundary {
   uint64_t seq_end;  // nodes with seq < seq_end (and ≥ the previous boundary's) were made in this section
