@@ -233,6 +233,9 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get_step("high", c.high);
   s.get("calib_windows", c.calib_windows);
   s.get("oracle_lookahead", c.oracle_lookahead);
+  int64_t lookahead_k = c.rollout.oracle_lookahead_k;
+  s.get_step("oracle_lookahead_k", lookahead_k);
+  c.rollout.oracle_lookahead_k = int(lookahead_k);
   s.get<std::string>("calibrate_on", c.calibrate_on, [](const std::string& v) { return one_of(v, {"inner", "total"}); });
   s.get("frontier_mus", c.frontier_mus);
   s.get("oracle_bisect", c.oracle_bisect);

@@ -106,6 +106,8 @@ BuiltMethod build_method(const MethodSpec& m, const policy::Rollouts& ro, const 
       break;
     case policy::MethodFamily::Oracle:
       out.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
+      if (opt.rollout.oracle_lookahead_k > 0)
+        out.result.detail += ", " + std::to_string(opt.rollout.oracle_lookahead_k) + " step(s) on each";
       break;
   }
   const bool adaptive = m.family == policy::MethodFamily::Random || m.family == policy::MethodFamily::Heuristic ||

@@ -303,6 +303,7 @@ ordered_json results_json(const CompareResult& r, const CompareOptions& opt, con
   out["options"] = {{"seeds", opt.seeds}, {"windows_per_seed", opt.windows_per_seed}, {"seq_len", opt.seq_len},
                     {"step_options", opt.step_options}, {"budget", base_name}, {"levels", {opt.low, opt.high}},
                     {"calibration_windows", opt.calib_windows}, {"oracle_lookahead", opt.oracle_lookahead},
+                    {"oracle_lookahead_k", opt.rollout.oracle_lookahead_k},
                     {"mode", opt.rollout.mode == ttt::StepMode::Carry ? "carry" : "prefix"},
                     {"path", opt.rollout.path == ttt::InnerPath::Dual ? "dual" : "iterative"}};
   out["budget_inner_flops_per_token"] = r.budget_inner_per_token;

@@ -50,15 +50,31 @@ void add_unit(Episode& ep, UnitRecord rec) {
   ep.units.push_back(std::move(rec));
 }
 
-// Mean loss of the `lookahead` chunks after u read with the fast weights as they are, from the state after u.
-double lookahead_loss(const ttt::FastWeights& fw, const Chunks& c, int64_t u, int lookahead,
-                      const ttt::ModelState& after_u) {
+// Mean loss of the `lookahead` chunks after u, from the state after u: read with the fast weights as they are
+// (steps_each 0), or with `steps_each` updates on each before the next is read (a rollout of uniform-steps_each),
+// after which the weights, the optimiser and the last chunk read are put back as they were.
+double lookahead_loss(ttt::FastWeights& fw, ttt::FastOptimizer& optim, const Chunks& c, int64_t u, int lookahead,
+                      int steps_each, const ttt::ModelState& after_u) {
   ttt::ModelState s = after_u;
   std::vector<double> losses;
-  for (int64_t a = 1; a <= lookahead && u + a < c.n; ++a) {
-    const std::vector<double> more = unit_losses(fw.peek(c.ids(u + a), s), c.tgt(u + a));
-    losses.insert(losses.end(), more.begin(), more.end());
+  const int64_t last = std::min<int64_t>(u + lookahead, c.n - 1);
+  if (steps_each == 0) {
+    for (int64_t a = u + 1; a <= last; ++a) {
+      const std::vector<double> more = unit_losses(fw.peek(c.ids(a), s), c.tgt(a));
+      losses.insert(losses.end(), more.begin(), more.end());
+    }
+    return mean_of(losses);
   }
+  const ttt::FastOptimizer::State weights = optim.save();
+  const ttt::FastWeights::LastRead read = fw.last_read();
+  for (int64_t a = u + 1; a <= last; ++a) {
+    const std::vector<double> more = unit_losses(fw.read(c.ids(a), s), c.tgt(a));
+    losses.insert(losses.end(), more.begin(), more.end());
+    if (a < last)
+      for (int i = 0; i < steps_each; ++i) fw.update(c.tgt(a), c.b, optim);
+  }
+  optim.restore(weights);
+  fw.set_last_read(read);
   return mean_of(losses);
 }
 
@@ -140,7 +156,7 @@ Episode AdaptRollouts::oracle(const Tensor& input, const Tensor& target, const s
       cost.push_back(spent);
       after.push_back(optim.save());
       FlopScope look;  // measurement, charged to no method
-      const double later = lookahead_loss(fw, c, u, lookahead, state);
+      const double later = lookahead_loss(fw, optim, c, u, lookahead, opt.oracle_lookahead_k, state);
       rec.measure_flops += look.counts().total();
       objective.push_back(later + mu * double(cost.back()) / double(std::max<uint64_t>(rec.base_flops, 1)));
     }

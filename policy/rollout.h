@@ -18,6 +18,10 @@ struct RolloutOptions {
   // from the unit's starting state. Measurement only: charged to no method.
   std::vector<int> trial_ks;
   int trial_lookahead = 1;
+  // The fast-weight oracle's look at later chunks (policy/adapt_rollout.h): 0 reads them with the candidate's
+  // weights as they are; k > 0 takes k update steps on each before reading the next, a rollout of uniform-k, so the
+  // objective values a choice by what follows it under that policy rather than by frozen weights.
+  int oracle_lookahead_k = 0;
 };
 
 struct UnitRecord {

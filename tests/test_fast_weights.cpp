@@ -252,6 +252,57 @@ TEST_CASE("costs: SKIP spends nothing on updates, each step costs the same, the 
   CHECK(g.units.back().tied);
 }
 
+namespace {
+// Replays a list of K, one per chunk.
+class Replay final : public policy::Policy {
+ public:
+  explicit Replay(std::vector<int> ks) : ks_(std::move(ks)) {}
+  std::string name() const override { return "replay"; }
+  int decide(const policy::UnitFeatures&) override { return ks_.at(next_++); }
+ private:
+  std::vector<int> ks_;
+  size_t next_ = 0;
+};
+}  // namespace
+
+TEST_CASE("the oracle's rollout look-ahead steps on later chunks, then leaves the stream exactly where it was") {
+  Model base(test_model({"ttt", "attention"}), 21);
+  Generator gen(22);
+  const auto [in, tgt] = sequence(random_ids(gen, 1, 49, 32), 8);
+  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+    policy::AdaptRollouts rollouts(base, adapt_cfg(f, 0.5));
+    policy::RolloutOptions ro;
+    ro.unit_batches = 1;
+    auto measured = [](const policy::Episode& e) {
+      uint64_t m = 0;
+      for (const auto& u : e.units) m += u.measure_flops;
+      return m;
+    };
+    const policy::Episode frozen = rollouts.oracle(in, tgt, {0, 1, 2}, 0.0, 3, ro);
+    ro.oracle_lookahead_k = 1;
+    const policy::Episode rolled = rollouts.oracle(in, tgt, {0, 1, 2}, 0.0, 3, ro);
+    CHECK(measured(rolled) > measured(frozen));  // the look-ahead's own steps, charged to no method
+    CHECK(rolled.inner == [&] {                  // …and not to the oracle either
+      uint64_t s = 0;
+      for (const auto& u : rolled.units) s += u.inner_flops;
+      return s;
+    }());
+    for (const policy::Episode* o : {&frozen, &rolled}) {
+      std::vector<int> ks;
+      for (const auto& u : o->units) ks.push_back(u.k);
+      Replay replay(ks);
+      policy::RolloutOptions plain;
+      plain.unit_batches = 1;
+      CHECK(rollouts.policy(in, tgt, replay, plain, 0).token_loss == o->token_loss);
+    }
+    // One chunk of look-ahead has no chunk after it to step on: the same objective as frozen weights.
+    ro.oracle_lookahead_k = 2;
+    const policy::Episode one = rollouts.oracle(in, tgt, {0, 1, 2}, 0.0, 1, ro);
+    ro.oracle_lookahead_k = 0;
+    CHECK(one.token_loss == rollouts.oracle(in, tgt, {0, 1, 2}, 0.0, 1, ro).token_loss);
+  }
+}
+
 TEST_CASE("fast weights and the protocol refuse what they cannot do, naming it") {
   Model base(test_model({"ttt", "attention"}), 17);
   FastWeightsConfig f = lora_cfg();

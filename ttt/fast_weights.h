@@ -79,6 +79,18 @@ class FastWeights {
   Tensor peek(const Tensor& ids, ModelState& state) const;
   // The last read chunk's logits again with the fast weights as they are now (same base state before the chunk).
   Tensor reread() const;
+  // What update() and reread() work on: the last chunk read. Saved and put back around a look ahead that reads
+  // (and updates on) later chunks, so the stream continues from the chunk it was at.
+  struct LastRead {
+    Tensor ids, hidden;
+    ModelState before;
+  };
+  LastRead last_read() const { return {last_ids_, last_hidden_, before_}; }
+  void set_last_read(const LastRead& r) {
+    last_ids_ = r.ids;
+    last_hidden_ = r.hidden;
+    before_ = r.before;
+  }
   // One update: the mean next-token loss of the last read chunk's first `len` predictions (targets (1, n)) under
   // the current fast weights, its gradient in the fast weights, and an optimiser step. Returns the loss.
   double update(const Tensor& targets, int64_t len, FastOptimizer& opt);
