@@ -39,10 +39,18 @@ ControlVerdict judge_control(const CompareResult& r, const CompareOptions& opt) 
   const MethodResult* base = find(r, v.baseline);
   k_by_kind(r.oracle_units, v);
   const double floor = v.floor = opt.criteria.control_headroom;
-  if (!(v.headroom.lo > floor))
+  if (!(v.headroom.lo > floor)) {
     v.failed.push_back("the oracle's headroom over " + v.baseline + " at equal FLOPs is not above " +
                        fmt("%.4g", floor) + " bits/byte (compare.criteria_control_headroom; 95% CI [" +
                        fmt("%+.4f", v.headroom.lo) + ", " + fmt("%+.4f", v.headroom.hi) + "])");
+    // A frontier point far under the budget compares a cheaper oracle with the budget's schedule: say so, since the
+    // cause is then the μ search, not the oracle (the sweep's μ were too coarse for the per-chunk gains).
+    const double reached = v.headroom.flops / v.headroom.base_flops;
+    if (reached < 0.9)
+      v.failed.push_back("the oracle frontier's best point within the budget spends only " + fmt("%.0f", 100 * reached) +
+                         " % of it, so the headroom is measured against a cheaper oracle: the μ search did not reach "
+                         "the budget (raise compare.oracle_bisect, or add smaller compare.frontier_mus)");
+  }
   if (!(v.k_text > v.k_noise))
     v.failed.push_back("the oracle does not spend more steps on text units (mean K " + fmt("%.2f", v.k_text) +
                        ") than on noise units (" + fmt("%.2f", v.k_noise) + ")");
