@@ -120,6 +120,13 @@ std::vector<Comparison> paired_comparisons(const CompareResult& r, const MethodR
 
 // The frontier runs on seed 0's windows (or the streams), so its best point within the baseline's FLOPs is
 // paired window by window with the baseline's seed 0: the interval resamples those windows.
+bool headroom_short_of_budget(const CompareResult& r, const Headroom& h) {
+  if (!(h.base_flops > 0) || !(h.flops < 0.9 * h.base_flops)) return false;
+  for (const FrontierPoint& p : r.frontier)
+    if (p.base_per_token + p.inner_per_token > h.base_flops) return true;
+  return false;
+}
+
 Headroom oracle_headroom(const CompareResult& r, const MethodResult& base) {
   Headroom h;
   h.base_flops = base.seeds.front().total_per_token();

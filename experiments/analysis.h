@@ -37,6 +37,10 @@ struct Headroom {
   std::vector<double> d;        // per window (stream): uniform bpb − frontier bpb, the values the interval resamples
 };
 Headroom oracle_headroom(const CompareResult& r, const MethodResult& base);
+// Whether the headroom was read at under 90 % of the budget although some frontier point spends more than it: the μ
+// search stopped short (too few compare.oracle_bisect, or a sweep too coarse for the gains per step), so the
+// headroom is a cheaper oracle's. An oracle that wants less than the budget even at μ = 0 is not short.
+bool headroom_short_of_budget(const CompareResult& r, const Headroom& h);
 
 // What the oracle's decisions say: Spearman ρ of its K with each difficulty score, and each policy's agreement with
 // it unit by unit (methods deciding over other unit sizes are listed with a NaN ρ).

@@ -46,7 +46,7 @@ ControlVerdict judge_control(const CompareResult& r, const CompareOptions& opt) 
     // A frontier point far under the budget compares a cheaper oracle with the budget's schedule: say so, since the
     // cause is then the μ search, not the oracle (the sweep's μ were too coarse for the per-chunk gains).
     const double reached = v.headroom.flops / v.headroom.base_flops;
-    if (reached < 0.9)
+    if (headroom_short_of_budget(r, v.headroom))
       v.failed.push_back("the oracle frontier's best point within the budget spends only " + fmt("%.0f", 100 * reached) +
                          " % of it, so the headroom is measured against a cheaper oracle: the μ search did not reach "
                          "the budget (raise compare.oracle_bisect, or add smaller compare.frontier_mus)");

@@ -253,7 +253,7 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
            << ". The oracle's headroom over the uniform frontier at no more than that compute is "
            << fmt("%+.4f", hr.bpb) << " bits per byte (95% CI [" << fmt("%+.4f", hr.lo) << ", "
            << fmt("%+.4f", hr.hi) << "]).";
-    if (hr.base_flops > 0 && hr.flops / hr.base_flops < 0.9)
+    if (headroom_short_of_budget(r, hr))
       answer << " Note: the oracle frontier's best point within the budget spends only "
              << fmt("%.0f", 100 * hr.flops / hr.base_flops) << " % of it, so that headroom is a cheaper oracle's; "
              << "raise compare.oracle_bisect (or add smaller compare.frontier_mus) to measure it at the budget.";

@@ -4,6 +4,8 @@
 // does not spend more on text units than on noise units. Also: `--set` / `--seed` overrides, and the tokens view.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +89,27 @@ TEST_CASE("oracle headroom: over the best uniform within the budget's FLOPs, fro
   CHECK(h.hi < 0.055);
   CHECK(h.lo <= h.bpb);
   CHECK(h.bpb <= h.hi);
+}
+
+TEST_CASE("oracle headroom: short of the budget only when a frontier point spends more and the one read is far under") {
+  CompareResult r = planted_result(0.05);
+  CHECK_FALSE(headroom_short_of_budget(r, oracle_headroom(r, r.methods[3])));  // 115 of 120: close enough
+  r.frontier[1].inner_per_token = 0;  // the point that fits now spends 100 of 120: the search stopped short
+  CHECK(headroom_short_of_budget(r, oracle_headroom(r, r.methods[3])));
+  const ControlVerdict v = judge_control(planted_result(-0.05), control_options());
+  CHECK(std::none_of(v.failed.begin(), v.failed.end(), [](const std::string& f) { return f.find("μ search") != std::string::npos; }));
+  r.frontier.erase(r.frontier.begin());  // no point spends more than the budget: the oracle just wants less
+  CHECK_FALSE(headroom_short_of_budget(r, oracle_headroom(r, r.methods[3])));
+}
+
+TEST_CASE("positive control: a failure read far under the budget names the μ search") {
+  CompareResult r = planted_result(-0.05);
+  r.frontier[1].inner_per_token = 0;
+  const ControlVerdict v = judge_control(r, control_options());
+  CHECK_FALSE(v.passed);
+  CHECK(std::any_of(v.failed.begin(), v.failed.end(), [](const std::string& f) {
+    return f.find("spends only 83 % of it") != std::string::npos && f.find("compare.oracle_bisect") != std::string::npos;
+  }));
 }
 
 TEST_CASE("positive control: passes on a clear planted effect and reports each method against the baseline") {
