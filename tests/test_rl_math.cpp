@@ -119,6 +119,9 @@ TEST_CASE("leave-one-out and EMA baselines") {
 
 TEST_CASE("§9.2 GAE in every boundary case") {
   const Vec r = {1, 0, 2, 1}, v = {0.5, 1.0, 1.5, 0.5};
+  // γ = λ = 0: each advantage is the one-step TD error r − V, whatever follows.
+  const GaeResult td = gae(r, v, {.bootstrap_value = 2.0}, 0.0, 0.0);
+  for (size_t t = 0; t < r.size(); ++t) CHECK(td.advantages[t] == doctest::Approx(r[t] - v[t]));
   SUBCASE("no boundaries, bootstrapped after the rollout") {
     const GaeResult out = gae(r, v, {.bootstrap_value = 2.0}, 0.99, 0.95);
     check_close(out.advantages, {4.889397109, 3.61445732, 3.32744, 2.48});
@@ -156,6 +159,9 @@ TEST_CASE("§9.2 GAE in every boundary case") {
 }
 
 TEST_CASE("§9.3 PPO clipped surrogate, KL estimators, clip fraction and gradients") {
+  // At ratio 1 nothing is clipped and the loss is −mean(Â).
+  CHECK(clipped_surrogate({0, 0}, {1, 3}, 0.2).loss == doctest::Approx(-2.0));
+  CHECK(clip_fraction({0, 0}, 0.2) == 0.0);
   SUBCASE("r = [1.5, 0.5, 0.5, 1.5], Â = [1, 1, -1, -1]") {
     const Vec lr = log_of({1.5, 0.5, 0.5, 1.5}), adv = {1, 1, -1, -1};
     const ClippedSurrogate s = clipped_surrogate(lr, adv, 0.2);
@@ -206,6 +212,7 @@ TEST_CASE("§9.3 value clipping, advantage normalisation conventions, entropy, e
 
 TEST_CASE("§9.4 PID-Lagrangian: paper/code equivalence, pure I, OmniSafe defaults, naive SGD") {
   const Vec costs = {30, 30, 20, 20, 25, 40};
+  for (double l : run_pid(paper_form(0.1, 0.01, 0.01, 25), costs)) CHECK(l >= 0.0);  // λ is projected onto [0, ∞)
   const Vec paper = {0.85, 0.6, 0, 0, 0.05, 1.8};
   check_close(run_pid(paper_form(0.1, 0.01, 0.01, 25), costs), paper);
   check_close(run_pid(paper_form(0, 0.01, 0, 25), costs), {0.05, 0.1, 0.05, 0, 0, 0.15});
@@ -221,6 +228,8 @@ TEST_CASE("§9.4 PID-Lagrangian: paper/code equivalence, pure I, OmniSafe defaul
 }
 
 TEST_CASE("§9.4 PID-Lagrangian: first-update D-kick, anti-windup, step response") {
+  // Under budget from the start, a pure-I controller never leaves 0.
+  CHECK(run_pid(paper_form(0, 0.01, 0, 25), {20, 20, 20}) == Vec{0, 0, 0});
   // Step 0 of the paper controller: Δ = 5, ∂ = (30 - 0)+ = 30, I = 5 → λ = 0.5 + 0.05 + 0.3 (P6).
   PidLagrangian pid(paper_form(0.1, 0.01, 0.01, 25));
   check_close(pid.update(30), 0.5 + 0.05 + 0.3);
@@ -294,6 +303,9 @@ TEST_CASE("PonderNet edge cases: long horizons do not underflow to NaN, bad inpu
 
 TEST_CASE("§9.6 ACT: the sact unit tests and the extra case") {
   const Vec y = {0, 1, 2, 3, 4};
+  double total = 0;  // the halting distribution sums to 1
+  for (double p : act_halting({0.01, 0.5, 0.6, 0.7}, 5).p) total += p;
+  CHECK(total == doctest::Approx(1.0));
   SUBCASE("early halt at n = 1 costs ρ = 2 (P15)") {
     const ActHalting a = act_halting(Vec(4, 0.999), 5);
     CHECK(a.steps == 1);
