@@ -1,6 +1,8 @@
 // Element-wise differentiable ops. Each: forward kernel, then a backward rule in the same ops.
 #include <stdexcept>
 
+#include "autograd/compose.h"
+#include "autograd/fused.h"
 #include "autograd/ops.h"
 
 namespace ponder {
@@ -108,19 +110,15 @@ Tensor affine(const Tensor& x, double scale, double shift) {
 }
 
 namespace {
+// One node around the backend's kernel where it has one (same shapes only), else the composition.
 Tensor act_mul_op(GateAct act, const Tensor& a, const Tensor& b) {
-  const bool silu_act = act == GateAct::Silu;
-  if (a.shape() != b.shape()) return mul(silu_act ? silu(a) : gelu_tanh(a), b);
+  if (a.shape() != b.shape() || !fused::use(FusedOp::ActMul, a)) return compose::act_mul(act, a, b);
   OpRecorder r(Op::ActMul, {a, b});
   Tensor y = raw::act_mul(act, a, b);
-  return r.done(y, {a, b}, [act, silu_act](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
-    if (!GradMode::enabled()) {  // first order: one fused kernel
-      auto [da, db] = raw::act_mul_backward(act, s[0], s[1], g);
-      return std::vector<Tensor>{da, db};
-    }
-    const Tensor &a = s[0], &b = s[1];
-    return std::vector<Tensor>{mul(mul(g, b), silu_act ? silu_grad(a) : gelu_tanh_grad(a)),
-                               mul(g, silu_act ? silu(a) : gelu_tanh(a))};
+  fused::count(FusedOp::ActMul, a, false, int(act));
+  return r.done(y, {a, b}, [act](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+    auto [da, db] = act_mul_backward(act, s[0], s[1], g);
+    return std::vector<Tensor>{da, db};
   });
 }
 }  // namespace

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/fused.h"
 #include "autograd/nn.h"
 
 namespace ponder {
@@ -93,8 +94,8 @@ void AdamW::step() {
     const Tensor g = grad_of(p);
     if (!g.defined()) continue;
     // m, v, then sqrt(v̂) + eps and lr·m̂ / that; the decay factor multiplies p before the Adam step
-    // (PyTorch order). One fused kernel where the device has it (tensor/kernels.h).
-    raw::adamw_step_(p, m_[i], v_[i], g, AdamWCoeffs{lr_, beta1_, beta2_, eps_, wd_, bc1, bc2});
+    // (PyTorch order). One fused kernel where the device has it (autograd/fused.h).
+    adamw_step_(p, m_[i], v_[i], g, AdamWCoeffs{lr_, beta1_, beta2_, eps_, wd_, bc1, bc2});
   }
 }
 
@@ -109,7 +110,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& p : params) {
     Tensor g = grad_of(p);
     if (!g.defined()) continue;
-    total += raw::sum_squares(g);  // squares and sum in float64, one kernel where the device has it
+    total += sum_squares(g);  // squares and sum in float64, one kernel where the device has it
   }
   const double norm = std::sqrt(total);
   if (norm > max_norm) {

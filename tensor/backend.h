@@ -1,6 +1,7 @@
-// The kernels a device must provide. Callers never use a backend directly: tensor/kernels.h
-// allocates outputs, checks shapes, counts FLOPs and dispatches here by the tensors' device, so a
-// new backend (tensor/cuda/) plugs in by implementing this interface and registering itself.
+// The kernels a device must provide, and the fused ones it may. Callers never use a backend directly:
+// tensor/kernels.h allocates outputs, checks shapes, counts FLOPs (fused ops: autograd/fused.h) and dispatches
+// here by the tensors' device, so a new backend (tensor/cuda/) plugs in by implementing this interface,
+// saying which fused kernels it has (supports) and registering itself.
 #pragma once
 #include <cstdint>
 
@@ -38,7 +39,23 @@ struct AdamWCoeffs {
   double lr, beta1, beta2, eps, weight_decay, bc1, bc2;
 };
 
+// The fused kernels a backend may have, in one list: X(id, name). Each is a hot composition of the kernels
+// above run as one pass; its composition is its definition (autograd/compose.cpp), a backend's kernel is an
+// optimisation of it that supports() declares. How to add one: docs/adding_an_op.md.
+#define PONDER_FUSED_OPS(X)                                                                                    \
+  X(LayerNormRows, "layer_norm_rows") X(LayerNormBackward, "layer_norm_backward")                             \
+  X(LayerNormVjp, "layer_norm_vjp") X(RmsNormRows, "rms_norm_rows") X(RmsNormBackward, "rms_norm_backward")   \
+  X(LayerNormAffine, "layer_norm_affine") X(LayerNormAffineBackward, "layer_norm_affine_backward")            \
+  X(RmsNormAffine, "rms_norm_affine") X(RmsNormAffineBackward, "rms_norm_affine_backward")                    \
+  X(LnL2Grad, "ln_l2_grad") X(LnL2GradVjp, "ln_l2_grad_vjp") X(ActMul, "act_mul")                              \
+  X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")
+
+#define PONDER_ENUM_ID(id, ...) id,
+enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
+#undef PONDER_ENUM_ID
+
 const char* unary_name(UnaryOp op);
+const char* fused_op_name(FusedOp op);
 const char* binary_name(BinaryOp op);
 
 class Backend {
@@ -74,62 +91,75 @@ class Backend {
   virtual void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) = 0;
   virtual void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) = 0;
 
-  // Fused row kernels over the last axis (D) of contiguous tensors of one shape. A backend without one
-  // returns false and tensor/kernels.cpp composes the result from the kernels above instead. With
-  // x̂ = (x − mean x)·s, s = 1/sqrt(var x + eps) (biased variance), per row:
-  //   layer_norm_rows:     out = x̂
-  //   layer_norm_backward: out = s·(v − mean v − x̂·mean(v⊙x̂))    (the VJP of x ↦ x̂ for upstream v)
-  //   layer_norm_vjp:      dx, dv = the VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz
-  // and with r = 1/sqrt(mean(x²) + eps), y = x·r:
-  //   rms_norm_rows:       out = y
-  //   rms_norm_backward:   out = r·(g − y·mean(g⊙y))                (the VJP of x ↦ y for upstream g)
-  virtual bool layer_norm_rows(const Tensor&, const Tensor&, double) { return false; }
-  virtual bool layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) { return false; }
-  virtual bool layer_norm_vjp(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double) {
-    return false;
-  }
-  virtual bool rms_norm_rows(const Tensor&, const Tensor&, double) { return false; }
-  virtual bool rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) { return false; }
+  // Which fused kernels (PONDER_FUSED_OPS) this backend has. Autograd runs a fused op as its kernel only where
+  // this says so, and as the op's differentiable composition (autograd/compose.cpp, the op's one definition)
+  // everywhere else; the FLOPs counted are the composition's either way (autograd/fused.h).
+  virtual bool supports(FusedOp) const { return false; }
+
+  // The fused kernels, run only where supports() says so (the defaults throw). Inputs are contiguous and of
+  // one shape unless said; each map is stated once, in autograd/compose.cpp. Rows are the last axis (D).
+  //   layer_norm_rows(out, x):          x̂ = (x − mean x)·s, s = 1/sqrt(var x + eps) (biased variance)
+  //   layer_norm_backward(out, x, v):   s·(v − mean v − x̂·mean(v⊙x̂))   (the VJP of x ↦ x̂ for upstream v)
+  //   layer_norm_vjp(dx, dv, x, v, dz): the VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz
+  //   rms_norm_rows(out, x):            y = x·r, r = 1/sqrt(mean(x²) + eps)
+  //   rms_norm_backward(out, x, g):     r·(g − y·mean(g⊙y))              (the VJP of x ↦ y for upstream g)
   // With per-element γ, β (contiguous, shape P; row r of x uses γ[goff[r] .. goff[r] + D)):
   //   layer_norm_affine:          out = γ⊙x̂ + β
   //   layer_norm_affine_backward: dx = layer_norm_backward(x, g⊙γ), dγ = Σ_rows g⊙x̂, dβ = Σ_rows g
+  //   rms_norm_affine:            out = w⊙y;  rms_norm_affine_backward: dx = rms_norm_backward(x, g⊙w), dw = Σ_rows g⊙y
   //   ln_l2_grad:                 out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ)   (docs/ttt.md §1.6)
   //   ln_l2_grad_vjp:             dz, dt, dγ, dβ of ln_l2_grad for upstream w      (docs/ttt.md §2.2)
   // dγ and dβ (shape P) sum over rows in fixed blocks of rows, so they do not depend on the thread count.
-  virtual bool layer_norm_affine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
-    return false;
+  virtual void layer_norm_rows(const Tensor&, const Tensor&, double) { unsupported(FusedOp::LayerNormRows); }
+  virtual void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) {
+    unsupported(FusedOp::LayerNormBackward);
   }
-  virtual bool layer_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+  virtual void layer_norm_vjp(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double) {
+    unsupported(FusedOp::LayerNormVjp);
+  }
+  virtual void rms_norm_rows(const Tensor&, const Tensor&, double) { unsupported(FusedOp::RmsNormRows); }
+  virtual void rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) {
+    unsupported(FusedOp::RmsNormBackward);
+  }
+  virtual void layer_norm_affine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
+    unsupported(FusedOp::LayerNormAffine);
+  }
+  virtual void layer_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                           const Tensor&, const int64_t*, double) {
-    return false;
+    unsupported(FusedOp::LayerNormAffineBackward);
   }
-  //   rms_norm_affine:            out = w⊙y;  rms_norm_affine_backward: dx = rms_norm_backward(x, g⊙w), dw = Σ_rows g⊙y
-  virtual bool rms_norm_affine(const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) { return false; }
-  virtual bool rms_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+  virtual void rms_norm_affine(const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
+    unsupported(FusedOp::RmsNormAffine);
+  }
+  virtual void rms_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                         const int64_t*, double) {
-    return false;
+    unsupported(FusedOp::RmsNormAffineBackward);
   }
-  virtual bool ln_l2_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*,
+  virtual void ln_l2_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*,
                           double) {
-    return false;
+    unsupported(FusedOp::LnL2Grad);
   }
-  virtual bool ln_l2_grad_vjp(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+  virtual void ln_l2_grad_vjp(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                               const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
-    return false;
+    unsupported(FusedOp::LnL2GradVjp);
   }
   // Gated products on contiguous tensors of one shape: out = act(a)⊙b, and for upstream g
   // da = (g⊙b)⊙act'(a), db = g⊙act(a).
-  virtual bool act_mul(GateAct, const Tensor&, const Tensor&, const Tensor&) { return false; }
-  virtual bool act_mul_backward(GateAct, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-    return false;
+  virtual void act_mul(GateAct, const Tensor&, const Tensor&, const Tensor&) { unsupported(FusedOp::ActMul); }
+  virtual void act_mul_backward(GateAct, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+    unsupported(FusedOp::ActMulBackward);
   }
   // Σ x² of a contiguous floating tensor in float64, as the sum of all elements of x converted to float64
   // and squared would give it (gradient clipping).
-  virtual bool sum_squares(const Tensor&, double&) { return false; }
-  // One AdamW update in place on contiguous tensors of one shape (autograd/optim.cpp states the rule).
-  virtual bool adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWCoeffs&) {
-    return false;
+  virtual double sum_squares(const Tensor&) { unsupported(FusedOp::SumSquares); }
+  // One AdamW update in place on contiguous tensors of one shape (AdamWCoeffs above states the rule).
+  virtual void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWCoeffs&) {
+    unsupported(FusedOp::AdamwStep);
   }
+
+ protected:
+  // Throws std::logic_error naming the fused op: a caller ran a kernel that supports() denies.
+  [[noreturn]] void unsupported(FusedOp op) const;
 };
 
 Backend& backend(Device d);

@@ -43,4 +43,6 @@ PhaseGuard::PhaseGuard(Phase p) : prev_(t_phase) { t_phase = p; }
 PhaseGuard::~PhaseGuard() { t_phase = prev_; }
 }  // namespace flops
 
+FlopIsolate::~FlopIsolate() { t_counts = saved_; }
+
 }  // namespace ponder

@@ -55,4 +55,16 @@ class FlopScope {
   FlopCounts start_;
 };
 
+// RAII: the work done in its lifetime is not counted (this thread's totals are put back as they were), for
+// work done only to measure something, such as deriving a fused op's FLOP rule from its composition.
+class FlopIsolate {
+ public:
+  FlopIsolate() : saved_(flops::snapshot()) {}
+  ~FlopIsolate();
+  FlopIsolate(const FlopIsolate&) = delete;
+  FlopIsolate& operator=(const FlopIsolate&) = delete;
+ private:
+  FlopCounts saved_;
+};
+
 }  // namespace ponder

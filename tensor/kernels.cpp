@@ -21,6 +21,17 @@ const char* binary_name(BinaryOp op) {
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(BinaryOp::Count), "one name per BinaryOp");
   return names[size_t(op)];
 }
+
+const char* fused_op_name(FusedOp op) {
+  static const char* names[] = {PONDER_FUSED_OPS(PONDER_NAME)};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(FusedOp::Count), "one name per FusedOp");
+  return names[size_t(op)];
+}
+
+void Backend::unsupported(FusedOp op) const {
+  throw std::logic_error(std::string("this backend has no fused kernel ") + fused_op_name(op) +
+                         " (its supports() says so; autograd/fused.h runs the composition instead)");
+}
 #undef PONDER_NAME
 
 namespace raw {
@@ -435,7 +446,9 @@ Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor
   return out;
 }
 
-// ---- fused row kernels
+// ---- fused kernels: checks, outputs and the device's kernel. No composition and no FLOP count here: both
+// belong to the op's one definition in autograd (autograd/fused.h), which calls these only where
+// fused_available() holds.
 
 namespace {
 std::atomic<bool> g_fused{true};
@@ -454,108 +467,6 @@ Tensor rows_like(const Tensor& t, const Tensor& x, const char* op) {
   return clone(expand(t, x.shape()));
 }
 
-// The compositions: primitive kernels, each counting its own FLOPs. Means are over the last axis.
-Tensor row_mean(const Tensor& t, double shift = 0) {
-  return unary(UnaryOp::Affine, reduce(ReduceOp::Sum, t, {-1}, true), 1.0 / double(t.shape().back()), shift);
-}
-void ln_stats(const Tensor& x, double eps, Tensor& xh, Tensor& s) {
-  Tensor xc = binary(BinaryOp::Sub, x, row_mean(x));
-  s = unary(UnaryOp::Rsqrt, row_mean(binary(BinaryOp::Mul, xc, xc), eps));
-  xh = binary(BinaryOp::Mul, xc, s);
-}
-// s·(v − m1 − x̂·m2) with m1 = mean v, m2 = mean(v⊙x̂)
-Tensor ln_project(const Tensor& xh, const Tensor& s, const Tensor& v, const Tensor& m1, const Tensor& m2) {
-  return binary(BinaryOp::Mul, binary(BinaryOp::Sub, binary(BinaryOp::Sub, v, m1), binary(BinaryOp::Mul, xh, m2)), s);
-}
-void rms_stats(const Tensor& x, double eps, Tensor& y, Tensor& r) {
-  r = unary(UnaryOp::Rsqrt, row_mean(binary(BinaryOp::Mul, x, x), eps));
-  y = binary(BinaryOp::Mul, x, r);
-}
-
-// FLOPs of the compositions, for n elements in R rows (tests check the two paths count alike).
-void count(uint64_t n, uint64_t R, uint64_t el_n, uint64_t el_r, uint64_t red_n) {
-  flops::add(FlopCat::Elementwise, el_n * n + el_r * R);
-  flops::add(FlopCat::Reduction, red_n * n);
-}
-uint64_t rows_of(const Tensor& x) { return x.shape().back() ? uint64_t(x.numel() / x.shape().back()) : 0; }
-}  // namespace
-
-void set_fused_kernels(bool on) { g_fused.store(on); }
-bool fused_kernels() { return g_fused.load(); }
-
-Tensor layer_norm_rows(const Tensor& x, double eps) {
-  Tensor c = rows_input(x, "layer_norm_rows");
-  Tensor out = empty_like(c);
-  if (g_fused.load() && be(c).layer_norm_rows(out, c, eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 3, 3, 2);
-    return out;
-  }
-  Tensor xh, s;
-  ln_stats(c, eps, xh, s);
-  return xh;
-}
-
-Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
-  Tensor c = rows_input(x, "layer_norm_backward"), vc = rows_like(v, c, "layer_norm_backward");
-  Tensor out = empty_like(c);
-  if (g_fused.load() && be(c).layer_norm_backward(out, c, vc, eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 8, 5, 4);
-    return out;
-  }
-  Tensor xh, s;
-  ln_stats(c, eps, xh, s);
-  return ln_project(xh, s, vc, row_mean(vc), row_mean(binary(BinaryOp::Mul, vc, xh)));
-}
-
-std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps) {
-  Tensor c = rows_input(x, "layer_norm_vjp"), vc = rows_like(v, c, "layer_norm_vjp"),
-         gc = rows_like(dz, c, "layer_norm_vjp");
-  Tensor dx = empty_like(c), dv = empty_like(c);
-  if (g_fused.load() && be(c).layer_norm_vjp(dx, dv, c, vc, gc, eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 25, 12, 9);
-    return {dx, dv};
-  }
-  Tensor xh, s;
-  ln_stats(c, eps, xh, s);
-  Tensor m2 = row_mean(binary(BinaryOp::Mul, vc, xh));
-  Tensor z = ln_project(xh, s, vc, row_mean(vc), m2);
-  Tensor b = row_mean(binary(BinaryOp::Mul, gc, xh));
-  Tensor cz = row_mean(binary(BinaryOp::Mul, gc, z));
-  dv = ln_project(xh, s, gc, row_mean(gc), b);
-  // dx̂ = −s·(m2·dz + b·v);  dx = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂
-  Tensor dxh = binary(BinaryOp::Mul, binary(BinaryOp::Add, binary(BinaryOp::Mul, gc, m2), binary(BinaryOp::Mul, vc, b)),
-                      unary(UnaryOp::Neg, s));
-  Tensor proj = ln_project(xh, s, dxh, row_mean(dxh), row_mean(binary(BinaryOp::Mul, dxh, xh)));
-  dx = binary(BinaryOp::Sub, proj, binary(BinaryOp::Mul, xh, binary(BinaryOp::Mul, s, cz)));
-  return {dx, dv};
-}
-
-Tensor rms_norm_rows(const Tensor& x, double eps) {
-  Tensor c = rows_input(x, "rms_norm_rows");
-  Tensor out = empty_like(c);
-  if (g_fused.load() && be(c).rms_norm_rows(out, c, eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 2, 2, 1);
-    return out;
-  }
-  Tensor y, r;
-  rms_stats(c, eps, y, r);
-  return y;
-}
-
-Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
-  Tensor c = rows_input(x, "rms_norm_backward"), gc = rows_like(g, c, "rms_norm_backward");
-  Tensor out = empty_like(c);
-  if (g_fused.load() && be(c).rms_norm_backward(out, c, gc, eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 6, 3, 2);
-    return out;
-  }
-  Tensor y, r;
-  rms_stats(c, eps, y, r);
-  Tensor m = row_mean(binary(BinaryOp::Mul, gc, y));
-  return binary(BinaryOp::Mul, binary(BinaryOp::Sub, gc, binary(BinaryOp::Mul, y, m)), r);
-}
-
-namespace {
 // γ and β checked against x and made contiguous, with the offset of each row's γ: γ broadcast to x's
 // shape must keep the last axis (size D, unit stride after the copy).
 struct RowParams {
@@ -563,14 +474,7 @@ struct RowParams {
   std::vector<int64_t> goff;
 };
 RowParams row_params(const Tensor& x, const Tensor& gamma, const Tensor& beta, const char* op) {
-  check_same(op, x, gamma);
-  check_same(op, x, beta);
-  PONDER_NEED(gamma.shape() == beta.shape(), std::string(op) + ": γ " + shape_str(gamma.shape()) + " and β " +
-                                                 shape_str(beta.shape()) + " differ");
-  PONDER_NEED(gamma.dim() >= 1 && gamma.dim() <= x.dim() && gamma.shape().back() == x.shape().back() &&
-                  shape_numel(broadcast_shapes(x.shape(), gamma.shape(), op)) == x.numel(),
-              std::string(op) + ": γ " + shape_str(gamma.shape()) + " does not broadcast to " + shape_str(x.shape()) +
-                  " along the leading axes");
+  check_row_params(op, x, gamma, beta);
   RowParams rp{contiguous(gamma), contiguous(beta), {}};
   const Tensor ge = expand(rp.gamma, x.shape());
   const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
@@ -589,33 +493,72 @@ RowParams row_params(const Tensor& x, const Tensor& gamma, const Tensor& beta, c
   }
   return rp;
 }
-// The reduction sum_to does when γ is smaller than x.
-uint64_t sum_to_count(const Tensor& x, const Tensor& gamma) { return gamma.shape() == x.shape() ? 0 : uint64_t(x.numel()); }
 }  // namespace
+
+void set_fused_kernels(bool on) { g_fused.store(on); }
+bool fused_kernels() { return g_fused.load(); }
+bool fused_available(FusedOp op, const Tensor& x) {
+  return g_fused.load() && is_float(x.dtype()) && be(x).supports(op);
+}
+
+void check_row_params(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+  check_same(op, x, gamma);
+  check_same(op, x, beta);
+  PONDER_NEED(gamma.shape() == beta.shape(), std::string(op) + ": γ " + shape_str(gamma.shape()) + " and β " +
+                                                 shape_str(beta.shape()) + " differ");
+  PONDER_NEED(x.dim() >= 1 && gamma.dim() >= 1 && gamma.dim() <= x.dim() && gamma.shape().back() == x.shape().back() &&
+                  shape_numel(broadcast_shapes(x.shape(), gamma.shape(), op)) == x.numel(),
+              std::string(op) + ": γ " + shape_str(gamma.shape()) + " does not broadcast to " + shape_str(x.shape()) +
+                  " along the leading axes");
+}
+
+Tensor layer_norm_rows(const Tensor& x, double eps) {
+  Tensor c = rows_input(x, "layer_norm_rows"), out = empty_like(c);
+  be(c).layer_norm_rows(out, c, eps);
+  return out;
+}
+
+Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
+  Tensor c = rows_input(x, "layer_norm_backward"), vc = rows_like(v, c, "layer_norm_backward");
+  Tensor out = empty_like(c);
+  be(c).layer_norm_backward(out, c, vc, eps);
+  return out;
+}
+
+std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps) {
+  Tensor c = rows_input(x, "layer_norm_vjp"), vc = rows_like(v, c, "layer_norm_vjp"),
+         gc = rows_like(dz, c, "layer_norm_vjp");
+  Tensor dx = empty_like(c), dv = empty_like(c);
+  be(c).layer_norm_vjp(dx, dv, c, vc, gc, eps);
+  return {dx, dv};
+}
+
+Tensor rms_norm_rows(const Tensor& x, double eps) {
+  Tensor c = rows_input(x, "rms_norm_rows"), out = empty_like(c);
+  be(c).rms_norm_rows(out, c, eps);
+  return out;
+}
+
+Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
+  Tensor c = rows_input(x, "rms_norm_backward"), gc = rows_like(g, c, "rms_norm_backward");
+  Tensor out = empty_like(c);
+  be(c).rms_norm_backward(out, c, gc, eps);
+  return out;
+}
 
 Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   Tensor c = rows_input(x, "layer_norm_affine");
   RowParams rp = row_params(c, gamma, beta, "layer_norm_affine");
   Tensor out = empty_like(c);
-  if (g_fused.load() && be(c).layer_norm_affine(out, c, rp.gamma, rp.beta, rp.goff.data(), eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 5, 3, 2);
-    return out;
-  }
-  return binary(BinaryOp::Add, binary(BinaryOp::Mul, layer_norm_rows(c, eps), rp.gamma), rp.beta);
+  be(c).layer_norm_affine(out, c, rp.gamma, rp.beta, rp.goff.data(), eps);
+  return out;
 }
 
 std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps) {
   Tensor c = rows_input(x, "layer_norm_affine_backward"), gc = rows_like(g, c, "layer_norm_affine_backward");
   RowParams rp = row_params(c, gamma, gamma, "layer_norm_affine_backward");
   Tensor dx = empty_like(c), dg = empty_like(rp.gamma), db = empty_like(rp.gamma);
-  if (g_fused.load() && be(c).layer_norm_affine_backward(dx, dg, db, c, rp.gamma, gc, rp.goff.data(), eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 13, 8, 6);
-    flops::add(FlopCat::Reduction, 2 * sum_to_count(c, rp.gamma));
-    return {dx, dg, db};
-  }
-  dx = layer_norm_backward(c, binary(BinaryOp::Mul, gc, rp.gamma), eps);
-  dg = sum_to(binary(BinaryOp::Mul, gc, layer_norm_rows(c, eps)), rp.gamma.shape());
-  db = sum_to(gc, rp.gamma.shape());
+  be(c).layer_norm_affine_backward(dx, dg, db, c, rp.gamma, gc, rp.goff.data(), eps);
   return {dx, dg, db};
 }
 
@@ -623,24 +566,15 @@ Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
   Tensor c = rows_input(x, "rms_norm_affine");
   RowParams rp = row_params(c, weight, weight, "rms_norm_affine");
   Tensor out = empty_like(c);
-  if (g_fused.load() && be(c).rms_norm_affine(out, c, rp.gamma, rp.goff.data(), eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 3, 2, 1);
-    return out;
-  }
-  return binary(BinaryOp::Mul, rms_norm_rows(c, eps), rp.gamma);
+  be(c).rms_norm_affine(out, c, rp.gamma, rp.goff.data(), eps);
+  return out;
 }
 
 std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g, double eps) {
   Tensor c = rows_input(x, "rms_norm_affine_backward"), gc = rows_like(g, c, "rms_norm_affine_backward");
   RowParams rp = row_params(c, weight, weight, "rms_norm_affine_backward");
   Tensor dx = empty_like(c), dw = empty_like(rp.gamma);
-  if (g_fused.load() && be(c).rms_norm_affine_backward(dx, dw, c, rp.gamma, gc, rp.goff.data(), eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 10, 5, 3);
-    flops::add(FlopCat::Reduction, sum_to_count(c, rp.gamma));
-    return {dx, dw};
-  }
-  dx = rms_norm_backward(c, binary(BinaryOp::Mul, gc, rp.gamma), eps);
-  dw = sum_to(binary(BinaryOp::Mul, gc, rms_norm_rows(c, eps)), rp.gamma.shape());
+  be(c).rms_norm_affine_backward(dx, dw, c, rp.gamma, gc, rp.goff.data(), eps);
   return {dx, dw};
 }
 
@@ -648,12 +582,8 @@ Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const T
   Tensor c = rows_input(z, "ln_l2_grad"), tc = rows_like(t, c, "ln_l2_grad");
   RowParams rp = row_params(c, gamma, beta, "ln_l2_grad");
   Tensor out = empty_like(c);
-  if (g_fused.load() && be(c).ln_l2_grad(out, c, tc, rp.gamma, rp.beta, rp.goff.data(), eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 15, 8, 6);
-    return out;
-  }
-  Tensor y = binary(BinaryOp::Add, binary(BinaryOp::Mul, layer_norm_rows(c, eps), rp.gamma), rp.beta);
-  return layer_norm_backward(c, binary(BinaryOp::Mul, binary(BinaryOp::Sub, y, tc), rp.gamma), eps);
+  be(c).ln_l2_grad(out, c, tc, rp.gamma, rp.beta, rp.goff.data(), eps);
+  return out;
 }
 
 std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
@@ -662,45 +592,22 @@ std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Ten
          wc = rows_like(w, c, "ln_l2_grad_vjp");
   RowParams rp = row_params(c, gamma, beta, "ln_l2_grad_vjp");
   Tensor dz = empty_like(c), dt = empty_like(c), dg = empty_like(rp.gamma), db = empty_like(rp.gamma);
-  if (g_fused.load() && be(c).ln_l2_grad_vjp(dz, dt, dg, db, c, tc, rp.gamma, rp.beta, wc, rp.goff.data(), eps)) {
-    count(uint64_t(c.numel()), rows_of(c), 47, 20, 15);
-    flops::add(FlopCat::Reduction, 2 * sum_to_count(c, rp.gamma));
-    return {dz, dt, dg, db};
-  }
-  // gy = r⊙γ with r = γ⊙x̂ + β − t; out = layer_norm_backward(z, gy). Through gy: dgy (and dz_a) from
-  // layer_norm_vjp; then x̂ gets dgy⊙γ², γ gets dgy⊙(r + γ⊙x̂), β gets dgy⊙γ and t gets −dgy⊙γ.
-  Tensor xh = layer_norm_rows(c, eps);
-  Tensor r = binary(BinaryOp::Sub, binary(BinaryOp::Add, binary(BinaryOp::Mul, xh, rp.gamma), rp.beta), tc);
-  Tensor gy = binary(BinaryOp::Mul, r, rp.gamma);
-  auto [dz_a, dgy] = layer_norm_vjp(c, gy, wc, eps);
-  Tensor dgyg = binary(BinaryOp::Mul, dgy, rp.gamma);
-  dz = binary(BinaryOp::Add, dz_a, layer_norm_backward(c, binary(BinaryOp::Mul, dgyg, rp.gamma), eps));
-  dt = unary(UnaryOp::Neg, dgyg);
-  db = sum_to(dgyg, rp.gamma.shape());
-  dg = sum_to(binary(BinaryOp::Mul, dgy, binary(BinaryOp::Add, r, binary(BinaryOp::Mul, rp.gamma, xh))), rp.gamma.shape());
+  be(c).ln_l2_grad_vjp(dz, dt, dg, db, c, tc, rp.gamma, rp.beta, wc, rp.goff.data(), eps);
   return {dz, dt, dg, db};
 }
 
-namespace {
-UnaryOp act_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::Silu : UnaryOp::GeluTanh; }
-UnaryOp act_grad_op(GateAct act) { return act == GateAct::Silu ? UnaryOp::SiluGrad : UnaryOp::GeluTanhGrad; }
 void check_gate(const char* op, const Tensor& a, const Tensor& b) {
   check_same(op, a, b);
   PONDER_NEED(is_float(a.dtype()), std::string(op) + ": needs floating tensors");
   PONDER_NEED(a.shape() == b.shape(), std::string(op) + ": shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
                                    " differ");
 }
-}  // namespace
 
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b) {
   check_gate("act_mul", a, b);
-  Tensor ac = contiguous(a), bc = contiguous(b);
-  Tensor out = empty_like(ac);
-  if (g_fused.load() && be(ac).act_mul(act, out, ac, bc)) {
-    flops::add(FlopCat::Elementwise, 2 * uint64_t(ac.numel()));
-    return out;
-  }
-  return binary(BinaryOp::Mul, unary(act_op(act), ac), bc);
+  Tensor ac = contiguous(a), bc = contiguous(b), out = empty_like(ac);
+  be(ac).act_mul(act, out, ac, bc);
+  return out;
 }
 
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g) {
@@ -708,47 +615,30 @@ std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const T
   check_gate("act_mul_backward", a, g);
   Tensor ac = contiguous(a), bc = contiguous(b), gc = contiguous(g);
   Tensor da = empty_like(ac), db = empty_like(ac);
-  if (g_fused.load() && be(ac).act_mul_backward(act, da, db, ac, bc, gc)) {
-    flops::add(FlopCat::Elementwise, 5 * uint64_t(ac.numel()));
-    return {da, db};
-  }
-  da = binary(BinaryOp::Mul, binary(BinaryOp::Mul, gc, bc), unary(act_grad_op(act), ac));
-  db = binary(BinaryOp::Mul, gc, unary(act_op(act), ac));
+  be(ac).act_mul_backward(act, da, db, ac, bc, gc);
   return {da, db};
 }
 
 double sum_squares(const Tensor& t) {
   PONDER_NEED(is_float(t.dtype()), "sum_squares: needs a floating tensor");
-  Tensor c = contiguous(t);
-  double out = 0;
-  if (g_fused.load() && be(c).sum_squares(c, out)) {
-    flops::add(FlopCat::Elementwise, uint64_t(c.numel()));
-    flops::add(FlopCat::Reduction, uint64_t(c.numel()));
-    return out;
-  }
-  Tensor d = to_dtype(c, DType::F64);
-  return reduce(ReduceOp::Sum, binary(BinaryOp::Mul, d, d), {}, false).item();
+  return be(t).sum_squares(contiguous(t));
 }
 
-void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
+void check_adamw(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g) {
   for (const Tensor* t : {&m, &v, &g}) {
     check_same("adamw_step_", p, *t);
     PONDER_NEED(t->shape() == p.shape(), "adamw_step_: shapes " + shape_str(p.shape()) + " and " + shape_str(t->shape()) +
                                       " differ");
   }
   PONDER_NEED(is_float(p.dtype()), "adamw_step_: needs floating tensors");
-  const bool dense = p.is_contiguous() && m.is_contiguous() && v.is_contiguous();
-  if (g_fused.load() && dense && be(p).adamw_step(p, m, v, contiguous(g), c)) {
-    flops::add(FlopCat::Elementwise, 14 * uint64_t(p.numel()));
-    for (const Tensor* t : {&p, &m, &v}) t->bump_version();
-    return;
-  }
-  auto scale = [](const Tensor& x, double a, double b = 0) { return unary(UnaryOp::Affine, x, a, b); };
-  copy_(m, binary(BinaryOp::Add, scale(m, c.beta1), scale(g, 1 - c.beta1)));
-  copy_(v, binary(BinaryOp::Add, scale(v, c.beta2), scale(binary(BinaryOp::Mul, g, g), 1 - c.beta2)));
-  Tensor denom = scale(unary(UnaryOp::Sqrt, scale(v, 1 / c.bc2)), 1, c.eps);
-  Tensor update = binary(BinaryOp::Div, scale(m, c.lr / c.bc1), denom);
-  copy_(p, binary(BinaryOp::Sub, scale(p, 1 - c.lr * c.weight_decay), update));
+}
+
+void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
+  check_adamw(p, m, v, g);
+  PONDER_NEED(p.is_contiguous() && m.is_contiguous() && v.is_contiguous(),
+              "adamw_step_: the fused kernel updates contiguous p, m and v in place");
+  be(p).adamw_step(p, m, v, contiguous(g), c);
+  for (const Tensor* t : {&p, &m, &v}) t->bump_version();
 }
 
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {

@@ -61,38 +61,44 @@ Tensor gather(const Tensor& x, int axis, const Tensor& idx);
 Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype);
 
-// ---- fused row kernels over the last axis (maps defined in tensor/backend.h). Each runs the device's fused
-// kernel when it has one, else the composition of the primitive kernels above that defines it (kept in
-// kernels.cpp as the reference); both count the FLOPs of that composition. v, g and dz broadcast to x.
-Tensor layer_norm_rows(const Tensor& x, double eps);                         // x̂
-Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);    // s·(v − mean v − x̂·mean(v⊙x̂))
-// The VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz: {dx, dv}.
-std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
-Tensor rms_norm_rows(const Tensor& x, double eps);                           // y = x·r
-Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);      // r·(g − y·mean(g⊙y))
-// Layer norm with γ and β (of one shape, broadcast to x along its leading axes), and its gradients
-// {dx, dγ, dβ} for upstream g (dγ, dβ shaped like γ).
+// ---- fused kernels (PONDER_FUSED_OPS; the maps are stated in tensor/backend.h). Each checks its operands, makes
+// them contiguous (v, g, t, w and dz broadcast to x), allocates the outputs and runs the device's kernel. They
+// neither compose nor count FLOPs: the op's definition is its composition in autograd/compose.cpp, and
+// autograd/fused.h runs one or the other and counts the composition's FLOPs. Call them only where
+// fused_available(op, x) holds; elsewhere the backend throws std::logic_error.
+Tensor layer_norm_rows(const Tensor& x, double eps);
+Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);
+std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps);  // {dx, dv}
+Tensor rms_norm_rows(const Tensor& x, double eps);
+Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);
+// γ and β of one shape, broadcast to x along its leading axes; dγ, dβ come back shaped like γ.
 Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps);
 std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps);
-// RMS norm with a weight w broadcast like γ above, and its gradients {dx, dw} for upstream g.
 Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps);
 std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g, double eps);
-// ∂/∂z of ½‖γ⊙x̂ + β − t‖² row by row (docs/ttt.md §1.6): layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ); t broadcasts
-// to z. And its VJP {dz, dt (shaped like z), dγ, dβ} for upstream w (docs/ttt.md §2.2).
 Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps);
+// {dz, dt (shaped like z), dγ, dβ}
 std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
                                      const Tensor& w, double eps);
-// act(a)⊙b and its gradients {da, db} for upstream g; a, b (and g) of one shape.
+// a, b (and g) of one shape; {da, db}.
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
-// Σ t² in float64 (t converted to float64, squared and summed as reduce() would sum it).
 double sum_squares(const Tensor& t);
-// One AdamW step on p, m, v (updated in place, versions bumped) from g; the fused kernel computes the
-// composition's float operations in the same order, so both give the same bits.
+// p, m, v contiguous, updated in place (versions bumped).
 void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
-// Off: every fused kernel runs as its composition (tests compare the two). On by default.
+
+// Whether fused op `op` runs as its kernel for operand x: fused kernels are on (set_fused_kernels), x is a
+// floating tensor and x's backend supports() it.
+bool fused_available(FusedOp op, const Tensor& x);
+// Off: every fused op runs as its composition (tests compare the two). On by default.
 void set_fused_kernels(bool on);
 bool fused_kernels();
+// The operand checks the fused kernels and their compositions share, so both refuse the same inputs:
+// γ, β of one shape, on x's device and dtype, broadcasting to x along its leading axes (last axis D kept);
+// a, b of one floating shape; AdamW's p, m, v, g of one shape.
+void check_row_params(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta);
+void check_gate(const char* op, const Tensor& a, const Tensor& b);
+void check_adamw(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g);
 
 // Throws std::invalid_argument naming `op` when devices or dtypes of the operands differ.
 void check_same(const char* op, const Tensor& a, const Tensor& b);

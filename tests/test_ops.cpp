@@ -5,7 +5,9 @@
 #include <cmath>
 #include <set>
 
+#include "autograd/fused.h"
 #include "autograd/op_table.h"
+#include "autograd/ops.h"
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
 
@@ -37,8 +39,36 @@ TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
   }
 }
 
-TEST_CASE("fused kernels equal their compositions of primitive kernels, in values and FLOP counts") {
+namespace {
+// Every fused op on the given operands, through the front ends that pick kernel or composition.
+std::vector<Tensor> run_fused_ops(const Tensor& x, const Tensor& v, const Tensor& dz, const Tensor& a,
+                                  const Tensor& gh, const Tensor& bh, const Tensor& gd, const Tensor& bd) {
+  std::vector<Tensor> out{layer_norm_rows(x, 1e-5), layer_norm_backward(x, v, 1e-5),
+                          layer_norm_vjp(x, v, dz, 1e-5).first, layer_norm_vjp(x, dz, v, 1e-5).second,
+                          rms_norm_rows(x, 1e-6), rms_norm_backward(x, dz, 1e-6)};
+  out.push_back(layer_norm_affine(x, gh, bh, 1e-5));
+  out.push_back(layer_norm_affine(x, gd, bd, 1e-5));
+  for (const Tensor& t : layer_norm_affine_backward(x, gh, v, 1e-5)) out.push_back(t);
+  for (const Tensor& t : layer_norm_affine_backward(x, gd, v, 1e-5)) out.push_back(t);
+  out.push_back(rms_norm_affine(x, gd, 1e-6));
+  for (const Tensor& t : rms_norm_affine_backward(x, gh, v, 1e-6)) out.push_back(t);
+  out.push_back(ln_l2_grad(x, dz, gh, bh, 1e-5));
+  for (const Tensor& t : ln_l2_grad_vjp(x, dz, gh, bh, v, 1e-5)) out.push_back(t);
+  for (const Tensor& t : ln_l2_grad_vjp(x, v, gd, bd, a, 1e-5)) out.push_back(t);
+  out.push_back(silu_mul(a, x));  // a non-contiguous gate operand
+  out.push_back(gelu_tanh_mul(a, x));
+  for (GateAct act : {GateAct::Silu, GateAct::GeluTanh}) {
+    auto [da, db] = act_mul_backward(act, a, x, v);
+    out.push_back(da);
+    out.push_back(db);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("fused kernels equal their compositions, in values and in FLOPs counted by the derived rules") {
   Generator g(31);
+  NoGradGuard ng;
   for (DType dt : {DType::F64, DType::F32}) {
     const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
     Tensor x = raw::transpose(g.normal({37, 3, 5}, 0.3, 1.2, dt), 0, 2);  // (5, 3, 37), non-contiguous rows
@@ -50,42 +80,54 @@ TEST_CASE("fused kernels equal their compositions of primitive kernels, in value
     auto run = [&](bool fused) {
       raw::set_fused_kernels(fused);
       FlopScope scope;
-      std::vector<Tensor> out{raw::layer_norm_rows(x, 1e-5), raw::layer_norm_backward(x, v, 1e-5),
-                              raw::layer_norm_vjp(x, v, dz, 1e-5).first, raw::layer_norm_vjp(x, dz, v, 1e-5).second,
-                              raw::rms_norm_rows(x, 1e-6), raw::rms_norm_backward(x, dz, 1e-6)};
-      out.push_back(raw::layer_norm_affine(x, gh, bh, 1e-5));
-      out.push_back(raw::layer_norm_affine(x, gd, bd, 1e-5));
-      for (const Tensor& t : raw::layer_norm_affine_backward(x, gh, v, 1e-5)) out.push_back(t);
-      for (const Tensor& t : raw::layer_norm_affine_backward(x, gd, v, 1e-5)) out.push_back(t);
-      out.push_back(raw::rms_norm_affine(x, gd, 1e-6));
-      for (const Tensor& t : raw::rms_norm_affine_backward(x, gh, v, 1e-6)) out.push_back(t);
-      out.push_back(raw::ln_l2_grad(x, dz, gh, bh, 1e-5));
-      for (const Tensor& t : raw::ln_l2_grad_vjp(x, dz, gh, bh, v, 1e-5)) out.push_back(t);
-      for (const Tensor& t : raw::ln_l2_grad_vjp(x, v, gd, bd, a, 1e-5)) out.push_back(t);
-      for (GateAct act : {GateAct::Silu, GateAct::GeluTanh}) {
-        out.push_back(raw::act_mul(act, a, x));  // a non-contiguous gate operand
-        auto [da, db] = raw::act_mul_backward(act, a, x, v);
-        out.push_back(da);
-        out.push_back(db);
-      }
+      std::vector<Tensor> out = run_fused_ops(x, v, dz, a, gh, bh, gd, bd);
       raw::set_fused_kernels(true);
       return std::make_pair(out, scope.counts());
     };
     auto [fused, fc] = run(true);
     auto [plain, pc] = run(false);
+    REQUIRE(fused.size() == plain.size());
     for (size_t i = 0; i < fused.size(); ++i) {
       CAPTURE(i);
-      auto a = fused[i].to_vector(), b = plain[i].to_vector();
+      REQUIRE(fused[i].shape() == plain[i].shape());
+      auto p = fused[i].to_vector(), q = plain[i].to_vector();
       double err = 0, scale = 1e-30;
-      for (size_t k = 0; k < a.size(); ++k) {
-        err = std::max(err, std::abs(a[k] - b[k]));
-        scale = std::max(scale, std::abs(b[k]));
+      for (size_t k = 0; k < p.size(); ++k) {
+        err = std::max(err, std::abs(p[k] - q[k]));
+        scale = std::max(scale, std::abs(q[k]));
       }
       CHECK(err / scale <= tol);
     }
+    // The fused side counted by rules derived on probes of other shapes; the plain side counted itself.
     CHECK(fc.category(FlopCat::Elementwise) == pc.category(FlopCat::Elementwise));
     CHECK(fc.category(FlopCat::Reduction) == pc.category(FlopCat::Reduction));
+    CHECK(fc.category(FlopCat::Elementwise) > 0);
   }
+}
+
+TEST_CASE("each backend says which fused kernels it has; the derived FLOP rules are the kernels' known counts") {
+  for (size_t i = 0; i < size_t(FusedOp::Count); ++i) {
+    CAPTURE(fused_op_name(FusedOp(i)));
+    CHECK(backend(Device::CPU).supports(FusedOp(i)));
+  }
+  // Counted by hand from the compositions (elements, rows per category) and stated in docs/engine.md.
+  auto el = [](FusedOp op, int64_t n, int64_t r) {
+    const fused::Rule rule = fused::rule(op);
+    return rule.per_elem[size_t(FlopCat::Elementwise)] == n && rule.per_row[size_t(FlopCat::Elementwise)] == r;
+  };
+  CHECK(el(FusedOp::LayerNormRows, 3, 3));
+  CHECK(el(FusedOp::LayerNormBackward, 8, 5));
+  CHECK(el(FusedOp::LayerNormVjp, 25, 12));
+  CHECK(el(FusedOp::LnL2GradVjp, 47, 20));
+  CHECK(el(FusedOp::AdamwStep, 14, 0));
+  const fused::Rule l2 = fused::rule(FusedOp::LnL2GradVjp);
+  CHECK(l2.per_elem[size_t(FlopCat::Reduction)] == 15);
+  CHECK(l2.per_elem_bcast[size_t(FlopCat::Reduction)] == 2);  // dγ and dβ summed over rows
+  CHECK(l2.per_elem[size_t(FlopCat::Matmul)] == 0);
+  // A derivation counts nothing itself.
+  FlopScope scope;
+  (void)fused::rule(FusedOp::ActMulBackward, int(GateAct::GeluTanh));
+  CHECK(scope.counts().total() == 0);
 }
 
 TEST_CASE("sum_squares gives the composition's bits") {
@@ -93,9 +135,9 @@ TEST_CASE("sum_squares gives the composition's bits") {
   for (DType dt : {DType::F32, DType::F64})
     for (const Shape& s : std::vector<Shape>{{7, 300}, {5}, {3, 1, 40}, {1, 1}}) {
       Tensor t = g.normal(s, 0, 1, dt);
-      const double fused = raw::sum_squares(t);
+      const double fused = sum_squares(t);
       raw::set_fused_kernels(false);
-      const double plain = raw::sum_squares(t);
+      const double plain = sum_squares(t);
       raw::set_fused_kernels(true);
       CHECK(fused == plain);
     }
@@ -112,7 +154,7 @@ TEST_CASE("the fused AdamW step gives the composition's bits") {
       Tensor p = raw::clone(p0), m = raw::clone(m0), v = raw::clone(v0);
       raw::set_fused_kernels(fused);
       FlopScope scope;
-      raw::adamw_step_(p, m, v, grad, c);
+      adamw_step_(p, m, v, grad, c);
       raw::set_fused_kernels(true);
       CHECK(scope.counts().category(FlopCat::Elementwise) == 14 * 7 * 300);
       CHECK(p.version() == 1);

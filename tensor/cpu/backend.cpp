@@ -147,88 +147,75 @@ class CpuBackend final : public Backend {
   }
   void one_hot(const Tensor& o, const Tensor& i) override { prof::Scope t(Kind::Copy, "one_hot"); cpu::one_hot(o, i); }
 
-  bool layer_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
+  // Every fused kernel of PONDER_FUSED_OPS, each checked against its composition in tests/test_ops.cpp.
+  bool supports(FusedOp) const override { return true; }
+  void layer_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
     prof::Scope t(Kind::Fused, "layer_norm");
     cpu::layer_norm_rows(o, x, eps);
-    return true;
   }
-  bool layer_norm_backward(const Tensor& o, const Tensor& x, const Tensor& v, double eps) override {
+  void layer_norm_backward(const Tensor& o, const Tensor& x, const Tensor& v, double eps) override {
     prof::Scope t(Kind::Fused, "layer_norm_backward");
     cpu::layer_norm_backward(o, x, v, eps);
-    return true;
   }
-  bool layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz,
+  void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz,
                       double eps) override {
     prof::Scope t(Kind::Fused, "layer_norm_vjp");
     cpu::layer_norm_vjp(dx, dv, x, v, dz, eps);
-    return true;
   }
-  bool rms_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
+  void rms_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm");
     cpu::rms_norm_rows(o, x, eps);
-    return true;
   }
-  bool sum_squares(const Tensor& x, double& out) override {
+  double sum_squares(const Tensor& x) override {
     prof::Scope t(Kind::Reduction, "sum_squares");
-    out = cpu::sum_squares(x);
-    return true;
+    return cpu::sum_squares(x);
   }
-  bool adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) override {
+  void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) override {
     prof::Scope t(Kind::Fused, "adamw_step");
     cpu::adamw_step(p, m, v, g, c);
-    return true;
   }
-  bool act_mul(GateAct act, const Tensor& o, const Tensor& a, const Tensor& b) override {
+  void act_mul(GateAct act, const Tensor& o, const Tensor& a, const Tensor& b) override {
     prof::Scope t(Kind::Fused, act == GateAct::Silu ? "silu_mul" : "gelu_tanh_mul");
     cpu::act_mul(act, o, a, b);
-    return true;
   }
-  bool act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
+  void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
                         const Tensor& g) override {
     prof::Scope t(Kind::Fused, act == GateAct::Silu ? "silu_mul_backward" : "gelu_tanh_mul_backward");
     cpu::act_mul_backward(act, da, db, a, b, g);
-    return true;
   }
-  bool layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const int64_t* goff,
+  void layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const int64_t* goff,
                          double eps) override {
     prof::Scope t(Kind::Fused, "layer_norm_affine");
     cpu::layer_norm_affine(o, x, gm, bt, goff, eps);
-    return true;
   }
-  bool layer_norm_affine_backward(const Tensor& dx, const Tensor& dg, const Tensor& db, const Tensor& x,
+  void layer_norm_affine_backward(const Tensor& dx, const Tensor& dg, const Tensor& db, const Tensor& x,
                                   const Tensor& gm, const Tensor& g, const int64_t* goff, double eps) override {
     prof::Scope t(Kind::Fused, "layer_norm_affine_backward");
     cpu::layer_norm_affine_backward(dx, dg, db, x, gm, g, goff, eps);
-    return true;
   }
-  bool rms_norm_affine(const Tensor& o, const Tensor& x, const Tensor& w, const int64_t* goff, double eps) override {
+  void rms_norm_affine(const Tensor& o, const Tensor& x, const Tensor& w, const int64_t* goff, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_affine");
     cpu::rms_norm_affine(o, x, w, goff, eps);
-    return true;
   }
-  bool rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
+  void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
                                 const int64_t* goff, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_affine_backward");
     cpu::rms_norm_affine_backward(dx, dw, x, w, g, goff, eps);
-    return true;
   }
-  bool ln_l2_grad(const Tensor& o, const Tensor& z, const Tensor& tg, const Tensor& gm, const Tensor& bt,
+  void ln_l2_grad(const Tensor& o, const Tensor& z, const Tensor& tg, const Tensor& gm, const Tensor& bt,
                   const int64_t* goff, double eps) override {
     prof::Scope t(Kind::Fused, "ln_l2_grad");
     cpu::ln_l2_grad(o, z, tg, gm, bt, goff, eps);
-    return true;
   }
-  bool ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dg, const Tensor& db, const Tensor& z,
+  void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dg, const Tensor& db, const Tensor& z,
                       const Tensor& tg, const Tensor& gm, const Tensor& bt, const Tensor& w, const int64_t* goff,
                       double eps) override {
     prof::Scope t(Kind::Fused, "ln_l2_grad_vjp");
     cpu::ln_l2_grad_vjp(dz, dt, dg, db, z, tg, gm, bt, w, goff, eps);
-    return true;
   }
-  bool rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
+  void rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_backward");
     cpu::rms_norm_backward(o, x, g, eps);
-    return true;
   }
 
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {

@@ -106,6 +106,9 @@ class CudaBackend final : public Backend {
   void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) override {
     cuda::rng_normal(out, seed, counter, mean, std);
   }
+  // No fused kernel yet: every fused op runs as its differentiable composition of the kernels above
+  // (autograd/compose.cpp), which `ponder bench ops --device cuda` shows as separate launches.
+  bool supports(FusedOp) const override { return false; }
 };
 
 CudaBackend g_backend;

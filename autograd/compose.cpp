@@ -1,0 +1,157 @@
+// The fused ops' definitions (autograd/compose.h). Nested fused ops are called through their front ends
+// (autograd/ops.h, autograd/fused.h), so a composition uses whichever of them has a kernel here; the statistics
+// x̂, s and y, r are computed once per composition, as the kernels compute them, so a composition run entirely
+// from primitives counts what its kernel does.
+#include "autograd/compose.h"
+
+#include "autograd/fused.h"
+#include "tensor/kernels.h"
+
+namespace ponder::compose {
+namespace {
+
+// Mean over the last axis plus a shift, as one sum and one affine map (the shift is where eps goes).
+Tensor row_mean(const Tensor& t, double shift = 0) {
+  return affine(sum(t, {-1}, true), 1.0 / double(t.shape().back()), shift);
+}
+// t seen with x's shape (a view: what a kernel reads when t broadcasts).
+Tensor like(const Tensor& t, const Tensor& x) { return t.shape() == x.shape() ? t : expand(t, x.shape()); }
+
+struct Stats {
+  Tensor xh, s;  // x̂ (shape of x) and its scale s (rows, 1); for RMS: y and r
+};
+Stats ln_stats(const Tensor& x, double eps) {
+  Tensor xc = sub(x, row_mean(x));
+  Tensor s = rsqrt(row_mean(mul(xc, xc), eps));
+  return {mul(xc, s), s};
+}
+Stats rms_stats(const Tensor& x, double eps) {
+  Tensor r = rsqrt(row_mean(mul(x, x), eps));
+  return {mul(x, r), r};
+}
+// s·(v − m1 − x̂·m2)
+Tensor ln_project(const Stats& st, const Tensor& v, const Tensor& m1, const Tensor& m2) {
+  return mul(sub(sub(v, m1), mul(st.xh, m2)), st.s);
+}
+void check_rows(const char* op, const Tensor& x) {
+  if (x.dim() < 1) throw std::invalid_argument(std::string(op) + ": input needs at least 1 axis, got a scalar");
+}
+
+}  // namespace
+
+Tensor layer_norm_rows(const Tensor& x, double eps) {
+  check_rows("layer_norm_rows", x);
+  return ln_stats(x, eps).xh;
+}
+
+Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
+  check_rows("layer_norm_backward", x);
+  const Tensor vx = like(v, x);
+  const Stats st = ln_stats(x, eps);
+  return ln_project(st, vx, row_mean(vx), row_mean(mul(vx, st.xh)));
+}
+
+// z = s·(v − m1 − x̂·m2) with m1 = mean v, m2 = mean(v⊙x̂) is linear in v with a self-adjoint map, so
+// dv = layer_norm_backward(x, dz). Through x̂ (s held): dx̂ = −s·(m2·dz + mean(dz⊙x̂)·v); through s itself:
+// ds = Σ dz⊙z / s and ∂s/∂x = −s²·x̂/D. Together dx = layer_norm_backward(x, dx̂) − s·mean(dz⊙z)·x̂.
+std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps) {
+  check_rows("layer_norm_vjp", x);
+  const Tensor vx = like(v, x), gx = like(dz, x);
+  const Stats st = ln_stats(x, eps);
+  Tensor m2 = row_mean(mul(vx, st.xh));
+  Tensor z = ln_project(st, vx, row_mean(vx), m2);
+  Tensor b = row_mean(mul(gx, st.xh)), cz = row_mean(mul(gx, z));
+  Tensor dv = ln_project(st, gx, row_mean(gx), b);
+  Tensor dxh = mul(add(mul(gx, m2), mul(vx, b)), neg(st.s));
+  Tensor proj = ln_project(st, dxh, row_mean(dxh), row_mean(mul(dxh, st.xh)));
+  return {sub(proj, mul(st.xh, mul(st.s, cz))), dv};
+}
+
+Tensor rms_norm_rows(const Tensor& x, double eps) {
+  check_rows("rms_norm_rows", x);
+  return rms_stats(x, eps).xh;
+}
+
+Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
+  check_rows("rms_norm_backward", x);
+  const Tensor gx = like(g, x);
+  const Stats st = rms_stats(x, eps);
+  return mul(sub(gx, mul(st.xh, row_mean(mul(gx, st.xh)))), st.s);
+}
+
+Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  raw::check_row_params("layer_norm_affine", x, gamma, beta);
+  return add(mul(ponder::layer_norm_rows(x, eps), gamma), beta);
+}
+
+std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps) {
+  raw::check_row_params("layer_norm_affine_backward", x, gamma, gamma);
+  const Tensor gx = like(g, x);
+  return {ponder::layer_norm_backward(x, mul(gx, gamma), eps),
+          sum_to(mul(gx, ponder::layer_norm_rows(x, eps)), gamma.shape()), sum_to(gx, gamma.shape())};
+}
+
+Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
+  raw::check_row_params("rms_norm_affine", x, weight, weight);
+  return mul(ponder::rms_norm_rows(x, eps), weight);
+}
+
+std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g, double eps) {
+  raw::check_row_params("rms_norm_affine_backward", x, weight, weight);
+  const Tensor gx = like(g, x);
+  return {ponder::rms_norm_backward(x, mul(gx, weight), eps),
+          sum_to(mul(gx, ponder::rms_norm_rows(x, eps)), weight.shape())};
+}
+
+Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps) {
+  raw::check_row_params("ln_l2_grad", z, gamma, beta);
+  Tensor y = add(mul(ponder::layer_norm_rows(z, eps), gamma), beta);
+  return ponder::layer_norm_backward(z, mul(sub(y, like(t, z)), gamma), eps);
+}
+
+// gy = r⊙γ with r = γ⊙x̂ + β − t, and out = layer_norm_backward(z, gy). Through gy: dgy (and part of dz) from
+// layer_norm_vjp; then x̂ gets dgy⊙γ², γ gets dgy⊙(r + γ⊙x̂), β gets dgy⊙γ and t gets −dgy⊙γ.
+std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& w, double eps) {
+  raw::check_row_params("ln_l2_grad_vjp", z, gamma, beta);
+  Tensor xh = ponder::layer_norm_rows(z, eps);
+  Tensor r = sub(add(mul(xh, gamma), beta), like(t, z));
+  auto [dz_a, dgy] = ponder::layer_norm_vjp(z, mul(r, gamma), like(w, z), eps);
+  Tensor dgyg = mul(dgy, gamma);
+  Tensor dz = add(dz_a, ponder::layer_norm_backward(z, mul(dgyg, gamma), eps));
+  Tensor dt = neg(dgyg);
+  Tensor db = sum_to(dgyg, beta.shape());
+  Tensor dg = sum_to(mul(dgy, add(r, mul(gamma, xh))), gamma.shape());
+  return {dz, dt, dg, db};
+}
+
+namespace {
+Tensor act(GateAct a, const Tensor& x) { return a == GateAct::Silu ? silu(x) : gelu_tanh(x); }
+Tensor act_grad(GateAct a, const Tensor& x) { return a == GateAct::Silu ? silu_grad(x) : gelu_tanh_grad(x); }
+}  // namespace
+
+Tensor act_mul(GateAct a, const Tensor& x, const Tensor& b) { return mul(act(a, x), b); }  // b may broadcast
+
+std::pair<Tensor, Tensor> act_mul_backward(GateAct a, const Tensor& x, const Tensor& b, const Tensor& g) {
+  raw::check_gate("act_mul_backward", x, b);
+  raw::check_gate("act_mul_backward", x, g);
+  return {mul(mul(g, b), act_grad(a, x)), mul(g, act(a, x))};
+}
+
+double sum_squares(const Tensor& t) {
+  NoGradGuard ng;
+  Tensor d = to_dtype(t, DType::F64);
+  return sum(mul(d, d)).item();
+}
+
+void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
+  NoGradGuard ng;
+  raw::check_adamw(p, m, v, g);
+  raw::copy_(m, add(affine(m, c.beta1, 0), affine(g, 1 - c.beta1, 0)));
+  raw::copy_(v, add(affine(v, c.beta2, 0), affine(mul(g, g), 1 - c.beta2, 0)));
+  Tensor denom = affine(sqrt(affine(v, 1 / c.bc2, 0)), 1, c.eps);
+  Tensor update = div(affine(m, c.lr / c.bc1, 0), denom);
+  raw::copy_(p, sub(affine(p, 1 - c.lr * c.weight_decay, 0), update));
+}
+
+}  // namespace ponder::compose

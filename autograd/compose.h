@@ -1,0 +1,45 @@
+// The definition of every fused op (PONDER_FUSED_OPS, tensor/backend.h), written once as a composition of
+// differentiable ops. Under no-grad a composition runs the primitive kernels; under grad mode it records them, so
+// gradients of any order flow through it with no rule of its own. A backend's fused kernel is an optimisation of
+// one of these (tests/test_ops.cpp compares the two in values and FLOPs), and the FLOPs counted for a fused kernel
+// are its composition's (autograd/fused.h). Code calls the ops of autograd/ops.h and autograd/fused.h, which pick
+// kernel or composition; only those and the tests call these directly.
+//
+// Rows are the last axis (D). Means are over it. x̂ = (x − mean x)·s with s = 1/sqrt(mean((x − mean x)²) + eps);
+// y = x·r with r = 1/sqrt(mean(x²) + eps). v, g, dz, t and w broadcast to x (z); γ, β and the RMS weight
+// broadcast to x along its leading axes, and their gradients are summed back to their own shape.
+#pragma once
+#include <array>
+#include <utility>
+
+#include "autograd/ops.h"
+
+namespace ponder::compose {
+
+Tensor layer_norm_rows(const Tensor& x, double eps);                       // x̂
+Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps);  // s·(v − mean v − x̂·mean(v⊙x̂))
+// The VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz: {dx, dv}, both shaped like x.
+std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps);
+Tensor rms_norm_rows(const Tensor& x, double eps);                         // y
+Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);    // r·(g − y·mean(g⊙y))
+Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps);  // γ⊙x̂ + β
+// Its gradients for upstream g: {dx, dγ, dβ}.
+std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps);
+Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps);  // w⊙y
+std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g,
+                                               double eps);  // {dx, dw}
+// ∂/∂z of ½‖γ⊙x̂ + β − t‖² row by row (x̂ of z): layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ) (docs/ttt.md §1.6).
+Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta, double eps);
+// Its VJP for upstream w: {dz, dt (shaped like z), dγ, dβ} (docs/ttt.md §2.2).
+std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& w, double eps);
+Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);  // act(a)⊙b
+// {da, db} = {(g⊙b)⊙act'(a), g⊙act(a)}
+std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
+// Σ t², t converted to float64 first.
+double sum_squares(const Tensor& t);
+// One AdamW step on p, m, v in place (AdamWCoeffs in tensor/backend.h states the rule, in this order of
+// float operations, which the fused kernels follow bit for bit).
+void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
+
+}  // namespace ponder::compose
