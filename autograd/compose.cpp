@@ -4,6 +4,8 @@
 // from primitives counts what its kernel does.
 #include "autograd/compose.h"
 
+#include <vector>
+
 #include "autograd/fused.h"
 #include "tensor/kernels.h"
 
@@ -152,6 +154,39 @@ void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor
   Tensor denom = affine(sqrt(affine(v, 1 / c.bc2, 0)), 1, c.eps);
   Tensor update = div(affine(m, c.lr / c.bc1, 0), denom);
   raw::copy_(p, sub(affine(p, 1 - c.lr * c.weight_decay, 0), update));
+}
+
+namespace {
+// 1 where query i may not see key j, (n, T) in q's dtype on q's device; built on the host (0 FLOPs: a table).
+Tensor hidden_keys(const Tensor& q, int64_t T, const AttnGeometry& g) {
+  const int64_t n = q.shape()[q.dim() - 2];
+  std::vector<double> m(size_t(n * T), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < T; ++j) {
+      const int64_t lag = g.t0 + i - (g.first + j);
+      m[size_t(i * T + j)] = lag < 0 || (g.window && lag >= g.window) ? 1.0 : 0.0;
+    }
+  return raw::to_device(Tensor::from_vector(m, {n, T}, q.dtype()), q.device());
+}
+Tensor attention_probs(const Tensor& q, const Tensor& k, const AttnGeometry& g) {
+  raw::check_attention(q, k, k, g);
+  Tensor scores = affine(matmul(q, transpose(k, -1, -2)), g.scale, 0);  // (…, n, T)
+  return softmax(masked_fill(scores, hidden_keys(q, k.shape()[k.dim() - 2], g), -1e9), -1);
+}
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo) {
+  raw::check_attention(q, k, v, geo);
+  return matmul(attention_probs(q, k, geo), v);
+}
+
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy,
+                                         const AttnGeometry& geo) {
+  raw::check_attention(q, k, v, geo);
+  Tensor p = attention_probs(q, k, geo);
+  Tensor dp = matmul(dy, transpose(v, -1, -2));
+  Tensor ds = affine(mul(p, sub(dp, sum(mul(dp, p), {-1}, true))), geo.scale, 0);
+  return {matmul(ds, k), matmul(transpose(ds, -1, -2), q), matmul(transpose(p, -1, -2), dy)};
 }
 
 }  // namespace ponder::compose

@@ -41,5 +41,11 @@ double sum_squares(const Tensor& t);
 // One AdamW step on p, m, v in place (AdamWCoeffs in tensor/backend.h states the rule, in this order of
 // float operations, which the fused kernels follow bit for bit).
 void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
+// Causal softmax attention per head (AttnGeometry in tensor/backend.h says which keys each query sees):
+// softmax(scale·q·kᵀ, hidden keys at −1e9)·v, q (…, n, f), k and v (…, T, f); and its gradients {dq, dk, dv}
+// for upstream dy (the softmax's VJP: dS = scale·P⊙(dP − Σ dP⊙P) with dP = dy·vᵀ).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo);
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy,
+                                         const AttnGeometry& geo);
 
 }  // namespace ponder::compose

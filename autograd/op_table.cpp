@@ -388,6 +388,55 @@ void add_matmul_cases(std::vector<OpCase>& t) {
                mm, mm_ref, {}});
 }
 
+// ---- attention (checked against a plain loop over the keys each query sees)
+std::function<Dense(const Refs&)> attention_ref(AttnGeometry g) {
+  return [g](const Refs& r) {
+    const Dense &q = r[0], &k = r[1], &v = r[2];
+    const int64_t n = q.shape[q.shape.size() - 2], f = q.shape.back(), T = k.shape[k.shape.size() - 2];
+    Dense o = q;
+    for (int64_t h = 0; h < q.numel() / (n * f); ++h)
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<double> p(size_t(T), 0.0);
+        double m = -1e300, z = 0;
+        auto seen = [&](int64_t j) {
+          const int64_t lag = g.t0 + i - (g.first + j);
+          return lag >= 0 && (g.window == 0 || lag < g.window);
+        };
+        for (int64_t j = 0; j < T; ++j) {
+          if (!seen(j)) continue;
+          for (int64_t c = 0; c < f; ++c) p[size_t(j)] += q.v[size_t((h * n + i) * f + c)] * k.v[size_t((h * T + j) * f + c)];
+          p[size_t(j)] *= g.scale;
+          m = std::max(m, p[size_t(j)]);
+        }
+        for (int64_t j = 0; j < T; ++j) z += seen(j) ? std::exp(p[size_t(j)] - m) : 0;
+        for (int64_t c = 0; c < f; ++c) {
+          double y = 0;
+          for (int64_t j = 0; j < T; ++j)
+            if (seen(j)) y += std::exp(p[size_t(j)] - m) / z * v.v[size_t((h * T + j) * f + c)];
+          o.v[size_t((h * n + i) * f + c)] = y;
+        }
+      }
+    return o;
+  };
+}
+
+void add_attention_cases(std::vector<OpCase>& t) {
+  const AttnGeometry causal{0.7, 0, 0, 0}, cached{0.5, 10, 7, 5};  // 3 cached keys, a window of 5
+  t.push_back({"attention (causal, transposed q)", {Op::Attention},
+               [](DType dt) {
+                 return Ins{raw::transpose(U({2, 2, 3, 5}, -1, 1, 111, dt), 2, 3), U({2, 2, 5, 3}, -1, 1, 112, dt),
+                            U({2, 2, 5, 3}, -1, 1, 113, dt)};
+               },
+               {true, true, true}, [causal](const Ins& x) { return attention(x[0], x[1], x[2], causal); },
+               attention_ref(causal), {}});
+  t.push_back({"attention (cached keys, window)", {Op::Attention},
+               [](DType dt) {
+                 return Ins{U({1, 2, 4, 3}, -1, 1, 114, dt), U({1, 2, 7, 3}, -1, 1, 115, dt), U({1, 2, 7, 3}, -1, 1, 116, dt)};
+               },
+               {true, true, true}, [cached](const Ins& x) { return attention(x[0], x[1], x[2], cached); },
+               attention_ref(cached), {}});
+}
+
 // ---- shape and layout
 void add_shape_cases(std::vector<OpCase>& t) {
   t.push_back({"reshape (non-contiguous)", {Op::Reshape}, [](DType dt) { return Ins{T(U({4, 3}, -1, 1, 61, dt))}; },
@@ -571,6 +620,7 @@ std::vector<OpCase> build() {
   add_norm_cases(t);
   add_fused_activation_cases(t);
   add_matmul_cases(t);
+  add_attention_cases(t);
   add_shape_cases(t);
   add_shift_and_copy_cases(t);
   add_indexing_cases(t);

@@ -86,6 +86,12 @@ Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps);
 // r·(g − y·mean(g⊙y)), y = rms_norm_rows(x), r = 1/sqrt(mean(x²) + eps): its gradient for upstream g.
 Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);
 
+// ---- attention
+// Causal softmax attention per head: softmax(scale·q·kᵀ over the keys each query sees)·v, q (…, n, f), k and
+// v (…, T, f); AttnGeometry (tensor/backend.h) places queries and keys and sets the window. One fused kernel
+// forward and backward where the backend has it (it skips hidden keys and stores no (n × T) tensor).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo);
+
 // ---- masks
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);

@@ -115,7 +115,7 @@ Tensor act_mul_op(GateAct act, const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || !fused::use(FusedOp::ActMul, a)) return compose::act_mul(act, a, b);
   OpRecorder r(Op::ActMul, {a, b});
   Tensor y = raw::act_mul(act, a, b);
-  fused::count(FusedOp::ActMul, a, false, int(act));
+  fused::count(FusedOp::ActMul, fused::rows_of(a), false, int(act));
   return r.done(y, {a, b}, [act](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     auto [da, db] = act_mul_backward(act, s[0], s[1], g);
     return std::vector<Tensor>{da, db};

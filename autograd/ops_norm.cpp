@@ -26,7 +26,7 @@ Tensor layer_norm_rows(const Tensor& x, double eps) {
   if (!fused::use(FusedOp::LayerNormRows, x)) return compose::layer_norm_rows(x, eps);
   OpRecorder r(Op::LayerNorm, {x});
   Tensor y = raw::layer_norm_rows(x, eps);
-  fused::count(FusedOp::LayerNormRows, x);
+  fused::count(FusedOp::LayerNormRows, fused::rows_of(x));
   return r.done(y, {x}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     return std::vector<Tensor>{layer_norm_backward(s[0], g, eps)};
   });
@@ -37,7 +37,7 @@ Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
   if (!fused::use(FusedOp::LayerNormBackward, x)) return compose::layer_norm_backward(x, v, eps);
   OpRecorder r(Op::LayerNormBackward, {x, v});
   Tensor z = raw::layer_norm_backward(x, v, eps);
-  fused::count(FusedOp::LayerNormBackward, x);
+  fused::count(FusedOp::LayerNormBackward, fused::rows_of(x));
   return r.done(z, {x, v}, [eps](const Tensor& dz, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dv] = layer_norm_vjp(s[0], s[1], dz, eps);
     return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? sum_to(dv, s[1].shape()) : Tensor()};
@@ -49,7 +49,7 @@ Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& bet
   if (!fused::use(FusedOp::LayerNormAffine, x)) return compose::layer_norm_affine(x, gamma, beta, eps);
   OpRecorder r(Op::LayerNormAffine, {x, gamma, beta});
   Tensor y = raw::layer_norm_affine(x, gamma, beta, eps);
-  fused::count(FusedOp::LayerNormAffine, x, smaller(gamma, x));
+  fused::count(FusedOp::LayerNormAffine, fused::rows_of(x), smaller(gamma, x));
   return r.done(y, {x, gamma}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dg, db] = layer_norm_affine_backward(s[0], s[1], g, eps);
     return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? dg : Tensor(), n[2] ? db : Tensor()};
@@ -61,7 +61,7 @@ Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, co
   if (!fused::use(FusedOp::LnL2Grad, z)) return compose::ln_l2_grad(z, target, gamma, beta, eps);
   OpRecorder r(Op::LnL2Grad, {z, target, gamma, beta});
   Tensor y = raw::ln_l2_grad(z, target, gamma, beta, eps);
-  fused::count(FusedOp::LnL2Grad, z, smaller(gamma, z));
+  fused::count(FusedOp::LnL2Grad, fused::rows_of(z), smaller(gamma, z));
   return r.done(y, {z, target, gamma, beta},
                 [eps](const Tensor& w, const std::vector<Tensor>& s, const std::vector<bool>& n) {
                   auto [dz, dt, dg, db] = ln_l2_grad_vjp(s[0], s[1], s[2], s[3], w, eps);
@@ -75,7 +75,7 @@ Tensor rms_norm_rows(const Tensor& x, double eps) {
   if (!fused::use(FusedOp::RmsNormRows, x)) return compose::rms_norm_rows(x, eps);
   OpRecorder r(Op::RmsNorm, {x});
   Tensor y = raw::rms_norm_rows(x, eps);
-  fused::count(FusedOp::RmsNormRows, x);
+  fused::count(FusedOp::RmsNormRows, fused::rows_of(x));
   return r.done(y, {x}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     return std::vector<Tensor>{rms_norm_backward(s[0], g, eps)};
   });
@@ -86,7 +86,7 @@ Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
   if (!fused::use(FusedOp::RmsNormAffine, x)) return compose::rms_norm_affine(x, weight, eps);
   OpRecorder r(Op::RmsNormAffine, {x, weight});
   Tensor y = raw::rms_norm_affine(x, weight, eps);
-  fused::count(FusedOp::RmsNormAffine, x, smaller(weight, x));
+  fused::count(FusedOp::RmsNormAffine, fused::rows_of(x), smaller(weight, x));
   return r.done(y, {x, weight}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dw] = rms_norm_affine_backward(s[0], s[1], g, eps);
     return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? dw : Tensor()};
@@ -98,7 +98,7 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
   if (!fused::use(FusedOp::RmsNormBackward, x)) return compose::rms_norm_backward(x, g, eps);
   OpRecorder r(Op::RmsNormBackward, {x, g});
   Tensor w = raw::rms_norm_backward(x, g, eps);
-  fused::count(FusedOp::RmsNormBackward, x);
+  fused::count(FusedOp::RmsNormBackward, fused::rows_of(x));
   return r.done(w, {x, g}, [eps](const Tensor& dz, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     // w = r·(g − y·m), m = mean(g⊙y), y = x·r. Self-adjoint in g: dg = rms_norm_backward(x, dz). Through y
     // (r held): dy = −r·(m·dz + mean(dz⊙y)·g); through r itself: dr = Σ dz⊙w / r, ∂r/∂x = −r²·y/D. So

@@ -48,11 +48,19 @@ struct AdamWCoeffs {
   X(LayerNormAffine, "layer_norm_affine") X(LayerNormAffineBackward, "layer_norm_affine_backward")            \
   X(RmsNormAffine, "rms_norm_affine") X(RmsNormAffineBackward, "rms_norm_affine_backward")                    \
   X(LnL2Grad, "ln_l2_grad") X(LnL2GradVjp, "ln_l2_grad_vjp") X(ActMul, "act_mul")                              \
-  X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")
+  X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")              \
+  X(Attention, "attention") X(AttentionBackward, "attention_backward")
 
 #define PONDER_ENUM_ID(id, ...) id,
 enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
 #undef PONDER_ENUM_ID
+
+// Which keys each query of a causal attention sees. Query i stands at position t0 + i and key j at first + j;
+// key j is seen when 0 ≤ (t0 + i) − (first + j) < window (window 0: no bound). Scores are scale·q·k.
+struct AttnGeometry {
+  double scale;
+  int64_t t0, first, window;
+};
 
 const char* unary_name(UnaryOp op);
 const char* fused_op_name(FusedOp op);
@@ -155,6 +163,17 @@ class Backend {
   // One AdamW update in place on contiguous tensors of one shape (AdamWCoeffs above states the rule).
   virtual void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWCoeffs&) {
     unsupported(FusedOp::AdamwStep);
+  }
+  // Causal softmax attention per head, q (G, n, f) against k, v (G, T, f), contiguous, keys seen as AttnGeometry
+  // says: y = softmax(scale·q·kᵀ over the keys seen)·v (G, n, f), lse (G, n) the log of each row's softmax
+  // normaliser (with its max); attention_backward: dq, dk, dv of y for upstream dy, from the saved y and lse.
+  virtual void attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         const AttnGeometry&) {
+    unsupported(FusedOp::Attention);
+  }
+  virtual void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AttnGeometry&) {
+    unsupported(FusedOp::AttentionBackward);
   }
 
  protected:

@@ -1,6 +1,7 @@
 #include "tensor/kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <numeric>
 #include <stdexcept>
@@ -639,6 +640,58 @@ void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor
               "adamw_step_: the fused kernel updates contiguous p, m and v in place");
   be(p).adamw_step(p, m, v, contiguous(g), c);
   for (const Tensor* t : {&p, &m, &v}) t->bump_version();
+}
+
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo) {
+  check_same("attention", q, k);
+  check_same("attention", q, v);
+  PONDER_NEED(is_float(q.dtype()), "attention: needs floating tensors");
+  PONDER_NEED(q.dim() >= 2 && k.dim() == q.dim() && v.shape() == k.shape(),
+              "attention: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + " and v " + shape_str(v.shape()) +
+                  " must be (…, n, f), (…, T, f), (…, T, f)");
+  for (size_t d = 0; d + 2 < q.dim(); ++d)
+    PONDER_NEED(q.shape()[d] == k.shape()[d], "attention: q " + shape_str(q.shape()) + " and k " + shape_str(k.shape()) +
+                                                  " differ in their leading axes");
+  PONDER_NEED(q.shape().back() == k.shape().back() && k.shape()[k.dim() - 2] >= 1,
+              "attention: q " + shape_str(q.shape()) + " and k " + shape_str(k.shape()) + " need one width and a key");
+  PONDER_NEED(geo.scale > 0 && std::isfinite(geo.scale) && geo.window >= 0,
+              "attention: scale " + std::to_string(geo.scale) + " and window " + std::to_string(geo.window) +
+                  " must be positive and non-negative");
+  // Every query sees a key: the first query is at or after the first key, and a window never runs past the keys.
+  const int64_t n = q.shape()[q.dim() - 2], T = k.shape()[k.dim() - 2];
+  PONDER_NEED(geo.t0 >= geo.first && (geo.window == 0 || geo.t0 + n - geo.first <= T),
+              "attention: queries at " + std::to_string(geo.t0) + "… and " + std::to_string(T) + " keys at " +
+                  std::to_string(geo.first) + "… leave a query with no key to see (window " +
+                  std::to_string(geo.window) + ")");
+}
+
+namespace {
+// x (…, r, f) as a contiguous (G, r, f).
+Tensor heads(const Tensor& x) {
+  const int64_t r = x.shape()[x.dim() - 2], f = x.shape().back();
+  return reshape(contiguous(x), {r * f ? x.numel() / (r * f) : 0, r, f});
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo) {
+  check_attention(q, k, v, geo);
+  Tensor qg = heads(q), kg = heads(k), vg = heads(v);
+  Tensor y = empty_like(qg), lse = Tensor::empty({qg.shape()[0], qg.shape()[1]}, q.dtype(), q.device());
+  be(q).attention(y, lse, qg, kg, vg, geo);
+  Shape ls(q.shape().begin(), q.shape().end() - 1);
+  return {reshape(y, q.shape()), reshape(lse, ls)};
+}
+
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                                         const Tensor& lse, const Tensor& dy, const AttnGeometry& geo) {
+  check_attention(q, k, v, geo);
+  PONDER_NEED(y.shape() == q.shape() && dy.shape() == q.shape(), "attention_backward: y " + shape_str(y.shape()) +
+                                                                     " and dy " + shape_str(dy.shape()) + " must be shaped like q " + shape_str(q.shape()));
+  Tensor qg = heads(q), kg = heads(k), vg = heads(v), yg = heads(y), dyg = heads(dy);
+  Tensor lg = reshape(contiguous(lse), {qg.shape()[0], qg.shape()[1]});
+  Tensor dq = empty_like(qg), dk = empty_like(kg), dv = empty_like(vg);
+  be(q).attention_backward(dq, dk, dv, qg, kg, vg, yg, lg, dyg, geo);
+  return {reshape(dq, q.shape()), reshape(dk, k.shape()), reshape(dv, v.shape())};
 }
 
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {

@@ -87,6 +87,15 @@ double sum_squares(const Tensor& t);
 // p, m, v contiguous, updated in place (versions bumped).
 void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
 
+// Causal attention: q (…, n, f), k and v (…, T, f) with the same leading axes; {y (…, n, f), lse (…, n)}, and
+// the gradients {dq, dk, dv} of y for upstream dy (…, n, f) from y and lse.
+std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo);
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                                         const Tensor& lse, const Tensor& dy, const AttnGeometry& geo);
+// The operand checks attention and its composition share: floating q, k, v on one device and dtype, q
+// (…, n, f) and k, v (…, T, f) with equal leading axes, T ≥ 1, and a positive finite scale.
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo);
+
 // Whether fused op `op` runs as its kernel for operand x: fused kernels are on (set_fused_kernels), x is a
 // floating tensor and x's backend supports() it.
 bool fused_available(FusedOp op, const Tensor& x);

@@ -1,11 +1,13 @@
 // Same seed ⇒ bitwise-identical parameters after 20 AdamW steps, for 1 and for 2 threads (each
-// thread count compared with itself; sizes are large enough that kernels actually go parallel).
+// thread count compared with itself; sizes are large enough that kernels actually go parallel), and kernels
+// whose results must not depend on the thread count.
 #include <doctest/doctest.h>
 
 #include "autograd/engine.h"
 #include "autograd/nn.h"
 #include "autograd/optim.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/kernels.h"
 
 using namespace ponder;
 
@@ -40,4 +42,19 @@ TEST_CASE("same seed gives bitwise-identical parameters after 20 AdamW steps") {
     CHECK(a == b);
     CHECK(train_20_steps(18) != a);  // a different seed gives different parameters
   }
+}
+
+TEST_CASE("the attention kernel gives the same bits on 1 and 2 threads, forward and backward") {
+  Generator gen(23);
+  Tensor q = gen.normal({2, 4, 130, 16}, 0, 1), k = gen.normal({2, 4, 130, 16}, 0, 1);
+  Tensor v = gen.normal({2, 4, 130, 16}, 0, 1), dy = gen.normal({2, 4, 130, 16}, 0, 1);
+  const AttnGeometry geo{0.25, 0, 0, 48};
+  std::vector<std::vector<double>> out[2];
+  for (int threads : {1, 2}) {
+    cpu::set_num_threads(threads);
+    auto [y, lse] = raw::attention(q, k, v, geo);
+    auto [dq, dk, dv] = raw::attention_backward(q, k, v, y, lse, dy, geo);
+    for (const Tensor& t : {y, lse, dq, dk, dv}) out[threads - 1].push_back(t.to_vector());
+  }
+  CHECK(out[0] == out[1]);
 }

@@ -105,6 +105,50 @@ TEST_CASE("fused kernels equal their compositions, in values and in FLOPs counte
   }
 }
 
+TEST_CASE("the attention kernel equals its composition across query blocks, with a cache and a window") {
+  Generator g(43);
+  NoGradGuard ng;
+  struct Geo {
+    Shape q, kv;
+    AttnGeometry geo;
+  };
+  // Causal over 150 queries (three blocks of the kernel's 64); then 70 queries after 130 cached keys, window 100.
+  for (const Geo& c : {Geo{{2, 2, 150, 8}, {2, 2, 150, 8}, {0.35, 0, 0, 0}},
+                       Geo{{1, 3, 70, 16}, {1, 3, 200, 16}, {0.25, 500, 370, 100}}})
+    for (DType dt : {DType::F64, DType::F32}) {
+      CAPTURE(shape_str(c.kv));
+      const double tol = dt == DType::F64 ? 1e-12 : 1e-5;
+      Tensor q = g.normal(c.q, 0, 1, dt), k = g.normal(c.kv, 0, 1, dt), v = g.normal(c.kv, 0, 1, dt);
+      Tensor dy = g.normal(c.q, 0, 1, dt);
+      auto run = [&](bool fused) {
+        raw::set_fused_kernels(fused);
+        FlopScope scope;
+        Tensor y = attention(q, k, v, c.geo);
+        Tensor lse = fused ? raw::attention(q, k, v, c.geo).second : Tensor();
+        const FlopCounts fwd = scope.counts();
+        auto grads = attention_backward(q, k, v, y, lse, dy, c.geo);
+        raw::set_fused_kernels(true);
+        return std::make_tuple(std::vector<Tensor>{y, grads[0], grads[1], grads[2]}, fwd, scope.counts());
+      };
+      auto [fo, ff, ft] = run(true);
+      auto [po, pf, pt] = run(false);
+      for (size_t i = 0; i < fo.size(); ++i) {
+        CAPTURE(i);
+        auto a = fo[i].to_vector(), b = po[i].to_vector();
+        double err = 0, scale = 1e-30;
+        for (size_t j = 0; j < a.size(); ++j) {
+          err = std::max(err, std::abs(a[j] - b[j]));
+          scale = std::max(scale, std::abs(b[j]));
+        }
+        CHECK(err / scale <= tol);
+      }
+      // raw::attention (for lse) counts nothing: FLOPs belong to the op, counted once by the front end.
+      CHECK(ff.total() == pf.total());
+      CHECK((ft - ff).total() == (pt - pf).total());
+      CHECK(pf.category(FlopCat::Matmul) == uint64_t(4 * shape_numel(c.q) / c.q.back() * c.kv[2] * c.q.back()));
+    }
+}
+
 TEST_CASE("each backend says which fused kernels it has; the derived FLOP rules are the kernels' known counts") {
   for (size_t i = 0; i < size_t(FusedOp::Count); ++i) {
     CAPTURE(fused_op_name(FusedOp(i)));
@@ -113,20 +157,23 @@ TEST_CASE("each backend says which fused kernels it has; the derived FLOP rules 
   // Counted by hand from the compositions (elements, rows per category) and stated in docs/engine.md.
   auto el = [](FusedOp op, int64_t n, int64_t r) {
     const fused::Rule rule = fused::rule(op);
-    return rule.per_elem[size_t(FlopCat::Elementwise)] == n && rule.per_row[size_t(FlopCat::Elementwise)] == r;
+    return rule.term(FlopCat::Elementwise, {0, 1}) == n && rule.term(FlopCat::Elementwise, {0}) == r &&
+           rule.term(FlopCat::Elementwise, {1}) == 0 && rule.term(FlopCat::Elementwise, {}) == 0;
   };
   CHECK(el(FusedOp::LayerNormRows, 3, 3));
   CHECK(el(FusedOp::LayerNormBackward, 8, 5));
   CHECK(el(FusedOp::LayerNormVjp, 25, 12));
   CHECK(el(FusedOp::LnL2GradVjp, 47, 20));
   CHECK(el(FusedOp::AdamwStep, 14, 0));
-  const fused::Rule l2 = fused::rule(FusedOp::LnL2GradVjp);
-  CHECK(l2.per_elem[size_t(FlopCat::Reduction)] == 15);
-  CHECK(l2.per_elem_bcast[size_t(FlopCat::Reduction)] == 2);  // dγ and dβ summed over rows
-  CHECK(l2.per_elem[size_t(FlopCat::Matmul)] == 0);
+  CHECK(fused::rule(FusedOp::LnL2GradVjp).term(FlopCat::Reduction, {0, 1}) == 15);
+  CHECK(fused::rule(FusedOp::LnL2GradVjp, true).term(FlopCat::Reduction, {0, 1}) == 17);  // dγ, dβ summed over rows
+  CHECK(fused::rule(FusedOp::LnL2GradVjp).term(FlopCat::Matmul, {0, 1}) == 0);
+  // Attention over sizes {G, n, T, f}: two products of 2·n·T·f each per head, and its backward four.
+  CHECK(fused::rule(FusedOp::Attention).term(FlopCat::Matmul, {0, 1, 2, 3}) == 4);
+  CHECK(fused::rule(FusedOp::AttentionBackward).term(FlopCat::Matmul, {0, 1, 2, 3}) >= 8);
   // A derivation counts nothing itself.
   FlopScope scope;
-  (void)fused::rule(FusedOp::ActMulBackward, int(GateAct::GeluTanh));
+  (void)fused::rule(FusedOp::ActMulBackward, false, int(GateAct::GeluTanh));
   CHECK(scope.counts().total() == 0);
 }
 

@@ -84,26 +84,13 @@ Tensor Attention::forward_chunk(const Tensor& x, KVCache& cache) const {
     v = cat({cache.v, v}, 2);
   }
   const int64_t T = k.shape()[2], first = t0 + n - T;  // keys hold positions [first, t0 + n)
-  Tensor scores = affine(matmul(q, transpose(k, -1, -2)), 1.0 / std::sqrt(double(f)), 0);  // (B, H, n, T)
-  Tensor hidden;  // 1 where key j may not be seen by query i
-  if (window == 0) {
-    hidden = raw::tri(Tensor::full({n, T}, 1.0, x.dtype(), x.device()), t0 + 1, true);  // key j > t0 + i
-  } else {
-    std::vector<double> m(size_t(n * T), 0.0);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < T; ++j) {
-        const int64_t lag = t0 + i - (first + j);  // query position − key position
-        m[size_t(i * T + j)] = lag < 0 || lag >= window ? 1.0 : 0.0;
-      }
-    hidden = raw::to_device(Tensor::from_vector(m, {n, T}, x.dtype()), x.device());
-  }
   // The cache keeps what later queries can still see: everything, or the last window − 1 positions.
   const int64_t keep = window == 0 ? T : std::min(T, window - 1);
   cache.k = keep == T ? k : slice(k, 2, T - keep, T);
   cache.v = keep == T ? v : slice(v, 2, T - keep, T);
   cache.len += n;
-  Tensor att = softmax(masked_fill(scores, hidden, -1e9), -1);
-  Tensor y = reshape(permute(matmul(att, v), {0, 2, 1, 3}), {B, n, d});
+  const AttnGeometry geo{1.0 / std::sqrt(double(f)), t0, first, window};
+  Tensor y = reshape(permute(attention(q, k, v, geo), {0, 2, 1, 3}), {B, n, d});  // (B, H, n, f) → (B, n, d)
   return matmul(y, wo);
 }
 

@@ -218,6 +218,18 @@ class CpuBackend final : public Backend {
     cpu::rms_norm_backward(o, x, g, eps);
   }
 
+  void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttnGeometry& g) override {
+    prof::Scope t(Kind::Fused, "attention");
+    cpu::attention(y, lse, q, k, v, g);
+  }
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy,
+                          const AttnGeometry& g) override {
+    prof::Scope t(Kind::Fused, "attention_backward");
+    cpu::attention_backward(dq, dk, dv, q, k, v, y, lse, dy, g);
+  }
+
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
     prof::Scope t(Kind::Copy, "rng");
     PONDER_DISPATCH_FLOAT(out.dtype(), "rng_uniform", [&] {

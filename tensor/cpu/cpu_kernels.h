@@ -46,5 +46,10 @@ void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor&
 // Gated products on contiguous tensors of one shape (tensor/backend.h; cpu/elementwise.cpp).
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b, const Tensor& g);
+// Causal attention per head on contiguous (G, ·, f) tensors (tensor/backend.h; cpu/attention.cpp).
+void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+               const AttnGeometry& g);
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy, const AttnGeometry& g);
 
 }  // namespace ponder::cpu

@@ -1,7 +1,7 @@
 // Fused row kernels over the last axis (tensor/backend.h): layer norm, its backward and the VJP of that
 // backward, RMS norm and its backward. Each row is handled by one thread in double precision, with sums
 // taken over interleaved lanes in a fixed order, so results do not depend on the thread count.
-// tensor/kernels.cpp keeps the same maps composed of primitive kernels beside them (and tests compare).
+// Their definitions are the compositions in autograd/compose.cpp, which tests/test_ops.cpp compares them with.
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
