@@ -49,6 +49,7 @@ struct CompareOptions {
   // What the heuristics are calibrated to match: "inner" — uniform-<budget_k>'s inner FLOPs per token; "total" — its
   // total FLOPs, so a heuristic's own overhead (its features, its probes) comes out of its inner budget.
   std::string calibrate_on = "total";
+  double gate_alpha = 0.1;  // gate-<score>: the EMA factor α of the decisions and of the threshold's moves
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
   // Extra oracle runs after the sweep, each a μ bisected (in log space) between the sweep points that straddle
   // uniform-<budget_k>'s total FLOPs, so the oracle's headroom is measured at (nearly) the budget.

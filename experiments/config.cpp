@@ -133,6 +133,17 @@ class Section {
 };
 
 ttt::StepMode to_mode(const std::string& s) { return ttt::parse_mode(s); }
+// A number strictly between 0 and 1 (an EMA factor).
+double open_unit(const std::string& s) {
+  size_t used = 0;
+  double v = NAN;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != s.size() || !(v > 0 && v < 1)) throw std::invalid_argument("expected a number in (0, 1), got '" + s + "'");
+  return v;
+}
 ttt::InnerPath to_path(const std::string& s) { return ttt::parse_path(s); }
 
 std::string one_of(const std::string& s, std::initializer_list<const char*> allowed) {
@@ -237,6 +248,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get_step("oracle_lookahead_k", lookahead_k);
   c.rollout.oracle_lookahead_k = int(lookahead_k);
   s.get<std::string>("calibrate_on", c.calibrate_on, [](const std::string& v) { return one_of(v, {"inner", "total"}); });
+  s.get<double>("gate_alpha", c.gate_alpha, [](const std::string& v) { return open_unit(v); });
   s.get("frontier_mus", c.frontier_mus);
   s.get("oracle_bisect", c.oracle_bisect);
   s.get("streams", c.streams);

@@ -55,6 +55,12 @@ void build_heuristic(const MethodSpec& m, const policy::Rollouts& ro, const Comp
   const policy::Calibration c = policy::calibrate_budget(ro, b.cal, m.score, low, high, low, target, opt.rollout);
   out.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
                       " vs target " + std::to_string(c.target) + " FLOPs/token";
+  if (m.ema_gate) {
+    out.result.detail += "; adapted by an EMA (α " + std::to_string(opt.gate_alpha) + ") toward K=" +
+                         std::to_string(high) + " on " + std::to_string(c.fraction_high) + " of the units";
+    out.policy = std::make_unique<policy::EmaGatePolicy>(m.score, c.threshold, low, high, c.fraction_high, opt.gate_alpha);
+    return;
+  }
   out.policy = std::make_unique<policy::ThresholdPolicy>(m.score, std::vector<double>{c.threshold},
                                                          std::vector<int>{low, high}, low);
 }

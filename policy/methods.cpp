@@ -20,7 +20,8 @@ int parse_count(const std::string& s, const std::string& method) {
 }  // namespace
 
 const char* method_forms() {
-  return "uniform-K, every-K/N, front-K, random, entropy, loss, ttt-loss, gradnorm, learned-reinforce, learned-ppo-pid, "
+  return "uniform-K, every-K/N, front-K, random, entropy, loss, ttt-loss, gradnorm, gate-<one of those four scores>, "
+         "learned-reinforce, learned-ppo-pid, "
          "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle";
 }
 
@@ -52,6 +53,13 @@ MethodSpec parse_method(const std::string& name) {
     m.family = MethodFamily::Heuristic;
     m.score = parse_score(name);
     m.name = name;
+  } else if (name.rfind("gate-", 0) == 0) {
+    const std::string score = name.substr(5);
+    if (score != "entropy" && score != "loss" && score != "ttt-loss" && score != "gradnorm") unknown(name);
+    m.family = MethodFamily::Heuristic;
+    m.score = parse_score(score);
+    m.ema_gate = true;
+    m.name = name;
   } else {
     const std::string base = name.substr(0, name.find('['));
     if (base != "learned-reinforce" && base != "learned-ppo-pid" && base != "pondernet") unknown(name);
@@ -81,7 +89,7 @@ std::string family_kind(const MethodSpec& m) {
     case MethodFamily::Every: return "every";
     case MethodFamily::Front: return "front";
     case MethodFamily::Random: return "random";
-    case MethodFamily::Heuristic: return "heuristic";
+    case MethodFamily::Heuristic: return m.ema_gate ? "gate" : "heuristic";
     case MethodFamily::Oracle: return "oracle";
     case MethodFamily::Learned: return m.learner == "pondernet" ? "pondernet" : m.learner.substr(8);
   }

@@ -10,6 +10,9 @@
 //   random           the two levels compare.low / compare.high, the high one with the probability that meets the budget
 //   entropy | loss | ttt-loss | gradnorm
 //                    the low or high level by a difficulty score, its threshold calibrated to the budget
+//   gate-entropy | gate-loss | gate-ttt-loss | gate-gradnorm
+//                    the same score and calibration, the threshold then adapted along each sequence by an EMA of
+//                    the decisions toward the calibrated share of high ones (EmaGatePolicy: the published gate)
 //   learned-reinforce | learned-ppo-pid | pondernet [ '[' key=value,... ']' ]
 //                    a policy trained on validation windows (overrides of `learn:` in the brackets)
 //   oracle           the greedy oracle (reads the labels; an upper bound, not a policy)
@@ -33,6 +36,7 @@ struct MethodSpec {
   int k = 0;             // Uniform: K; Every: K on the chosen units; Front: K until the budget is spent
   int every = 1;         // Every: N
   Score score = Score::Loss;  // Heuristic
+  bool ema_gate = false;      // Heuristic: gate-<score>, the threshold adapted by an EMA (EmaGatePolicy)
   std::string learner;   // Learned: learned-reinforce | learned-ppo-pid | pondernet (overrides stay in `name`)
   bool operator==(const MethodSpec& o) const { return name == o.name; }
 };
@@ -42,8 +46,8 @@ MethodSpec parse_method(const std::string& name);
 std::vector<MethodSpec> parse_methods(const std::vector<std::string>& names);
 // The forms parse_method accepts, for error messages and --help.
 const char* method_forms();
-// The family as results.json's `kind` names it (uniform, every, random, heuristic, oracle; learned methods report
-// their learner: reinforce, ppo-pid, pondernet).
+// The family as results.json's `kind` names it (uniform, every, front, random, heuristic, gate, oracle; learned
+// methods report their learner: reinforce, ppo-pid, pondernet).
 std::string family_kind(const MethodSpec& m);
 
 // Why `m` cannot run on the fast-weight path (ponder adapt), or "" when it can: PonderNet trains on counterfactual

@@ -59,6 +59,30 @@ int ThresholdPolicy::decide(const UnitFeatures& f) {
   return levels_[i];
 }
 
+EmaGatePolicy::EmaGatePolicy(Score score, double tau0, int low, int high, double rate, double alpha)
+    : score_(score), tau0_(tau0), rate_(rate), alpha_(alpha), low_(low), high_(high), tau_(tau0), ema_(rate) {
+  if (!std::isfinite(tau0) || !(rate >= 0 && rate <= 1) || !(alpha > 0 && alpha < 1))
+    throw std::invalid_argument("gate-" + score_name(score) + ": needs a finite threshold (got " + std::to_string(tau0) +
+                                "), a rate in [0, 1] (got " + std::to_string(rate) + ") and an EMA factor in (0, 1) (got " +
+                                std::to_string(alpha) + ")");
+}
+
+FeatureNeeds EmaGatePolicy::needs() const { return ThresholdPolicy(score_, {0}, {low_, high_}, low_).needs(); }
+
+void EmaGatePolicy::begin_sequence(uint64_t) {
+  tau_ = tau0_;
+  ema_ = rate_;
+}
+
+int EmaGatePolicy::decide(const UnitFeatures& f) {
+  const double s = score_of(score_, f);
+  if (std::isnan(s)) return low_;
+  const bool high = s > tau_;
+  ema_ = (1 - alpha_) * ema_ + alpha_ * (high ? 1.0 : 0.0);
+  tau_ += (ema_ - rate_) * alpha_ * std::abs(tau_);
+  return high ? high_ : low_;
+}
+
 HardBudgetPolicy::HardBudgetPolicy(std::unique_ptr<Policy> inner, double steps_per_unit, std::vector<int> options)
     : inner_(std::move(inner)), per_unit_(steps_per_unit), options_(std::move(options)) {
   std::sort(options_.begin(), options_.end());

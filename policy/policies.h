@@ -80,6 +80,26 @@ class ThresholdPolicy final : public Policy {
   int fallback_;
 };
 
+// An EMA-adapted threshold gate (the gate of "When to Ponder", deveworld/ponderTTT): `high` when the score is
+// above τ, `low` otherwise (and for the unscored first unit). After each scored decision the running share of
+// high decisions e ← (1 − α)·e + α·[high] moves the threshold, τ ← τ + (e − rate)·α·|τ|: up while it spends
+// more often than `rate`, down while less. Each sequence starts from the calibrated τ0 with e = rate, so a
+// stream's decisions depend on its own past only.
+class EmaGatePolicy final : public Policy {
+ public:
+  EmaGatePolicy(Score score, double tau0, int low, int high, double rate, double alpha);
+  std::string name() const override { return "gate-" + score_name(score_); }
+  FeatureNeeds needs() const override;
+  void begin_sequence(uint64_t seed) override;
+  int decide(const UnitFeatures& f) override;
+  double threshold() const { return tau_; }
+ private:
+  Score score_;
+  double tau0_, rate_, alpha_;
+  int low_, high_;
+  double tau_, ema_;
+};
+
 // A hard budget around another policy: a sequence of n units spends at most steps_per_unit·n steps. Each unit
 // gets the largest of `options` not above min(K, steps still unspent) (0 when none is), which only the past decides,
 // so the cap is causal; a policy that spends early has nothing left for the end. Uniform schedules are the reference

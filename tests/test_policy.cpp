@@ -20,6 +20,7 @@ std::vector<std::unique_ptr<Policy>> all_policies() {
   p.push_back(std::make_unique<RandomPolicy>(1, 4, 0.4));
   for (const char* s : {"entropy", "loss", "gradnorm", "ttt-loss"})
     p.push_back(std::make_unique<ThresholdPolicy>(parse_score(s), std::vector<double>{0.5, 3.0}, std::vector<int>{0, 1, 4}, 1));
+  p.push_back(std::make_unique<EmaGatePolicy>(Score::Loss, 3.0, 0, 4, 0.3, 0.1));
   return p;
 }
 }  // namespace
@@ -137,11 +138,17 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK(family_kind(parse_method("pondernet")) == "pondernet");
   CHECK(family_kind(parse_method("learned-ppo-pid")) == "ppo-pid");
   CHECK(family_kind(e) == "every");
+  const MethodSpec g = parse_method("gate-ttt-loss");
+  CHECK((g.family == MethodFamily::Heuristic && g.ema_gate && g.score == Score::TTTLoss && g.name == "gate-ttt-loss"));
+  CHECK((family_kind(g) == "gate" && family_kind(h) == "heuristic" && !h.ema_gate));
+  CHECK(fast_weight_refusal(g).find("inner loss") != std::string::npos);
+  CHECK(fast_weight_refusal(parse_method("gate-loss")).empty());
   const MethodSpec fr = parse_method("front-04");
   CHECK((fr.family == MethodFamily::Front && fr.k == 4 && fr.name == "front-4" && family_kind(fr) == "front"));
   for (const char* bad : {"uniform-", "uniform--1", "uniform-4294967296", "uniform-1x", "every-1/0", "every-1", "front-",
                           "front-x",
-                          "every-a/2", "fixed-1/2", "learned-reinforce[gamma=1", "reinforce", "", "Oracle"})
+                          "every-a/2", "fixed-1/2", "learned-reinforce[gamma=1", "reinforce", "", "Oracle", "gate-",
+                          "gate-oracle", "gate-loss2"})
   {
     const std::string quoted = "'" + std::string(bad) + "'";
     CHECK_THROWS_WITH_AS(parse_method(bad), doctest::Contains(quoted.c_str()), std::invalid_argument);
@@ -155,6 +162,40 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK(make_schedule(e)->decide(f) == 4);
   CHECK(make_schedule(e)->name() == e.name);
   CHECK_THROWS_WITH_AS(make_schedule(h), doctest::Contains("fitted"), std::invalid_argument);
+}
+
+TEST_CASE("the EMA gate moves its threshold by the published rule and drives its share of updates to the rate") {
+  EmaGatePolicy gate(Score::Loss, 1.0, 0, 1, 0.5, 0.1);
+  auto at = [](double loss) {
+    UnitFeatures f;
+    f.prev_loss = loss;
+    return f;
+  };
+  gate.begin_sequence(0);
+  CHECK(gate.decide(at(NAN)) == 0);  // the first unit has no score: low, and the threshold stays
+  CHECK(gate.threshold() == 1.0);
+  // By hand: e = 0.9·0.5 + 0.1 = 0.55, τ = 1 + 0.05·0.1·1; then e = 0.595, τ += 0.095·0.1·τ; then a low one.
+  CHECK(gate.decide(at(2.0)) == 1);
+  CHECK(gate.threshold() == doctest::Approx(1.005).epsilon(1e-12));
+  CHECK(gate.decide(at(2.0)) == 1);
+  CHECK(gate.threshold() == doctest::Approx(1.005 * (1 + 0.0095)).epsilon(1e-12));
+  CHECK(gate.decide(at(0.0)) == 0);
+  CHECK(gate.threshold() == doctest::Approx(1.005 * 1.0095 * (1 + 0.00355)).epsilon(1e-12));
+  gate.begin_sequence(1);  // each sequence starts from the calibrated threshold
+  CHECK(gate.threshold() == 1.0);
+  // Scores uniform on [0, 1) with a threshold that updates only 10 % of units: the EMA brings the share to 50 %.
+  EmaGatePolicy drift(Score::Loss, 0.9, 0, 1, 0.5, 0.1);
+  drift.begin_sequence(0);
+  Generator g(5);
+  int high = 0;
+  for (int u = 0; u < 3000; ++u) {
+    const int k = drift.decide(at(g.uniform01()));
+    if (u >= 1000) high += k;
+  }
+  CHECK(double(high) / 2000 == doctest::Approx(0.5).epsilon(0.1));
+  CHECK(drift.threshold() == doctest::Approx(0.5).epsilon(0.2));
+  CHECK_THROWS_WITH_AS(EmaGatePolicy(Score::Loss, 1.0, 0, 1, 0.5, 1.0), doctest::Contains("EMA factor"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("front-K spends the whole budget as early as it can: K per unit, rounded down to the options, then none") {
