@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   register_codebench(app);
   register_adapt(app);
   register_bench_train(*app.get_subcommand("bench"));
+  register_merge(app);
   if (const std::string why = refused_over_ranks(app, argc, argv); !why.empty()) return fail_everywhere(why);
   try {
     app.parse(argc, argv);
