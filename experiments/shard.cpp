@@ -107,7 +107,8 @@ Shard parse_shard(const std::string& text) {
   const size_t slash = text.find('/');
   const std::optional<int> i = slash == std::string::npos ? std::nullopt : digits(text.substr(0, slash));
   const std::optional<int> n = slash == std::string::npos ? std::nullopt : digits(text.substr(slash + 1));
-  if (!i || !n) throw std::invalid_argument("--shard " + text + ": expected i/n, shard i of n counted from 0 (e.g. 0/4)");
+  if (!i || !n)
+    throw std::invalid_argument("--shard " + text + ": expected i/n, shard i of n counted from 0 (e.g. 0/4)");
   if (*n < 1) throw std::invalid_argument("--shard " + text + ": n must be at least 1");
   if (*i >= *n)
     throw std::invalid_argument("--shard " + text + ": the shard index must lie in 0.." + std::to_string(*n - 1) +

@@ -12,6 +12,9 @@ accumulating the same micro-batches.
   5e-7).
 - Stopped with --stop-after and resumed on 2 ranks: the uninterrupted 2-rank checkpoint byte for byte; resuming it
   with one process, or a grad_accum that the ranks do not divide, is one error line.
+- `mpirun -np 2 ponder compare`: each rank computes a shard of the cells and rank 0 merges them: the one-process
+  run's results.json (timings aside) and report.md; --shard under mpirun, or a command that does not divide its work,
+  is refused with one error line.
 Exit status 77 (meson: skipped) when this build has no MPI or mpirun is missing.
 Usage: cli_mpi.py PONDER"""
 import json
@@ -96,6 +99,20 @@ def checkpoint(path):
     return meta, rest, values
 
 
+def same(x, y, path=""):
+    """"" when equal but for wall-clock times and the command line, else where they first differ."""
+    drop = ("seconds", "seconds_per_token", "train_seconds", "command")
+    if isinstance(x, dict) and isinstance(y, dict):
+        if x.keys() != y.keys():
+            return path + ": keys " + str(sorted(set(x) ^ set(y)))
+        return next((w for k in x if k not in drop for w in [same(x[k], y[k], path + "/" + k)] if w), "")
+    if isinstance(x, list) and isinstance(y, list):
+        if len(x) != len(y):
+            return path + ": lengths %d, %d" % (len(x), len(y))
+        return next((w for i, (u, v) in enumerate(zip(x, y)) for w in [same(u, v, path + "/%d" % i)] if w), "")
+    return "" if x == y else path + ": %r vs %r" % (x, y)
+
+
 with tempfile.TemporaryDirectory(prefix="ponder_cli_mpi_") as tmp:
     d = lambda name: os.path.join(tmp, name)
     # ---- 2 ranks × 1 micro-batch = one process accumulating 2, bit for bit
@@ -148,14 +165,32 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_mpi_") as tmp:
           "this run has 1" in r.stderr, "resuming a 2-rank run with one process is one error naming both counts: " +
           r.stderr.strip()[-300:])
     r = ponder_run(["train", "--out", d("stop"), "--resume"], 2)
-    same = r.returncode == 0 and open(os.path.join(d("stop"), "checkpoint.ckpt"), "rb").read() == \
+    identical = r.returncode == 0 and open(os.path.join(d("stop"), "checkpoint.ckpt"), "rb").read() == \
         open(os.path.join(d("mpi2"), "checkpoint.ckpt"), "rb").read()
-    check(same, "resumed on 2 ranks, it ends on the uninterrupted 2-rank checkpoint, byte for byte: " + r.stderr[-300:])
+    check(identical, "resumed on 2 ranks, it ends on the uninterrupted 2-rank checkpoint, byte for byte: " +
+          r.stderr[-300:])
     r = train(d("odd"), 2, 1)
     check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and
           "train.grad_accum = 1 must be a multiple of the 2 ranks" in r.stderr,
           "grad_accum 1 on 2 ranks is one error line: " + r.stderr.strip()[-300:])
     check(not os.path.exists(os.path.join(d("odd"), "checkpoint.ckpt")), "and trains nothing")
+    # ---- compare under mpirun: each rank a shard of the cells (experiments/shard.h), rank 0 merges into --out
+    cmp = ["compare", "--checkpoint", os.path.join(d("one2"), "checkpoint.ckpt"), "--seeds", "2", "--windows", "3",
+           "--set", "compare.methods=[oracle, uniform-1, uniform-2, random, entropy]"]
+    r1 = ponder_run(cmp + ["--out", d("cmp1")], 1)
+    r2 = ponder_run(cmp + ["--out", d("cmp2")], 2)
+    if check(r1.returncode == 0 and r2.returncode == 0, "compare on one process and on 2 ranks: " + r2.stderr[-600:]):
+        where = same(json.load(open(os.path.join(d("cmp1"), "results.json"))),
+                     json.load(open(os.path.join(d("cmp2"), "results.json"))))
+        check(where == "", "2 ranks: results.json equals the one-process run's, timings aside " + where)
+        check(open(os.path.join(d("cmp1"), "report.md")).read() == open(os.path.join(d("cmp2"), "report.md")).read(),
+              "2 ranks: report.md equals the one-process run's")
+        check(not [f for f in os.listdir(d("cmp2")) if f.startswith("shard-") or f == "journal.jsonl"],
+              "the ranks' shard folders and the journal are gone once the results are written: %s" %
+              sorted(os.listdir(d("cmp2"))))
+    r = ponder_run(cmp + ["--shard", "0/2", "--out", d("cmp3")], 2)
+    check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and "and mpirun both split the cells" in r.stderr,
+          "--shard under mpirun is one error line: " + r.stderr.strip()[-300:])
     r = ponder_run(["eval", "--checkpoint", os.path.join(d("mpi2"), "checkpoint.ckpt")], 2)
     check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and "runs as one process" in r.stderr,
           "a command that does not divide its work is refused under mpirun, once: " + r.stderr.strip()[-300:])

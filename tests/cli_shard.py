@@ -7,9 +7,9 @@ the command line aside; every number equal, since each cell is deterministic and
 - compare over two checkpoints (statistics over models) in 3 shards, merged = unsharded, per model and over them
 - ablate in 2 shards, merged = unsharded (ablation.json and results.json)
 - scripts/slurm_sweep.sh submitting an array of 2 tasks and the merge, through a stand-in sbatch (tests/fake_sbatch.sh)
-- under mpirun -np 2 (when this build has MPI): each rank a shard, rank 0 merges into --out = unsharded
 - refusals, each one error line: --shard 3/2, a missing or repeated shard, shards of different runs, an unfinished
-  shard, --out one of the shards, --shard under mpirun
+  shard, --out one of the shards
+(The ranks under mpirun as shards are tests/cli_mpi.py's.)
 Usage: cli_shard.py PONDER"""
 import json
 import os
@@ -24,12 +24,11 @@ ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 config = os.path.join(root, "configs", "ci.yaml")
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"]
 TIMING = ("seconds", "seconds_per_token", "train_seconds", "command", "wall_seconds")
 
 
-def run(*args, pre=()):
-    return subprocess.run([*pre, ponder, "--threads", "1", *args], capture_output=True, text=True, timeout=600,
+def run(*args):
+    return subprocess.run([ponder, "--threads", "1", *args], capture_output=True, text=True, timeout=600,
                           env=ENV)
 
 
@@ -123,7 +122,8 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_shard_") as tmp:
 
     # ---- two checkpoints (statistics over models), 3 shards
     many = ["compare", "--checkpoint", ck[0], "--checkpoint", ck[1], "--seeds", "1", "--windows", "3", "--jobs", "1",
-            "--set", "compare.methods=[oracle, uniform-1, uniform-2, random]", "--set", "compare.frontier_mus=[0.0, 0.1]"]
+            "--set", "compare.methods=[oracle, uniform-1, uniform-2, random]",
+            "--set", "compare.frontier_mus=[0.0, 0.1]"]
     r = run(*many, "--out", d("many"))
     check(r.returncode == 0, "compare over 2 models runs unsharded: " + r.stderr[-300:])
     for i in range(3):
@@ -161,16 +161,4 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_shard_") as tmp:
                        capture_output=True, text=True, timeout=60, env=env, cwd=root)
     check(r.returncode == 2 and "set by the script" in r.stderr, "slurm_sweep.sh refuses --shard: " + r.stderr[-200:])
 
-    # ---- under mpirun: each rank a shard, rank 0 merges
-    version = run("--version").stdout
-    if "MPI: not built" in version or shutil.which("mpirun") is None:
-        print("skipped the mpirun cases: this build has no MPI, or mpirun is missing")
-    else:
-        r = run(*cmp, "--out", d("ranks"), pre=MPIRUN + ["-np", "2"])
-        check(r.returncode == 0, "mpirun -np 2 ponder compare runs: " + r.stderr[-600:])
-        results_equal(d("ranks"), d("whole"), "2 ranks")
-        check(not [f for f in os.listdir(d("ranks")) if f.startswith("shard-")], "the ranks' shard folders are "
-              "removed after the merge: %s" % os.listdir(d("ranks")))
-        r = run(*cmp, "--shard", "0/2", "--out", d("bad2"), pre=MPIRUN + ["-np", "2"])
-        one_error(r, "and mpirun both split the cells", "--shard under mpirun")
 finish()

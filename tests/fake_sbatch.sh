@@ -33,7 +33,8 @@ awk 'NR > 1 && !/^#/ && !/^[[:space:]]*$/ { body = 1 } body && /^#SBATCH/ { bad 
   { echo "fake sbatch: #SBATCH after the first command of $script (sbatch ignores it)" >&2; exit 1; }
 ok=1
 for ((i = ${array%-*}; i <= ${array#*-}; i++)); do
-  SLURM_ARRAY_JOB_ID=$id SLURM_ARRAY_TASK_ID=$i SLURM_CPUS_PER_TASK=1 bash "$script" "$@" >"$state/job-${id}_$i.log" 2>&1 || ok=0
+  SLURM_ARRAY_JOB_ID=$id SLURM_ARRAY_TASK_ID=$i SLURM_CPUS_PER_TASK=1 \
+    bash "$script" "$@" >"$state/job-${id}_$i.log" 2>&1 || ok=0
 done
 ((ok)) && touch "$state/ok-$id"
 echo "$id;fake"
