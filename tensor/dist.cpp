@@ -33,7 +33,7 @@ std::string mpi_status() {
 #ifdef PONDER_HAVE_MPI
   return "MPI: " + transport::library() + " (mpirun -np N ponder train|compare|ablate ...)";
 #else
-  return "MPI: not built (meson found no MPI library; Debian: libopenmpi-dev, then reconfigure)";
+  return "MPI: not built (none found at build time, or -Dmpi=disabled; Debian: libopenmpi-dev, then reconfigure)";
 #endif
 }
 
@@ -98,12 +98,14 @@ bool any(bool local) {
 }
 
 std::vector<double> allgather(const std::vector<double>& local) {
+  if (size() == 1) return local;  // MPI may not be started at all
   std::vector<double> out(local.size() * size_t(size()));
   transport::allgather(local.data(), out.data(), local.size() * sizeof(double));
   return out;
 }
 
 std::vector<uint64_t> allgather(const std::vector<uint64_t>& local) {
+  if (size() == 1) return local;  // MPI may not be started at all
   std::vector<uint64_t> out(local.size() * size_t(size()));
   transport::allgather(local.data(), out.data(), local.size() * sizeof(uint64_t));
   return out;
