@@ -55,7 +55,7 @@ WindowSampler::WindowSampler(TokenStream tokens, int64_t batch_size, int64_t seq
 Batch WindowSampler::next() {
   std::vector<Window> windows;
   const int64_t total = starts_before_.back();
-  for (int64_t b = 0; b < batch_size_; ++b) {
+  for (int64_t b = 0; b < batch_size_; ++b) {  // one draw per window: seek() counts on it
     auto k = std::min(int64_t(gen_.uniform01() * double(total)), total - 1);
     // The document is the first whose cumulative start count exceeds k; documents without starts are skipped.
     auto doc = std::upper_bound(starts_before_.begin(), starts_before_.end(), k) - starts_before_.begin();

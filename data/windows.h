@@ -34,6 +34,9 @@ class WindowSampler {
   Batch next();
   uint64_t state() const { return gen_.counter(); }
   void set_state(uint64_t state) { gen_.set_state(seed_, state); }
+  // Where `batches` calls of next() from `state` leave the sampler (each window of a batch is one draw), so that
+  // processes sharing a step's batches each start at their own (ttt/train.h).
+  void seek(uint64_t state, int64_t batches) { set_state(state + uint64_t(batches * batch_size_)); }
   uint64_t seed() const { return seed_; }
   int64_t batch_size() const { return batch_size_; }
   int64_t seq_len() const { return seq_len_; }

@@ -1,6 +1,7 @@
 // `ponder ablate`: the learned-reinforce ablations of docs/method.md §5.5 (γ, λ, step options, MLP vs causal LSTM,
 // decision unit) as one comparison run on a trained checkpoint; writes ablation.md, ablation.json and a plot per
-// group, plus the comparison's own report.md / results.json for the same cells.
+// group, plus the comparison's own report.md / results.json for the same cells. Its cells (one per method) split into
+// shards like compare's (--shard i/n, or under mpirun; experiments/shard.h).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -22,7 +23,9 @@ struct AblateArgs {
   int64_t iterations = 0;
 };
 
-void run(const AblateArgs& a) {
+// The ablation into a.job.out; with a share of the cells (a shard: --shard i/n, or a rank under mpirun), only those
+// into its journal.
+void run(const AblateArgs& a, const CellShare& share = {}) {
   CheckpointJob job = load_checkpoint_job(a.job, "ablate");
   CompareOptions& opt = job.opt;
   if (a.iterations > 0) opt.learn.reinforce.iterations = a.iterations;
@@ -35,8 +38,9 @@ void run(const AblateArgs& a) {
                windows_label(opt.windows_per_seed).c_str());
   Journal journal = open_journal(a.job.out, "ablate", a.job.checkpoint, job.config_text);
   CompareResult r = run_compare(job.m.model, job.ds.valid, job.ds.test, opt, stderr_progress("ablate"), &journal,
-                                &job.ds.test_streams);
+                                &job.ds.test_streams, share);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  if (!share.whole()) return;  // the journal is this shard's output
   const auto prov = provenance(job.m, job.ds, a.job.checkpoint, "ponder ablate");
   write_compare_outputs(r, opt, prov, a.job.out);
   std::printf("%s\nablation: %s/ablation.md\n", write_ablation_outputs(r, groups, opt, prov, a.job.out).c_str(),
@@ -56,7 +60,16 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--groups", args->groups, "Comma-separated subset of gamma,lambda,options,net,unit (default all)");
   sub->add_option("--iterations", args->iterations, "Override learn.reinforce_iterations")
       ->check(CLI::NonNegativeNumber);
-  sub->callback([args] { run(*args); });
+  add_shard_option(sub, args->job.shard);
+  sub->callback([args] {
+    const Shard shard = this_shard(args->job.shard, "ablate");
+    if (shard.whole()) return run(*args);
+    run_shard("ablate", shard, args->job.out, [&](const std::string& dir) {
+      AblateArgs a = *args;
+      a.job.out = dir;
+      run(a, cell_share(shard, 0, 0));
+    });
+  });
 }
 
 }  // namespace ponder::cli

@@ -1,5 +1,6 @@
 // `ponder compare`: every method × seeds on held-out windows of a trained checkpoint, with
-// calibration, the oracle and the statistics; writes results.json, report.md and the figures.
+// calibration, the oracle and the statistics; writes results.json, report.md and the figures. With --shard i/n (or
+// under mpirun) this process computes its share of the cells only (experiments/shard.h; ponder merge finishes).
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +18,32 @@ void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
   merge_regime(job, a.out, "ponder compare");
 }
 
+// This shard's cells of one checkpoint's comparison into a.out's journal (the regime checks are the merge's).
+void run_share(const CheckpointJobArgs& a, const CellShare& share) {
+  const CheckpointJob job = load_checkpoint_job(a, "compare");
+  run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, nullptr, nullptr, share);
+}
+
+void run_command(const CheckpointJobArgs& args) {
+  const Shard shard = this_shard(args.shard, "compare");
+  const bool many = args.checkpoints.size() > 1;
+  if (shard.whole()) {
+    if (many)
+      run_replicates(args, "compare", checkpoint_job_options(args), [](const CheckpointJobArgs& one, CompareResult* r) { run(one, r); });
+    else
+      run(args);
+    return;
+  }
+  run_shard("compare", shard, args.out, [&](const std::string& dir) {
+    CheckpointJobArgs a = args;
+    a.out = dir;
+    if (many)
+      run_replicates_shard(a, "compare", checkpoint_job_options(a), shard, dir, run_share);
+    else
+      run_share(a, cell_share(shard, 0, 0));
+  });
+}
+
 }  // namespace
 
 void register_compare(CLI::App& app) {
@@ -28,12 +55,8 @@ void register_compare(CLI::App& app) {
                  "statistics over models; writes results.json, report.md, pareto.png, forest.png, k_hist.png, "
                  "tokens.html");
   add_checkpoint_job_options(sub, *args, "Config whose compare: section sets methods and seeds", true);
-  sub->callback([args] {
-    if (args->checkpoints.size() > 1)
-      run_replicates(*args, "compare", checkpoint_job_options(*args), [](const CheckpointJobArgs& one, CompareResult* r) { run(one, r); });
-    else
-      run(*args);
-  });
+  add_shard_option(sub, args->shard);
+  sub->callback([args] { run_command(*args); });
 }
 
 }  // namespace ponder::cli

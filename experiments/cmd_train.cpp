@@ -1,5 +1,6 @@
 // `ponder train`: trains the language model a config describes (experiments/config.h), writing
-// checkpoints and a JSON-lines log to the output folder; `--resume` continues the run found there.
+// checkpoints and a JSON-lines log to the output folder; `--resume` continues the run found there. Under
+// `mpirun -np N` the N ranks train one model data-parallel (ttt/train.h); rank 0 writes the folder.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "experiments/config_cli.h"
 #include "experiments/device.h"
 #include "experiments/training.h"
+#include "tensor/dist.h"
 
 namespace ponder::cli {
 namespace {
@@ -33,21 +35,21 @@ void apply_overrides(const Options& o, TrainJob& job) {
   job.config = cli::apply_overrides(job.config, over);
 }
 
-void run_train(const Options& o) {
+// The job `o` asks for, with the checkpoint it continues (when it does) loaded into `ck`.
+void prepare_job(const Options& o, TrainJob& job, ttt::Checkpoint& ck) {
   if (o.config.empty() && !o.resume) throw std::invalid_argument("train: --config is required (or --resume)");
   if (o.config.empty() && o.out.empty()) throw std::invalid_argument("train --resume: --out names the run to continue");
   const std::string out =
       !o.out.empty() ? o.out : "runs/" + std::filesystem::path(resolve_config(o.config)).stem().string();
-  TrainJob job;
   job.out_dir = out;
   job.stop_after = o.stop_after;
   job.provenance = {version(), git_commit(), build_type()};
-  ttt::Checkpoint ck;
   const bool nothing_saved = !std::filesystem::exists(checkpoint_path(out));
   if (o.resume && nothing_saved && !o.config.empty()) {
     // Stopped before its first checkpoint: there is nothing to continue, and starting over loses nothing.
-    std::fprintf(stderr, "train --resume: no checkpoint in %s yet (stopped before the first one); starting at step 0\n",
-                 out.c_str());
+    if (dist::rank() == 0)
+      std::fprintf(stderr, "train --resume: no checkpoint in %s yet (stopped before the first one); starting at step "
+                   "0\n", out.c_str());
     job.config = load_config(resolve_config(o.config));
   } else if (o.resume) {
     if (nothing_saved)
@@ -71,9 +73,17 @@ void run_train(const Options& o) {
                                 std::to_string(ck.step) + " of " + std::to_string(job.config.train.steps) +
                                 "; nothing left to train (raise --steps to continue)");
   job.device = run_device(o.device, job.config.device, job.config.source);
+}
+
+void run_train(const Options& o) {
+  dist::init();  // under mpirun -np N: N ranks train one model together (ttt/train.h)
+  TrainJob job;
+  ttt::Checkpoint ck;
+  dist::together([&] { prepare_job(o, job, ck); });
   const TrainOutcome r = run_train_job(job);
+  if (dist::rank() != 0) return;
   std::printf("trained to step %lld; checkpoint %s; log %s\n", (long long)r.result.final_step, r.checkpoint.c_str(),
-              log_path(out).c_str());
+              log_path(job.out_dir).c_str());
   for (const auto& [step, bpb] : r.result.val_bpb)
     std::printf("  step %6lld  val %.4f bits/byte\n", (long long)step, bpb);
 }

@@ -3,14 +3,14 @@
 namespace ponder::cli {
 namespace {
 
-std::string& stored() {
-  static std::string line;
-  return line;
-}
+struct Stored {
+  std::vector<std::string> args;
+  std::string line, results;
+};
 
-std::string& stored_for_results() {
-  static std::string line;
-  return line;
+Stored& stored() {
+  static Stored s;
+  return s;
 }
 
 std::string quoted(const std::string& arg) {
@@ -20,24 +20,46 @@ std::string quoted(const std::string& arg) {
   return q + "'";
 }
 
-}  // namespace
-
-void set_command_line(int argc, char** argv) {
-  std::string line = "ponder", results = "ponder";  // not argv[0]: the same command through another path is the same
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    line.append(" ").append(quoted(arg));
-    if (arg == "--jobs" && i + 1 < argc) {
-      line.append(" ").append(quoted(argv[++i]));
-      continue;
-    }
-    if (arg.rfind("--jobs=", 0) != 0) results.append(" ").append(quoted(arg));
-  }
-  stored() = line;
-  stored_for_results() = results;
+std::string joined(const std::vector<std::string>& args) {
+  std::string line = "ponder";  // not argv[0]: the same command through another path is the same
+  for (const std::string& a : args) line.append(" ").append(quoted(a));
+  return line;
 }
 
-const std::string& command_line() { return stored(); }
-const std::string& results_command_line() { return stored_for_results(); }
+// How many arguments from `arg` on are one of results_command_line's options: 2 for "--name value", 1 for
+// "--name=value", 0 for anything else.
+size_t placement_option(const std::string& arg) {
+  for (const std::string name : {"--jobs", "--out", "--shard"}) {
+    if (arg == name) return 2;
+    if (arg.rfind(name + "=", 0) == 0) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void set_command_line(const std::vector<std::string>& args) {
+  Stored& s = stored();
+  s.args = args;
+  s.line = joined(args);
+  s.results = joined(results_command_args());
+}
+
+void set_command_line(int argc, char** argv) { set_command_line(std::vector<std::string>(argv + 1, argv + argc)); }
+
+const std::string& command_line() { return stored().line; }
+const std::string& results_command_line() { return stored().results; }
+const std::vector<std::string>& command_args() { return stored().args; }
+
+std::vector<std::string> results_command_args() {
+  const std::vector<std::string>& args = stored().args;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size();) {
+    const size_t skip = placement_option(args[i]);
+    if (skip == 0) out.push_back(args[i]);
+    i += skip > 0 ? skip : 1;
+  }
+  return out;
+}
 
 }  // namespace ponder::cli

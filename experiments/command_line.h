@@ -2,14 +2,22 @@
 // a rerun must repeat to reuse their cells).
 #pragma once
 #include <string>
+#include <vector>
 
 namespace ponder::cli {
 
 void set_command_line(int argc, char** argv);
+// The same for a command ponder runs itself (ponder merge runs the sharded command whole): `args` without "ponder".
+void set_command_line(const std::vector<std::string>& args);
 // "ponder" and the arguments, joined by spaces, each quoted when it holds a space or a quote; empty until set.
 const std::string& command_line();
-// The same without --jobs, which only says how many parts run side by side (experiments/parts.h), not what they
-// compute: what a finished comparison's fingerprint holds, so a rerun with another --jobs reuses it.
+// The same without the options that say where and in how many pieces the work runs, not what it computes: --jobs
+// (parts side by side, experiments/parts.h), --out and --shard (experiments/shard.h). What a finished comparison's
+// fingerprint and journal hold, so that a rerun with another --jobs, and the merge of a sharded run, reuse them.
 const std::string& results_command_line();
+// The arguments (without "ponder"), and the same without those three options and their values: what a shard
+// records so that ponder merge can run the command whole.
+const std::vector<std::string>& command_args();
+std::vector<std::string> results_command_args();
 
 }  // namespace ponder::cli

@@ -3,10 +3,13 @@
 // with 1); one that has already printed its own verdict signals failure with `throw CLI::RuntimeError(1)`.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "experiments/config_cli.h"
 #include "experiments/control.h"
+#include "experiments/shard.h"
 
 namespace ponder::cli {
 
@@ -50,6 +53,18 @@ struct ControlArgs {
   ConfigOverrides over;  // --set, --seed on the control's config
 };
 ControlVerdict run_positive_control(const ControlArgs& a);
+// `ponder merge DIR... --out OUT` (experiments/cmd_merge.cpp): the shards of a comparison put together.
+void register_merge(CLI::App& app);
+// Adds --shard i/n to compare or ablate (experiments/shard.h).
+void add_shard_option(CLI::App* sub, std::string& shard);
+// Checks that `dirs` are the n finished shards of one compare or ablate run, merges their journals into `out` and runs
+// the command whole there (jobs > 0: with --jobs), which writes what the unsharded run writes.
+void merge_shards(const std::vector<std::string>& dirs, const std::string& out, int jobs);
+// `label`'s (compare, ablate) share of the cells: `work` computes them into the folder it is given, marked by a
+// manifest that ends finished. With --shard that folder is `out`, and the merge is the user's; under mpirun it is
+// OUT/shard-<r>-of-<n>, and rank 0 merges every rank's into `out` once all have finished, then removes them.
+void run_shard(const std::string& label, const Shard& shard, const std::string& out,
+               const std::function<void(const std::string& dir)>& work);
 // Adds `train` to the `bench` subcommand that register_bench created.
 void register_bench_train(CLI::App& bench);
 

@@ -143,6 +143,41 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string run_key(const std::string& method, int seed) { return "run " + method + " seed " + std::to_string(seed); }
+std::string frontier_key(double mu) { return "frontier mu " + nlohmann::json(mu).dump(); }
+std::string method_key(const std::string& method) { return "method " + method; }
+
+const policy::MethodSpec* first_oracle(const CompareOptions& opt) {
+  for (const policy::MethodSpec& m : opt.methods)
+    if (m.family == policy::MethodFamily::Oracle) return &m;
+  return nullptr;
+}
+
+// The cell a frontier point belongs to: μ = 0 is the greedy oracle's seed-0 run when the oracle is compared.
+std::string frontier_cell(const CompareOptions& opt, double mu) {
+  const policy::MethodSpec* oracle = first_oracle(opt);
+  return mu == 0 && oracle ? run_key(oracle->name, 0) : frontier_key(mu);
+}
+
+// Whether this process computes `cell` (compare_cells names it).
+bool owns(const CompareOptions& opt, const CellShare& share, const std::string& cell) {
+  if (share.whole()) return true;
+  const std::vector<std::string> cells = compare_cells(opt);
+  const auto it = std::find(cells.begin(), cells.end(), cell);
+  if (it == cells.end()) throw std::logic_error("compare: '" + cell + "' is not a cell of this comparison");
+  return share.owns(it - cells.begin());
+}
+
+// The cell a method's run on seed `s` belongs to.
+std::string seed_cell(const CompareOptions& opt, const std::string& method, bool oracle, int s) {
+  return oracle ? run_key(method, opt.streams ? 0 : s) : method_key(method);
+}
+
+// Whether this process computes any seed of method `m`, so that it must calibrate or train it.
+bool owns_method(const CompareOptions& opt, const CellShare& share, const policy::MethodSpec& m) {
+  for (int s = 0; s < opt.seeds; ++s)
+    if (owns(opt, share, seed_cell(opt, m.name, m.family == policy::MethodFamily::Oracle, s))) return true;
+  return false;
+}
 
 nlohmann::json oracle_units_json(const OracleUnits& u, size_t from) {
   auto tail = [from](const std::vector<double>& v) { return std::vector<double>(v.begin() + long(from), v.end()); };
@@ -167,7 +202,7 @@ using Report = std::function<void(const std::string&, double, double)>;
 
 FrontierPoint frontier_point(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt, double mu,
                              const SeedResult* greedy, Journal& jr) {
-  const std::string key = "frontier mu " + nlohmann::json(mu).dump();
+  const std::string key = frontier_key(mu);
   if (const nlohmann::json* rec = jr.find(key)) return rec->get<FrontierPoint>();
   FrontierPoint p;
   if (mu == 0 && greedy) {  // μ = 0 is the greedy oracle itself, already run on these windows as a method
@@ -276,6 +311,20 @@ Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const Com
   return e;
 }
 
+// A method this process does not compute (a shard of the cells): its name, kind and decision unit only, which is what
+// the streams' padding needs, so that every shard reads the streams as the whole comparison does.
+Entry placeholder(const policy::MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt) {
+  Entry e;
+  e.result.name = m.name;
+  e.result.kind = policy::family_kind(m);
+  e.rollout = opt.rollout;
+  if (m.family == policy::MethodFamily::Learned)
+    e.rollout.unit_batches = learned_unit_batches(m.name, opt.learn, ro.model().config().mini_batch, opt.rollout,
+                                                  ro.layer_steps());
+  e.result.unit_tokens = ro.model().config().mini_batch * e.rollout.unit_batches;
+  return e;
+}
+
 // Every held-out stream, cut into segments and capped as configured (data::segment_stream), each padded to the
 // smallest length every method's decision unit divides: padded positions cost FLOPs that are charged to the tokens
 // read, so padding to more than that (e.g. the window length) would inflate every cost.
@@ -374,20 +423,55 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
   jr.add(run_key(m.name, s), rec);
 }
 
+// The oracle frontier on seed 0's windows (or the streams), then bisected toward the budget; a share of the cells
+// computes only its points of the sweep (the bisection needs them all).
+std::vector<FrontierPoint> frontier_of(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
+                                       const std::vector<Entry>& entries, Journal& jr, const Report& report,
+                                       const CellShare& share) {
+  const auto oracle = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.kind == "oracle"; });
+  const SeedResult* greedy = oracle != entries.end() && !oracle->result.seeds.empty() &&
+                                     oracle->result.seeds.front().seed == 0
+                                 ? &oracle->result.seeds.front()
+                                 : nullptr;
+  if (!share.whole()) {
+    std::vector<FrontierPoint> f;
+    for (double mu : opt.frontier_mus)
+      if (owns(opt, share, frontier_cell(opt, mu))) f.push_back(frontier_point(ro, set, opt, mu, greedy, jr));
+    return f;
+  }
+  const auto budget = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) {
+    return e.result.name == "uniform-" + std::to_string(opt.budget_k) && !e.result.seeds.empty();
+  });
+  const double budget_total = budget == entries.end() ? NAN : budget->result.seeds.front().total_per_token();
+  return oracle_frontier(ro, set, opt, greedy, budget_total, jr, report);
+}
+
 }  // namespace
+
+std::vector<std::string> compare_cells(const CompareOptions& opt) {
+  std::vector<std::string> cells;
+  for (const policy::MethodSpec& m : opt.methods) {
+    const bool oracle = m.family == policy::MethodFamily::Oracle;
+    if (!oracle) cells.push_back(method_key(m.name));
+    for (int s = 0; oracle && s < (opt.streams ? 1 : opt.seeds); ++s) cells.push_back(run_key(m.name, s));
+  }
+  for (double mu : opt.frontier_mus)
+    if (frontier_cell(opt, mu) == frontier_key(mu)) cells.push_back(frontier_key(mu));
+  return cells;
+}
 
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress, Journal* journal,
-                          const std::vector<data::StreamTokens>* test_streams) {
+                          const std::vector<data::StreamTokens>* test_streams, const CellShare& share) {
   if (model.num_ttt_layers() == 0)
     throw std::invalid_argument("compare: the model has no TTT layer (model.mixers are all attention), so there are no "
                                 "inner steps to allocate");
-  return run_compare(policy::LayerRollouts(model), calib, test, opt, progress, journal, test_streams);
+  return run_compare(policy::LayerRollouts(model), calib, test, opt, progress, journal, test_streams, share);
 }
 
 CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress, Journal* journal,
-                          const std::vector<data::StreamTokens>* test_streams) {
+                          const std::vector<data::StreamTokens>* test_streams, const CellShare& share) {
   Journal off;
   Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();
@@ -408,7 +492,8 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
   report("measuring costs", 0, 1);
   const MethodBudget fitting = measure_budget(ro, calib, opt, res);
   std::vector<Entry> entries;
-  for (const policy::MethodSpec& m : opt.methods) entries.push_back(prepare(m, ro, opt, fitting, jr, report));
+  for (const policy::MethodSpec& m : opt.methods)
+    entries.push_back(owns_method(opt, share, m) ? prepare(m, ro, opt, fitting, jr, report) : placeholder(m, ro, opt));
 
   // What is scored: sampled windows per seed, every window of the split (windows_per_seed 0; the same for every
   // seed), or every held-out stream (the same for every seed). The share of the split scored is counted either way.
@@ -434,18 +519,11 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
     }
     for (Entry& e : entries) {
       report(e.result.name + " (seed " + std::to_string(s) + ")", done++, total);
-      run_cell(e, s, set, ro, opt, res, jr);
+      if (owns(opt, share, seed_cell(opt, e.result.name, e.result.kind == "oracle", s)))
+        run_cell(e, s, set, ro, opt, res, jr);
     }
   }
-
-  // The oracle frontier on seed 0's windows (or the streams), then bisected toward the budget.
-  const auto oracle = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.kind == "oracle"; });
-  const SeedResult* greedy = oracle != entries.end() && !oracle->result.seeds.empty() ? &oracle->result.seeds.front() : nullptr;
-  const auto budget = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) {
-    return e.result.name == "uniform-" + std::to_string(opt.budget_k) && !e.result.seeds.empty();
-  });
-  const double budget_total = budget == entries.end() ? NAN : budget->result.seeds.front().total_per_token();
-  res.frontier = oracle_frontier(ro, eval_set(0), opt, greedy, budget_total, jr, report);
+  res.frontier = frontier_of(ro, eval_set(0), opt, entries, jr, report, share);
   for (Entry& e : entries) res.methods.push_back(std::move(e.result));
   count_ks(opt.step_options, res);
   res.seconds = seconds_since(t_start);

@@ -123,18 +123,36 @@ struct CompareResult {
 
 using CompareProgress = std::function<void(const std::string& what, double done, double total)>;
 
+// The cells of a comparison in the order they are dealt to shards (ponder compare|ablate --shard i/n, or the ranks
+// under mpirun): each method but the oracle (its calibration or training with every seed), each seed of the oracle
+// (only seed 0 in streams mode, where the others repeat it), each μ of the oracle frontier's sweep (μ = 0 belongs to
+// the oracle's seed 0 when the oracle is compared: it is that run). Each is a journal record or a few.
+std::vector<std::string> compare_cells(const CompareOptions& opt);
+
+// The cells this process computes: cell j of compare_cells belongs to shard (first + j) mod count, `first` counting
+// the cells of the models before this one, so several models deal one list. The whole comparison when count is 1.
+struct CellShare {
+  int index = 0, count = 1;
+  int64_t first = 0;
+  bool whole() const { return count <= 1; }
+  bool owns(int64_t cell) const { return whole() || (first + cell) % count == index; }
+};
+
 // With a journal, every finished cell (a method's calibration or training, a method × seed, a frontier point)
 // is recorded there, and cells already in it are reused instead of run: a rerun after an interruption picks up
 // where the first run stopped and gives the same result.
 // `test_streams` is read in streams mode (CompareOptions::streams) and may be null otherwise.
+// With a `share` of the cells, only those are computed and journaled, and the result is partial: a later run with
+// every shard's records in its journal (ponder merge) computes what needs them all (the frontier's bisection toward
+// the budget) and the rest of the comparison from the records.
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr,
-                          const std::vector<data::StreamTokens>* test_streams = nullptr);
+                          const std::vector<data::StreamTokens>* test_streams = nullptr, const CellShare& share = {});
 // The same comparison with K spent by `rollouts`: run_compare(model, …) is this with the TTT layers' inner steps
 // (policy::LayerRollouts); the fast-weight path (ponder adapt) passes its chunk updates (policy/adapt_rollout.h).
 CompareResult run_compare(const policy::Rollouts& rollouts, const data::TokenStream& calib,
                           const data::TokenStream& test, const CompareOptions& opt,
                           const CompareProgress& progress = {}, Journal* journal = nullptr,
-                          const std::vector<data::StreamTokens>* test_streams = nullptr);
+                          const std::vector<data::StreamTokens>* test_streams = nullptr, const CellShare& share = {});
 
 }  // namespace ponder::cli

@@ -21,6 +21,7 @@
 #include "experiments/regime.h"
 #include "experiments/replicates.h"
 #include "experiments/report.h"
+#include "experiments/shard.h"
 #include "experiments/config.h"
 #include "tensor/cpu/runtime.h"
 
@@ -204,13 +205,16 @@ void check_paired_design(const CompareOptions& opt, const Dataset& ds) {
 
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
-                            CompareResult* result, const policy::Rollouts* rollouts) {
+                            CompareResult* result, const policy::Rollouts* rollouts, const CellShare& share) {
   check_paired_design(opt, ds);
   const std::string label = rollouts ? "adapt" : "compare";
   Journal journal = open_journal(dir, label, checkpoint, config_text);
-  CompareResult r = rollouts ? run_compare(*rollouts, ds.valid, ds.test, opt, stderr_progress(label), &journal, &ds.test_streams)
-                             : run_compare(m.model, ds.valid, ds.test, opt, stderr_progress(label), &journal, &ds.test_streams);
+  CompareResult r = rollouts ? run_compare(*rollouts, ds.valid, ds.test, opt, stderr_progress(label), &journal,
+                                           &ds.test_streams, share)
+                             : run_compare(m.model, ds.valid, ds.test, opt, stderr_progress(label), &journal,
+                                           &ds.test_streams, share);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  if (!share.whole()) return "";  // the journal is this shard's output; the merge writes the rest
   std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder " + label), dir);
   write_compare_figures(dir);
   journal.remove();
@@ -293,6 +297,25 @@ void run_replicates(const CheckpointJobArgs& a, const std::string& label, const 
                                               "![Pareto, model 1](pareto.png)\n");
   write_compare_figures(a.out);
   std::printf("%sreport: %s/report.md\n", replicates_markdown(s).c_str(), a.out.c_str());
+}
+
+void run_replicates_shard(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt,
+                          const Shard& shard, const std::string& dir, const RunShare& run) {
+  check_independent(a.checkpoints, label);
+  const int64_t cells = int64_t(compare_cells(opt).size());
+  std::vector<Part> parts;
+  for (size_t i = 0; i < a.checkpoints.size(); ++i) {
+    const CellShare share = cell_share(shard, int64_t(i), cells);
+    bool any = false;
+    for (int64_t c = 0; c < cells; ++c) any = any || share.owns(c);
+    if (!any) continue;  // none of this model's cells is this shard's
+    CheckpointJobArgs one = a;
+    one.checkpoint = a.checkpoints[i];
+    one.out = (std::filesystem::path(dir) / ("model-" + std::to_string(i + 1))).string();
+    parts.push_back({"model-" + std::to_string(i + 1), {}, 1.0, [one, share, &run] { run(one, share); }});
+  }
+  const int threads = cpu::num_threads(), jobs = a.jobs > 0 ? a.jobs : std::clamp(threads, 1, 4);
+  run_parts(parts, jobs, threads, dir + "/logs", label);
 }
 
 }  // namespace ponder::cli

@@ -11,6 +11,7 @@
 #include "experiments/config_cli.h"
 #include "data/files.h"
 #include "experiments/journal.h"
+#include "experiments/shard.h"
 #include "experiments/training.h"
 
 namespace ponder::cli {
@@ -25,6 +26,7 @@ struct CheckpointJobArgs {
   std::string device;              // empty: the config's model.device
   ConfigOverrides over;            // --set on the config (--seed has no meaning for a trained model)
   int jobs = 0;                    // several checkpoints: models compared side by side (experiments/parts.h); 0: auto
+  std::string shard;               // compare, ablate: --shard i/n (experiments/shard.h); empty: all the cells
 };
 // Adds --config (described by `config_help`; default: the checkpoint's own), --checkpoint (required), --out, --seeds,
 // --windows, --set and --device.
@@ -69,9 +71,12 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
 // outputs are written). Returns the headline table; `result`, when given, receives the comparison itself.
 // With `rollouts`, K is spent by them (ponder adapt's fast weights) instead of by the model's TTT layers, and the
 // outputs say "ponder adapt".
+// With a `share` of the cells (experiments/shard.h) it computes only those into DIR/journal.jsonl, kept as the
+// shard's output, and writes nothing else (returns "").
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
-                            CompareResult* result = nullptr, const policy::Rollouts* rollouts = nullptr);
+                            CompareResult* result = nullptr, const policy::Rollouts* rollouts = nullptr,
+                            const CellShare& share = {});
 
 // Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
 // each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.
@@ -103,5 +108,10 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
 // most 4), and the statistics are then made from their finished folders.
 using RunOne = std::function<void(const CheckpointJobArgs& one, CompareResult* result)>;
 void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run);
+// A shard of the same (experiments/shard.h): the models' cells dealt as one list, model i's share computed by `run`
+// into DIR/model-<i> (a.jobs models at a time); models with no cell in this shard are skipped.
+using RunShare = std::function<void(const CheckpointJobArgs& one, const CellShare& share)>;
+void run_replicates_shard(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt,
+                          const Shard& shard, const std::string& dir, const RunShare& run);
 
 }  // namespace ponder::cli

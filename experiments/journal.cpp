@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -29,43 +30,78 @@ std::string record_digest(const std::string& key, const nlohmann::json& record) 
 
 }  // namespace
 
-Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(std::move(path)) {
-  const std::string text = data::read_file(path_).value_or("");  // no file yet: a new journal
-  // Complete lines only: one without its newline was cut short by an interruption.
+namespace {
+
+// A journal file's text: its complete lines (one without its newline was cut short by an interruption), its head, and
+// the records whose sha256 matches (the 1-based numbers of the others in `dropped`).
+struct Parsed {
+  size_t good_end = 0;  // bytes up to the end of the last complete line
+  nlohmann::json head;
+  std::map<std::string, nlohmann::json> records;
+  std::vector<size_t> dropped;
+  std::string kept;  // the head line and the records kept, as they were written
+};
+
+Parsed parse(const std::string& text) {
+  Parsed p;
   std::vector<std::string> lines;
-  size_t good_end = 0;
   for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
     lines.push_back(text.substr(at, nl - at));
-    good_end = nl + 1;
+    p.good_end = nl + 1;
   }
-  const nlohmann::json head = lines.empty() ? nlohmann::json() : nlohmann::json::parse(lines[0], nullptr, false);
-  if (!head.is_object() || head.value("fingerprint", nlohmann::json()) != fingerprint) {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-    append_line(nlohmann::json{{"journal", "ponder"}, {"fingerprint", fingerprint}}.dump());
-    return;
-  }
-  std::vector<size_t> dropped;  // 1-based line numbers of damaged or altered records
-  std::string kept = lines[0] + "\n";
+  if (lines.empty()) return p;
+  p.head = nlohmann::json::parse(lines[0], nullptr, false);
+  p.kept = lines[0] + "\n";
   for (size_t i = 1; i < lines.size(); ++i) {
     const nlohmann::json line = nlohmann::json::parse(lines[i], nullptr, false);
     const bool whole = line.is_object() && line.contains("key") && line["key"].is_string() &&
                        line.contains("record") && line.contains("sha256") &&
                        line["sha256"] == record_digest(line["key"].get<std::string>(), line["record"]);
-    if (!whole) { dropped.push_back(i + 1); continue; }
-    records_[line["key"].get<std::string>()] = line["record"];
-    kept += lines[i] + "\n";
+    if (!whole) { p.dropped.push_back(i + 1); continue; }
+    p.records[line["key"].get<std::string>()] = line["record"];
+    p.kept += lines[i] + "\n";
   }
+  return p;
+}
+
+std::string line_list(const std::vector<size_t>& numbers) {
+  std::string which;
+  for (size_t n : numbers) which += (which.empty() ? "" : ", ") + std::to_string(n);
+  return which;
+}
+
+}  // namespace
+
+Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(std::move(path)) {
+  const std::string text = data::read_file(path_).value_or("");  // no file yet: a new journal
+  Parsed p = parse(text);
+  if (!p.head.is_object() || p.head.value("fingerprint", nlohmann::json()) != fingerprint) {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+    append_line(nlohmann::json{{"journal", "ponder"}, {"fingerprint", fingerprint}}.dump());
+    return;
+  }
+  records_ = std::move(p.records);
   reused_ = records_.size();
-  if (!dropped.empty()) {
-    std::string which;
-    for (size_t n : dropped) which += (which.empty() ? "" : ", ") + std::to_string(n);
+  if (!p.dropped.empty()) {
     std::fprintf(stderr, "journal %s: dropped %zu damaged or altered record(s) (line %s); those cells run again\n",
-                 path_.c_str(), dropped.size(), which.c_str());
-    data::write_atomically(path_, kept);  // what is appended next starts after the records kept
-  } else if (good_end < text.size()) {
-    std::filesystem::resize_file(path_, good_end);  // the torn tail, so the next record starts on a line of its own
+                 path_.c_str(), p.dropped.size(), line_list(p.dropped).c_str());
+    data::write_atomically(path_, p.kept);  // what is appended next starts after the records kept
+  } else if (p.good_end < text.size()) {
+    std::filesystem::resize_file(path_, p.good_end);  // the torn tail, so the next record starts on a line of its own
   }
+}
+
+JournalContents read_journal(const std::string& path) {
+  const std::optional<std::string> text = data::read_file(path);
+  if (!text) throw std::runtime_error("cannot read the journal '" + path + "'");
+  Parsed p = parse(*text);
+  if (!p.head.is_object() || !p.head.contains("fingerprint"))
+    throw std::runtime_error("'" + path + "' is not a ponder journal (its first line holds no fingerprint)");
+  if (!p.dropped.empty())
+    std::fprintf(stderr, "journal %s: %zu damaged or altered record(s) left out (line %s); those cells run again\n",
+                 path.c_str(), p.dropped.size(), line_list(p.dropped).c_str());
+  return {p.head["fingerprint"], std::move(p.records)};
 }
 
 const nlohmann::json* Journal::find(const std::string& key) const {

@@ -40,4 +40,13 @@ class Journal {
   size_t reused_ = 0;
 };
 
+// A journal's fingerprint and intact records as they are on disk, the file left as it is (ponder merge reads each
+// shard's this way); a damaged or altered record is left out with a warning, so its cell is computed again. Throws
+// naming `path` when it cannot be read or is not a journal.
+struct JournalContents {
+  nlohmann::json fingerprint;
+  std::map<std::string, nlohmann::json> records;
+};
+JournalContents read_journal(const std::string& path);
+
 }  // namespace ponder::cli

@@ -100,6 +100,16 @@ std::string fast_weight_learned_refusal(const std::string& method, const LearnOp
   return "";
 }
 
+int64_t learned_unit_batches(const std::string& method, const LearnOptions& learn, int64_t mini_batch,
+                             const policy::RolloutOptions& base, bool layer_steps) {
+  const LearnOptions lo = learned_options(method, learn);
+  if (lo.unit_tokens == 0 || !layer_steps) return base.unit_batches;
+  if (lo.unit_tokens < mini_batch || lo.unit_tokens % mini_batch != 0)
+    throw std::invalid_argument("compare: '" + method + "': unit must be a multiple of the mini-batch (" +
+                                std::to_string(mini_batch) + " tokens), got " + std::to_string(lo.unit_tokens));
+  return lo.unit_tokens / mini_batch;
+}
+
 LearnedMethod build_learned(const std::string& method, const policy::Rollouts& rollouts, const std::vector<policy::Window>& windows,
                             const LearnOptions& learn, const LearnBudget& budget, const policy::RolloutOptions& base,
                             const std::function<void(double, double)>& progress) {
@@ -111,12 +121,7 @@ LearnedMethod build_learned(const std::string& method, const policy::Rollouts& r
   if (!rollouts.layer_steps())
     if (const std::string why = fast_weight_learned_refusal(method, learn, b * base.unit_batches); !why.empty())
       throw std::invalid_argument("adapt: " + why);
-  if (lo.unit_tokens != 0 && rollouts.layer_steps()) {
-    if (lo.unit_tokens < b || lo.unit_tokens % b != 0)
-      throw std::invalid_argument("compare: '" + method + "': unit must be a multiple of the mini-batch (" +
-                                  std::to_string(b) + " tokens), got " + std::to_string(lo.unit_tokens));
-    out.rollout.unit_batches = lo.unit_tokens / b;
-  }
+  out.rollout.unit_batches = learned_unit_batches(method, learn, b, base, rollouts.layer_steps());
   rl::TTTEnv env(rollouts, windows, out.rollout);
   const int64_t F = policy::feature_count();
   const policy::FeatureNeeds needs{true, true, lo.probe, false};  // losses, entropies[, inner-loss probe]

@@ -49,6 +49,11 @@ struct LearnedMethod {
 // The learn: settings with the bracketed overrides of `method` applied (an std::invalid_argument names a bad one):
 // configs are checked with it before anything runs.
 LearnOptions learned_options(const std::string& method, const LearnOptions& learn);
+// Mini-batches per decision of learned `method` (its unit override, else `base`'s); throws when the unit is not a
+// multiple of the mini-batch. Known before the method is trained, so that every shard of a comparison pads its
+// streams alike (experiments/compare.h).
+int64_t learned_unit_batches(const std::string& method, const LearnOptions& learn, int64_t mini_batch,
+                             const policy::RolloutOptions& base, bool layer_steps);
 
 // Parses `method`, trains it on `windows` with the rollout `base` and returns it ready to evaluate.
 // `progress(done, total)` is called after every training iteration.

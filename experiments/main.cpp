@@ -16,6 +16,7 @@
 #include "experiments/commands.h"
 #include "experiments/device.h"
 #include "tensor/cpu/runtime.h"
+#include "tensor/dist.h"
 
 namespace {
 
@@ -51,6 +52,43 @@ int threads_within_address_limit(int n) {
   return cap;
 }
 
+// Under a launcher with several ranks, the commands that divide their work over them (data-parallel training, the
+// cells of a comparison); any other command would only run N times over, racing on its output files.
+std::string refused_over_ranks(CLI::App& app, int argc, char** argv) {
+  const int ranks = ponder::dist::launcher_size();
+  if (ranks <= 1) return "";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->get_name() != arg) continue;
+      if (arg == "train" || arg == "compare" || arg == "ablate") return "";
+      return "ponder " + arg + " runs as one process, but mpirun started " + std::to_string(ranks) + " of them; only "
+             "train, compare and ablate divide their work over ranks: run it without mpirun";
+    }
+  }
+  return "";
+}
+
+// An error this rank alone may have: with several ranks running, it is named by rank and ends them all (none may be
+// left waiting in a collective).
+int fail_here(const std::string& message) {
+  using namespace ponder;
+  if (dist::size() > 1) {
+    fail("rank " + std::to_string(dist::rank()) + " of " + std::to_string(dist::size()) + ": " + message);
+    dist::abort(1);
+  }
+  if (dist::launcher_rank() > 0) return fail("rank " + std::to_string(dist::launcher_rank()) + ": " + message);
+  return fail(message);
+}
+
+// An error every rank raised alike (dist::SharedError, a bad command line): said once, by rank 0.
+int fail_everywhere(const std::string& message) {
+  using namespace ponder;
+  const bool lead = dist::size() > 1 ? dist::rank() == 0 : dist::launcher_rank() == 0;
+  dist::finalize();
+  return lead ? fail(message) : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +101,7 @@ int main(int argc, char** argv) {
   // A function, so CUDA is probed only when --version is asked for.
   app.set_version_flag("--version", [] {
     return std::string("ponder ") + version() + " (commit " + git_commit() + ", " + build_type() + " build)\n" +
-           cuda_status();
+           cuda_status() + "\n" + ponder::dist::mpi_status() + "\n" + ponder::dist::nccl_status();
   });
   const int default_threads = ponder::cpu::num_threads(), fitting = threads_within_address_limit(default_threads);
   if (fitting < default_threads) ponder::cpu::set_num_threads(fitting);
@@ -90,18 +128,23 @@ int main(int argc, char** argv) {
   register_codebench(app);
   register_adapt(app);
   register_bench_train(*app.get_subcommand("bench"));
+  register_merge(app);
+  if (const std::string why = refused_over_ranks(app, argc, argv); !why.empty()) return fail_everywhere(why);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_name() == "RuntimeError") return e.get_exit_code();  // the subcommand has reported already
     if (e.get_exit_code() == 0) return app.exit(e);                 // --help, --version
-    return fail(std::string(e.what()) + " (see ponder --help)");
+    return fail_everywhere(std::string(e.what()) + " (see ponder --help)");
   } catch (const std::bad_alloc&) {
-    return fail("out of memory (std::bad_alloc): what this run allocates does not fit; make model.d, model.layers, "
-                "train.batch_size or train.seq_len smaller, or free memory (finished checkpoints and journal cells "
-                "are kept)");
+    return fail_here("out of memory (std::bad_alloc): what this run allocates does not fit; make model.d, "
+                     "model.layers, train.batch_size or train.seq_len smaller, or free memory (finished checkpoints "
+                     "and journal cells are kept)");
+  } catch (const ponder::dist::SharedError& e) {
+    return fail_everywhere(e.what());
   } catch (const std::exception& e) {
-    return fail(e.what());
+    return fail_here(e.what());
   }
+  ponder::dist::finalize();
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -17,6 +18,7 @@
 #include "data/planted.h"
 #include "experiments/bench_util.h"
 #include "experiments/device.h"
+#include "tensor/dist.h"
 #include "tensor/cpu/runtime.h"
 #include "util/fault.h"
 
@@ -297,64 +299,121 @@ class MetricsLog {
 
 }  // namespace
 
-TrainOutcome run_train_job(const TrainJob& job) {
+namespace {
+
+// What a run needs before its first step. Every rank builds it; only rank 0 writes the logs.
+struct TrainSetup {
+  Dataset ds;
+  std::unique_ptr<data::EvalWindows> valid;
+  std::unique_ptr<ttt::Trainer> trainer;
+  std::unique_ptr<MetricsLog> log;  // rank 0's
+};
+
+// A checkpoint continues only on as many ranks as made it: each step's micro-batches are split the same way then.
+void check_ranks(const ttt::Checkpoint& ck, const std::string& path) {
+  const std::string had = ck.meta_value("ranks");  // absent: written by one process
+  const int made = had.empty() ? 1 : std::stoi(had), now = dist::size();
+  if (made != now)
+    throw std::invalid_argument("train --resume: '" + path + "' was trained on " + std::to_string(made) + " rank(s) " +
+                                "(mpirun -np " + std::to_string(made) + "); this run has " + std::to_string(now) +
+                                ": resume it with the same number of ranks");
+}
+
+std::unique_ptr<TrainSetup> prepare_training(const TrainJob& job, const std::string& checkpoint) {
   const RunConfig& c = job.config;
   check_fits(c);
+  if (!job.resume && std::filesystem::exists(checkpoint))
+    throw std::runtime_error("'" + checkpoint + "' exists; pass --resume to continue that run, or choose another --out");
+  if (job.resume) check_ranks(*job.resume, checkpoint);
+  std::filesystem::create_directories(job.out_dir);
+  auto s = std::make_unique<TrainSetup>();
+  s->ds = load_dataset(c.data);
+  s->valid = std::make_unique<data::EvalWindows>(s->ds.valid, c.train.seq_len, c.eval.max_windows);
+  s->trainer = std::make_unique<ttt::Trainer>(c.model, c.train, s->ds.train, job.device);
+  if (job.resume) s->trainer->restore(*job.resume);
+  if (dist::rank() == 0) {
+    s->log = std::make_unique<MetricsLog>(job.out_dir);
+    nlohmann::ordered_json head = header(job, s->ds, *s->trainer);
+    head["ranks"] = dist::size();
+    s->log->header(head);
+  }
+  return s;
+}
+
+// How to continue the run in `dir`: on as many ranks as this one.
+std::string resume_command(const std::string& dir) {
+  const std::string launcher = dist::size() > 1 ? "mpirun -np " + std::to_string(dist::size()) + " " : "";
+  return launcher + "ponder train --out " + dir + " --resume";
+}
+
+nlohmann::ordered_json step_line(const ttt::StepReport& r, const ttt::Trainer& trainer) {
+  const ttt::StepStats& s = r.stats;
+  nlohmann::ordered_json line = {{"type", "step"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
+                                 {"grad_norm", s.grad_norm}, {"tokens_per_s", double(s.tokens) / s.seconds()}};
+  if (s.ranks > 1) line["allreduce_s"] = s.comm_s;
+  if (r.val) {
+    line["val_loss"] = r.val->loss;
+    line["val_bpb"] = r.val->bpb;
+    line["carry_token_factor"] = trainer.model().carry_factors();  // 0 in a layer: its carried state is dead
+  }
+  return line;
+}
+
+}  // namespace
+
+TrainOutcome run_train_job(const TrainJob& job) {
+  const RunConfig& c = job.config;
   TrainOutcome out;
   out.checkpoint = checkpoint_path(job.out_dir);
-  if (!job.resume && std::filesystem::exists(out.checkpoint))
-    throw std::runtime_error("'" + out.checkpoint + "' exists; pass --resume to continue that run, or choose " +
-                             "another --out");
-  std::filesystem::create_directories(job.out_dir);
-  Dataset ds = load_dataset(c.data);
-  const data::EvalWindows valid(ds.valid, c.train.seq_len, c.eval.max_windows);
-  ttt::Trainer trainer(c.model, c.train, ds.train, job.device);
-  if (job.resume) trainer.restore(*job.resume);
-
-  MetricsLog log(job.out_dir);
-  log.header(header(job, ds, trainer));
-  std::fprintf(stderr, "train: %s, %lld parameters, %s (%lld train tokens), steps %lld -> %lld, %d threads, "
-               "log %s\n", c.source.c_str(), (long long)trainer.model().num_parameters(), ds.corpus.name.c_str(),
-               (long long)ds.train.num_tokens(), (long long)trainer.step_count(), (long long)c.train.steps,
-               cpu::num_threads(), log_path(job.out_dir).c_str());
-  std::fprintf(stderr, "train: device %s\n", describe_device(job.device).c_str());
+  std::unique_ptr<TrainSetup> setup;
+  // A failure on any rank before the first step (a file missing on one node) stops every rank with its message.
+  dist::together([&] { setup = prepare_training(job, out.checkpoint); });
+  ttt::Trainer& trainer = *setup->trainer;
+  const bool lead = dist::rank() == 0;
+  if (lead) {
+    std::fprintf(stderr, "train: %s, %lld parameters, %s (%lld train tokens), steps %lld -> %lld, %d threads, "
+                 "log %s\n", c.source.c_str(), (long long)trainer.model().num_parameters(), setup->ds.corpus.name.c_str(),
+                 (long long)setup->ds.train.num_tokens(), (long long)trainer.step_count(), (long long)c.train.steps,
+                 cpu::num_threads(), log_path(job.out_dir).c_str());
+    std::fprintf(stderr, "train: device %s\n", describe_device(job.device).c_str());
+    if (dist::size() > 1)
+      std::fprintf(stderr, "train: %d ranks, %lld micro-batch(es) of each step on each\n", dist::size(),
+                   (long long)(c.train.grad_accum / dist::size()));
+  }
 
   ttt::TrainLoopOptions opt;
   opt.checkpoint_path = out.checkpoint;
   opt.config_text = c.text;
   opt.meta = {{"commit", job.provenance.commit},   {"version", job.provenance.version},
-              {"build_type", job.provenance.build_type}, {"corpus", ds.corpus.name},
-              {"data_sha256", ds.corpus.sha256}};
-  opt.valid = &valid;
+              {"build_type", job.provenance.build_type}, {"corpus", setup->ds.corpus.name},
+              {"data_sha256", setup->ds.corpus.sha256}, {"ranks", std::to_string(dist::size())}};
+  opt.valid = setup->valid.get();
   opt.eval.inner = c.eval.inner;
   opt.eval.batch_size = c.eval.batch_size;
   opt.stop_after = job.stop_after;
   const InterruptGuard interrupt;
+  MetricsLog* log = setup->log.get();
   // A log that stops taking lines stops the run too, after the next step's checkpoint.
-  opt.interrupted = [&] { return interrupt.fired() || !log.ok(); };
+  opt.interrupted = [&] { return interrupt.fired() || (log && !log->ok()); };
   const int64_t end = job.stop_after > 0 ? std::min(job.stop_after, c.train.steps) : c.train.steps;
   Progress progress(trainer.step_count(), end, c.train.log_every);
   out.result = ttt::train_loop(trainer, opt, [&](const ttt::StepReport& r) {
+    if (!lead) return;
     progress.update(r, r.val ? trainer.model().carry_factors() : std::vector<double>{});
     const ttt::StepStats& s = r.stats;
     if (s.step % c.train.log_every != 0 && !r.val && s.step != end) return;
-    nlohmann::ordered_json line = {{"type", "step"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
-                                   {"grad_norm", s.grad_norm}, {"tokens_per_s", double(s.tokens) / s.seconds()}};
-    if (r.val) {
-      line["val_loss"] = r.val->loss;
-      line["val_bpb"] = r.val->bpb;
-      line["carry_token_factor"] = trainer.model().carry_factors();  // 0 in a layer: its carried state is dead
-    }
-    log.step(line);
+    log->step(step_line(r, trainer));
     fault::point("train.log");
   });
-  if (out.result.interrupted && !log.ok())
-    throw std::runtime_error(log.error() + "; stopped after step " + std::to_string(out.result.final_step) +
-                             " with checkpoint '" + out.checkpoint + "'; free space, then continue with: ponder train "
-                             "--out " + job.out_dir + " --resume");
+  // Every rank stops together (train_loop), each with this message; rank 0 reports it.
+  if (out.result.interrupted && log && !log->ok())
+    throw dist::SharedError(log->error() + "; stopped after step " + std::to_string(out.result.final_step) +
+                            " with checkpoint '" + out.checkpoint + "'; free space, then continue with: " +
+                            resume_command(job.out_dir));
   if (out.result.interrupted)
-    throw std::runtime_error(std::string(interrupt.signal_name()) + ": interrupted after step " + std::to_string(out.result.final_step) + "; checkpoint '" +
-                             out.checkpoint + "'; continue with: ponder train --out " + job.out_dir + " --resume");
+    throw dist::SharedError(std::string(interrupt.signal_name()) + ": interrupted after step " +
+                            std::to_string(out.result.final_step) + "; checkpoint '" + out.checkpoint +
+                            "'; continue with: " + resume_command(job.out_dir));
   return out;
 }
 

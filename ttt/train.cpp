@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "autograd/grad_sync.h"
+#include "tensor/dist.h"
 #include "util/fault.h"
 
 namespace ponder::ttt {
@@ -125,7 +127,17 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, data::Token
       model_(model, train.seed),
       opt_(model_.parameters(), train.lr, train.beta1, train.beta2, train.eps, train.weight_decay),
       sampler_(std::move(tokens), train.batch_size, train.seq_len, train.seed + kSamplerStream),
-      schedule_gen_(train.seed + kScheduleStream) {
+      schedule_gen_(train.seed + kScheduleStream),
+      rank_(dist::rank()),
+      ranks_(dist::size()) {
+  if (cfg_.grad_accum % ranks_ != 0)
+    throw std::invalid_argument("train.grad_accum = " + std::to_string(cfg_.grad_accum) + " must be a multiple of the " +
+                                std::to_string(ranks_) + " ranks: each rank computes grad_accum / ranks of every "
+                                "step's micro-batches (--set train.grad_accum=" + std::to_string(ranks_) +
+                                " gives each one)");
+  // Each TTT layer asks a randomised schedule once per unit (mini-batch) of the window.
+  if (!cfg_.step_options.empty())
+    schedule_draws_ = model_.num_ttt_layers() * (cfg_.seq_len / model_.config().mini_batch);
   to(device);
 }
 
@@ -134,21 +146,18 @@ void Trainer::to(Device device) {
   opt_.to(device);
 }
 
-StepStats Trainer::step() {
-  StepStats st;
-  st.step = step_ + 1;
-  st.lr = learning_rate(cfg_, st.step);
-  opt_.set_lr(st.lr);
-  opt_.zero_grad();
-  RandomSchedule random(cfg_.step_options, schedule_gen_);
-  TTTRun run;
-  run.path = cfg_.path;
-  run.mode = cfg_.mode;
-  run.schedule = cfg_.step_options.empty() ? nullptr : &random;
-  run.lr_mult = ttt_lr_mult(cfg_, model_.config(), st.step);
-  run.remat_group = cfg_.remat_group;
-  FlopScope grad_scope;
-  for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
+void Trainer::seek(uint64_t sampler0, uint64_t schedule0, int64_t micro) {
+  sampler_.seek(sampler0, micro);
+  schedule_gen_.set_state(cfg_.seed + kScheduleStream, schedule0 + uint64_t(micro * schedule_draws_));
+}
+
+std::vector<double> Trainer::micro_batches(const TTTRun& run, StepStats& st) {
+  const int64_t count = cfg_.grad_accum / ranks_, first = int64_t(rank_) * count;
+  const uint64_t sampler0 = sampler_.state(), schedule0 = schedule_gen_.counter();
+  std::vector<double> losses;
+  std::string failure;
+  for (int64_t micro = first; micro < first + count; ++micro) {
+    if (ranks_ > 1) seek(sampler0, schedule0, micro);
     const data::Batch batch = sampler_.next();
     const uint64_t schedule_at = schedule_gen_.counter();
     auto t0 = std::chrono::steady_clock::now();
@@ -160,20 +169,73 @@ StepStats Trainer::step() {
       RandomSchedule again(cfg_.step_options, schedule_gen_);
       TTTRun rerun = run;
       rerun.schedule = run.schedule ? &again : nullptr;
-      throw NonFiniteError("loss is " + std::to_string(value) + " at step " + std::to_string(st.step) + "; " +
-                               trace_non_finite(batch, rerun),
-                           st.step);
+      failure = "loss is " + std::to_string(value) + " at step " + std::to_string(st.step) + "; " +
+                trace_non_finite(batch, rerun);
+      break;
     }
-    st.loss += value / double(cfg_.grad_accum);
+    if (ranks_ > 1 && schedule_gen_.counter() - schedule_at != uint64_t(schedule_draws_))
+      throw std::logic_error("a micro-batch drew " + std::to_string(schedule_gen_.counter() - schedule_at) +
+                             " step counts, not the " + std::to_string(schedule_draws_) + " the ranks skip over");
+    losses.push_back(value);
     st.tokens += batch.input.numel();
     t0 = std::chrono::steady_clock::now();
     backward(cfg_.grad_accum > 1 ? loss * (1.0 / double(cfg_.grad_accum)) : loss);
     st.backward_s += since(t0);
   }
+  if (ranks_ > 1) {
+    failure = dist::first_message(failure);  // one rank's non-finite loss stops every rank
+    seek(sampler0, schedule0, cfg_.grad_accum);
+  }
+  if (!failure.empty()) throw NonFiniteError(failure, st.step);
+  return losses;
+}
+
+std::vector<double> Trainer::share_step(const std::vector<double>& losses, StepStats& st) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // FLOP counters and tokens: each rank counted its own micro-batches.
+  std::vector<uint64_t> mine;
+  for (const auto& cat : st.flops.n) mine.insert(mine.end(), cat.begin(), cat.end());
+  mine.push_back(st.flops.bytes_moved);
+  mine.push_back(uint64_t(st.tokens));
+  const std::vector<uint64_t> all = dist::allgather(mine);
+  st.flops = FlopCounts{};
+  st.tokens = 0;
+  for (size_t at = 0; at < all.size(); at += mine.size()) {
+    size_t i = at;
+    for (auto& cat : st.flops.n)
+      for (uint64_t& v : cat) v += all[i++];
+    st.flops.bytes_moved += all[i++];
+    st.tokens += int64_t(all[i]);
+  }
+  std::vector<double> every = dist::allgather(losses);  // in micro-batch order: rank r holds the r-th share
+  sum_gradients_over_ranks(opt_.params());
+  st.comm_s = since(t0);
+  return every;
+}
+
+StepStats Trainer::step() {
+  StepStats st;
+  st.step = step_ + 1;
+  st.ranks = ranks_;
+  st.lr = learning_rate(cfg_, st.step);
+  opt_.set_lr(st.lr);
+  opt_.zero_grad();
+  RandomSchedule random(cfg_.step_options, schedule_gen_);
+  TTTRun run;
+  run.path = cfg_.path;
+  run.mode = cfg_.mode;
+  run.schedule = cfg_.step_options.empty() ? nullptr : &random;
+  run.lr_mult = ttt_lr_mult(cfg_, model_.config(), st.step);
+  run.remat_group = cfg_.remat_group;
+  FlopScope grad_scope;
+  std::vector<double> losses = micro_batches(run, st);
   st.flops = grad_scope.counts();
+  if (ranks_ > 1) losses = share_step(losses, st);
+  for (double v : losses) st.loss += v / double(cfg_.grad_accum);
   const auto t0 = std::chrono::steady_clock::now();
   FlopScope optim_scope;
   const double clip = cfg_.grad_clip > 0 ? cfg_.grad_clip : std::numeric_limits<double>::infinity();
+  // The gradients are the same on every rank, so is their norm: every rank clips alike without exchanging it.
   st.grad_norm = clip_grad_norm(opt_.params(), clip);
   if (!std::isfinite(st.grad_norm)) {
     std::string where = "every gradient is finite: their squared norm overflowed";
@@ -274,19 +336,22 @@ TrainResult train_loop(Trainer& trainer, const TrainLoopOptions& opt,
       const std::string last = saved_step >= 0 ? "'" + opt.checkpoint_path + "' (step " +
                                                       std::to_string(saved_step) + ")"
                                                 : "none (no checkpoint was written before the failure)";
-      throw std::runtime_error(std::string(e.what()) + "; training stopped and wrote nothing; last good checkpoint: " +
-                               last);
+      const std::string msg = std::string(e.what()) + "; training stopped and wrote nothing; last good checkpoint: " + last;
+      if (trainer.ranks() > 1) throw dist::SharedError(msg);  // every rank stops here (Trainer::step)
+      throw std::runtime_error(msg);
     }
     const int64_t s = rep.stats.step;
-    if (opt.valid != nullptr && ((cfg.eval_every > 0 && s % cfg.eval_every == 0) || s == cfg.steps)) {
+    // Validation and checkpoints are rank 0's: every rank holds the same parameters.
+    const bool lead = trainer.rank() == 0;
+    if (lead && opt.valid != nullptr && ((cfg.eval_every > 0 && s % cfg.eval_every == 0) || s == cfg.steps)) {
       EvalOptions eo = opt.eval;
       eo.lr_mult = ttt_lr_mult(cfg, trainer.model().config(), s);
       rep.val = evaluate(trainer.model(), *opt.valid, eo);
       result.val_bpb.push_back({s, rep.val->bpb});
     }
-    const bool stop = opt.interrupted && opt.interrupted();
+    const bool stop = dist::any(opt.interrupted && opt.interrupted());  // a rank stopping alone would leave the rest waiting
     if (saving && ((cfg.checkpoint_every > 0 && s % cfg.checkpoint_every == 0) || s == end || stop)) {
-      save_checkpoint(opt.checkpoint_path, trainer.checkpoint(opt.config_text, opt.meta));
+      if (lead) save_checkpoint(opt.checkpoint_path, trainer.checkpoint(opt.config_text, opt.meta));
       saved_step = s;
       rep.checkpointed = true;
     }

@@ -70,8 +70,10 @@ struct StepStats {
   int64_t tokens = 0;
   FlopCounts flops;       // forward + backward passes
   FlopCounts optim_flops; // clipping and the AdamW update
-  double forward_s = 0, backward_s = 0, optim_s = 0;
-  double seconds() const { return forward_s + backward_s + optim_s; }
+  double forward_s = 0, backward_s = 0, optim_s = 0;  // this rank's (rank 0's in the logs)
+  double comm_s = 0;      // several ranks: summing the gradients over them (and waiting for the slowest)
+  int ranks = 1;          // processes the step's micro-batches were split over (tensor/dist.h)
+  double seconds() const { return forward_s + backward_s + optim_s + comm_s; }
 };
 
 // Raised when a loss or gradient norm is NaN/Inf; the step is abandoned before touching the parameters.
@@ -80,13 +82,22 @@ struct NonFiniteError : std::runtime_error {
   int64_t step;
 };
 
+// Data-parallel over the ranks of tensor/dist.h when there are several (mpirun -np N): every rank holds the whole
+// model and optimiser, computes grad_accum / N of each step's micro-batches (rank r the r-th consecutive share, with
+// the windows and schedule draws one process would give them), and the gradients are summed over the ranks before
+// clipping and AdamW, so every rank takes the same step. N ranks with grad_accum = N × a are the one-process run with
+// grad_accum = N × a: bit for bit when a = 1 (the ranks' gradients are added in the order one process adds its
+// micro-batches'), up to float32 rounding of that sum's grouping otherwise.
 class Trainer {
  public:
-  // The model is initialised on the CPU (same values everywhere) and then moved to `device`.
+  // The model is initialised on the CPU (same values everywhere) and then moved to `device`. Throws when
+  // train.grad_accum is not a multiple of the ranks.
   Trainer(const ModelConfig& model, const TrainConfig& train, data::TokenStream tokens,
           Device device = Device::CPU);
-  StepStats step();  // one optimiser step; throws NonFiniteError
+  StepStats step();  // one optimiser step; throws NonFiniteError (on every rank when there are several)
   int64_t step_count() const { return step_; }
+  int rank() const { return rank_; }
+  int ranks() const { return ranks_; }
   const Model& model() const { return model_; }
   const TrainConfig& config() const { return cfg_; }
   // Moves the parameters and the AdamW moments to `device` (between steps); data batches follow the model.
@@ -103,6 +114,13 @@ class Trainer {
   // Why a step's loss came out non-finite: the first parameter holding NaN/Inf, else the first activation
   // (in forward order, by name) that is non-finite when `batch` goes through the model again under `run`.
   std::string trace_non_finite(const data::Batch& batch, const TTTRun& run) const;
+  // This rank's micro-batches of the step (forward, backward); returns their losses, in order.
+  std::vector<double> micro_batches(const TTTRun& run, StepStats& st);
+  // The data sampler and schedule generator where one process would be before micro-batch `micro` of the step that
+  // started at (sampler0, schedule0).
+  void seek(uint64_t sampler0, uint64_t schedule0, int64_t micro);
+  // Several ranks: the step's losses, FLOPs and tokens from every rank, and the gradients summed over them.
+  std::vector<double> share_step(const std::vector<double>& losses, StepStats& st);
 
   TrainConfig cfg_;
   Model model_;
@@ -110,6 +128,8 @@ class Trainer {
   data::WindowSampler sampler_;
   Generator schedule_gen_;
   int64_t step_ = 0;
+  int rank_ = 0, ranks_ = 1;
+  int64_t schedule_draws_ = 0;  // schedule draws of one micro-batch's forward pass
 };
 
 // Copies a checkpoint's parameters into `model`, on whatever device it lives (for evaluation); throws
