@@ -124,6 +124,9 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     gpu_cfg = os.path.join(tmp, "gpu.yaml")
     open(gpu_cfg, "w").write(text.replace("model:\n", "model:\n  device: cuda\n", 1))
     gpu_usable = "CUDA: built; device " in ponder("--version").stdout
+    expect_gpu = os.environ.get("PONDER_EXPECT_GPU", "0") not in ("", "0")
+    check(gpu_usable or not expect_gpu, "PONDER_EXPECT_GPU is set, so a usable GPU must be found: " +
+          ponder("--version").stdout.strip().replace("\n", "; "))
     if gpu_usable:
         r = ponder("train", "--config", gpu_cfg, "--out", os.path.join(tmp, "gpu"), "--stop-after", "1")
         head = json.loads(open(os.path.join(tmp, "gpu", "train.jsonl")).readline())

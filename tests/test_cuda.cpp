@@ -32,11 +32,17 @@ using namespace ponder;
 
 namespace {
 
-// True when a GPU is usable; otherwise records why in the calling test case's output.
+// True when a GPU is usable; otherwise records why in the calling test case's output. With PONDER_EXPECT_GPU=1 (a
+// run on a GPU machine) a missing device fails the test case instead: a broken driver must not pass as "skipped".
 bool gpu() {
   static std::string why;
   static const bool ok = cuda_init(&why);
-  if (!ok) MESSAGE("no CUDA device: ", why, " (GPU checks skipped)");
+  if (!ok) {
+    const char* expect = std::getenv("PONDER_EXPECT_GPU");
+    if (expect && *expect && std::string(expect) != "0")
+      FAIL("PONDER_EXPECT_GPU is set but no CUDA device can be used: ", why);
+    MESSAGE("no CUDA device: ", why, " (GPU checks skipped)");
+  }
   return ok;
 }
 

@@ -2,6 +2,7 @@
 // ordered without events and freed memory can be reused at once), a caching allocator, and the
 // registration with the tensor layer.
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -25,6 +26,20 @@ void cublas_fail(cublasStatus_t status, const char* what, const char* file, int 
                            file + ":" + std::to_string(line));
 }
 
+bool sync_each_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("PONDER_CUDA_SYNC");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+void debug_sync(const char* what, const char* file, int line) {
+  if (!sync_each_launch()) return;
+  cuda_check_at(cudaStreamSynchronize(stream()), what, file, line);
+  cuda_check_at(cudaGetLastError(), what, file, line);
+}
+
 namespace {
 
 struct Context {
@@ -43,7 +58,8 @@ Context& ctx() {
 }
 
 void set_math_mode(cublasHandle_t h) {
-  cublas_check(cublasSetMathMode(h, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  cublas_check_at(cublasSetMathMode(h, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode",
+                  __FILE__, __LINE__);
 }
 
 void* device_malloc(size_t n) {
@@ -158,8 +174,9 @@ bool cuda_init(std::string* why_not) {
     auto c = std::make_unique<Context>();
     cuda_check(cudaSetDevice(0));
     cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-    cublas_check(cublasCreate(&c->blas));
-    cublas_check(cublasSetStream(c->blas, c->stream));
+    // Not cublas_check: its debug sync would ask for the stream of the context being made here.
+    cublas_check_at(cublasCreate(&c->blas), "cublasCreate", __FILE__, __LINE__);
+    cublas_check_at(cublasSetStream(c->blas, c->stream), "cublasSetStream", __FILE__, __LINE__);
     set_math_mode(c->blas);
     c->allocator = new CachingAllocator(device_malloc, device_free);
     g_ctx = c.release();

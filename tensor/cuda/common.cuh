@@ -24,11 +24,22 @@ inline void cublas_check_at(cublasStatus_t status, const char* what, const char*
 // Every CUDA runtime and cuBLAS call goes through these; a failure throws std::runtime_error naming the
 // call, the error string and where it was made.
 #define cuda_check(call) ::ponder::cuda::cuda_check_at((call), #call, __FILE__, __LINE__)
-#define cublas_check(call) ::ponder::cuda::cublas_check_at((call), #call, __FILE__, __LINE__)
+#define cublas_check(call)                                                  \
+  do {                                                                      \
+    ::ponder::cuda::cublas_check_at((call), #call, __FILE__, __LINE__);     \
+    ::ponder::cuda::debug_sync(#call, __FILE__, __LINE__);                  \
+  } while (0)
 
 // The backend's single stream and cuBLAS handle (bound to that stream); defined in backend.cu.
 cudaStream_t stream();
 cublasHandle_t blas();
+
+// PONDER_CUDA_SYNC=1 (read once): synchronise the stream after every kernel launch and cuBLAS call and check for
+// errors there, so a fault is reported at the kernel that made it instead of at the next synchronising call.
+// Slow; a debugging mode (README, "CUDA").
+bool sync_each_launch();
+// In that mode: waits for the stream and raises its error naming `what` (a kernel or cuBLAS call); else nothing.
+void debug_sync(const char* what, const char* file, int line);
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;  // kernels loop over the rest (grid-stride)
@@ -41,6 +52,7 @@ void launch(const char* name, void (*kernel)(Params...), int64_t n, Args&&... ar
   const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
   kernel<<<blocks, kThreads, 0, stream()>>>(std::forward<Args>(args)...);
   cuda_check_at(cudaGetLastError(), name, __FILE__, __LINE__);
+  debug_sync(name, __FILE__, __LINE__);
 }
 
 #define PONDER_GRID_STRIDE(i, n) \
