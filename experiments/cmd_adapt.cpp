@@ -104,7 +104,7 @@ void register_adapt(CLI::App& app) {
       "loss, and the updated fast weights carry to the next chunk. Fast weights (adapt.fast): lora (rank adapt.rank "
       "on adapt.targets of the last adapt.last_blocks blocks, starting as the identity) or head (a residual SwiGLU "
       "head of width adapt.head_hidden, starting at 0); inner optimiser adapt.optimizer (sgd | momentum | adam) with "
-      "adapt.lr, adapt.clip and adapt.normalize. The base's parameters never change. Methods (adapt.methods): "
+      "adapt.lr, adapt.clip and adapt.normalize; adapt.replay R makes each step's loss cover the R chunks before too. The base's parameters never change. Methods (adapt.methods): "
       "uniform-K, every-K/N, front-K (K per chunk until the budget is spent), random, loss and entropy heuristics calibrated to uniform-<adapt.budget_k>'s FLOPs (gate-loss and gate-entropy: the same with the threshold adapted along each stream by an EMA, the published gate), "
       "learned-reinforce and learned-ppo-pid trained on this protocol, and the oracle; adaptive methods are held to a "
       "hard budget of adapt.budget_k updates per chunk of each stream (adapt.hard_budget). --seeds sets adapt.seeds; "

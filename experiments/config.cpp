@@ -324,6 +324,7 @@ void read_adapt(Section& s, AdaptSection& a) {
   s.get("targets", f.targets);
   s.get("last_blocks", f.last_blocks);
   s.get("head_hidden", f.head_hidden);
+  s.get("replay", f.replay);
   s.get("init_std", f.init_std);
   s.get<std::string>("optimizer", o.optimizer, [](const std::string& v) { return one_of(v, {"sgd", "momentum", "adam"}); });
   s.get("lr", o.lr);

@@ -33,7 +33,7 @@ Tensor read_chunk(ttt::FastWeights& fw, const Chunks& c, int64_t u, ttt::ModelSt
                   Episode& ep) {
   rec.unit = u;
   FlopScope read;
-  Tensor logits = fw.read(c.ids(u), state);
+  Tensor logits = fw.read(c.ids(u), state, c.tgt(u));
   rec.base_flops = read.counts().total();
   FlopScope measure;  // the evaluation's own loss, charged to no method
   const std::vector<double> losses = unit_losses(logits, c.tgt(u));
@@ -68,7 +68,7 @@ double lookahead_loss(ttt::FastWeights& fw, ttt::FastOptimizer& optim, const Chu
   const ttt::FastOptimizer::State weights = optim.save();
   const ttt::FastWeights::LastRead read = fw.last_read();
   for (int64_t a = u + 1; a <= last; ++a) {
-    const std::vector<double> more = unit_losses(fw.read(c.ids(a), s), c.tgt(a));
+    const std::vector<double> more = unit_losses(fw.read(c.ids(a), s, c.tgt(a)), c.tgt(a));
     losses.insert(losses.end(), more.begin(), more.end());
     if (a < last)
       for (int i = 0; i < steps_each; ++i) fw.update(c.tgt(a), c.b, optim);

@@ -112,7 +112,9 @@ TEST_CASE("the base's parameters never change while fast weights are updated") {
 }
 
 TEST_CASE("the chunk protocol is causal: tokens after chunk c never move the losses of chunks <= c") {
-  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+  FastWeightsConfig replaying = head_cfg();
+  replaying.replay = 2;
+  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg(), replaying}) {
     Model base(test_model({"ttt", "ttt"}), 7);
     Generator gen(8);
     const auto [in, tgt] = sequence(random_ids(gen, 1, 49, 32), 8);
@@ -180,6 +182,67 @@ TEST_CASE("one UPDATE_1 is the SGD step computed by central finite differences (
     const auto got = values(fw.parameters());
     for (size_t j = 0; j < got.size(); ++j)
       for (size_t i = 0; i < got[j].size(); ++i) CHECK(got[j][i] == doctest::Approx(expect[j][i]).epsilon(1e-7));
+  }
+}
+
+TEST_CASE("with replay, one UPDATE_1 is the SGD step on the mean loss over the chunk and the replayed ones") {
+  for (FastWeightsConfig f : {lora_cfg(), head_cfg()}) {
+    CAPTURE(f.kind);
+    f.replay = 2;
+    Model base(test_model({"ttt", "attention"}), 21, DType::F64);
+    Generator gen(22);
+    const Tensor ids = random_ids(gen, 1, 25, 32);  // three chunks of 8
+    auto in = [&](int64_t c) { return raw::contiguous(raw::slice(ids, 1, c * 8, c * 8 + 8)); };
+    auto tg = [&](int64_t c) { return raw::contiguous(raw::slice(ids, 1, c * 8 + 1, c * 8 + 9)); };
+    FastWeights fw(base, f, 23);
+    {  // every fast weight off 0, so each one's gradient is non-zero
+      NoGradGuard ng;
+      Generator g2(24);
+      for (const Tensor& p : fw.parameters()) raw::copy_(p, add(p, g2.normal(p.shape(), 0, 0.1, DType::F64)));
+    }
+    ModelState st;
+    for (int64_t c = 0; c < 3; ++c) fw.read(in(c), st, tg(c));
+    REQUIRE(fw.last_read().replayed.size() == 2);
+    // The loss by hand: every chunk's logits from its own state before it, with the fast weights as they are.
+    auto loss_now = [&] {
+      NoGradGuard ng;
+      ModelState s;
+      double sum = 0;
+      for (int64_t c = 0; c < 3; ++c) {
+        const Tensor logits = fw.peek(in(c), s);  // no update since the reads: the same states as theirs
+        sum += 8 * cross_entropy(reshape(logits, {8, 32}), raw::reshape(tg(c), {8})).item();
+      }
+      return sum / 24;
+    };
+    const double lr = 0.3, h = 1e-6;
+    std::vector<std::vector<double>> expect;
+    for (const Tensor& p : fw.parameters()) {
+      std::vector<double> v = p.to_vector(), next = v;
+      for (size_t i = 0; i < v.size(); ++i) {
+        auto at = [&](double x) {
+          std::vector<double> w = v;
+          w[i] = x;
+          NoGradGuard ng;
+          raw::copy_(p, Tensor::from_vector(w, p.shape(), DType::F64));
+          return loss_now();
+        };
+        const double g = (at(v[i] + h) - at(v[i] - h)) / (2 * h);
+        at(v[i]);
+        next[i] = v[i] - lr * g;
+      }
+      expect.push_back(next);
+    }
+    FastOptimConfig oc;
+    oc.lr = lr;
+    FastOptimizer sgd(fw.parameters(), oc);
+    const double loss = fw.update(tg(2), 8, sgd);
+    const auto got = values(fw.parameters());
+    for (size_t j = 0; j < got.size(); ++j)
+      for (size_t i = 0; i < got[j].size(); ++i) CHECK(got[j][i] == doctest::Approx(expect[j][i]).epsilon(1e-7));
+    CHECK(std::isfinite(loss));
+    fw.reset();  // a new stream replays nothing from the last one
+    CHECK(fw.last_read().replayed.empty());
+    CHECK_THROWS_WITH_AS(fw.read(in(0), st), doctest::Contains("replay needs each chunk's targets"), std::invalid_argument);
   }
 }
 

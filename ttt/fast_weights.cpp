@@ -27,6 +27,7 @@ Tensor leaf(Tensor t, Device device) {
 void FastWeightsConfig::validate(int64_t layers) const {
   need(kind == "lora" || kind == "head", "kind must be lora or head, got '" + kind + "'");
   need(init_std >= 0 && std::isfinite(init_std), "init_std must be finite and >= 0, got " + std::to_string(init_std));
+  need(replay >= 0 && replay <= 64, "replay must be in [0, 64] earlier chunks, got " + std::to_string(replay));
   if (kind == "head") {
     need(head_hidden >= 1, "head_hidden must be >= 1, got " + std::to_string(head_hidden));
     return;
@@ -137,6 +138,8 @@ FastWeights::FastWeights(const Model& base, const FastWeightsConfig& cfg, uint64
 void FastWeights::reset() {
   NoGradGuard ng;
   for (size_t i = 0; i < params_.size(); ++i) raw::copy_(params_[i], initial_[i]);
+  last_ = Read{};
+  replayed_.clear();
 }
 
 Model FastWeights::adapted() const {
@@ -152,16 +155,21 @@ Tensor FastWeights::head_logits(const Tensor& hidden) const {
   return base_.logits(add(hidden, f));
 }
 
-Tensor FastWeights::read(const Tensor& ids, ModelState& state) {
+Tensor FastWeights::read(const Tensor& ids, ModelState& state, const Tensor& targets) {
   // The scoring pass is never differentiated (updates differentiate reread()), and a state carried with a graph
   // would chain every later chunk's backward to this one.
   NoGradGuard scoring;
-  last_ids_ = ids;
-  if (cfg_.kind == "head") {
-    last_hidden_ = base_.hidden_chunk(ids, state);  // the head's input: a constant of every update on this chunk
-    return head_logits(last_hidden_);
+  need(cfg_.replay == 0 || targets.defined(), "read: replay needs each chunk's targets");
+  if (cfg_.replay > 0 && last_.ids.defined()) {
+    replayed_.push_back(last_);
+    if (int64_t(replayed_.size()) > cfg_.replay) replayed_.erase(replayed_.begin());
   }
-  before_ = state;  // handles: forward_chunk assigns new tensors to the state, never writes into them
+  last_ = Read{ids, Tensor(), targets, ModelState{}};
+  if (cfg_.kind == "head") {
+    last_.hidden = base_.hidden_chunk(ids, state);  // the head's input: a constant of every update on this chunk
+    return head_logits(last_.hidden);
+  }
+  last_.before = state;  // handles: forward_chunk assigns new tensors to the state, never writes into them
   return adapted().forward_chunk(ids, state);
 }
 
@@ -171,11 +179,15 @@ Tensor FastWeights::peek(const Tensor& ids, ModelState& state) const {
   return adapted().forward_chunk(ids, state);
 }
 
+Tensor FastWeights::logits_of(const Read& r) const {
+  if (cfg_.kind == "head") return head_logits(r.hidden);
+  ModelState s = r.before;
+  return adapted().forward_chunk(r.ids, s);
+}
+
 Tensor FastWeights::reread() const {
-  need(last_ids_.defined(), "reread() before any read()");
-  if (cfg_.kind == "head") return head_logits(last_hidden_);
-  ModelState s = before_;
-  return adapted().forward_chunk(last_ids_, s);
+  need(last_.ids.defined(), "reread() before any read()");
+  return logits_of(last_);
 }
 
 double FastWeights::update(const Tensor& targets, int64_t len, FastOptimizer& opt) {
@@ -183,8 +195,20 @@ double FastWeights::update(const Tensor& targets, int64_t len, FastOptimizer& op
   const Tensor logits = reread();
   const int64_t V = logits.shape()[2];
   need(len >= 1 && len <= logits.shape()[1], "update: len " + std::to_string(len) + " outside the chunk");
-  const Tensor rows = reshape(slice(logits, 1, 0, len), {len, V});
-  const Tensor loss = cross_entropy(rows, raw::reshape(raw::slice(targets, 1, 0, len), {len}));
+  auto mean_loss = [V](const Tensor& lg, const Tensor& tg, int64_t n) {
+    return cross_entropy(reshape(slice(lg, 1, 0, n), {n, V}), raw::reshape(raw::slice(tg, 1, 0, n), {n}));
+  };
+  Tensor loss = mean_loss(logits, targets, len);
+  if (!replayed_.empty()) {  // the mean over every token of the chunk and the replayed ones
+    Tensor total = affine(loss, double(len), 0);
+    int64_t count = len;
+    for (const Read& r : replayed_) {
+      const int64_t n = r.targets.shape()[1];
+      total = add(total, affine(mean_loss(logits_of(r), r.targets, n), double(n), 0));
+      count += n;
+    }
+    loss = affine(total, 1.0 / double(count), 0);
+  }
   opt.step(grad({loss}, params_));
   return loss.item();
 }

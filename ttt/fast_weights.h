@@ -13,7 +13,9 @@
 // A FastWeights reads a stream chunk by chunk: read() scores a new chunk with the fast weights as they are and
 // advances the base's state; reread() recomputes that chunk's logits with the fast weights as they are now, under
 // the caller's grad mode, which is what an update step differentiates. The base's state carried to the next chunk is
-// the one read() produced (the scoring pass), as in dynamic evaluation.
+// the one read() produced (the scoring pass), as in dynamic evaluation. With `replay` R > 0 an update's loss also
+// covers the R chunks read before the last one (their targets all known by then), so a step on a short chunk does
+// not forget what the chunks before it taught: the mean next-token loss over every token of the R + 1 chunks.
 #pragma once
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@ struct FastWeightsConfig {
   int64_t last_blocks = 1;                   // lora: adapt the targets of the last N blocks (0: every block)
   int64_t head_hidden = 64;                  // head: SwiGLU width
   double init_std = 0.02;                    // A (lora) and w1, w3 (head); B and w2 start at 0
+  int64_t replay = 0;                        // earlier chunks an update's loss covers too (0 … 64)
   void validate(int64_t layers) const;       // throws naming the key
 };
 
@@ -73,7 +76,8 @@ class FastWeights {
   // Back to the initial values (the adapted model equals the base again): a new stream starts here.
   void reset();
   // Logits (1, n, V) of the chunk ids (1, n) with the current fast weights, without a graph; advances `state`.
-  Tensor read(const Tensor& ids, ModelState& state);
+  // `targets` (1, n), the chunk's next tokens, are kept for replay (needed when config().replay > 0).
+  Tensor read(const Tensor& ids, ModelState& state, const Tensor& targets = Tensor());
   // Logits of a chunk with the current fast weights, advancing `state` (pass a copy to leave the stream's alone) and
   // remembering nothing: the oracle's look at later chunks. No graph.
   Tensor peek(const Tensor& ids, ModelState& state) const;
@@ -81,18 +85,22 @@ class FastWeights {
   Tensor reread() const;
   // What update() and reread() work on: the last chunk read. Saved and put back around a look ahead that reads
   // (and updates on) later chunks, so the stream continues from the chunk it was at.
-  struct LastRead {
-    Tensor ids, hidden;
-    ModelState before;
+  struct Read {
+    Tensor ids, hidden, targets;  // hidden: the head's frozen input; targets: undefined if not given
+    ModelState before;            // lora: the base state before the chunk
   };
-  LastRead last_read() const { return {last_ids_, last_hidden_, before_}; }
+  struct LastRead {
+    Read last;
+    std::vector<Read> replayed;  // up to `replay` chunks read before `last`, oldest first
+  };
+  LastRead last_read() const { return {last_, replayed_}; }
   void set_last_read(const LastRead& r) {
-    last_ids_ = r.ids;
-    last_hidden_ = r.hidden;
-    before_ = r.before;
+    last_ = r.last;
+    replayed_ = r.replayed;
   }
-  // One update: the mean next-token loss of the last read chunk's first `len` predictions (targets (1, n)) under
-  // the current fast weights, its gradient in the fast weights, and an optimiser step. Returns the loss.
+  // One update: the mean next-token loss of the last read chunk's first `len` predictions (targets (1, n)), and of
+  // every prediction of the replayed chunks, under the current fast weights; its gradient in the fast weights, and
+  // an optimiser step. Returns the loss.
   double update(const Tensor& targets, int64_t len, FastOptimizer& opt);
   const Model& base() const { return base_; }
   const FastWeightsConfig& config() const { return cfg_; }
@@ -100,6 +108,7 @@ class FastWeights {
  private:
   Model adapted() const;  // lora: the base with W + A·B in the targets' places
   Tensor head_logits(const Tensor& hidden) const;
+  Tensor logits_of(const Read& r) const;  // a read chunk's logits with the fast weights as they are now
 
   const Model& base_;
   FastWeightsConfig cfg_;
@@ -107,8 +116,8 @@ class FastWeights {
   std::vector<std::string> names_;
   std::vector<std::string> labels_;  // lora: the adapted parameter of each (A, B) pair …
   std::vector<Tensor> adapted_;      // … and its frozen value W, so a pass builds W + A·B without a search
-  Tensor last_ids_, last_hidden_;    // head: the frozen part of the last chunk
-  ModelState before_;                // lora: the base state before the last chunk
+  Read last_;                        // the last chunk read
+  std::vector<Read> replayed_;       // the `replay` chunks before it
 };
 
 }  // namespace ponder::ttt
