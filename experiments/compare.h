@@ -50,6 +50,10 @@ struct CompareOptions {
   // total FLOPs, so a heuristic's own overhead (its features, its probes) comes out of its inner budget.
   std::string calibrate_on = "total";
   double gate_alpha = 0.1;  // gate-<score>: the EMA factor α of the decisions and of the threshold's moves
+  // Tokens per decision on the TTT-layer path (a multiple of model.mini_batch; 0: one mini-batch). With more, every
+  // method decides one K per chunk of that many tokens, all of its mini-batches run with it: the granularity at
+  // which the published gate decides. `ponder adapt` decides per adapt.chunk instead.
+  int64_t unit_tokens = 0;
   std::vector<double> frontier_mus = {0.0, 0.02, 0.05, 0.1, 0.2, 0.5};  // oracle-budget sweep
   // Extra oracle runs after the sweep, each a μ bisected (in log space) between the sweep points that straddle
   // uniform-<budget_k>'s total FLOPs, so the oracle's headroom is measured at (nearly) the budget.

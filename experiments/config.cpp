@@ -248,6 +248,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get_step("oracle_lookahead_k", lookahead_k);
   c.rollout.oracle_lookahead_k = int(lookahead_k);
   s.get<std::string>("calibrate_on", c.calibrate_on, [](const std::string& v) { return one_of(v, {"inner", "total"}); });
+  s.get("unit_tokens", c.unit_tokens);
   s.get<double>("gate_alpha", c.gate_alpha, [](const std::string& v) { return open_unit(v); });
   s.get("frontier_mus", c.frontier_mus);
   s.get("oracle_bisect", c.oracle_bisect);
@@ -398,6 +399,10 @@ void check(const RunConfig& c) {
        "compare.seeds and compare.calib_windows must be positive, compare.windows_per_seed >= 0 (0: every window)");
   need(k.seq_len > 0 && k.seq_len % c.model.mini_batch == 0,
        "compare.seq_len must be a positive multiple of model.mini_batch, got " + std::to_string(k.seq_len));
+  need(k.unit_tokens >= 0 && k.unit_tokens % c.model.mini_batch == 0 &&
+           (k.unit_tokens == 0 || k.seq_len % k.unit_tokens == 0),
+       "compare.unit_tokens must be 0 or a multiple of model.mini_batch that divides compare.seq_len, got " +
+           std::to_string(k.unit_tokens));
   need(!k.step_options.empty(), "compare.step_options must not be empty");
   for (int o : k.step_options) need(o >= 0, "compare.step_options must be >= 0, got " + std::to_string(o));
   need(k.low >= 0 && k.high > k.low, "compare.high must exceed compare.low");
@@ -486,6 +491,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   read_learn(learn, c.compare.learn);
   read_streams(streams, c.streams);
   read_adapt(adapt, c.adapt);
+  if (c.compare.unit_tokens > 0 && c.model.mini_batch > 0 && c.compare.unit_tokens % c.model.mini_batch == 0)
+    c.compare.rollout.unit_batches = c.compare.unit_tokens / c.model.mini_batch;
   c.compare.stream_max_adapt = c.streams.max_adapt;  // compare.streams reads the streams as the regime checks do
   c.compare.stream_max_scored = c.streams.max_scored;
   c.compare.stream_max_segments = c.streams.max_segments;

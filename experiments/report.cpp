@@ -348,7 +348,8 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << provenance.value("threads", 0) << " thread(s). Data: " << provenance.value("data", "") << " (sha256 "
      << provenance.value("data_sha256", "") << "). Every number below comes from this run; results.json holds them "
      << "all, per seed and per window.\n\n"
-     << "Setup: " << setup_text(r, opt) << " Inner steps in `" << mode << "` mode. Heuristics and `random` spend K="
+     << "Setup: " << setup_text(r, opt) << " Inner steps in `" << mode << "` mode; a method picks one K per unit of "
+     << r.mini_batch * opt.rollout.unit_batches << " tokens (a learned method whose options name a unit, its own). Heuristics and `random` spend K="
      << opt.low << " or K=" << opt.high << " per unit and are calibrated on " << opt.calib_windows
      << " validation windows to " << (opt.calibrate_on == "total" ? "the total FLOPs per token of " + base_name +
         " (their own overhead comes out of their inner budget; inner budget " : "the inner FLOPs per token of " +

@@ -286,6 +286,8 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("train:\n  step_options: [4294967296]\n") ==
         "bad.yaml:2: train.step_options: step counts must lie in 0..64, got 4294967296");
   CHECK(err("compare:\n  budget_k: 4294967298\n") == "bad.yaml:2: compare.budget_k: must lie in 0..64, got 4294967298");
+  CHECK(err("compare:\n  unit_tokens: 24\n").find("compare.unit_tokens must be 0 or a multiple of model.mini_batch") !=
+        std::string::npos);
   CHECK(err("compare:\n  gate_alpha: 1.5\n") == "bad.yaml:2: compare.gate_alpha: expected a number in (0, 1), got '1.5'");
   CHECK(err("compare:\n  gate_alpha: 0.1x\n") == "bad.yaml:2: compare.gate_alpha: expected a number in (0, 1), got '0.1x'");
   CHECK(err("adapt:\n  replay: 99\n").find("replay must be in [0, 64]") != std::string::npos);
