@@ -123,7 +123,8 @@ nlohmann::ordered_json adapt_json(const AdaptSummary& s, const AdaptSection& a) 
   nlohmann::ordered_json j;
   j["adapt"] = {{"fast", f.kind}, {"rank", f.rank}, {"targets", f.targets}, {"last_blocks", f.last_blocks},
                 {"head_hidden", f.head_hidden}, {"chunk", a.chunk}, {"optimizer", o.optimizer}, {"lr", o.lr},
-                {"momentum", o.momentum}, {"clip", o.clip}, {"normalize", o.normalize}, {"budget_k", a.budget_k}};
+                {"momentum", o.momentum}, {"clip", o.clip}, {"normalize", o.normalize}, {"budget_k", a.budget_k},
+                {"split", a.split}};
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   auto num = [](double v) -> nlohmann::ordered_json { return std::isfinite(v) ? nlohmann::ordered_json(v) : nullptr; };
   for (const AdaptMethodRow& row : s.rows)
@@ -149,6 +150,8 @@ std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a, bool pe
   const ttt::FastOptimConfig& o = a.rollouts.optim;
   std::ostringstream md;
   md << "## Fast weights on the frozen base\n\n"
+     << (a.split == "valid" ? "**Validation streams** (adapt.split valid): for choosing the protocol's settings; the "
+                              "result is a run on the test split.\n\n" : "")
      << "Fast weights: `" << f.kind << "`"
      << (f.kind == "lora" ? " rank " + std::to_string(f.rank) + " on " + join_names(f.targets) + " of " +
                                 (f.last_blocks == 0 ? std::string("every block")

@@ -344,6 +344,7 @@ void read_adapt(Section& s, AdaptSection& a) {
   s.get("hard_budget", a.hard_budget);
   s.get("calib_len", a.calib_len);
   s.get("seeds", a.seeds);
+  s.get<std::string>("split", a.split, [](const std::string& v) { return one_of(v, {"test", "valid"}); });
 }
 
 void check_adapt(const RunConfig& c) {

@@ -58,6 +58,9 @@ struct AdaptSection {
   bool hard_budget = true;       // cap adaptive methods at budget_k updates per chunk of each stream
   int64_t calib_len = 2048;      // tokens of each calibration window (a multiple of chunk)
   int64_t seeds = 1;             // seeds of the methods' own randomness (every seed reads every stream)
+  // Which held-out streams are read and scored: "test" (the result) or "valid" (for choosing the inner optimiser,
+  // adapt.lr and the like, without looking at the test split).
+  std::string split = "test";
 };
 
 struct RunConfig {

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from cli_util import check, finish
+from cli_util import check, finish, same
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,20 +97,6 @@ def checkpoint(path):
             assert dtype == 0, "float32 tensors"
             values += list(take("%df" % n)) if n > 1 else [take("f")]
     return meta, rest, values
-
-
-def same(x, y, path=""):
-    """"" when equal but for wall-clock times and the command line, else where they first differ."""
-    drop = ("seconds", "seconds_per_token", "train_seconds", "command")
-    if isinstance(x, dict) and isinstance(y, dict):
-        if x.keys() != y.keys():
-            return path + ": keys " + str(sorted(set(x) ^ set(y)))
-        return next((w for k in x if k not in drop for w in [same(x[k], y[k], path + "/" + k)] if w), "")
-    if isinstance(x, list) and isinstance(y, list):
-        if len(x) != len(y):
-            return path + ": lengths %d, %d" % (len(x), len(y))
-        return next((w for i, (u, v) in enumerate(zip(x, y)) for w in [same(u, v, path + "/%d" % i)] if w), "")
-    return "" if x == y else path + ": %r vs %r" % (x, y)
 
 
 with tempfile.TemporaryDirectory(prefix="ponder_cli_mpi_") as tmp:

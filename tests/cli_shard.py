@@ -19,31 +19,17 @@ import subprocess
 import sys
 import tempfile
 
-from cli_util import check, finish
+from cli_util import check, finish, same
 
 ponder = sys.argv[1]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 config = os.path.join(root, "configs", "ci.yaml")
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
-TIMING = ("seconds", "seconds_per_token", "train_seconds", "command", "wall_seconds")
 
 
 def run(*args):
     return subprocess.run([ponder, "--threads", "1", *args], capture_output=True, text=True, timeout=600,
                           env=ENV)
-
-
-def same(x, y, path="", drop=TIMING):
-    """"" when equal but for the timing keys, else where they first differ."""
-    if isinstance(x, dict) and isinstance(y, dict):
-        if x.keys() != y.keys():
-            return path + ": keys " + str(sorted(set(x) ^ set(y)))
-        return next((w for k in x if k not in drop for w in [same(x[k], y[k], path + "/" + k)] if w), "")
-    if isinstance(x, list) and isinstance(y, list):
-        if len(x) != len(y):
-            return path + ": lengths %d, %d" % (len(x), len(y))
-        return next((w for i, (u, v) in enumerate(zip(x, y)) for w in [same(u, v, path + "/%d" % i)] if w), "")
-    return "" if x == y else path + ": %r vs %r" % (x, y)
 
 
 def report_text(folder):

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "autograd/grad_mode.h"
 #include "model_fixtures.h"
@@ -53,6 +54,29 @@ policy::AdaptConfig adapt_cfg(const FastWeightsConfig& f, double lr) {
   a.fast = f;
   a.optim.lr = lr;
   return a;
+}
+
+// The SGD step of size lr on loss() that central finite differences give, for every parameter (each left as it was).
+std::vector<std::vector<double>> fd_sgd_step(const std::vector<Tensor>& params, const std::function<double()>& loss,
+                                             double lr, double h = 1e-6) {
+  std::vector<std::vector<double>> expect;
+  for (const Tensor& p : params) {
+    std::vector<double> v = p.to_vector(), next = v;
+    for (size_t i = 0; i < v.size(); ++i) {
+      auto at = [&](double x) {
+        std::vector<double> w = v;
+        w[i] = x;
+        NoGradGuard ng;
+        raw::copy_(p, Tensor::from_vector(w, p.shape(), DType::F64));
+        return loss();
+      };
+      const double g = (at(v[i] + h) - at(v[i] - h)) / (2 * h);
+      at(v[i]);
+      next[i] = v[i] - lr * g;
+    }
+    expect.push_back(next);
+  }
+  return expect;
 }
 
 }  // namespace
@@ -157,24 +181,8 @@ TEST_CASE("one UPDATE_1 is the SGD step computed by central finite differences (
       const Tensor logits = fw.reread();
       return cross_entropy(reshape(logits, {8, 32}), raw::reshape(tgt, {8})).item();
     };
-    const double lr = 0.3, h = 1e-6;
-    std::vector<std::vector<double>> expect;
-    for (const Tensor& p : fw.parameters()) {
-      std::vector<double> v = p.to_vector(), next = v;
-      for (size_t i = 0; i < v.size(); ++i) {
-        auto at = [&](double x) {
-          std::vector<double> w = v;
-          w[i] = x;
-          NoGradGuard ng;
-          raw::copy_(p, Tensor::from_vector(w, p.shape(), DType::F64));
-          return loss_now();
-        };
-        const double g = (at(v[i] + h) - at(v[i] - h)) / (2 * h);
-        at(v[i]);
-        next[i] = v[i] - lr * g;
-      }
-      expect.push_back(next);
-    }
+    const double lr = 0.3;
+    const std::vector<std::vector<double>> expect = fd_sgd_step(fw.parameters(), loss_now, lr);
     FastOptimConfig oc;
     oc.lr = lr;
     FastOptimizer sgd(fw.parameters(), oc);
@@ -214,24 +222,8 @@ TEST_CASE("with replay, one UPDATE_1 is the SGD step on the mean loss over the c
       }
       return sum / 24;
     };
-    const double lr = 0.3, h = 1e-6;
-    std::vector<std::vector<double>> expect;
-    for (const Tensor& p : fw.parameters()) {
-      std::vector<double> v = p.to_vector(), next = v;
-      for (size_t i = 0; i < v.size(); ++i) {
-        auto at = [&](double x) {
-          std::vector<double> w = v;
-          w[i] = x;
-          NoGradGuard ng;
-          raw::copy_(p, Tensor::from_vector(w, p.shape(), DType::F64));
-          return loss_now();
-        };
-        const double g = (at(v[i] + h) - at(v[i] - h)) / (2 * h);
-        at(v[i]);
-        next[i] = v[i] - lr * g;
-      }
-      expect.push_back(next);
-    }
+    const double lr = 0.3;
+    const std::vector<std::vector<double>> expect = fd_sgd_step(fw.parameters(), loss_now, lr);
     FastOptimConfig oc;
     oc.lr = lr;
     FastOptimizer sgd(fw.parameters(), oc);

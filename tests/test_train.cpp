@@ -291,6 +291,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("compare:\n  gate_alpha: 1.5\n") == "bad.yaml:2: compare.gate_alpha: expected a number in (0, 1), got '1.5'");
   CHECK(err("compare:\n  gate_alpha: 0.1x\n") == "bad.yaml:2: compare.gate_alpha: expected a number in (0, 1), got '0.1x'");
   CHECK(err("adapt:\n  replay: 99\n").find("replay must be in [0, 64]") != std::string::npos);
+  CHECK(err("adapt:\n  split: train\n") == "bad.yaml:2: adapt.split: expected one of test, valid, got 'train'");
   CHECK(err("adapt:\n  methods: [gate-ttt-loss]\n").find("probes the TTT layers' inner loss") != std::string::npos);
   CHECK(err("learn:\n  options: [0, 65]\n") == "bad.yaml:2: learn.options: step counts must lie in 0..64, got 65");
   CHECK(err("model:\n  base_lr: -1\n").find("model config: base_lr must be >= 0") != std::string::npos);
