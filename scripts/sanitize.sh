@@ -2,7 +2,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (leak checks included) over the test suites, built with clang in
 # build-san/, then every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each (default 30), seeded with the
 # repository's own files. Part of the README's test command, so CI runs it.
-#   bash scripts/sanitize.sh                      everything (about 15 minutes on 2 cores, the build included)
+#   bash scripts/sanitize.sh                      everything (about 25 minutes on 2 cores, the build included)
 #   bash scripts/sanitize.sh --no-fuzz            the sanitized suites only
 #   FUZZ_SECONDS=3600 bash scripts/sanitize.sh --fuzz-only   longer fuzzing; findings land in build-san/fuzz/<target>/
 # A crash found by a fuzzer is saved as build-san/fuzz/<target>/crash-*; rerun it with
@@ -12,8 +12,12 @@
 # the other suites run too), cli_codebench (sandboxed Python), cli_crash (about 60 short runs stopped by signals: what it
 # checks is file handling, which the sanitizers do not see into past a SIGKILL), cli_mpi (every case runs under mpirun,
 # and LeakSanitizer reports Open MPI's own allocations, in libmpi and its plugins, as leaks; with leak checks off it
-# passes sanitized: ASAN_OPTIONS=detect_leaks=0 python3 tests/cli_mpi.py build-san/experiments/ponder, 2 minutes), and
-# the CUDA suite.
+# passes sanitized: ASAN_OPTIONS=detect_leaks=0 python3 tests/cli_mpi.py build-san/experiments/ponder, 2 minutes),
+# cli_replicates and cli_shard (over 4 minutes each instrumented: several trainings and comparisons whose code
+# cli_quick runs sanitized; their own logic, the statistics over models and the shard/merge bookkeeping, runs
+# sanitized in test_stats and test_train), and the CUDA suite. PONDER_SANITIZED=1 tells the suites that remain to
+# leave out what checks results rather than memory at great cost (cli_quick's second, serial run; in C++ the
+# test cases marked doctest::skip(kSanitized) are left out at compile time).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh >/dev/null
@@ -25,10 +29,11 @@ fi
 meson compile -C build-san >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export PONDER_SANITIZED=1
 mode=${1:-all}
 if [[ "$mode" != --fuzz-only ]]; then
   suites=$(meson test -C build-san --list 2>/dev/null | sed 's/^ponderttt:[a-z]* \/ //; s/^ponderttt \/ //' |
-           grep -vxE 'cli_control|cli_adapt_control|cli_adapt|cli_analyses|cli_codebench|cli_crash|cli_mpi|cuda')
+           grep -vxE 'cli_control|cli_adapt_control|cli_adapt|cli_analyses|cli_codebench|cli_crash|cli_mpi|cli_replicates|cli_shard|cuda')
   # shellcheck disable=SC2086
   meson test -C build-san --print-errorlogs --timeout-multiplier 4 $suites
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""End to end: `ponder quick` runs the positive control first (configs/planted.yaml, data/planted.h) and states
+"""End to end: `ponder quick` runs the positive control first (configs/ci_planted.yaml: configs/planted.yaml at CI size,
+data/planted.h) and states
 its verdict at the top of its report; the control passes in this build, and its verdict is recomputed here from
 the per-stream numbers in the control's results.json. Usage: cli_control.py PONDER"""
 import json
@@ -53,7 +54,7 @@ def check_verdict(pc, results):
 
 with tempfile.TemporaryDirectory() as out:
     run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out,
-                          "--control", os.path.join(root, "configs", "planted.yaml")],
+                          "--control", os.path.join(root, "configs", "ci_planted.yaml")],
                          capture_output=True, text=True, timeout=1500)
     check(run.returncode == 0, "ponder quick with the control exits 0: " + run.stderr[-2000:])
     control_dir = os.path.join(out, "control")
@@ -74,7 +75,7 @@ with tempfile.TemporaryDirectory() as out:
           "quick's report states the control's verdict before the comparison")
     # A finished control made by this clean build from the same config is reused, not rerun.
     if "dirty" not in results["commit"] and results["commit"] != "unknown":
-        again = subprocess.run([ponder, "control", "--config", os.path.join(root, "configs", "planted.yaml"),
+        again = subprocess.run([ponder, "control", "--config", os.path.join(root, "configs", "ci_planted.yaml"),
                                 "--out", control_dir], capture_output=True, text=True, timeout=600)
         check(again.returncode == 0 and "(reused:" in again.stderr, "a second `ponder control` reuses the verdict")
     else:

@@ -12,6 +12,21 @@ namespace ponder::test {
 
 constexpr double kTol = 1e-9;
 
+// True in a build instrumented by AddressSanitizer (scripts/sanitize.sh). Test cases that check what a long run learns
+// (not how memory is used) are skipped there with doctest::skip(kSanitized): instrumented they cost ~15× their time,
+// and the release build runs them.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 inline void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = kTol) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
