@@ -365,7 +365,8 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
                                                   "\nTraining curves per iteration are in results.json.\n")
      << "\n## Success criteria (docs/method.md §6.4)\n\n" << p.criteria.md << "\n## Oracle\n\n"
      << (oracle ? "Greedy oracle: " + oracle->detail + ", bpb " + fmt("%.4f", seed_mean(*oracle, bpb_of)) + " at " +
-                      fmt("%.4g", seed_mean(*oracle, total_of)) + " FLOPs/token (labels used: an upper bound, not a policy).\n\n"
+                      fmt("%.4g", seed_mean(*oracle, total_of)) + " FLOPs/token (labels used, not a policy; an upper bound only for gains that show within its look-ahead: "
+                      "it undervalues a step whose gain carries to every later unit, so a uniform schedule can beat it).\n\n"
                 : std::string())
      << p.oracle.md << p.agreement.md << "\n## Measured cost of inner steps\n\n" << p.costs.md
      << "\n## Figures\n\n![Pareto](pareto.png)\n\n![Distance to the uniform frontier](forest.png)\n\n"
