@@ -114,7 +114,8 @@ void register_adapt(CLI::App& app) {
       "uniform-K, every-K/N, front-K (K per chunk until the budget is spent), random, loss and entropy heuristics calibrated to uniform-<adapt.budget_k>'s FLOPs (gate-loss and gate-entropy: the same with the threshold adapted along each stream by an EMA, the published gate), "
       "learned-reinforce and learned-ppo-pid trained on this protocol, and the oracle; adaptive methods are held to a "
       "hard budget of adapt.budget_k updates per chunk of each stream (adapt.hard_budget). --seeds sets adapt.seeds; "
-      "--windows has no effect here (every held-out stream is read). With several --checkpoint, statistics over "
+      "--windows has no effect here (every held-out stream is read; adapt.split valid reads the validation streams "
+      "instead, for choosing adapt.lr and the like without the test split). With several --checkpoint, statistics over "
       "independently trained bases. Writes results.json "
       "(with cost_multiples and adapt_summary), report.md and the figures of ponder compare; a rerun resumes from "
       "the journal");
