@@ -48,11 +48,12 @@ std::vector<data::StreamTokens> bench_streams(const BenchArgs& b, std::string& s
 
 void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result = nullptr) {
   CheckpointJob job = load_checkpoint_job(a, "adapt");
-  if (job.adapt.split == "valid" && b.bench.empty()) {
+  if (job.adapt.split == "valid") {
+    if (!b.bench.empty()) throw std::invalid_argument("adapt: --bench reads a benchmark, not a split; drop adapt.split valid");
+    if (job.ds.valid_streams.empty()) throw std::invalid_argument("adapt: adapt.split valid, but the corpus has no validation streams");
     job.ds.test_streams = job.ds.valid_streams;
     std::fprintf(stderr, "adapt: adapt.split valid: reading the %zu validation streams, not the test split\n",
                  job.ds.test_streams.size());
-    if (job.ds.test_streams.empty()) throw std::invalid_argument("adapt: adapt.split valid, but the corpus has no validation streams");
   }
   nlohmann::ordered_json bench;
   if (!b.bench.empty()) {

@@ -95,6 +95,19 @@ with tempfile.TemporaryDirectory() as tmp:
     h = {m["name"]: m["seeds"][0] for m in json.load(open(os.path.join(head, "results.json")))["methods"]}
     check(abs(h["uniform-0"]["bpb"] - seeds["uniform-0"]["bpb"]) < 1e-6, "a head that has not learned is the base too")
 
+    # adapt.split valid reads the validation streams (other documents than the test split's), and says so.
+    valid = os.path.join(tmp, "valid")
+    run("adapt", "--checkpoint", cks[0], "--out", valid, *SMALL, "--set", "adapt.split=valid",
+        "--set", "adapt.methods=[uniform-0, uniform-1]")
+    rv = json.load(open(os.path.join(valid, "results.json")))
+    check(rv["adapt"]["split"] == "valid" and res["adapt"]["split"] == "test", "results.json records the split read")
+    check(rv["streams"] and not set(rv["streams"]) & set(res["streams"]),
+          "the validation streams share no document with the test streams: %s vs %s" % (rv["streams"][:3], res["streams"][:3]))
+    check("**Validation streams**" in open(os.path.join(valid, "report.md")).read(), "the report says it read them")
+    both = run("adapt", "--checkpoint", cks[0], "--out", os.path.join(tmp, "bad"), "--set", "adapt.split=valid",
+               "--bench", "humaneval", ok=False)
+    check(both.returncode != 0 and "drop adapt.split valid" in both.stderr, "--bench with adapt.split valid is refused")
+
     two = os.path.join(tmp, "two")
     run("adapt", "--checkpoint", cks[0], "--checkpoint", cks[1], "--out", two, *SMALL,
         "--set", "adapt.methods=[oracle, uniform-0, uniform-1, uniform-2, loss]")

@@ -3,6 +3,7 @@
 data/planted.h) and states
 its verdict at the top of its report; the control passes in this build, and its verdict is recomputed here from
 the per-stream numbers in the control's results.json. Usage: cli_control.py PONDER"""
+import difflib
 import json
 import math
 import os
@@ -51,6 +52,18 @@ def check_verdict(pc, results):
         check(math.isclose(m["headroom_recovered"], -m["delta_bpb"] / h["bpb"], rel_tol=1e-9),
               m["method"] + ": share of the headroom recovered recomputed")
 
+
+def config_lines(name):
+    path = os.path.join(root, "configs", name)
+    return [l for l in open(path).read().splitlines() if l.strip() and not l.lstrip().startswith("#")]
+
+
+# configs/ci_planted.yaml is planted.yaml at CI size: it may differ in the training length, the seeds and the methods
+# alone, so a change to the control that CI checks is a change to the control the main job runs.
+changed = [l[2:].split(":")[0].strip() for l in difflib.ndiff(config_lines("planted.yaml"), config_lines("ci_planted.yaml"))
+           if l[:1] in "+-"]
+check(sorted(set(changed)) == ["methods", "seeds", "steps"],
+      "ci_planted.yaml differs from planted.yaml only in steps, seeds and methods: %s" % sorted(set(changed)))
 
 with tempfile.TemporaryDirectory() as out:
     run = subprocess.run([ponder, "quick", "--config", os.path.join(root, "configs", "ci.yaml"), "--out", out,

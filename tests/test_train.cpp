@@ -289,6 +289,9 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("compare:\n  budget_k: 4294967298\n") == "bad.yaml:2: compare.budget_k: must lie in 0..64, got 4294967298");
   CHECK(err("compare:\n  unit_tokens: 24\n").find("compare.unit_tokens must be 0 or a multiple of model.mini_batch") !=
         std::string::npos);
+  // A valid unit becomes the rollout's mini-batches per decision (the default mini-batch is 16 tokens).
+  CHECK(cli::parse_config("compare:\n  unit_tokens: 64\n", src).compare.rollout.unit_batches == 4);
+  CHECK(cli::parse_config("compare:\n  seq_len: 128\n", src).compare.rollout.unit_batches == 1);
   CHECK(err("compare:\n  gate_alpha: 1.5\n") == "bad.yaml:2: compare.gate_alpha: expected a number in (0, 1), got '1.5'");
   CHECK(err("compare:\n  gate_alpha: 0.1x\n") == "bad.yaml:2: compare.gate_alpha: expected a number in (0, 1), got '0.1x'");
   CHECK(err("adapt:\n  replay: 99\n").find("replay must be in [0, 64]") != std::string::npos);
