@@ -5,8 +5,6 @@
 // (autograd/compose.cpp, the definition this is tested against), and no (n × T) tensor is ever stored: the
 // backward recomputes each block's probabilities from the saved log-normalisers (lse), as flash attention does.
 // Blocks of one head run in order and heads in parallel, so results do not depend on the thread count.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/cpu/vmath.h"
 
@@ -21,18 +20,6 @@ namespace ponder::cpu {
 namespace {
 
 constexpr int64_t kBlock = 64;  // queries per block: a 64 × T float scratch is 512 KiB at T = 2,048
-
-// C (m × n, ldc) = A·B (+ beta·C), row-major; A is m × k (ta: k × m), B is k × n (tb: n × k).
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              1.0f, a, int(lda), b, int(ldb), beta, c, int(ldc));
-}
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-          int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              1.0, a, int(lda), b, int(ldb), beta, c, int(ldc));
-}
 
 // The keys [lo, hi) query i sees.
 struct Span {

@@ -10,71 +10,19 @@
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loop.h"
+#include "tensor/cpu/rows.h"
 
 namespace ponder::cpu {
 namespace {
 
-// Rows are processed four elements at a time in double-precision vectors (AVX2: one instruction each),
-// with a scalar tail; a lambda written for `auto` operands serves both. Sums keep two vector
-// accumulators and fold them in a fixed order.
-using vd = double __attribute__((vector_size(32)));
-using vf4 = float __attribute__((vector_size(16)));
-struct Vec {};
-struct One {};
-
-template <class T>
-vd ld(const T* p, int64_t i, Vec) {
-  if constexpr (std::is_same_v<T, double>) {
-    vd v;
-    std::memcpy(&v, p + i, sizeof v);
-    return v;
-  } else {
-    vf4 f;
-    std::memcpy(&f, p + i, sizeof f);
-    return __builtin_convertvector(f, vd);
-  }
-}
-template <class T>
-double ld(const T* p, int64_t i, One) {
-  return double(p[i]);
-}
-template <class T>
-void st(T* p, int64_t i, vd v, Vec) {
-  if constexpr (std::is_same_v<T, double>) {
-    std::memcpy(p + i, &v, sizeof v);
-  } else {
-    const vf4 f = __builtin_convertvector(v, vf4);
-    std::memcpy(p + i, &f, sizeof f);
-  }
-}
-template <class T>
-void st(T* p, int64_t i, double v, One) {
-  p[i] = T(v);
-}
-
-// Σ_i f(i) over a row, f(i, Vec{}) giving elements i..i+3 and f(i, One{}) element i.
-template <class F>
-double vsum(int64_t D, F f) {
-  vd a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= D; i += 8) {
-    a += f(i, Vec{});
-    b += f(i + 4, Vec{});
-  }
-  for (; i + 4 <= D; i += 4) a += f(i, Vec{});
-  a += b;
-  double t = (a[0] + a[1]) + (a[2] + a[3]);
-  for (; i < D; ++i) t += f(i, One{});
-  return t;
-}
-
-// f(i, Vec{}) and f(i, One{}) over a row, for writes.
-template <class F>
-void vfor(int64_t D, F f) {
-  int64_t i = 0;
-  for (; i + 4 <= D; i += 4) f(i, Vec{});
-  for (; i < D; ++i) f(i, One{});
-}
+using rows::ld;
+using rows::st;
+using rows::vsum;
+using rows::vfor;
+using rows::ln_stats;
+using rows::acc_add;
+using rows::Vec;
+using rows::One;
 
 // Runs fn(offset, D) over the rows of a (…, D) tensor, in parallel when the tensor is large.
 template <class Fn>
@@ -82,17 +30,6 @@ void for_rows(const Tensor& x, Fn fn) {
   const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
 #pragma omp parallel for schedule(static) if (rows > 1 && x.numel() >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) fn(r * D, D);
-}
-
-// Mean and 1/sqrt(var + eps) of one row.
-template <class T>
-void ln_stats(const T* p, int64_t D, double eps, double& mu, double& s) {
-  mu = vsum(D, [&](int64_t i, auto t) { return ld(p, i, t); }) / double(D);
-  const double var = vsum(D, [&](int64_t i, auto t) {
-    const auto c = ld(p, i, t) - mu;
-    return c * c;
-  });
-  s = 1.0 / std::sqrt(var / double(D) + eps);
 }
 
 template <class T>
@@ -209,15 +146,6 @@ void rows_into(const Tensor& x, int64_t P, std::initializer_list<T*> outs, Fn fn
   }
 }
 
-// acc[i] += v over a row, for the vector and the scalar step.
-inline void acc_add(double* acc, int64_t i, vd v, Vec) {
-  vd a;
-  std::memcpy(&a, acc + i, sizeof a);
-  a += v;
-  std::memcpy(acc + i, &a, sizeof a);
-}
-inline void acc_add(double* acc, int64_t i, double v, One) { acc[i] += v; }
-
 // Per-thread scratch of at least n doubles (rows of intermediates, kept instead of recomputed).
 double* scratch(int64_t n) {
   thread_local std::vector<double> buf;
@@ -232,10 +160,7 @@ void layer_norm_affine_t(const Tensor& out, const Tensor& x, const Tensor& gamma
   T* po = out.data<T>();
   const int64_t D = x.shape().back();
   for_rows(x, [&](int64_t o, int64_t) {
-    const T *p = px + o, *gm = pgam + goff[o / D], *bt = pbet + goff[o / D];
-    double mu, s;
-    ln_stats(p, D, eps, mu, s);
-    vfor(D, [&](int64_t i, auto t) { st(po + o, i, ld(gm, i, t) * ((ld(p, i, t) - mu) * s) + ld(bt, i, t), t); });
+    rows::ln_affine(px + o, pgam + goff[o / D], pbet + goff[o / D], po + o, D, eps);
   });
 }
 
@@ -246,24 +171,8 @@ void layer_norm_affine_backward_t(const Tensor& dx, const Tensor& dgamma, const 
   T* pdx = dx.data<T>();
   const int64_t P = gamma.numel();
   rows_into<T>(x, P, {dgamma.data<T>(), dbeta.data<T>()}, [&](int64_t o, int64_t D, int64_t r, double* acc) {
-    const T *p = px + o, *q = pg + o, *gm = pgam + goff[r];
-    double* ag = acc + goff[r];
-    double* ab = acc + P + goff[r];
-    double* xh = scratch(2 * D);
-    double* gg = xh + D;
-    double mu, s;
-    ln_stats(p, D, eps, mu, s);
-    // x̂ and g⊙γ kept; dγ += g⊙x̂, dβ += g
-    vfor(D, [&](int64_t i, auto t) {
-      const auto h = (ld(p, i, t) - mu) * s, gi = ld(q, i, t);
-      st(xh, i, h, t);
-      st(gg, i, gi * ld(gm, i, t), t);
-      acc_add(ag, i, gi * h, t);
-      acc_add(ab, i, gi, t);
-    });
-    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t); }) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t) * ld(xh, i, t); }) / double(D);
-    vfor(D, [&](int64_t i, auto t) { st(pdx + o, i, s * (ld(gg, i, t) - m1 - ld(xh, i, t) * m2), t); });
+    rows::ln_affine_backward(px + o, pgam + goff[r], pg + o, pdx + o, acc + goff[r], acc + P + goff[r], D, eps,
+                             scratch(rows::kLnAffineBackwardScratch * D));
   });
 }
 
@@ -306,19 +215,8 @@ void ln_l2_grad_t(const Tensor& out, const Tensor& z, const Tensor& tg, const Te
   T* po = out.data<T>();
   const int64_t D = z.shape().back();
   for_rows(z, [&](int64_t o, int64_t) {
-    const T *p = pz + o, *q = pt + o, *gm = pgam + goff[o / D], *bt = pbet + goff[o / D];
-    double* xh = scratch(2 * D);
-    double* gy = xh + D;
-    double mu, s;
-    ln_stats(p, D, eps, mu, s);
-    vfor(D, [&](int64_t i, auto t) {  // x̂ and gy = (γ⊙x̂ + β − t)⊙γ
-      const auto h = (ld(p, i, t) - mu) * s, g = ld(gm, i, t);
-      st(xh, i, h, t);
-      st(gy, i, (g * h + ld(bt, i, t) - ld(q, i, t)) * g, t);
-    });
-    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
-    vfor(D, [&](int64_t i, auto t) { st(po + o, i, s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2), t); });
+    rows::ln_l2_grad(pz + o, pt + o, pgam + goff[o / D], pbet + goff[o / D], po + o, D, eps,
+                     scratch(rows::kLnL2GradScratch * D));
   });
 }
 
@@ -330,46 +228,8 @@ void ln_l2_grad_vjp_t(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, 
   T *pdz = dz.data<T>(), *pdt = dt.data<T>();
   const int64_t P = gamma.numel();
   rows_into<T>(z, P, {dgamma.data<T>(), dbeta.data<T>()}, [&](int64_t o, int64_t D, int64_t row, double* acc) {
-    const T *p = pz + o, *q = pt + o, *gm = pgam + goff[row], *bt = pbet + goff[row], *wr = pw + o;
-    double* ag = acc + goff[row];
-    double* ab = acc + P + goff[row];
-    double* xh = scratch(5 * D);
-    double *rr = xh + D, *gy = xh + 2 * D, *dg = xh + 3 * D, *dx = xh + 4 * D;
-    double mu, s;
-    ln_stats(p, D, eps, mu, s);
-    // x̂, r = γ⊙x̂ + β − t and gy = r⊙γ, kept for the passes below
-    vfor(D, [&](int64_t i, auto t) {
-      const auto h = (ld(p, i, t) - mu) * s;
-      const auto ri = ld(gm, i, t) * h + ld(bt, i, t) - ld(q, i, t);
-      st(xh, i, h, t);
-      st(rr, i, ri, t);
-      st(gy, i, ri * ld(gm, i, t), t);
-    });
-    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
-    const double a = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t); }) / double(D);
-    const double b = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * ld(xh, i, t); }) / double(D);
-    // c = mean(w⊙out), out = s·(gy − m1 − x̂·m2) the forward result
-    const double c = vsum(D, [&](int64_t i, auto t) {
-                       return ld(wr, i, t) * (s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2));
-                     }) / double(D);
-    // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²
-    vfor(D, [&](int64_t i, auto t) {
-      const auto g = ld(gm, i, t), wi = ld(wr, i, t);
-      const auto d = s * (wi - a - ld(xh, i, t) * b);
-      st(dg, i, d, t);
-      st(dx, i, -s * (m2 * wi + b * ld(gy, i, t)) + d * g * g, t);
-    });
-    const double e = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t); }) / double(D);
-    const double f = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t) * ld(xh, i, t); }) / double(D);
-    // dz = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂; dt = −dgy⊙γ; dγ += dgy⊙(r + γ⊙x̂); dβ += dgy⊙γ
-    vfor(D, [&](int64_t i, auto t) {
-      const auto h = ld(xh, i, t), g = ld(gm, i, t), d = ld(dg, i, t);
-      st(pdz + o, i, s * (ld(dx, i, t) - e - h * f) - s * c * h, t);
-      st(pdt + o, i, -(d * g), t);
-      acc_add(ag, i, d * (ld(rr, i, t) + g * h), t);
-      acc_add(ab, i, d * g, t);
-    });
+    rows::ln_l2_grad_vjp(pz + o, pt + o, pgam + goff[row], pbet + goff[row], pw + o, pdz + o, pdt + o,
+                         acc + goff[row], acc + P + goff[row], D, eps, scratch(rows::kLnL2GradVjpScratch * D));
   });
 }
 

@@ -1,0 +1,184 @@
+// Row computations shared by the fused row kernels (tensor/cpu/norm.cpp) and the fused TTT dual form
+// (tensor/cpu/ttt_dual.cpp): one home for each row formula, in double precision over interleaved lanes with a fixed
+// order of summation, so results do not depend on the thread count or on which kernel calls them.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace ponder::cpu::rows {
+
+// Rows are processed four elements at a time in double-precision vectors (AVX2: one instruction each),
+// with a scalar tail; a lambda written for `auto` operands serves both. Sums keep two vector
+// accumulators and fold them in a fixed order.
+using vd = double __attribute__((vector_size(32)));
+using vf4 = float __attribute__((vector_size(16)));
+struct Vec {};
+struct One {};
+
+template <class T>
+vd ld(const T* p, int64_t i, Vec) {
+  if constexpr (std::is_same_v<T, double>) {
+    vd v;
+    std::memcpy(&v, p + i, sizeof v);
+    return v;
+  } else {
+    vf4 f;
+    std::memcpy(&f, p + i, sizeof f);
+    return __builtin_convertvector(f, vd);
+  }
+}
+template <class T>
+double ld(const T* p, int64_t i, One) {
+  return double(p[i]);
+}
+template <class T>
+void st(T* p, int64_t i, vd v, Vec) {
+  if constexpr (std::is_same_v<T, double>) {
+    std::memcpy(p + i, &v, sizeof v);
+  } else {
+    const vf4 f = __builtin_convertvector(v, vf4);
+    std::memcpy(p + i, &f, sizeof f);
+  }
+}
+template <class T>
+void st(T* p, int64_t i, double v, One) {
+  p[i] = T(v);
+}
+
+// Σ_i f(i) over a row, f(i, Vec{}) giving elements i..i+3 and f(i, One{}) element i.
+template <class F>
+double vsum(int64_t D, F f) {
+  vd a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8) {
+    a += f(i, Vec{});
+    b += f(i + 4, Vec{});
+  }
+  for (; i + 4 <= D; i += 4) a += f(i, Vec{});
+  a += b;
+  double t = (a[0] + a[1]) + (a[2] + a[3]);
+  for (; i < D; ++i) t += f(i, One{});
+  return t;
+}
+
+// f(i, Vec{}) and f(i, One{}) over a row, for writes.
+template <class F>
+void vfor(int64_t D, F f) {
+  int64_t i = 0;
+  for (; i + 4 <= D; i += 4) f(i, Vec{});
+  for (; i < D; ++i) f(i, One{});
+}
+
+// Mean and 1/sqrt(var + eps) of one row.
+template <class T>
+void ln_stats(const T* p, int64_t D, double eps, double& mu, double& s) {
+  mu = vsum(D, [&](int64_t i, auto t) { return ld(p, i, t); }) / double(D);
+  const double var = vsum(D, [&](int64_t i, auto t) {
+    const auto c = ld(p, i, t) - mu;
+    return c * c;
+  });
+  s = 1.0 / std::sqrt(var / double(D) + eps);
+}
+
+// acc[i] += v over a row, for the vector and the scalar step.
+inline void acc_add(double* acc, int64_t i, vd v, Vec) {
+  vd a;
+  std::memcpy(&a, acc + i, sizeof a);
+  a += v;
+  std::memcpy(acc + i, &a, sizeof a);
+}
+inline void acc_add(double* acc, int64_t i, double v, One) { acc[i] += v; }
+
+
+// Scratch each row function needs, in doubles per element of the row.
+constexpr int64_t kLnAffineBackwardScratch = 2, kLnL2GradScratch = 2, kLnL2GradVjpScratch = 5;
+
+// out = γ⊙x̂ + β for one row of D.
+template <class T>
+void ln_affine(const T* p, const T* gm, const T* bt, T* out, int64_t D, double eps) {
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  vfor(D, [&](int64_t i, auto t) { st(out, i, ld(gm, i, t) * ((ld(p, i, t) - mu) * s) + ld(bt, i, t), t); });
+}
+
+// dx = layer_norm_backward(x, g⊙γ) for one row; ag += g⊙x̂ and ab += g (dγ, dβ).
+template <class T>
+void ln_affine_backward(const T* p, const T* gm, const T* q, T* dxo, double* ag, double* ab, int64_t D, double eps,
+                        double* xh) {
+  double* gg = xh + D;
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  // x̂ and g⊙γ kept; dγ += g⊙x̂, dβ += g
+  vfor(D, [&](int64_t i, auto t) {
+    const auto h = (ld(p, i, t) - mu) * s, gi = ld(q, i, t);
+    st(xh, i, h, t);
+    st(gg, i, gi * ld(gm, i, t), t);
+    acc_add(ag, i, gi * h, t);
+    acc_add(ab, i, gi, t);
+  });
+  const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t); }) / double(D);
+  const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t) * ld(xh, i, t); }) / double(D);
+  vfor(D, [&](int64_t i, auto t) { st(dxo, i, s * (ld(gg, i, t) - m1 - ld(xh, i, t) * m2), t); });
+}
+
+// out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ) for one row: ∂/∂z of ½‖γ⊙x̂ + β − t‖².
+template <class T>
+void ln_l2_grad(const T* p, const T* q, const T* gm, const T* bt, T* out, int64_t D, double eps, double* xh) {
+  double* gy = xh + D;
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  vfor(D, [&](int64_t i, auto t) {  // x̂ and gy = (γ⊙x̂ + β − t)⊙γ
+    const auto h = (ld(p, i, t) - mu) * s, g = ld(gm, i, t);
+    st(xh, i, h, t);
+    st(gy, i, (g * h + ld(bt, i, t) - ld(q, i, t)) * g, t);
+  });
+  const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
+  const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
+  vfor(D, [&](int64_t i, auto t) { st(out, i, s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2), t); });
+}
+
+// The VJP of ln_l2_grad for one row and upstream w: dz, dt; ag += dγ, ab += dβ.
+template <class T>
+void ln_l2_grad_vjp(const T* p, const T* q, const T* gm, const T* bt, const T* wr, T* dzo, T* dto, double* ag,
+                    double* ab, int64_t D, double eps, double* xh) {
+  double *rr = xh + D, *gy = xh + 2 * D, *dg = xh + 3 * D, *dx = xh + 4 * D;
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  // x̂, r = γ⊙x̂ + β − t and gy = r⊙γ, kept for the passes below
+  vfor(D, [&](int64_t i, auto t) {
+    const auto h = (ld(p, i, t) - mu) * s;
+    const auto ri = ld(gm, i, t) * h + ld(bt, i, t) - ld(q, i, t);
+    st(xh, i, h, t);
+    st(rr, i, ri, t);
+    st(gy, i, ri * ld(gm, i, t), t);
+  });
+  const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
+  const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
+  const double a = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t); }) / double(D);
+  const double b = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * ld(xh, i, t); }) / double(D);
+  // c = mean(w⊙out), out = s·(gy − m1 − x̂·m2) the forward result
+  const double c = vsum(D, [&](int64_t i, auto t) {
+                     return ld(wr, i, t) * (s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2));
+                   }) / double(D);
+  // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²
+  vfor(D, [&](int64_t i, auto t) {
+    const auto g = ld(gm, i, t), wi = ld(wr, i, t);
+    const auto d = s * (wi - a - ld(xh, i, t) * b);
+    st(dg, i, d, t);
+    st(dx, i, -s * (m2 * wi + b * ld(gy, i, t)) + d * g * g, t);
+  });
+  const double e = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t); }) / double(D);
+  const double f = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t) * ld(xh, i, t); }) / double(D);
+  // dz = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂; dt = −dgy⊙γ; dγ += dgy⊙(r + γ⊙x̂); dβ += dgy⊙γ
+  vfor(D, [&](int64_t i, auto t) {
+    const auto h = ld(xh, i, t), g = ld(gm, i, t), d = ld(dg, i, t);
+    st(dzo, i, s * (ld(dx, i, t) - e - h * f) - s * c * h, t);
+    st(dto, i, -(d * g), t);
+    acc_add(ag, i, d * (ld(rr, i, t) + g * h), t);
+    acc_add(ab, i, d * g, t);
+  });
+}
+
+}  // namespace ponder::cpu::rows
