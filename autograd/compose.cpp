@@ -189,4 +189,82 @@ std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const
   return {matmul(ds, k), matmul(transpose(ds, -1, -2), q), matmul(transpose(p, -1, -2), dy)};
 }
 
+// ---- TTT-Linear's dual form
+
+namespace {
+struct DualParts {  // what the forward and its VJP share, computed once
+  Tensor t, z, g, e, s, a, zb;
+};
+DualParts dual_parts(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                     const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps,
+                     const std::function<void(int)>& mark) {
+  raw::check_dual(W, bias, xq, xk, xv, eta);
+  DualParts p;
+  p.t = sub(xv, xk);
+  p.z = add(matmul(xk, W), bias);
+  if (mark) mark(0);
+  p.g = ponder::ln_l2_grad(p.z, p.t, gamma, beta, eps);
+  if (mark) mark(1);
+  p.e = tril(eta);
+  p.s = matmul(xq, transpose(xk, -1, -2));
+  p.a = mul(p.e, p.s);
+  p.zb = add(sub(matmul(xq, W), matmul(p.a, p.g)), sub(bias, matmul(p.e, p.g)));
+  return p;
+}
+// ηl as a column (…, b, 1): the weights of the carried update.
+Tensor eta_last(const Tensor& eta) {
+  const int r = int(eta.dim()) - 2;
+  const int64_t b = eta.shape()[size_t(r)];
+  return transpose(slice(eta, r, b - 1, b), -1, -2);
+}
+}  // namespace
+
+std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
+                                      const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
+                                      double eps, const std::function<void(int)>& mark) {
+  const DualParts p = dual_parts(W, bias, xq, xk, xv, eta, gamma, beta, eps, mark);
+  Tensor out = add(xq, ponder::layer_norm_affine(p.zb, gamma, beta, eps));
+  if (mark) mark(2);
+  const Tensor el = eta_last(eta);
+  Tensor W2 = sub(W, matmul(transpose(mul(el, xk), -1, -2), p.g));
+  Tensor b2 = sub(bias, sum(mul(el, p.g), {-2}, true));
+  if (mark) mark(3);
+  return {out, W2, b2};
+}
+
+// Backwards through zb = xq·W + bias − (A + E)·G, A = E⊙S, S = xq·xkᵀ: dM = −dzb·Gᵀ reaches A and E, so
+// dS = dM⊙E and dE = dM⊙(S + 1). Through W' = W − Pᵀ·G, P = ηl⊙xk, and bias' = bias − ηlᵀ·G: dP = −G·dW'ᵀ,
+// dG −= P·dW' + ηl·dbias', dηl = Σ_c (xk⊙dP − G⊙dbias'). Then G's VJP (ln_l2_grad_vjp) gives dZ and the
+// target's gradient, and Z = xk·W + bias the rest.
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& dout,
+                                               const Tensor& dW, const Tensor& dbias, double eps) {
+  const DualParts p = dual_parts(W, bias, xq, xk, xv, eta, gamma, beta, eps, {});
+  // γ and β seen row by row: their two gradients are added per row and summed once, so the count depends on the
+  // rows only (not on how many distinct γ there are).
+  const Tensor gr = like(gamma, xq), br = like(beta, xq);
+  auto [dzb, dgam, dbet] = ponder::layer_norm_affine_backward(p.zb, gr, dout, eps);
+  const Tensor Wt = transpose(W, -1, -2);
+  Tensor dm = neg(matmul(dzb, transpose(p.g, -1, -2)));
+  Tensor ds = mul(dm, p.e);
+  Tensor de = tril(mul(dm, affine(p.s, 1, 1)));
+  Tensor dxq = add(add(dout, matmul(dzb, Wt)), matmul(ds, xk));
+  Tensor dxk = matmul(transpose(ds, -1, -2), xq);
+  Tensor dw = add(matmul(transpose(xq, -1, -2), dzb), dW);
+  Tensor db = add(sum(dzb, {-2}, true), dbias);
+  const Tensor el = eta_last(eta);
+  Tensor dp = neg(matmul(p.g, transpose(dW, -1, -2)));
+  Tensor dg = neg(add(add(matmul(transpose(add(p.a, p.e), -1, -2), dzb), matmul(mul(el, xk), dW)), mul(el, dbias)));
+  dxk = add(dxk, mul(el, dp));
+  Tensor del = sub(sum(mul(xk, dp), {-1}, true), sum(mul(p.g, dbias), {-1}, true));  // (…, b, 1)
+  auto [dz, dt, dgam2, dbet2] = ponder::ln_l2_grad_vjp(p.z, p.t, gr, br, dg, eps);
+  dxk = add(sub(dxk, dt), matmul(dz, Wt));
+  dw = add(dw, matmul(transpose(xk, -1, -2), dz));
+  db = add(db, sum(dz, {-2}, true));
+  const int r = int(eta.dim()) - 2;
+  Tensor deta = add(de, pad_slice(transpose(del, -1, -2), eta.shape(), r, eta.shape()[size_t(r)] - 1));
+  return {dw, db, dxq, dxk, dt, deta, sum_to(add(dgam, dgam2), gamma.shape()), sum_to(add(dbet, dbet2), beta.shape())};
+}
+
 }  // namespace ponder::compose

@@ -10,6 +10,7 @@
 // broadcast to x along its leading axes, and their gradients are summed back to their own shape.
 #pragma once
 #include <array>
+#include <functional>
 #include <utility>
 
 #include "autograd/ops.h"
@@ -47,5 +48,22 @@ void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo);
 std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy,
                                          const AttnGeometry& geo);
+// TTT-Linear's dual form on one mini-batch of b tokens, per head (docs/ttt.md §1.7–§1.8). W (…, f, f), bias
+// (…, 1, f), xq, xk, xv (…, b, f), eta (…, b, b) with the same leading axes; γ, β broadcast to (…, b, f). With
+// Z = xk·W + bias, G = ln_l2_grad(Z, xv − xk) (each token's inner gradient at W), E = tril(eta) and
+// A = E⊙(xq·xkᵀ):
+//   out = xq + LN_{γ,β}(xq·W − A·G + bias − E·G),  W' = W − (ηl⊙xk)ᵀ·G,  bias' = bias − Σ_j ηl_j·G_j,
+// ηl (…, b, 1) the last row of eta. Returns {out, W', bias'}. mark(p), when given, is called at the end of each
+// phase of the work: 0 the inner forward (Z, and the target xv − xk), 1 the inner gradient G, 2 the output,
+// 3 the update; a unit's cost is split by these (ttt/schedule.h).
+std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
+                                      const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
+                                      double eps, const std::function<void(int)>& mark = {});
+// Its gradients for upstream {dout, dW', dbias'}: {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ}, each shaped like its
+// input (deta zero above the diagonal: the map reads only E and the last row).
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& dout,
+                                               const Tensor& dW, const Tensor& dbias, double eps);
 
 }  // namespace ponder::compose

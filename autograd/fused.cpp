@@ -1,8 +1,10 @@
 // Kernel or composition for each fused op, and FLOP rules derived from the compositions (autograd/fused.h).
 #include "autograd/fused.h"
 
+#include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -19,12 +21,50 @@ thread_local bool t_deriving = false;  // on while this thread runs compositions
 
 using CatCounts = std::array<int64_t, size_t(FlopCat::Count)>;
 
-int size_count(FusedOp op) { return op == FusedOp::Attention || op == FusedOp::AttentionBackward ? 4 : 2; }
+// The degree of a fused op's FLOPs in each of its sizes: 1 (multilinear) but for the TTT dual form, whose
+// products are quadratic in the mini-batch and in the head width ({G, b, f}: G·b²·f and G·b·f² terms).
+std::vector<int> degrees(FusedOp op) {
+  switch (op) {
+    case FusedOp::Attention:
+    case FusedOp::AttentionBackward: return {1, 1, 1, 1};
+    case FusedOp::TttLinearDual:
+    case FusedOp::TttLinearDualBackward: return {1, 2, 2};
+    default: return {1, 1};
+  }
+}
+int size_count(FusedOp op) { return int(degrees(op).size()); }
+
+// The TTT dual form at sizes {G, b, f} (γ, β per head when bcast, else per row). The forward's variant is the
+// phase whose FLOPs count (compose::ttt_linear_dual's marks): the FLOPs of the other phases are put back.
+void run_dual(FusedOp op, int variant, const Sizes& s, bool bcast) {
+  Generator gen(7);
+  const int64_t G = s[0], b = s[1], f = s[2];
+  auto draw = [&](int64_t r, int64_t c, double sd) { return gen.normal({G, r, c}, 0, sd, DType::F64); };
+  const Shape ps = bcast ? Shape{f} : Shape{G, b, f};  // (f): a sum over rows at every probe, as in a layer
+  const Tensor W = draw(f, f, 0.3), bias = draw(1, f, 0.1), xq = draw(b, f, 1), xk = draw(b, f, 1),
+               xv = draw(b, f, 1), eta = gen.uniform({G, b, b}, 0, 0.1, DType::F64),
+               gamma = gen.normal(ps, 1, 0.1, DType::F64), beta = gen.normal(ps, 0, 0.1, DType::F64);
+  if (op == FusedOp::TttLinearDualBackward) {
+    compose::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, draw(b, f, 1), draw(f, f, 1),
+                                      draw(1, f, 1), 1e-5);
+    return;
+  }
+  // Phases before `variant` run under a FlopIsolate that ends at its mark; phases after it are isolated too.
+  std::optional<FlopIsolate> hide;
+  hide.emplace();
+  auto mark = [&](int p) {
+    if (p + 1 == variant) hide.reset();
+    if (p == variant) hide.emplace();
+  };
+  if (variant == 0) hide.reset();
+  compose::ttt_linear_dual(W, bias, xq, xk, xv, eta, gamma, beta, 1e-5, mark);
+}
 
 // Runs op's composition once (float64, CPU) at sizes s: {R, D}, or {G, n, T, f} for attention (the probe's
 // queries stand at positions 0 … n − 1 and keys at 0 … T − 1, so every query sees at least key 0).
 void run_composition(FusedOp op, int variant, const Sizes& s, bool bcast) {
   Generator gen(7);
+  if (op == FusedOp::TttLinearDual || op == FusedOp::TttLinearDualBackward) return run_dual(op, variant, s, bcast);
   if (size_count(op) == 4) {
     auto draw = [&](int64_t rows) { return gen.normal({1, s[0], rows, s[3]}, 0, 1, DType::F64); };
     const Tensor q = draw(s[1]), k = draw(s[2]), v = draw(s[2]), dy = draw(s[1]);
@@ -61,6 +101,8 @@ void run_composition(FusedOp op, int variant, const Sizes& s, bool bcast) {
       break;
     case FusedOp::Attention:
     case FusedOp::AttentionBackward:
+    case FusedOp::TttLinearDual:
+    case FusedOp::TttLinearDualBackward:
     case FusedOp::Count: throw std::logic_error("fused::rule: no row probe for this op");
   }
 }
@@ -74,33 +116,79 @@ CatCounts measure(FusedOp op, int variant, const Sizes& s, bool bcast) {
   return out;
 }
 
-// The sizes whose bits are set in `ones` at 2, the others at 1.
-Sizes corner(int k, unsigned ones) {
-  Sizes s(size_t(k), 1);
-  for (int v = 0; v < k; ++v) s[size_t(v)] += (ones >> v) & 1u;
-  return s;
+// Exponent vectors (and grid points) in mixed radix: digit v runs over 0 … deg[v], digit 0 varying fastest, so
+// for multilinear ops the index of a monomial is the bit mask of its sizes.
+std::vector<int> digits(const std::vector<int>& deg, size_t m) {
+  std::vector<int> e(deg.size());
+  for (size_t v = 0; v < deg.size(); ++v) {
+    e[v] = int(m % size_t(deg[v] + 1));
+    m /= size_t(deg[v] + 1);
+  }
+  return e;
 }
-int sign_of(unsigned bits) { return __builtin_popcount(bits) % 2 ? -1 : 1; }
+size_t monomials(const std::vector<int>& deg) {
+  size_t n = 1;
+  for (int d : deg) n *= size_t(d + 1);
+  return n;
+}
 
-// Multilinear interpolation on {1, 2}^k. With x = 1 + y, the count at corner S is Σ_{T ⊆ S} d_T where
-// d_T = Σ_{m ⊇ T} c_m; Möbius inversion twice gives d from the corners and the coefficients c from d.
+// inv[e][p] of the Vandermonde matrix V[p][e] = (p + 1)^e, p, e = 0 … d (Gauss–Jordan; d ≤ 2 here).
+std::vector<std::vector<long double>> vandermonde_inverse(int d) {
+  const int n = d + 1;
+  std::vector<std::vector<long double>> m(size_t(n), std::vector<long double>(size_t(2 * n), 0));
+  for (int p = 0; p < n; ++p) {
+    long double x = 1;
+    for (int e = 0; e < n; ++e, x *= (p + 1)) m[size_t(p)][size_t(e)] = x;
+    m[size_t(p)][size_t(n + p)] = 1;
+  }
+  for (int c = 0; c < n; ++c) {  // the nodes are distinct, so every pivot is non-zero without row swaps
+    const long double piv = m[size_t(c)][size_t(c)];
+    for (auto& x : m[size_t(c)]) x /= piv;
+    for (int r = 0; r < n; ++r)
+      if (r != c) {
+        const long double f = m[size_t(r)][size_t(c)];
+        for (int j = 0; j < 2 * n; ++j) m[size_t(r)][size_t(j)] -= f * m[size_t(c)][size_t(j)];
+      }
+  }
+  std::vector<std::vector<long double>> inv(static_cast<size_t>(n), std::vector<long double>(static_cast<size_t>(n)));
+  for (int e = 0; e < n; ++e)
+    for (int p = 0; p < n; ++p) inv[size_t(e)][size_t(p)] = m[size_t(e)][size_t(n + p)];
+  return inv;
+}
+
+// Polynomial interpolation on the grid {1 … deg_v + 1} of each size: the counts q at the grid points are
+// V_1 ⊗ … ⊗ V_k applied to the coefficients, so the coefficients are the inverse Vandermonde matrices applied
+// along each axis in turn. The result is rounded to integers and then checked exactly off the grid.
 Rule derive(FusedOp op, int variant, bool bcast) {
-  const int k = size_count(op);
-  const unsigned n = 1u << k;
-  std::vector<CatCounts> q(n), d(n);
-  for (unsigned S = 0; S < n; ++S) q[S] = measure(op, variant, corner(k, S), bcast);
-  for (unsigned T = 0; T < n; ++T)
-    for (unsigned S = T;; S = (S - 1) & T) {  // every subset S of T
-      for (size_t c = 0; c < q[S].size(); ++c) d[T][c] += sign_of(T ^ S) * q[S][c];
-      if (S == 0) break;
+  const std::vector<int> deg = degrees(op);
+  const size_t k = deg.size(), n = monomials(deg), cats = size_t(FlopCat::Count);
+  std::vector<std::vector<long double>> a(n, std::vector<long double>(cats, 0));
+  for (size_t p = 0; p < n; ++p) {
+    const std::vector<int> e = digits(deg, p);
+    Sizes s(k);
+    for (size_t v = 0; v < k; ++v) s[v] = e[v] + 1;
+    const CatCounts q = measure(op, variant, s, bcast);
+    for (size_t c = 0; c < cats; ++c) a[p][c] = q[c];
+  }
+  size_t stride = 1;
+  for (size_t v = 0; v < k; stride *= size_t(deg[v] + 1), ++v) {
+    const auto inv = vandermonde_inverse(deg[v]);
+    std::vector<std::vector<long double>> b(n, std::vector<long double>(cats, 0));
+    for (size_t m = 0; m < n; ++m) {
+      const int ev = digits(deg, m)[v];
+      const size_t base = m - size_t(ev) * stride;
+      for (int p = 0; p <= deg[v]; ++p)
+        for (size_t c = 0; c < cats; ++c) b[m][c] += inv[size_t(ev)][size_t(p)] * a[base + size_t(p) * stride][c];
     }
+    a.swap(b);
+  }
   Rule r;
+  r.deg = deg;
   r.coef.assign(n, CatCounts{});
-  for (unsigned m = 0; m < n; ++m)
-    for (unsigned T = m; T < n; T = (T + 1) | m)  // every superset T of m
-      for (size_t c = 0; c < d[T].size(); ++c) r.coef[m][c] += sign_of(T ^ m) * d[T][c];
-  Sizes check = Sizes(size_t(k), 0);
-  for (int v = 0; v < k; ++v) check[size_t(v)] = 3 + v;
+  for (size_t m = 0; m < n; ++m)
+    for (size_t c = 0; c < cats; ++c) r.coef[m][c] = int64_t(std::llround(a[m][c]));
+  Sizes check(k);
+  for (size_t v = 0; v < k; ++v) check[v] = deg[v] + 2 + int64_t(v);
   const CatCounts m = measure(op, variant, check, bcast);
   bool ok = true;
   int64_t work = 0;  // a probe that counted nothing ran no composition (a missing case above)
@@ -110,7 +198,7 @@ Rule derive(FusedOp op, int variant, bool bcast) {
   }
   if (!ok || work == 0)
     throw std::logic_error(std::string("fused::rule: the composition of ") + fused_op_name(op) +
-                           " counts no FLOPs, or FLOPs not multilinear in its sizes");
+                           " counts no FLOPs, or FLOPs not a polynomial of the stated degree in its sizes");
   return r;
 }
 
@@ -121,6 +209,11 @@ Sizes rows_of(const Tensor& x) {
   return {D ? n / D : 0, D};
 }
 
+Sizes dual_sizes(const Tensor& xq) {
+  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back();
+  return {b * f != 0 ? xq.numel() / (b * f) : 0, b, f};
+}
+
 Sizes attention_sizes(const Tensor& q, const Tensor& k) {
   const int64_t n = q.shape()[q.dim() - 2], f = q.shape().back();
   return {n * f ? q.numel() / (n * f) : 0, n, k.shape()[k.dim() - 2], f};
@@ -128,19 +221,24 @@ Sizes attention_sizes(const Tensor& q, const Tensor& k) {
 
 int64_t Rule::at(FlopCat c, const Sizes& s) const {
   int64_t total = 0;
-  for (unsigned m = 0; m < coef.size(); ++m) {
+  for (size_t m = 0; m < coef.size(); ++m) {
     int64_t term = coef[m][size_t(c)];
-    for (size_t v = 0; v < s.size() && term; ++v)
-      if ((m >> v) & 1u) term *= s[v];
+    const std::vector<int> e = digits(deg, m);
+    for (size_t v = 0; v < s.size() && v < e.size() && term; ++v)
+      for (int p = 0; p < e[v]; ++p) term *= s[v];
     total += term;
   }
   return total;
 }
 
 int64_t Rule::term(FlopCat c, std::initializer_list<int> sizes) const {
-  unsigned m = 0;
-  for (int v : sizes) m |= 1u << v;
-  if (m >= coef.size()) throw std::invalid_argument("fused::Rule::term: no such size");
+  std::vector<int> e(deg.size(), 0);
+  for (int v : sizes) {
+    if (v < 0 || size_t(v) >= deg.size() || ++e[size_t(v)] > deg[size_t(v)])
+      throw std::invalid_argument("fused::Rule::term: no such monomial");
+  }
+  size_t m = 0, stride = 1;
+  for (size_t v = 0; v < deg.size(); stride *= size_t(deg[v] + 1), ++v) m += size_t(e[v]) * stride;
   return coef[m][size_t(c)];
 }
 
@@ -239,6 +337,21 @@ std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const
   if (!kernel_now(FusedOp::AttentionBackward, q, {&q, &k, &v, &dy})) return compose::attention_backward(q, k, v, dy, geo);
   auto out = raw::attention_backward(q, k, v, y, lse, dy, geo);
   fused::count(FusedOp::AttentionBackward, fused::attention_sizes(q, k));
+  return out;
+}
+
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                               const Tensor& dy, double eps) {
+  if (!kernel_now(FusedOp::TttLinearDualBackward, xq, {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta, &dy})) {
+    const int r = int(xq.dim()) - 2;
+    const int64_t b = xq.shape()[size_t(r)], f = xq.shape().back();
+    return compose::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, slice(dy, r, 0, b),
+                                             slice(dy, r, b, b + f), slice(dy, r, b + f, b + f + 1), eps);
+  }
+  auto out = raw::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, saved, dy, eps);
+  fused::count(FusedOp::TttLinearDualBackward, fused::dual_sizes(xq), gamma.shape() != xq.shape());
   return out;
 }
 

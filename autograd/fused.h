@@ -21,25 +21,31 @@ namespace fused {
 bool use(FusedOp op, const Tensor& x);
 
 // The sizes a fused op's FLOPs depend on: {R, D} (rows and the row length) for the row ops, act_mul, the squared
-// norm and AdamW; {G, n, T, f} (heads × batch, queries, keys, head width) for attention.
+// norm and AdamW; {G, n, T, f} (heads × batch, queries, keys, head width) for attention; {G, b, f} (heads × batch,
+// mini-batch, head width) for the TTT dual form.
 using Sizes = std::vector<int64_t>;
 Sizes rows_of(const Tensor& x);  // {R, D} of x: D its last axis (1 for a scalar), R = numel / D
 Sizes attention_sizes(const Tensor& q, const Tensor& k);  // {G, n, T, f} of q (…, n, f) and k (…, T, f)
+Sizes dual_sizes(const Tensor& xq);  // {G, b, f} of the TTT dual form's queries (…, b, f)
 
-// The composition's FLOPs as a polynomial in the op's sizes that has degree at most one in each (multilinear),
-// per category: coef[m] holds the coefficient of the product of the sizes whose bits are set in m.
+// The composition's FLOPs as a polynomial in the op's sizes, per category, of degree at most deg[v] in size v
+// (1 for every op but the TTT dual form's, which is quadratic in its mini-batch and head width): coef[m] holds
+// the coefficient of the monomial whose exponents are the mixed-radix digits of m (digit v in 0 … deg[v], the
+// first size varying fastest; for a multilinear op, m is the bit mask of the sizes in the monomial).
 struct Rule {
-  std::vector<std::array<int64_t, size_t(FlopCat::Count)>> coef;  // 2^(number of sizes) monomials
+  std::vector<int> deg;
+  std::vector<std::array<int64_t, size_t(FlopCat::Count)>> coef;
   int64_t at(FlopCat c, const Sizes& s) const;
-  // The coefficient of the product of the sizes listed (indices into Sizes): term(Elementwise, {0, 1}) is a
-  // row op's element-wise FLOPs per element, term(Elementwise, {0}) its FLOPs per row.
+  // The coefficient of the product of the sizes listed (indices into Sizes, repeated for a power):
+  // term(Elementwise, {0, 1}) is a row op's element-wise FLOPs per element, term(Elementwise, {0}) its FLOPs per
+  // row, term(Matmul, {0, 1, 2, 2}) the G·b·f² term of the TTT dual form.
   int64_t term(FlopCat c, std::initializer_list<int> sizes) const;
 };
-// Derived once per process by running the composition in float64 on the probes where every size is 1 or 2
-// and interpolating, then checked where the sizes are 3, 4, 5, …; a composition whose count is not of this form,
-// or that counts nothing, is a std::logic_error naming the op. `bcast`: the per-row parameters (γ, β, w) are
-// smaller than x, so their gradients are sums over rows. `variant` tells apart ops whose composition depends on
-// a setting (act_mul's activation: int(GateAct)).
+// Derived once per process by running the composition in float64 on the grid where size v takes the values
+// 1 … deg[v] + 1 and interpolating, then checked at sizes off the grid; a composition whose count is not of this
+// form, or that counts nothing, is a std::logic_error naming the op. `bcast`: the per-row parameters (γ, β, w)
+// are smaller than x, so their gradients are sums over rows. `variant` tells apart ops whose composition depends
+// on a setting (act_mul's activation: int(GateAct); the TTT dual form's phase).
 Rule rule(FusedOp op, bool bcast = false, int variant = 0);
 // Adds rule(op, bcast, variant) at `sizes` to this thread's FLOP counters.
 void count(FusedOp op, const Sizes& sizes, bool bcast = false, int variant = 0);
@@ -61,5 +67,12 @@ void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor
 // recomputes what it needs and ignores them).
 std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                                          const Tensor& lse, const Tensor& dy, const AttnGeometry& geo);
+// {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ} of ttt_linear_dual (autograd/ops.h) for upstream dy of its packed
+// result (…, b + f + 1, f) ({dout; dW'; dbias'}), W and bias already of xq's leading shape. saved: the forward
+// kernel's intermediates (raw::ttt_linear_dual), or undefined.
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                               const Tensor& dy, double eps);
 
 }  // namespace ponder

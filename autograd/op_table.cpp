@@ -437,6 +437,95 @@ void add_attention_cases(std::vector<OpCase>& t) {
                attention_ref(cached), {}});
 }
 
+// ---- TTT-Linear's dual form (checked against plain loops over one head's tokens, written from the formulas of
+// autograd/compose.h rather than from its ops: the inner gradient row by row, then each output token's sum)
+Dense dual_ref(const Refs& r) {
+  const Dense &W = r[0], &bias = r[1], &q = r[2], &k = r[3], &v = r[4], &eta = r[5], &gam = r[6], &bet = r[7];
+  const size_t nd = q.shape.size();
+  const int64_t b = q.shape[nd - 2], f = q.shape[nd - 1], G = q.numel() / (b * f);
+  Shape os = q.shape;
+  os[nd - 2] = b + f + 1;
+  Dense o{os, std::vector<double>(size_t(G * (b + f + 1) * f))};
+  auto at = [&](const Dense& d, int64_t g, int64_t i, int64_t c) {  // d[g's leading index…, i, c], broadcast
+    std::vector<int64_t> idx = q.index(g * b * f);
+    idx[nd - 2] = i;
+    idx[nd - 1] = c;
+    return d.at_broadcast(idx);
+  };
+  auto ln_row = [&](std::vector<double> x, std::vector<double>& xh) {  // x̂ of a row; returns s
+    double mu = 0, var = 0;
+    for (double e : x) mu += e / double(f);
+    for (double e : x) var += (e - mu) * (e - mu) / double(f);
+    const double s = 1 / std::sqrt(var + kLnEps);
+    for (int64_t c = 0; c < f; ++c) xh[size_t(c)] = (x[size_t(c)] - mu) * s;
+    return s;
+  };
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<std::vector<double>> grad(static_cast<size_t>(b), std::vector<double>(static_cast<size_t>(f)));
+    for (int64_t j = 0; j < b; ++j) {  // the inner gradient of token j at W: ∂/∂Z ½‖LN(Z) − (v − k)‖²
+      std::vector<double> z(static_cast<size_t>(f)), xh = z, gy = z;
+      for (int64_t c = 0; c < f; ++c) {
+        z[size_t(c)] = at(bias, g, 0, c);
+        for (int64_t a = 0; a < f; ++a) z[size_t(c)] += at(k, g, j, a) * at(W, g, a, c);
+      }
+      const double s = ln_row(z, xh);
+      double m1 = 0, m2 = 0;
+      for (int64_t c = 0; c < f; ++c) {
+        const double gm = at(gam, g, j, c);
+        gy[size_t(c)] = (gm * xh[size_t(c)] + at(bet, g, j, c) - (at(v, g, j, c) - at(k, g, j, c))) * gm;
+        m1 += gy[size_t(c)] / double(f);
+        m2 += gy[size_t(c)] * xh[size_t(c)] / double(f);
+      }
+      for (int64_t c = 0; c < f; ++c) grad[size_t(j)][size_t(c)] = s * (gy[size_t(c)] - m1 - xh[size_t(c)] * m2);
+    }
+    double* out = o.v.data() + g * (b + f + 1) * f;
+    for (int64_t i = 0; i < b; ++i) {  // zb_i = q_i·W + bias − Σ_{j ≤ i} η_ij·(q_i·k_j + 1)·G_j
+      std::vector<double> zb(static_cast<size_t>(f)), xh = zb;
+      for (int64_t c = 0; c < f; ++c) {
+        zb[size_t(c)] = at(bias, g, 0, c);
+        for (int64_t a = 0; a < f; ++a) zb[size_t(c)] += at(q, g, i, a) * at(W, g, a, c);
+      }
+      for (int64_t j = 0; j <= i; ++j) {
+        double qk = 0;
+        for (int64_t a = 0; a < f; ++a) qk += at(q, g, i, a) * at(k, g, j, a);
+        for (int64_t c = 0; c < f; ++c) zb[size_t(c)] -= at(eta, g, i, j) * (qk + 1) * grad[size_t(j)][size_t(c)];
+      }
+      ln_row(zb, xh);
+      for (int64_t c = 0; c < f; ++c)
+        out[i * f + c] = at(q, g, i, c) + at(gam, g, i, c) * xh[size_t(c)] + at(bet, g, i, c);
+    }
+    for (int64_t a = 0; a < f; ++a)  // W' = W − Σ_j η_{b−1,j}·k_jᵀ·G_j, bias' = bias − Σ_j η_{b−1,j}·G_j
+      for (int64_t c = 0; c < f; ++c) {
+        double w = at(W, g, a, c), bb = at(bias, g, 0, c);
+        for (int64_t j = 0; j < b; ++j) {
+          w -= at(eta, g, b - 1, j) * at(k, g, j, a) * grad[size_t(j)][size_t(c)];
+          if (a == 0) bb -= at(eta, g, b - 1, j) * grad[size_t(j)][size_t(c)];
+        }
+        out[(b + a) * f + c] = w;
+        if (a == 0) out[(b + f) * f + c] = bb;
+      }
+  }
+  return o;
+}
+
+void add_dual_cases(std::vector<OpCase>& t) {
+  // Per-head W, bias, γ and β broadcast over the batch; a transposed xq; b = 3 tokens of f = 4.
+  t.push_back({"ttt_linear_dual (per-head W, γ, β; transposed xq)", {Op::TttLinearDual},
+               [](DType dt) {
+                 return Ins{U({2, 4, 4}, -0.5, 0.5, 121, dt),        U({2, 1, 4}, -0.3, 0.3, 122, dt),
+                            raw::transpose(U({2, 2, 4, 3}, -1, 1, 123, dt), 2, 3),
+                            U({2, 2, 3, 4}, -1, 1, 124, dt),         U({2, 2, 3, 4}, -1, 1, 125, dt),
+                            U({2, 2, 3, 3}, 0.05, 0.4, 126, dt),     U({2, 1, 4}, 0.5, 1.5, 127, dt),
+                            U({2, 1, 4}, -0.5, 0.5, 128, dt)};
+               },
+               {true, true, true, true, true, true, true, true},
+               [](const Ins& x) {
+                 auto y = ttt_linear_dual(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], kLnEps);
+                 return cat({y[0], y[1], y[2]}, -2);
+               },
+               dual_ref, {}});
+}
+
 // ---- shape and layout
 void add_shape_cases(std::vector<OpCase>& t) {
   t.push_back({"reshape (non-contiguous)", {Op::Reshape}, [](DType dt) { return Ins{T(U({4, 3}, -1, 1, 61, dt))}; },
@@ -621,6 +710,7 @@ std::vector<OpCase> build() {
   add_fused_activation_cases(t);
   add_matmul_cases(t);
   add_attention_cases(t);
+  add_dual_cases(t);
   add_shape_cases(t);
   add_shift_and_copy_cases(t);
   add_indexing_cases(t);

@@ -92,6 +92,14 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps);
 // forward and backward where the backend has it (it skips hidden keys and stores no (n × T) tensor).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo);
 
+// ---- TTT-Linear's dual form on one mini-batch (the map: autograd/compose.h), {out, W', bias'}. W (…, f, f) and
+// bias (…, 1, f) broadcast to xq's leading axes; γ, β to (…, b, f) along its leading axes. One node around the
+// backend's kernel where it has one, else the composition. mark(p) is called after phase p's FLOPs are counted
+// (0 inner forward, 1 inner gradient, 2 output, 3 update), on either path.
+std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
+                                      const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
+                                      double eps, const std::function<void(int)>& mark = {});
+
 // ---- masks
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);

@@ -3,6 +3,7 @@
 // here by the tensors' device, so a new backend (tensor/cuda/) plugs in by implementing this interface,
 // saying which fused kernels it has (supports) and registering itself.
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "tensor/tensor.h"
@@ -49,7 +50,8 @@ struct AdamWCoeffs {
   X(RmsNormAffine, "rms_norm_affine") X(RmsNormAffineBackward, "rms_norm_affine_backward")                    \
   X(LnL2Grad, "ln_l2_grad") X(LnL2GradVjp, "ln_l2_grad_vjp") X(ActMul, "act_mul")                              \
   X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")              \
-  X(Attention, "attention") X(AttentionBackward, "attention_backward")
+  X(Attention, "attention") X(AttentionBackward, "attention_backward")                                        \
+  X(TttLinearDual, "ttt_linear_dual") X(TttLinearDualBackward, "ttt_linear_dual_backward")
 
 #define PONDER_ENUM_ID(id, ...) id,
 enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
@@ -61,6 +63,19 @@ struct AttnGeometry {
   double scale;
   int64_t t0, first, window;
 };
+
+// The operands of TTT-Linear's dual form on one mini-batch, per head g of G (the map: autograd/compose.h):
+// W (G, f, f), bias (G, 1, f), xq, xk, xv (G, b, f), eta (G, b, b), contiguous; γ and β of the inner layer norm
+// as the row kernels take them (goff[r]: the offset of row r of the G·b rows of xq).
+struct DualOperands {
+  Tensor W, bias, xq, xk, xv, eta, gamma, beta;
+  const int64_t* goff;
+  double eps;
+  // Optional (G, kDualSaved(b, f)): the forward's intermediates per head, Z, G and zb (b × f each) and S = xq·xkᵀ
+  // (b × b), written by the forward kernel and read by the backward's instead of recomputing them.
+  Tensor saved;
+};
+constexpr int64_t kDualSaved(int64_t b, int64_t f) { return 3 * b * f + b * b; }
 
 const char* unary_name(UnaryOp op);
 const char* fused_op_name(FusedOp op);
@@ -174,6 +189,14 @@ class Backend {
   virtual void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                   const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AttnGeometry&) {
     unsupported(FusedOp::AttentionBackward);
+  }
+  // TTT-Linear's dual form on one mini-batch, each head on its own (DualOperands): y (G, b + f + 1, f) packs the
+  // outputs (rows 0 … b−1), the next W (rows b … b+f−1) and the next bias (row b+f). The backward, for upstream
+  // dy of that packed shape, writes {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ} (dγ, dβ shaped like γ, summed over
+  // heads in a fixed order).
+  virtual void ttt_linear_dual(const Tensor&, const DualOperands&) { unsupported(FusedOp::TttLinearDual); }
+  virtual void ttt_linear_dual_backward(const std::array<Tensor, 8>&, const DualOperands&, const Tensor&) {
+    unsupported(FusedOp::TttLinearDualBackward);
   }
 
  protected:

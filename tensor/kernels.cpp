@@ -453,6 +453,8 @@ Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor
 
 namespace {
 std::atomic<bool> g_fused{true};
+std::atomic<uint64_t> g_fused_off{0};  // bit i: FusedOp i runs as its composition
+static_assert(size_t(FusedOp::Count) <= 64, "one bit per fused op");
 
 // x as a contiguous float tensor with at least one axis, and t broadcast to x's shape, contiguous.
 Tensor rows_input(const Tensor& x, const char* op) {
@@ -498,8 +500,12 @@ RowParams row_params(const Tensor& x, const Tensor& gamma, const Tensor& beta, c
 
 void set_fused_kernels(bool on) { g_fused.store(on); }
 bool fused_kernels() { return g_fused.load(); }
+void set_fused_kernel(FusedOp op, bool on) {
+  const uint64_t bit = uint64_t(1) << unsigned(op);
+  on ? g_fused_off.fetch_and(~bit) : g_fused_off.fetch_or(bit);
+}
 bool fused_available(FusedOp op, const Tensor& x) {
-  return g_fused.load() && is_float(x.dtype()) && be(x).supports(op);
+  return g_fused.load() && !((g_fused_off.load() >> unsigned(op)) & 1u) && is_float(x.dtype()) && be(x).supports(op);
 }
 
 void check_row_params(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
@@ -692,6 +698,87 @@ std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const
   Tensor dq = empty_like(qg), dk = empty_like(kg), dv = empty_like(vg);
   be(q).attention_backward(dq, dk, dv, qg, kg, vg, yg, lg, dyg, geo);
   return {reshape(dq, q.shape()), reshape(dk, k.shape()), reshape(dv, v.shape())};
+}
+
+void check_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                const Tensor& eta) {
+  for (const Tensor* t : {&W, &bias, &xk, &xv, &eta}) check_same("ttt_linear_dual", xq, *t);
+  PONDER_NEED(is_float(xq.dtype()), "ttt_linear_dual: needs floating tensors");
+  PONDER_NEED(xq.dim() >= 2 && xk.shape() == xq.shape() && xv.shape() == xq.shape(),
+              "ttt_linear_dual: xq " + shape_str(xq.shape()) + ", xk " + shape_str(xk.shape()) + " and xv " +
+                  shape_str(xv.shape()) + " must be one shape (…, b, f)");
+  const size_t r = xq.dim() - 2;
+  const int64_t b = xq.shape()[r], f = xq.shape()[r + 1];
+  Shape lead(xq.shape().begin(), xq.shape().begin() + long(r));
+  auto with = [&](int64_t m, int64_t n) {
+    Shape s = lead;
+    s.push_back(m);
+    s.push_back(n);
+    return s;
+  };
+  PONDER_NEED(b >= 1 && W.shape() == with(f, f) && bias.shape() == with(1, f) && eta.shape() == with(b, b),
+              "ttt_linear_dual: for xq " + shape_str(xq.shape()) + ", W " + shape_str(W.shape()) + ", bias " +
+                  shape_str(bias.shape()) + " and eta " + shape_str(eta.shape()) + " must be " +
+                  shape_str(with(f, f)) + ", " + shape_str(with(1, f)) + " and " + shape_str(with(b, b)));
+}
+
+namespace {
+// The dual form's operands as contiguous (G, ·, ·) heads, with γ and β as the row kernels take them.
+struct DualHeads {
+  DualOperands op;
+  RowParams rp;
+};
+DualHeads dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                     const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps) {
+  check_dual(W, bias, xq, xk, xv, eta);
+  DualHeads h;
+  h.rp = row_params(contiguous(xq), gamma, beta, "ttt_linear_dual");
+  h.op = {heads(W), heads(bias), heads(xq), heads(xk), heads(xv), heads(eta), h.rp.gamma, h.rp.beta,
+          h.rp.goff.data(), eps};
+  return h;
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
+                                          const Tensor& xv, const Tensor& eta, const Tensor& gamma,
+                                          const Tensor& beta, double eps) {
+  DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  const int64_t G = h.op.xq.shape()[0], b = h.op.xq.shape()[1], f = h.op.xq.shape()[2];
+  Tensor y = Tensor::empty({G, b + f + 1, f}, xq.dtype(), xq.device());
+  h.op.saved = Tensor::empty({G, kDualSaved(b, f)}, xq.dtype(), xq.device());
+  be(xq).ttt_linear_dual(y, h.op);
+  Shape s(xq.shape().begin(), xq.shape().end() - 2);
+  s.push_back(b + f + 1);
+  s.push_back(f);
+  return {reshape(y, s), h.op.saved};
+}
+
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                               const Tensor& dy, double eps) {
+  DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  const int64_t b = h.op.xq.shape()[1], f = h.op.xq.shape()[2];
+  Shape ys(xq.shape().begin(), xq.shape().end() - 2);
+  ys.push_back(b + f + 1);
+  ys.push_back(f);
+  check_same("ttt_linear_dual_backward", xq, dy);
+  PONDER_NEED(dy.shape() == ys, "ttt_linear_dual_backward: dy " + shape_str(dy.shape()) + " must be " + shape_str(ys));
+  if (saved.defined()) {
+    check_same("ttt_linear_dual_backward", xq, saved);
+    const Shape ss{h.op.xq.shape()[0], kDualSaved(b, f)};
+    PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_linear_dual_backward: the saved intermediates " +
+                                                                  shape_str(saved.shape()) + " must be a contiguous " +
+                                                                  shape_str(ss));
+    h.op.saved = saved;
+  }
+  const DualOperands& o = h.op;
+  std::array<Tensor, 8> g{empty_like(o.W),  empty_like(o.bias), empty_like(o.xq),    empty_like(o.xk),
+                          empty_like(o.xv), empty_like(o.eta),  empty_like(o.gamma), empty_like(o.gamma)};
+  be(xq).ttt_linear_dual_backward(g, o, heads(dy));
+  const Tensor* shapes[8] = {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta};
+  for (size_t i = 0; i < 8; ++i) g[i] = reshape(g[i], shapes[i]->shape());
+  return g;
 }
 
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {

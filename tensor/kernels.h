@@ -96,12 +96,32 @@ std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const
 // (…, n, f) and k, v (…, T, f) with equal leading axes, T ≥ 1, and a positive finite scale.
 void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo);
 
+// TTT-Linear's dual form on one mini-batch (autograd/compose.h states it): W (…, f, f), bias (…, 1, f), xq, xk,
+// xv (…, b, f), eta (…, b, b) with one leading shape, γ, β broadcasting to (…, b, f). Returns the packed
+// (…, b + f + 1, f) (the outputs, then the next W, then the next bias) and the intermediates the backward reads
+// ((G, kDualSaved(b, f)), tensor/backend.h). The backward takes the upstream of the packed tensor and those
+// intermediates (undefined: recomputed) and returns {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ}, each shaped like its
+// operand.
+std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
+                                          const Tensor& xv, const Tensor& eta, const Tensor& gamma,
+                                          const Tensor& beta, double eps);
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                               const Tensor& dy, double eps);
+// The checks the dual form's kernel and composition share: floating operands on one device and dtype, shaped as
+// above, b ≥ 1.
+void check_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                const Tensor& eta);
+
 // Whether fused op `op` runs as its kernel for operand x: fused kernels are on (set_fused_kernels), x is a
 // floating tensor and x's backend supports() it.
 bool fused_available(FusedOp op, const Tensor& x);
 // Off: every fused op runs as its composition (tests compare the two). On by default.
 void set_fused_kernels(bool on);
 bool fused_kernels();
+// Off: fused op `op` alone runs as its composition (benchmarks compare one kernel with its composition).
+void set_fused_kernel(FusedOp op, bool on);
 // The operand checks the fused kernels and their compositions share, so both refuse the same inputs:
 // γ, β of one shape, on x's device and dtype, broadcasting to x along its leading axes (last axis D kept);
 // a, b of one floating shape; AdamW's p, m, v, g of one shape.

@@ -105,6 +105,83 @@ TEST_CASE("fused kernels equal their compositions, in values and in FLOPs counte
   }
 }
 
+TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward, in values and FLOPs per phase") {
+  Generator g(47);
+  NoGradGuard ng;
+  // A mini-batch of 16 tokens of width 12 (not a multiple of the 4-lane rows), then an odd one of 5 of 6.
+  for (const Shape& xs : {Shape{2, 3, 16, 12}, Shape{1, 2, 5, 6}})
+    for (DType dt : {DType::F64, DType::F32}) {
+      CAPTURE(shape_str(xs));
+      const double tol = dt == DType::F64 ? 1e-12 : 5e-5;
+      const int64_t H = xs[1], b = xs[2], f = xs[3];
+      Tensor W = g.normal({H, f, f}, 0, 0.3, dt), bias = g.normal({H, 1, f}, 0, 0.1, dt);
+      Tensor xq = g.normal(xs, 0, 1, dt), xk = g.normal(xs, 0, 1, dt), xv = g.normal(xs, 0, 1, dt);
+      Tensor eta = g.uniform({xs[0], H, b, b}, 0, 0.1, dt);
+      Tensor gam = g.normal({1, H, 1, f}, 1, 0.1, dt), bet = g.normal({1, H, 1, f}, 0, 0.1, dt);
+      Shape ws = xs;
+      ws[2] = f;
+      Tensor dout = g.normal(xs, 0, 1, dt), dW = g.normal(ws, 0, 1, dt);
+      ws[2] = 1;
+      Tensor dbias = g.normal(ws, 0, 1, dt);
+      auto run = [&](bool fused) {
+        raw::set_fused_kernels(fused);
+        std::vector<FlopCounts> phase;
+        FlopScope scope;
+        auto y = ttt_linear_dual(W, bias, xq, xk, xv, eta, gam, bet, 1e-6, [&](int) { phase.push_back(scope.counts()); });
+        Shape full = xs;
+        full[2] = f;
+        Shape fb = xs;
+        fb[2] = 1;
+        FlopScope back;
+        // Upstream of the packed result; the kernel recomputes the intermediates here (none saved)
+        auto d = ttt_linear_dual_backward(expand(W, full), expand(bias, fb), xq, xk, xv, eta, gam, bet, Tensor(),
+                                          cat({dout, dW, dbias}, 2), 1e-6);
+        phase.push_back(back.counts());
+        raw::set_fused_kernels(true);
+        std::vector<Tensor> out(y.begin(), y.end());
+        out.insert(out.end(), d.begin(), d.end());
+        return std::make_pair(out, phase);
+      };
+      auto [fo, fp] = run(true);
+      auto [po, pp] = run(false);
+      REQUIRE(fo.size() == 11);
+      for (size_t i = 0; i < fo.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(fo[i].shape() == po[i].shape());
+        auto a = fo[i].to_vector(), c = po[i].to_vector();
+        double err = 0, scale = 1e-30;
+        for (size_t j = 0; j < a.size(); ++j) {
+          err = std::max(err, std::abs(a[j] - c[j]));
+          scale = std::max(scale, std::abs(c[j]));
+        }
+        CHECK(scale > 1e-3);  // every result is non-trivial, deta's lower triangle included
+        CHECK(err / scale <= tol);
+      }
+      // Four phase marks then the backward: equal counts in every category, each phase doing work.
+      REQUIRE(fp.size() == 5);
+      REQUIRE(pp.size() == 5);
+      for (size_t p = 0; p < 5; ++p)
+        for (size_t c = 0; c < size_t(FlopCat::Count); ++c) {
+          CAPTURE(p);
+          CAPTURE(c);
+          CHECK(fp[p].category(FlopCat(c)) == pp[p].category(FlopCat(c)));
+        }
+      for (size_t p = 1; p < 4; ++p) CHECK(fp[p].total() > fp[p - 1].total());
+      CHECK(fp[4].category(FlopCat::Matmul) > 0);
+      // The backward kernel reading the forward kernel's saved intermediates gives what recomputing them gives.
+      Shape full = xs;
+      full[2] = f;
+      Shape fb = xs;
+      fb[2] = 1;
+      const Tensor We = contiguous(expand(W, full)), be = contiguous(expand(bias, fb));
+      const Tensor saved = raw::ttt_linear_dual(We, be, xq, xk, xv, eta, gam, bet, 1e-6).second;
+      const Tensor dy = cat({dout, dW, dbias}, 2);
+      const auto with = raw::ttt_linear_dual_backward(We, be, xq, xk, xv, eta, gam, bet, saved, dy, 1e-6);
+      const auto without = raw::ttt_linear_dual_backward(We, be, xq, xk, xv, eta, gam, bet, Tensor(), dy, 1e-6);
+      for (size_t i = 0; i < with.size(); ++i) CHECK(with[i].to_vector() == without[i].to_vector());
+    }
+}
+
 TEST_CASE("the attention kernel equals its composition across query blocks, with a cache and a window") {
   Generator g(43);
   NoGradGuard ng;

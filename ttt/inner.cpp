@@ -106,6 +106,15 @@ void closed_form_grads(const InnerState& s, const Tensor& xk, const Tensor& targ
 
 Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                  const InnerNorm& n, InnerState& next, CostMeter* meter) {
+  if (!s.mlp()) {  // TTT-Linear: one fused op (the same composition as below where no kernel serves)
+    static constexpr uint64_t UnitCost::*kPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad,
+                                                      &UnitCost::output, &UnitCost::update};
+    auto [out, W1, b1] = ttt_linear_dual(s.W1, s.b1, xq, xk, xv, eta, n.gamma, n.beta, n.eps, [&](int p) {
+      if (meter) meter->charge(kPhase[p]);
+    });
+    next = InnerState{W1, b1, {}, {}};
+    return out;
+  }
   Tensor g1, x2, g2;
   closed_form_grads(s, xk, sub(xv, xk), n, g1, x2, g2, meter);
   return dual_combine(s, xq, xk, x2, g1, g2, eta, n, next, meter);

@@ -229,6 +229,14 @@ class CpuBackend final : public Backend {
     prof::Scope t(Kind::Fused, "attention_backward");
     cpu::attention_backward(dq, dk, dv, q, k, v, y, lse, dy, g);
   }
+  void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {
+    prof::Scope t(Kind::Fused, "ttt_linear_dual");
+    cpu::ttt_linear_dual(y, o);
+  }
+  void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) override {
+    prof::Scope t(Kind::Fused, "ttt_linear_dual_backward");
+    cpu::ttt_linear_dual_backward(g, o, dy);
+  }
 
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
     prof::Scope t(Kind::Copy, "rng");

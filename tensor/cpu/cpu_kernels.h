@@ -51,5 +51,8 @@ void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor
                const AttnGeometry& g);
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy, const AttnGeometry& g);
+// TTT-Linear's dual form on one mini-batch, head by head (tensor/backend.h; cpu/ttt_dual.cpp).
+void ttt_linear_dual(const Tensor& y, const DualOperands& o);
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy);
 
 }  // namespace ponder::cpu

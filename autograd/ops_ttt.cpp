@@ -1,0 +1,52 @@
+// TTT-Linear's dual form on one mini-batch as one differentiable op: a node around the backend's kernel where it
+// has one (autograd/fused.h), the composition of autograd/compose.cpp everywhere else. The node has one output, the
+// three results packed along the second-to-last axis ({out; W'; bias'}, as the kernel writes them), which the front
+// end hands back as three views. The node also saves the kernel's intermediates (Z, G, zb, xq·xkᵀ per head), so
+// the backward kernel recomputes none of them. Its backward is one kernel at first order and the recorded composition of the
+// VJP under create_graph, so gradients of any order flow.
+#include <stdexcept>
+#include <string>
+
+#include "autograd/compose.h"
+#include "autograd/fused.h"
+#include "autograd/ops.h"
+
+namespace ponder {
+
+std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
+                                      const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
+                                      double eps, const std::function<void(int)>& mark) {
+  if (xq.dim() < 2 || W.dim() < 2 || bias.dim() < 2)
+    throw std::invalid_argument("ttt_linear_dual: xq " + shape_str(xq.shape()) + ", W " + shape_str(W.shape()) +
+                                " and bias " + shape_str(bias.shape()) + " need two axes each");
+  const int r = int(xq.dim()) - 2;
+  const int64_t b = xq.shape()[size_t(r)], f = xq.shape()[size_t(r) + 1];
+  auto lead = [&](const Tensor& t) {  // t's last two axes after xq's leading ones
+    Shape s(xq.shape().begin(), xq.shape().begin() + r);
+    s.push_back(t.shape()[t.dim() - 2]);
+    s.push_back(t.shape().back());
+    return t.shape() == s ? t : expand(t, s);
+  };
+  const Tensor We = lead(W), be = lead(bias);
+  if (!fused::use(FusedOp::TttLinearDual, xq))
+    return compose::ttt_linear_dual(We, be, xq, xk, xv, eta, gamma, beta, eps, mark);
+  OpRecorder rec(Op::TttLinearDual, {We, be, xq, xk, xv, eta, gamma, beta});
+  auto [y, saved] = raw::ttt_linear_dual(We, be, xq, xk, xv, eta, gamma, beta, eps);
+  const bool bcast = gamma.shape() != xq.shape();
+  for (int p = 0; p < 4; ++p) {
+    fused::count(FusedOp::TttLinearDual, fused::dual_sizes(xq), bcast, p);
+    if (mark) mark(p);
+  }
+  Tensor packed = rec.done(
+      y, {We, be, xq, xk, xv, eta, gamma, beta, saved},
+      [eps](const Tensor& dy, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+        auto g = ttt_linear_dual_backward(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], dy, eps);
+        std::vector<Tensor> out(g.size());
+        for (size_t i = 0; i < g.size(); ++i)
+          if (need[i]) out[i] = g[i];
+        return out;
+      });
+  return {slice(packed, r, 0, b), slice(packed, r, b, b + f), slice(packed, r, b + f, b + f + 1)};
+}
+
+}  // namespace ponder

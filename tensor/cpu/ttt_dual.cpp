@@ -1,0 +1,246 @@
+// TTT-Linear's dual form on one mini-batch (tensor/backend.h, DualOperands), forward and backward, one head per
+// task: every product of a head is a small GEMM on buffers that stay in cache, and the row steps (the inner
+// gradient through LN + L2, the output layer norm and their VJPs) are the row functions the fused row kernels use
+// (tensor/cpu/rows.h). Its definition is the composition in autograd/compose.cpp, which tests/test_ops.cpp and the
+// op table compare it with. Heads run in parallel; dγ and dβ are summed per head and then over heads in order, so
+// results do not depend on the thread count.
+#include <algorithm>
+#include <vector>
+
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gemm.h"
+#include "tensor/cpu/rows.h"
+
+namespace ponder::cpu {
+namespace {
+
+// One head's operands (pointers into DualOperands) and sizes.
+template <class T>
+struct Head {
+  const T *W, *bias, *q, *k, *v, *eta;
+  const T *gamma, *beta;
+  const int64_t* goff;  // this head's b row offsets into γ, β
+  int64_t b, f;
+  double eps;
+};
+
+template <class T>
+Head<T> head(const DualOperands& o, int64_t g) {
+  const int64_t b = o.xq.shape()[1], f = o.xq.shape()[2];
+  return {o.W.data<T>() + g * f * f, o.bias.data<T>() + g * f, o.xq.data<T>() + g * b * f,
+          o.xk.data<T>() + g * b * f,  o.xv.data<T>() + g * b * f, o.eta.data<T>() + g * b * b,
+          o.gamma.data<T>(),           o.beta.data<T>(),           o.goff + g * b,
+          b,                           f,                          o.eps};
+}
+
+// The forward's intermediates of one head: t = v − k, E = tril(η), M = E⊙S + E (b, b) in own buffers; Z, G, zb
+// (b, f) and S = q·kᵀ (b, b) either in own buffers or in the forward's saved tensor (DualOperands::saved), so the
+// backward can read them instead of recomputing four GEMMs and the row steps.
+template <class T>
+struct Parts {
+  std::vector<T> t, e, m, own;
+  T *z = nullptr, *g = nullptr, *zb = nullptr, *s = nullptr;
+  std::vector<double> scratch;
+  int64_t b = 0, f = 0;
+  void size(int64_t b_, int64_t f_) {
+    b = b_;
+    f = f_;
+    t.resize(size_t(b * f));
+    for (auto* x : {&e, &m}) x->resize(size_t(b * b));
+    own.resize(size_t(kDualSaved(b, f)));
+    scratch.resize(size_t(rows::kLnL2GradVjpScratch * f));
+  }
+  void bind(T* base) {  // base: kDualSaved(b, f) elements, or null for the own buffer
+    if (!base) base = own.data();
+    z = base;
+    g = z + b * f;
+    zb = g + b * f;
+    s = zb + b * f;
+  }
+};
+
+// t, E and M from the inputs and S.
+template <class T>
+void cheap_parts(const Head<T>& h, Parts<T>& p) {
+  const int64_t b = h.b, f = h.f;
+  for (int64_t x = 0; x < b * f; ++x) p.t[size_t(x)] = h.v[x] - h.k[x];
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < b; ++j) {
+      const size_t ij = size_t(i * b + j);
+      p.e[ij] = j <= i ? h.eta[ij] : T(0);
+      p.m[ij] = p.e[ij] * p.s[ij] + p.e[ij];
+    }
+}
+
+// Z = k·W + bias, G = ln_l2_grad(Z, v − k), S, E, M and zb = q·W + bias − M·G.
+template <class T>
+void forward_parts(const Head<T>& h, Parts<T>& p) {
+  const int64_t b = h.b, f = h.f;
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t c = 0; c < f; ++c) p.z[i * f + c] = p.zb[i * f + c] = h.bias[c];
+  gemm(false, false, b, f, f, h.k, f, h.W, f, T(1), p.z, f);
+  gemm(false, true, b, b, f, h.q, f, h.k, f, T(0), p.s, b);
+  cheap_parts(h, p);
+  for (int64_t i = 0; i < b; ++i)
+    rows::ln_l2_grad(p.z + i * f, p.t.data() + i * f, h.gamma + h.goff[i], h.beta + h.goff[i], p.g + i * f, f, h.eps,
+                     p.scratch.data());
+  gemm(false, false, b, f, f, h.q, f, h.W, f, T(1), p.zb, f);
+  gemm(false, false, b, f, b, p.m.data(), b, p.g, f, T(1), p.zb, f, T(-1));
+}
+
+template <class T>
+void forward_t(const Tensor& y, const DualOperands& o) {
+  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2];
+  T* yp = y.data<T>();
+#pragma omp parallel
+  {
+    Parts<T> p;
+    p.size(b, f);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < G; ++g) {
+      const Head<T> h = head<T>(o, g);
+      p.bind(o.saved.defined() ? o.saved.data<T>() + g * kDualSaved(b, f) : nullptr);
+      forward_parts(h, p);
+      T *out = yp + g * (b + f + 1) * f, *W2 = out + b * f, *b2 = W2 + f * f;
+      for (int64_t i = 0; i < b; ++i) {  // out = q + LN(zb)
+        rows::ln_affine(p.zb + i * f, h.gamma + h.goff[i], h.beta + h.goff[i], out + i * f, f, h.eps);
+        for (int64_t c = 0; c < f; ++c) out[i * f + c] += h.q[i * f + c];
+      }
+      // W' = W − (ηl⊙k)ᵀ·G and bias' = bias − Σ_j ηl_j·G_j, ηl the last row of η (p.t reused for ηl⊙k)
+      const T* el = h.eta + (b - 1) * b;
+      for (int64_t j = 0; j < b; ++j)
+        for (int64_t c = 0; c < f; ++c) p.t[size_t(j * f + c)] = el[j] * h.k[j * f + c];
+      std::copy(h.W, h.W + f * f, W2);
+      gemm(true, false, f, f, b, p.t.data(), f, p.g, f, T(1), W2, f, T(-1));
+      for (int64_t c = 0; c < f; ++c) {
+        T acc = 0;
+        for (int64_t j = 0; j < b; ++j) acc += el[j] * p.g[j * f + c];
+        b2[c] = h.bias[c] - acc;
+      }
+    }
+  }
+}
+
+// The backward's buffers of one head, beside the forward's.
+template <class T>
+struct Grads {
+  std::vector<T> dzb, dm, dg, pk, dp, dz;  // (b, f) but dm (b, b)
+  void size(int64_t b, int64_t f) {
+    for (auto* x : {&dzb, &dg, &pk, &dp, &dz}) x->resize(size_t(b * f));
+    dm.resize(size_t(b * b));
+  }
+};
+
+// Output pointers of head g: dW, dbias, dxq, dxk, dxv, deta.
+template <class T>
+struct HeadOut {
+  T *dW, *db, *dq, *dk, *dv, *deta;
+};
+
+// One head's backward (autograd/compose.cpp's ttt_linear_dual_backward states each step); ag, ab: this head's
+// dγ, dβ accumulators.
+template <class T>
+void backward_head(const Head<T>& h, const T* dy, const HeadOut<T>& o, Parts<T>& p, Grads<T>& d, double* ag,
+                   double* ab) {
+  // p holds Z, G, zb and S (saved by the forward or recomputed by the caller); t, E, M are cheap
+
+  const int64_t b = h.b, f = h.f;
+  const T *dO = dy, *dW2 = dy + b * f, *db2 = dW2 + f * f, *el = h.eta + (b - 1) * b;
+  for (int64_t i = 0; i < b; ++i)
+    rows::ln_affine_backward(p.zb + i * f, h.gamma + h.goff[i], dO + i * f, d.dzb.data() + i * f,
+                             ag + h.goff[i], ab + h.goff[i], f, h.eps, p.scratch.data());
+  // zb = q·W + bias − M·G, M = E⊙S + E
+  std::copy(dO, dO + b * f, o.dq);
+  gemm(false, true, b, f, f, d.dzb.data(), f, h.W, f, T(1), o.dq, f);
+  gemm(false, true, b, b, f, d.dzb.data(), f, p.g, f, T(0), d.dm.data(), b, T(-1));  // dM
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < b; ++j) {
+      const size_t ij = size_t(i * b + j);
+      o.deta[ij] = j <= i ? d.dm[ij] * (p.s[ij] + T(1)) : T(0);
+      d.dm[ij] *= p.e[ij];  // dS
+    }
+  gemm(false, false, b, f, b, d.dm.data(), b, h.k, f, T(1), o.dq, f);
+  gemm(true, false, b, f, b, d.dm.data(), b, h.q, f, T(0), o.dk, f);
+  std::copy(dW2, dW2 + f * f, o.dW);
+  gemm(true, false, f, f, b, h.q, f, d.dzb.data(), f, T(1), o.dW, f);
+  gemm(true, false, b, f, b, p.m.data(), b, d.dzb.data(), f, T(0), d.dg.data(), f, T(-1));
+  // W' = W − Pᵀ·G with P = ηl⊙k, bias' = bias − Σ_j ηl_j·G_j
+  for (int64_t j = 0; j < b; ++j)
+    for (int64_t c = 0; c < f; ++c) d.pk[size_t(j * f + c)] = el[j] * h.k[j * f + c];
+  gemm(false, false, b, f, f, d.pk.data(), f, dW2, f, T(1), d.dg.data(), f, T(-1));
+  gemm(false, true, b, f, f, p.g, f, dW2, f, T(0), d.dp.data(), f, T(-1));
+  for (int64_t j = 0; j < b; ++j) {
+    T del = 0;
+    for (int64_t c = 0; c < f; ++c) {
+      const size_t jc = size_t(j * f + c);
+      d.dg[jc] -= el[j] * db2[c];
+      o.dk[jc] += el[j] * d.dp[jc];
+      del += h.k[jc] * d.dp[jc] - p.g[jc] * db2[c];
+    }
+    o.deta[(b - 1) * b + j] += del;
+  }
+  // G = ln_l2_grad(Z, v − k), Z = k·W + bias
+  for (int64_t i = 0; i < b; ++i)
+    rows::ln_l2_grad_vjp(p.z + i * f, p.t.data() + i * f, h.gamma + h.goff[i], h.beta + h.goff[i],
+                         d.dg.data() + i * f, d.dz.data() + i * f, o.dv + i * f, ag + h.goff[i], ab + h.goff[i], f,
+                         h.eps, p.scratch.data());
+  for (int64_t x = 0; x < b * f; ++x) o.dk[x] -= o.dv[x];
+  gemm(false, true, b, f, f, d.dz.data(), f, h.W, f, T(1), o.dk, f);
+  gemm(true, false, f, f, b, h.k, f, d.dz.data(), f, T(1), o.dW, f);
+  for (int64_t c = 0; c < f; ++c) {
+    T acc = db2[c];
+    for (int64_t i = 0; i < b; ++i) acc += d.dzb[size_t(i * f + c)] + d.dz[size_t(i * f + c)];
+    o.db[c] = acc;
+  }
+}
+
+template <class T>
+void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const Tensor& dy) {
+  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], P = o.gamma.numel();
+  std::vector<double> parts(size_t(G * 2 * P), 0.0);  // dγ, dβ of each head
+  const T* dyp = dy.data<T>();
+#pragma omp parallel
+  {
+    Parts<T> p;
+    Grads<T> d;
+    p.size(b, f);
+    d.size(b, f);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < G; ++g) {
+      const HeadOut<T> ho{out[0].data<T>() + g * f * f, out[1].data<T>() + g * f, out[2].data<T>() + g * b * f,
+                          out[3].data<T>() + g * b * f, out[4].data<T>() + g * b * f, out[5].data<T>() + g * b * b};
+      double* acc = parts.data() + g * 2 * P;
+      const Head<T> h = head<T>(o, g);
+      if (o.saved.defined()) {
+        p.bind(o.saved.data<T>() + g * kDualSaved(b, f));
+        cheap_parts(h, p);
+      } else {
+        p.bind(nullptr);
+        forward_parts(h, p);
+      }
+      backward_head(h, dyp + g * (b + f + 1) * f, ho, p, d, acc, acc + P);
+    }
+  }
+  T *dgam = out[6].data<T>(), *dbet = out[7].data<T>();
+  for (int64_t j = 0; j < P; ++j) {
+    double sg = 0, sb = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      sg += parts[size_t(g * 2 * P + j)];
+      sb += parts[size_t(g * 2 * P + P + j)];
+    }
+    dgam[j] = T(sg);
+    dbet[j] = T(sb);
+  }
+}
+
+}  // namespace
+
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) {
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] { backward_t<scalar_t>(g, o, dy); });
+}
+
+void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] { forward_t<scalar_t>(y, o); });
+}
+
+}  // namespace ponder::cpu
