@@ -20,6 +20,7 @@
 #include "experiments/commands.h"
 #include "experiments/training.h"
 #include "tensor/cpu/runtime.h"
+#include "tensor/kernels.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
 
@@ -46,6 +47,7 @@ struct Variant {
   ttt::InnerPath path;
   ttt::StepMode mode;
   int k;
+  bool composed = false;  // "dual-composed": the TTT mini-batch as its composition of ops, not the fused kernel
 };
 
 // "dual" (dual form, K = 1), "iter-K" or "iterative" (iterative path, carry mode, K steps; "iterative"
@@ -66,13 +68,14 @@ Variant parse_variant(const std::string& text) {
     return v;
   };
   if (text == "dual") return {"dual", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1};
+  if (text == "dual-composed") return {"dual-comp", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, true};
   if (text == "iterative") return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1};
   if (text.rfind("iter-", 0) == 0)
     return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, steps_after("iter-")};
   if (text.rfind("prefix-", 0) == 0)
     return {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, steps_after("prefix-")};
   throw std::invalid_argument("bench train: unknown variant '" + text +
-                              "' in --variants (expected dual, iterative, iter-K or prefix-K)");
+                              "' in --variants (expected dual, dual-composed, iterative, iter-K or prefix-K)");
 }
 
 // GFLOP/s of one 512³ cblas_sgemm at the current thread count: the machine's attainable GEMM rate.
@@ -146,6 +149,16 @@ double estimate_step_mb(const RunConfig& cfg, const Dataset& ds, const Variant& 
 
 Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int threads, int64_t steps) {
   const ttt::TrainConfig tc = variant_config(cfg, v, steps);
+  struct Composed {  // the dual form's kernel off for this variant only
+    bool on;
+    explicit Composed(bool c) : on(c) { set(!on); }
+    ~Composed() { set(true); }
+    void set(bool k) const {
+      if (!on) return;
+      raw::set_fused_kernel(FusedOp::TttLinearDual, k);
+      raw::set_fused_kernel(FusedOp::TttLinearDualBackward, k);
+    }
+  } composed(v.composed);
   reset_peak_rss();
   ttt::Trainer trainer(cfg.model, tc, ds.train);
   trainer.step();  // warm-up: first touch of buffers, thread start-up
@@ -317,8 +330,9 @@ void register_bench_train(CLI::App& bench) {
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--variants", opts->variants,
-                  "Comma-separated variants to run: dual, iter-K (iterative path, carry mode; iterative = iter-1), "
-                  "prefix-K (iterative path, prefix mode)")
+                  "Comma-separated variants to run: dual, dual-composed (the dual form with the fused TTT mini-batch "
+                  "kernel off: its composition of ops, the reference), iter-K (iterative path, carry mode; "
+                  "iterative = iter-1), prefix-K (iterative path, prefix mode)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--mem-limit-mb", opts->mem_limit_mb,
