@@ -68,7 +68,7 @@ Variant parse_variant(const std::string& text) {
     return v;
   };
   if (text == "dual") return {"dual", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1};
-  if (text == "dual-composed") return {"dual-comp", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, true};
+  if (text == "dual-composed" || text == "dual-comp") return {"dual-comp", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, true};
   if (text == "iterative") return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1};
   if (text.rfind("iter-", 0) == 0)
     return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, steps_after("iter-")};

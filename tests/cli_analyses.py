@@ -91,7 +91,9 @@ with tempfile.TemporaryDirectory() as tmp:
               % (reg["streams"], docs))
         check(len(u1["window_bpb"]) == docs and u1["scored_tokens"] == seg["eval_tokens"] > 3 * 256 * docs // 2,
               "one bits/byte per stream, every segment's scored tokens counted")
-        check(math.isclose(u1["bpb"], ru1["bpb"], rel_tol=1e-9) and
+        # Both score the same segments in float32 but batch them differently, so their sums agree to float32
+        # rounding (measured: 1e-9 relative), not bit for bit; a different set of segments moves bits/byte by far more.
+        check(math.isclose(u1["bpb"], ru1["bpb"], rel_tol=1e-7) and
               math.isclose(seg["scored_fraction"], reg["scored_fraction"], rel_tol=1e-12),
               "compare and the regime checks score the same segments: uniform-1 %.6f vs %.6f" % (u1["bpb"], ru1["bpb"]))
 

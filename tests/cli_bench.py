@@ -29,13 +29,19 @@ def check(cond, what):
     print("ok:", what)
 
 
-rows = [json.loads(l) for l in bench("--variants", "iter-2,dual", "--json", "--profile").stdout.splitlines()]
+rows = [json.loads(l) for l in bench("--variants", "iter-2,dual,dual-composed", "--json", "--profile").stdout.splitlines()]
 check([(r["variant"], r["mode"], r["path"], r["K"]) for r in rows] ==
-      [("iterative", "carry", "iterative", 2), ("dual", "carry", "dual", 1)], "--variants picks and orders the rows")
+      [("iterative", "carry", "iterative", 2), ("dual", "carry", "dual", 1), ("dual-comp", "carry", "dual", 1)],
+      "--variants picks and orders the rows")
 check(all(r["tokens_per_s"] > 0 and r["estimated_mb"] > 0 for r in rows), "rows report tokens/s and a memory estimate")
 prof = rows[1]["profile"]
 check(prof["matmul"]["calls_per_step"] > 0 and prof["framework"]["ms_per_step"] >= 0 and
-      any(k["kernel"] == "ln_l2_grad" and k["kind"] == "fused" for k in prof["kernels"]), "--profile reports kinds and kernels")
+      any(k["kernel"] == "ttt_linear_dual" and k["kind"] == "fused" for k in prof["kernels"]) and
+      any(k["kernel"] == "ttt_linear_dual_backward" for k in prof["kernels"]),
+      "--profile reports kinds and kernels (the dual form's fused kernel, forward and backward)")
+comp = [k["kernel"] for k in rows[2]["profile"]["kernels"]]
+check("ttt_linear_dual" not in comp and "ln_l2_grad" in comp,
+      "dual-composed runs the dual form as its composition (ln_l2_grad, no ttt_linear_dual kernel)")
 
 rows = [json.loads(l) for l in bench("--variants", "dual,prefix-2", "--json", "--mem-limit-mb", "1").stdout.splitlines()]
 check(len(rows) == 2 and all("skipped" in r and r["estimated_mb"] > 1 and r["limit_mb"] == 1 for r in rows),
