@@ -732,7 +732,7 @@ DualHeads dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, cons
                      const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps) {
   check_dual(W, bias, xq, xk, xv, eta);
   DualHeads h;
-  h.rp = row_params(contiguous(xq), gamma, beta, "ttt_linear_dual");
+  h.rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
   h.op = {heads(W), heads(bias), heads(xq), heads(xk), heads(xv), heads(eta), h.rp.gamma, h.rp.beta,
           h.rp.goff.data(), eps};
   return h;

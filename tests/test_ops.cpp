@@ -40,6 +40,22 @@ TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
 }
 
 namespace {
+// max |a − ref| and max |ref| (at least 1e-30) of two tensors of one shape: the kernel-against-composition error
+// is err / scale.
+struct Diff {
+  double err = 0, scale = 1e-30;
+};
+Diff diff(const Tensor& a, const Tensor& ref) {
+  REQUIRE(a.shape() == ref.shape());
+  const auto p = a.to_vector(), q = ref.to_vector();
+  Diff d;
+  for (size_t k = 0; k < p.size(); ++k) {
+    d.err = std::max(d.err, std::abs(p[k] - q[k]));
+    d.scale = std::max(d.scale, std::abs(q[k]));
+  }
+  return d;
+}
+
 // Every fused op on the given operands, through the front ends that pick kernel or composition.
 std::vector<Tensor> run_fused_ops(const Tensor& x, const Tensor& v, const Tensor& dz, const Tensor& a,
                                   const Tensor& gh, const Tensor& bh, const Tensor& gd, const Tensor& bd) {
@@ -89,14 +105,8 @@ TEST_CASE("fused kernels equal their compositions, in values and in FLOPs counte
     REQUIRE(fused.size() == plain.size());
     for (size_t i = 0; i < fused.size(); ++i) {
       CAPTURE(i);
-      REQUIRE(fused[i].shape() == plain[i].shape());
-      auto p = fused[i].to_vector(), q = plain[i].to_vector();
-      double err = 0, scale = 1e-30;
-      for (size_t k = 0; k < p.size(); ++k) {
-        err = std::max(err, std::abs(p[k] - q[k]));
-        scale = std::max(scale, std::abs(q[k]));
-      }
-      CHECK(err / scale <= tol);
+      const Diff d = diff(fused[i], plain[i]);
+      CHECK(d.err / d.scale <= tol);
     }
     // The fused side counted by rules derived on probes of other shapes; the plain side counted itself.
     CHECK(fc.category(FlopCat::Elementwise) == pc.category(FlopCat::Elementwise));
@@ -147,15 +157,9 @@ TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward
       REQUIRE(fo.size() == 11);
       for (size_t i = 0; i < fo.size(); ++i) {
         CAPTURE(i);
-        REQUIRE(fo[i].shape() == po[i].shape());
-        auto a = fo[i].to_vector(), c = po[i].to_vector();
-        double err = 0, scale = 1e-30;
-        for (size_t j = 0; j < a.size(); ++j) {
-          err = std::max(err, std::abs(a[j] - c[j]));
-          scale = std::max(scale, std::abs(c[j]));
-        }
-        CHECK(scale > 1e-3);  // every result is non-trivial, deta's lower triangle included
-        CHECK(err / scale <= tol);
+        const Diff d = diff(fo[i], po[i]);
+        CHECK(d.scale > 1e-3);  // every result is non-trivial, deta's lower triangle included
+        CHECK(d.err / d.scale <= tol);
       }
       // Four phase marks then the backward: equal counts in every category, each phase doing work.
       REQUIRE(fp.size() == 5);
@@ -211,13 +215,8 @@ TEST_CASE("the attention kernel equals its composition across query blocks, with
       auto [po, pf, pt] = run(false);
       for (size_t i = 0; i < fo.size(); ++i) {
         CAPTURE(i);
-        auto a = fo[i].to_vector(), b = po[i].to_vector();
-        double err = 0, scale = 1e-30;
-        for (size_t j = 0; j < a.size(); ++j) {
-          err = std::max(err, std::abs(a[j] - b[j]));
-          scale = std::max(scale, std::abs(b[j]));
-        }
-        CHECK(err / scale <= tol);
+        const Diff d = diff(fo[i], po[i]);
+        CHECK(d.err / d.scale <= tol);
       }
       // raw::attention (for lse) counts nothing: FLOPs belong to the op, counted once by the front end.
       CHECK(ff.total() == pf.total());
