@@ -38,13 +38,16 @@ void prefer_passive_waiting(char** argv) {
   execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 
-// OpenBLAS reserves a buffer of about 128 MiB of address space per thread, and when an address-space limit
-// (`ulimit -v`) refuses one it retries forever: `--threads 32` under a 4 GiB limit hung before any output. So the
-// threads are kept to what half the limit holds, and the cut is said once.
+// OpenBLAS reserves a buffer of about 128 MiB of address space per thread that calls it, and when an address-space
+// limit (`ulimit -v`) refuses one it retries forever: `--threads 32` under a 4 GiB limit hung before any output. A
+// thread that calls BLAS also mallocs, which gives it a glibc arena (64 MiB reserved); the kernels that run one head
+// per thread (attention, the TTT dual form) make every worker such a thread. So each thread is budgeted 200 MiB and
+// the threads are kept to what half the limit holds (the other half: the libraries, CUDA's among them, and the
+// data), and the cut is said once.
 int threads_within_address_limit(int n) {
   rlimit r{};
   if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return n;
-  const double per_thread = 136.0 * 1024 * 1024, limit = double(r.rlim_cur);
+  const double per_thread = 200.0 * 1024 * 1024, limit = double(r.rlim_cur);
   const int cap = std::max(1, int(limit / 2 / per_thread));
   if (n <= cap) return n;
   std::fprintf(stderr, "ponder: %d threads would need more address space than the limit (ulimit -v, %.1f GiB) "
