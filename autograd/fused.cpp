@@ -295,7 +295,6 @@ auto kernel_or_composition(FusedOp op, const Tensor& x, std::initializer_list<co
   fused::count(op, fused::rows_of(x), bcast, variant);
   return out;
 }
-bool smaller(const Tensor& param, const Tensor& x) { return param.shape() != x.shape(); }
 }  // namespace
 
 std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const Tensor& dz, double eps) {
@@ -306,14 +305,14 @@ std::pair<Tensor, Tensor> layer_norm_vjp(const Tensor& x, const Tensor& v, const
 
 std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& gamma, const Tensor& g, double eps) {
   return kernel_or_composition(
-      FusedOp::LayerNormAffineBackward, x, {&x, &gamma, &g}, smaller(gamma, x), 0,
+      FusedOp::LayerNormAffineBackward, x, {&x, &gamma, &g}, fused::broadcast_param(gamma, x), 0,
       [&] { return raw::layer_norm_affine_backward(x, gamma, g, eps); },
       [&] { return compose::layer_norm_affine_backward(x, gamma, g, eps); });
 }
 
 std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& weight, const Tensor& g, double eps) {
   return kernel_or_composition(
-      FusedOp::RmsNormAffineBackward, x, {&x, &weight, &g}, smaller(weight, x), 0,
+      FusedOp::RmsNormAffineBackward, x, {&x, &weight, &g}, fused::broadcast_param(weight, x), 0,
       [&] { return raw::rms_norm_affine_backward(x, weight, g, eps); },
       [&] { return compose::rms_norm_affine_backward(x, weight, g, eps); });
 }
@@ -321,7 +320,7 @@ std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& we
 std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
                                      const Tensor& w, double eps) {
   return kernel_or_composition(
-      FusedOp::LnL2GradVjp, z, {&z, &t, &gamma, &beta, &w}, smaller(gamma, z), 0,
+      FusedOp::LnL2GradVjp, z, {&z, &t, &gamma, &beta, &w}, fused::broadcast_param(gamma, z), 0,
       [&] { return raw::ln_l2_grad_vjp(z, t, gamma, beta, w, eps); },
       [&] { return compose::ln_l2_grad_vjp(z, t, gamma, beta, w, eps); });
 }

@@ -49,6 +49,8 @@ struct Rule {
 Rule rule(FusedOp op, bool bcast = false, int variant = 0);
 // Adds rule(op, bcast, variant) at `sizes` to this thread's FLOP counters.
 void count(FusedOp op, const Sizes& sizes, bool bcast = false, int variant = 0);
+// A row op's `bcast`: its per-row parameter is broadcast over x's rows (its gradient is then a sum over them).
+inline bool broadcast_param(const Tensor& param, const Tensor& x) { return param.shape() != x.shape(); }
 
 }  // namespace fused
 

@@ -109,6 +109,8 @@ void release_deferred(Tensor&& t);
 bool requires_grad(const Tensor& t);
 // Marks a leaf as a parameter (throws for a non-leaf).
 Tensor& set_requires_grad(Tensor& t, bool on = true);
+// A new trainable parameter: t itself, marked as needing gradients (for initialisers: trainable(randn(...))).
+inline Tensor trainable(Tensor t) { return set_requires_grad(t); }
 Tensor grad_of(const Tensor& t);      // a leaf's accumulated gradient (undefined if none)
 void zero_grad(const Tensor& t);      // drops the accumulated gradient
 void set_grad(const Tensor& t, const Tensor& g);

@@ -15,7 +15,6 @@ namespace {
 void check_rows(const char* op, const Tensor& x) {
   if (x.dim() < 1) throw std::invalid_argument(std::string(op) + ": input needs at least 1 axis, got a scalar");
 }
-bool smaller(const Tensor& param, const Tensor& x) { return param.shape() != x.shape(); }
 // 1/sqrt(mean x² + eps) over the last axis, differentiable (rms_norm_backward's own gradient needs it).
 Tensor rms_scale(const Tensor& x, double eps) { return rsqrt(affine(mean(mul(x, x), {-1}, true), 1, eps)); }
 
@@ -49,7 +48,7 @@ Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& bet
   if (!fused::use(FusedOp::LayerNormAffine, x)) return compose::layer_norm_affine(x, gamma, beta, eps);
   OpRecorder r(Op::LayerNormAffine, {x, gamma, beta});
   Tensor y = raw::layer_norm_affine(x, gamma, beta, eps);
-  fused::count(FusedOp::LayerNormAffine, fused::rows_of(x), smaller(gamma, x));
+  fused::count(FusedOp::LayerNormAffine, fused::rows_of(x), fused::broadcast_param(gamma, x));
   return r.done(y, {x, gamma}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dg, db] = layer_norm_affine_backward(s[0], s[1], g, eps);
     return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? dg : Tensor(), n[2] ? db : Tensor()};
@@ -61,7 +60,7 @@ Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, co
   if (!fused::use(FusedOp::LnL2Grad, z)) return compose::ln_l2_grad(z, target, gamma, beta, eps);
   OpRecorder r(Op::LnL2Grad, {z, target, gamma, beta});
   Tensor y = raw::ln_l2_grad(z, target, gamma, beta, eps);
-  fused::count(FusedOp::LnL2Grad, fused::rows_of(z), smaller(gamma, z));
+  fused::count(FusedOp::LnL2Grad, fused::rows_of(z), fused::broadcast_param(gamma, z));
   return r.done(y, {z, target, gamma, beta},
                 [eps](const Tensor& w, const std::vector<Tensor>& s, const std::vector<bool>& n) {
                   auto [dz, dt, dg, db] = ln_l2_grad_vjp(s[0], s[1], s[2], s[3], w, eps);
@@ -86,7 +85,7 @@ Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
   if (!fused::use(FusedOp::RmsNormAffine, x)) return compose::rms_norm_affine(x, weight, eps);
   OpRecorder r(Op::RmsNormAffine, {x, weight});
   Tensor y = raw::rms_norm_affine(x, weight, eps);
-  fused::count(FusedOp::RmsNormAffine, fused::rows_of(x), smaller(weight, x));
+  fused::count(FusedOp::RmsNormAffine, fused::rows_of(x), fused::broadcast_param(weight, x));
   return r.done(y, {x, weight}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dw] = rms_norm_affine_backward(s[0], s[1], g, eps);
     return std::vector<Tensor>{n[0] ? dx : Tensor(), n[1] ? dw : Tensor()};

@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "experiments/result_util.h"
 #include "stats/rliable.h"
 
 namespace ponder::cli {
 namespace {
 
-const MethodResult* find(const CompareResult& r, const std::string& name) {
+// The method called `name` if it was scored on at least one seed.
+const MethodResult* find_scored(const CompareResult& r, const std::string& name) {
   for (const MethodResult& m : r.methods)
     if (m.name == name && !m.seeds.empty()) return &m;
   return nullptr;
@@ -32,12 +34,6 @@ std::string join_names(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
   return out;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // Per stream: SKIP, the uniform schedules and the oracle side by side, then how often updating hurt.
@@ -68,8 +64,8 @@ std::string per_stream_markdown(const AdaptSummary& s) {
 
 AdaptSummary summarize_adapt(const CompareResult& r) {
   AdaptSummary s;
-  const MethodResult* skip = find(r, "uniform-0");
-  const MethodResult* oracle = find(r, "oracle");
+  const MethodResult* skip = find_scored(r, "uniform-0");
+  const MethodResult* oracle = find_scored(r, "oracle");
   if (!skip || !oracle) s.gap_note = "the gap needs uniform-0 (SKIP) and oracle among adapt.methods";
   if (skip && oracle) {
     s.skip_bpb = skip->seeds.front().bpb;

@@ -9,6 +9,7 @@
 
 #include "data/ngram.h"
 #include "experiments/plots.h"
+#include "experiments/result_util.h"
 
 namespace ponder::cli {
 
@@ -22,12 +23,6 @@ RegimeOptions regime_options(const StreamsConfig& streams) {
   return ro;
 }
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // Mean loss of uniform-K's scored predictions at positions [lo, hi) (bins wholly inside the range).
 double mean_between(const ttt::PositionBins& b, int64_t lo, int64_t hi) {

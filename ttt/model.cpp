@@ -10,11 +10,6 @@
 namespace ponder::ttt {
 namespace {
 
-Tensor param(Tensor t) {
-  set_requires_grad(t);
-  return t;
-}
-
 void need(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument("model config: " + msg);
 }
@@ -62,10 +57,10 @@ void ModelConfig::validate() const {
 
 Attention::Attention(int64_t d, int64_t h, double theta, double sd, Generator& gen, DType dt, int64_t win)
     : heads(h), rope_theta(theta), window(win) {
-  wq = param(gen.normal({d, d}, 0, sd, dt));
-  wk = param(gen.normal({d, d}, 0, sd, dt));
-  wv = param(gen.normal({d, d}, 0, sd, dt));
-  wo = param(gen.normal({d, d}, 0, sd, dt));
+  wq = trainable(gen.normal({d, d}, 0, sd, dt));
+  wk = trainable(gen.normal({d, d}, 0, sd, dt));
+  wv = trainable(gen.normal({d, d}, 0, sd, dt));
+  wo = trainable(gen.normal({d, d}, 0, sd, dt));
 }
 
 Tensor Attention::forward(const Tensor& x) const {
@@ -99,9 +94,9 @@ std::vector<Tensor> Attention::parameters() const { return {wq, wk, wv, wo}; }
 // ---- SwiGLU
 
 SwiGLU::SwiGLU(int64_t d, int64_t hidden, double sd, Generator& gen, DType dt) {
-  w1 = param(gen.normal({d, hidden}, 0, sd, dt));
-  w3 = param(gen.normal({d, hidden}, 0, sd, dt));
-  w2 = param(gen.normal({hidden, d}, 0, sd, dt));
+  w1 = trainable(gen.normal({d, hidden}, 0, sd, dt));
+  w3 = trainable(gen.normal({d, hidden}, 0, sd, dt));
+  w2 = trainable(gen.normal({hidden, d}, 0, sd, dt));
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const { return matmul(silu_mul(matmul(x, w1), matmul(x, w3)), w2); }
@@ -137,15 +132,15 @@ Model::Model(const ModelConfig& cfg, uint64_t seed, DType dt) : cfg_(cfg), dtype
   cfg.validate();
   Generator gen(seed);
   emb_ = Embedding(cfg.vocab, cfg.d, gen, dt);
-  if (!cfg.tie_embeddings) head_ = param(gen.normal({cfg.d, cfg.vocab}, 0, cfg.init_std, dt));
+  if (!cfg.tie_embeddings) head_ = trainable(gen.normal({cfg.d, cfg.vocab}, 0, cfg.init_std, dt));
   for (int64_t l = 0; l < cfg.layers; ++l) {
     Block b;
     b.seq_norm = RMSNorm(cfg.d, cfg.rms_eps, dt);
     b.ffn_norm = RMSNorm(cfg.d, cfg.rms_eps, dt);
     if (cfg.pre_conv) {
       b.conv_norm = RMSNorm(cfg.d, cfg.rms_eps, dt);
-      b.conv_w = param(gen.normal({cfg.d, cfg.conv_width}, 0, cfg.init_std, dt));
-      b.conv_b = param(Tensor::zeros({cfg.d}, dt));
+      b.conv_w = trainable(gen.normal({cfg.d, cfg.conv_width}, 0, cfg.init_std, dt));
+      b.conv_b = trainable(Tensor::zeros({cfg.d}, dt));
     }
     b.is_ttt = cfg.mixer(l) == "ttt";
     if (b.is_ttt) {

@@ -12,11 +12,6 @@
 namespace ponder::ttt {
 namespace {
 
-Tensor param(Tensor t) {
-  set_requires_grad(t);
-  return t;
-}
-
 // (B, N, d) → (B, H, N, f)
 Tensor heads(const Tensor& x, int64_t H) {
   const Shape& s = x.shape();
@@ -34,30 +29,30 @@ TTTLayer::TTTLayer(const TTTConfig& cfg, int layer_index, Generator& gen, DType 
                                 " heads of even size");
   if (b < 1) throw std::invalid_argument("TTT layer: mini_batch must be positive, got " + std::to_string(b));
   const double sd = cfg.init_std;
-  wq = param(gen.normal({d, d}, 0, sd, dt));
-  if (!cfg.shared_qk) wk = param(gen.normal({d, d}, 0, sd, dt));
-  wv = param(gen.normal({d, d}, 0, sd, dt));
-  wo = param(gen.normal({d, d}, 0, sd, dt));
-  if (cfg.gate) wg = param(gen.normal({d, d}, 0, sd, dt));
+  wq = trainable(gen.normal({d, d}, 0, sd, dt));
+  if (!cfg.shared_qk) wk = trainable(gen.normal({d, d}, 0, sd, dt));
+  wv = trainable(gen.normal({d, d}, 0, sd, dt));
+  wo = trainable(gen.normal({d, d}, 0, sd, dt));
+  if (cfg.gate) wg = trainable(gen.normal({d, d}, 0, sd, dt));
   if (cfg.shared_qk) {
-    conv_q_w = param(gen.normal({d, w}, 0, sd, dt));
-    conv_q_b = param(Tensor::zeros({d}, dt));
-    conv_k_w = param(gen.normal({d, w}, 0, sd, dt));
-    conv_k_b = param(Tensor::zeros({d}, dt));
+    conv_q_w = trainable(gen.normal({d, w}, 0, sd, dt));
+    conv_q_b = trainable(Tensor::zeros({d}, dt));
+    conv_k_w = trainable(gen.normal({d, w}, 0, sd, dt));
+    conv_k_b = trainable(Tensor::zeros({d}, dt));
   }
-  lr_w = param(gen.normal({d, H}, 0, sd, dt));
-  lr_b = param(Tensor::zeros({H}, dt));
-  token_idx = param(Tensor::zeros({b}, dt));
-  ln_gamma = param(Tensor::full({H, f}, 1.0, dt));
-  ln_beta = param(Tensor::zeros({H, f}, dt));
-  W1 = param(gen.normal({H, f, h}, 0, sd, dt));
-  b1 = param(Tensor::zeros({H, 1, h}, dt));
+  lr_w = trainable(gen.normal({d, H}, 0, sd, dt));
+  lr_b = trainable(Tensor::zeros({H}, dt));
+  token_idx = trainable(Tensor::zeros({b}, dt));
+  ln_gamma = trainable(Tensor::full({H, f}, 1.0, dt));
+  ln_beta = trainable(Tensor::zeros({H, f}, dt));
+  W1 = trainable(gen.normal({H, f, h}, 0, sd, dt));
+  b1 = trainable(Tensor::zeros({H, 1, h}, dt));
   if (cfg.mlp) {
-    W2 = param(gen.normal({H, h, f}, 0, sd, dt));
-    b2 = param(Tensor::zeros({H, 1, f}, dt));
+    W2 = trainable(gen.normal({H, h, f}, 0, sd, dt));
+    b2 = trainable(Tensor::zeros({H, 1, f}, dt));
   }
-  post_gamma = param(Tensor::full({d}, 1.0, dt));
-  post_beta = param(Tensor::zeros({d}, dt));
+  post_gamma = trainable(Tensor::full({d}, 1.0, dt));
+  post_beta = trainable(Tensor::zeros({d}, dt));
 }
 
 std::vector<std::pair<const char*, Tensor*>> TTTLayer::fields() {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/mat_layout.h"
 
@@ -20,13 +21,10 @@ MatLayout layout_of(const Tensor& t) {
   throw std::logic_error("cpu::matmul: operand is not BLAS-compatible (caller must pass a contiguous copy)");
 }
 
-void gemm(MatLayout la, MatLayout lb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, la.trans ? CblasTrans : CblasNoTrans, lb.trans ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), 1.0f, a, int(la.ld), b, int(lb.ld), 0.0f, c, int(n));
-}
-void gemm(MatLayout la, MatLayout lb, int64_t m, int64_t n, int64_t k, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, la.trans ? CblasTrans : CblasNoTrans, lb.trans ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), 1.0, a, int(la.ld), b, int(lb.ld), 0.0, c, int(n));
+// C (m × n) = A·B through gemm.h, each operand with its stored layout.
+template <class T>
+void gemm_layout(MatLayout la, MatLayout lb, int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
+  cpu::gemm(la.trans, lb.trans, m, n, k, a, la.ld, b, lb.ld, T(0), c, n);
 }
 
 // Offsets of batch element `bi` in a and b (batch axes broadcast with stride 0).
@@ -58,7 +56,7 @@ void matmul_t(const Tensor& out, const Tensor& a, const Tensor& b) {
   auto one = [&](int64_t bi) {
     int64_t oa, ob;
     batch_offsets(bi, out, sa, sb, oa, ob);
-    gemm(la, lb, m, n, k, pa + oa, pb + ob, pc + bi * m * n);
+    gemm_layout(la, lb, m, n, k, pa + oa, pb + ob, pc + bi * m * n);
   };
   if (!par_batch) {
     for (int64_t bi = 0; bi < batch; ++bi) one(bi);
