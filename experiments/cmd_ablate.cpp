@@ -14,6 +14,7 @@
 #include "experiments/result_util.h"
 
 namespace ponder::cli {
+namespace cmd_ablate {
 namespace {
 
 // The common checkpoint-job arguments plus the ablation's own.
@@ -49,8 +50,10 @@ void run(const AblateArgs& a, const CellShare& share = {}) {
 }
 
 }  // namespace
+}  // namespace cmd_ablate
 
 void register_ablate(CLI::App& app) {
+  using namespace cmd_ablate;
   auto args = std::make_shared<AblateArgs>();
   args->job.out = "results/ablate";
   CLI::App* sub = app.add_subcommand(

@@ -14,6 +14,7 @@
 #include "policy/adapt_rollout.h"
 
 namespace ponder::cli {
+namespace cmd_adapt {
 namespace {
 
 CompareOptions adapt_options(const CheckpointJobArgs& a, const AdaptSection& adapt, const CompareOptions& compare,
@@ -98,8 +99,10 @@ CompareOptions replicate_options(const CheckpointJobArgs& a) {
 }
 
 }  // namespace
+}  // namespace cmd_adapt
 
 void register_adapt(CLI::App& app) {
+  using namespace cmd_adapt;
   auto args = std::make_shared<CheckpointJobArgs>();
   auto bench = std::make_shared<BenchArgs>();
   args->out = "results/adapt";

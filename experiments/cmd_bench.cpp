@@ -22,6 +22,7 @@
 #include "tensor/rng.h"
 
 namespace ponder::cli {
+namespace cmd_bench {
 namespace {
 
 constexpr double kMinRepSeconds = 0.05;
@@ -117,7 +118,7 @@ struct Row {
   double other_cpus = 0;          // CPUs other processes kept busy while this row was timed
 };
 
-struct Options {
+struct MatmulBenchArgs {
   std::string device = "cpu";
   std::vector<int> threads{1, 2};
   int reps = 5;
@@ -125,7 +126,7 @@ struct Options {
   bool tf32 = false;
 };
 
-void print_json(const Row& r, const Options& o, const MachineInfo& mi) {
+void print_json(const Row& r, const MatmulBenchArgs& o, const MachineInfo& mi) {
   nlohmann::ordered_json j = {
       {"bench", "matmul"}, {"shape", r.c->name}, {"batch", r.c->batch}, {"m", r.c->m}, {"k", r.c->k},
       {"n", r.c->n}, {"op", r.op}, {"dtype", "f32"}, {"device", o.device}, {"threads", r.threads},
@@ -140,7 +141,7 @@ void print_json(const Row& r, const Options& o, const MachineInfo& mi) {
   std::cout << j.dump() << std::endl;  // flushed per line so a long run can be followed
 }
 
-void print_text_header(const Options& o, const MachineInfo& mi) {
+void print_text_header(const MatmulBenchArgs& o, const MachineInfo& mi) {
   std::printf("matmul f32 on %s (%d CPUs), %s\ncommit %s, %s build\n", mi.cpu_model.c_str(), mi.nproc,
               mi.blas.c_str(), git_commit(), build_type());
   std::printf("GFLOP/s = 2*m*k*n*batch / time, best of %d reps of >= %.0f ms each; ratio = engine / sgemm.\n"
@@ -161,7 +162,7 @@ void print_text(const Row& r) {
   std::fflush(stdout);
 }
 
-void run_matmul(const Options& o) {
+void run_matmul(const MatmulBenchArgs& o) {
   if (o.device == "cuda") return run_bench_matmul_cuda(o.reps, o.tf32, o.json);
   if (o.tf32) throw std::invalid_argument("bench matmul: --tf32 applies to --device cuda only");
   const MachineInfo mi = machine_info();
@@ -210,11 +211,13 @@ void run_matmul(const Options& o) {
 }
 
 }  // namespace
+}  // namespace cmd_bench
 
 void register_bench(CLI::App& app) {
+  using namespace cmd_bench;
   CLI::App* bench = app.add_subcommand("bench", "Micro-benchmarks of engine kernels against their references");
   bench->require_subcommand(1);
-  auto opts = std::make_shared<Options>();
+  auto opts = std::make_shared<MatmulBenchArgs>();
   CLI::App* mm = bench->add_subcommand("matmul", "GEMM GFLOP/s: engine (forward and backward products) vs sgemm");
   mm->add_option("--device", opts->device, "Device to benchmark")
       ->check(CLI::IsMember({"cpu", "cuda"}))

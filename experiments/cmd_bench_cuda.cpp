@@ -19,6 +19,7 @@
 #include "tensor/rng.h"
 
 namespace ponder::cli {
+namespace cmd_bench_cuda {
 namespace {
 
 constexpr double kMinRepSeconds = 0.05;
@@ -112,8 +113,10 @@ void print_text(const Row& r, const Setup& s) {
 }
 
 }  // namespace
+}  // namespace cmd_bench_cuda
 
 void run_bench_matmul_cuda(int reps, bool tf32, bool json) {
+  using namespace cmd_bench_cuda;
   const Device d = use_device("cuda");
   const CudaDeviceInfo info = cuda_device_info();
   const bool saved_tf32 = cuda_tf32();

@@ -23,12 +23,13 @@
 #include "tensor/rng.h"
 
 namespace ponder::cli {
+namespace cmd_bench_ops {
 namespace {
 
 constexpr double kMinRepSeconds = 0.05;
 constexpr int64_t kRow = 1024;  // row length of the 2-D views (softmax over a vocabulary-sized row, say)
 
-struct Options {
+struct BenchOpsArgs {
   std::string device = "cpu";
   std::string dtype = "f32";
   int64_t elements = int64_t(1) << 24;
@@ -95,7 +96,7 @@ void plain_copy(Device d, const Tensor& dst, const Tensor& src) {
   std::memcpy(dst.data<char>(), src.data<char>(), size_t(src.numel()) * dtype_size(src.dtype()));
 }
 
-void run_ops(const Options& o) {
+void run_ops(const BenchOpsArgs& o) {
   const Device d = use_device(o.device);
   const DType dt = o.dtype == "f64" ? DType::F64 : DType::F32;
   if (o.elements % kRow != 0 || o.elements < kRow)
@@ -166,9 +167,11 @@ void run_ops(const Options& o) {
 }
 
 }  // namespace
+}  // namespace cmd_bench_ops
 
 void register_bench_ops(CLI::App& bench) {
-  auto opts = std::make_shared<Options>();
+  using namespace cmd_bench_ops;
+  auto opts = std::make_shared<BenchOpsArgs>();
   CLI::App* sub = bench.add_subcommand(
       "ops", "GB/s of element-wise, reduction, scan and index kernels vs a plain copy of the same bytes");
   add_device_option(sub, opts->device);

@@ -25,12 +25,13 @@
 #include "tensor/rng.h"
 
 namespace ponder::cli {
+namespace cmd_bench_train {
 namespace {
 
 constexpr int kSgemmN = 512;
 constexpr double kBusyCpus = 0.2;  // "others" above this flags a row as disturbed
 
-struct Options {
+struct BenchTrainArgs {
   std::string config = "tiny";
   std::vector<int> threads{1, 2};
   int64_t steps = 3;  // timed steps per variant, after one warm-up step
@@ -190,7 +191,7 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
 
 double share(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 
-void print_json(const Row& r, const Options& o, const RunConfig& cfg, double sgemm) {
+void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, double sgemm) {
   const uint64_t total = r.flops.total();
   nlohmann::ordered_json j = {
       {"bench", "train"}, {"config", o.config}, {"variant", r.v->name}, {"mode", ttt::mode_name(r.v->mode)},
@@ -255,7 +256,7 @@ void print_profile(const Row& r) {
   std::fflush(stdout);
 }
 
-void run_bench_train(const Options& o) {
+void run_bench_train(const BenchTrainArgs& o) {
   const RunConfig cfg = load_config(resolve_config(o.config));
   const Dataset ds = load_dataset(cfg.data);
   std::vector<Variant> variants;
@@ -317,9 +318,11 @@ void run_bench_train(const Options& o) {
 }
 
 }  // namespace
+}  // namespace cmd_bench_train
 
 void register_bench_train(CLI::App& bench) {
-  auto opts = std::make_shared<Options>();
+  using namespace cmd_bench_train;
+  auto opts = std::make_shared<BenchTrainArgs>();
   CLI::App* sub = bench.add_subcommand("train", "Training tokens/s, GFLOP/s, sgemm fraction and peak RSS per variant");
   sub->add_option("--config", opts->config, "tiny, small, ci or a config file")->capture_default_str();
   sub->add_option("--threads-list", opts->threads, "Comma-separated thread counts to run with")

@@ -21,6 +21,7 @@
 #include "experiments/commands.h"
 
 namespace ponder::cli {
+namespace cmd_codebench {
 namespace {
 
 using nlohmann::ordered_json;
@@ -320,8 +321,10 @@ void add_sampling_options(CLI::App* sub, Args& a) {
 }
 
 }  // namespace
+}  // namespace cmd_codebench
 
 void register_codebench(CLI::App& app) {
+  using namespace cmd_codebench;
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "codebench", "Run HumanEval / MBPP / ClassEval programs in a sandbox: canonical solutions, their mutants, or "

@@ -9,6 +9,7 @@
 #include "experiments/compare_job.h"
 
 namespace ponder::cli {
+namespace cmd_compare {
 namespace {
 
 // One checkpoint's comparison and regime checks into a.out; `result`, when given, receives the comparison.
@@ -45,8 +46,10 @@ void run_command(const CheckpointJobArgs& args) {
 }
 
 }  // namespace
+}  // namespace cmd_compare
 
 void register_compare(CLI::App& app) {
+  using namespace cmd_compare;
   auto args = std::make_shared<CheckpointJobArgs>();
   args->out = "results/compare";
   CLI::App* sub = app.add_subcommand(

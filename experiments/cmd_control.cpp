@@ -17,6 +17,7 @@
 
 namespace ponder::cli {
 
+namespace cmd_control {
 namespace {
 
 // The verdict of a finished control in `dir` made by this build (this very binary, or a clean build of the same
@@ -36,8 +37,10 @@ std::optional<ControlVerdict> finished_control(const std::string& dir, const Run
 }
 
 }  // namespace
+}  // namespace cmd_control
 
 ControlVerdict run_positive_control(const ControlArgs& a) {
+  using namespace cmd_control;
   const RunConfig cfg = apply_overrides(load_config(resolve_config(a.config)), a.over);
   if (cfg.data.corpus != "planted")
     throw std::invalid_argument("control: " + cfg.source + " trains on '" + cfg.data.corpus +
@@ -64,6 +67,7 @@ ControlVerdict run_positive_control(const ControlArgs& a) {
 }
 
 void register_control(CLI::App& app) {
+  using namespace cmd_control;
   auto a = std::make_shared<ControlArgs>();
   CLI::App* sub = app.add_subcommand(
       "control", "Positive control: train on the planted corpus (or reuse), compare, and say whether the pipeline "

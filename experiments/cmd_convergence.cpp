@@ -21,6 +21,7 @@
 #include "tensor/kernels.h"
 
 namespace ponder::cli {
+namespace cmd_convergence {
 namespace {
 
 struct ConvergenceArgs {
@@ -180,8 +181,10 @@ void run(const ConvergenceArgs& a) {
 }
 
 }  // namespace
+}  // namespace cmd_convergence
 
 void register_convergence(CLI::App& app) {
+  using namespace cmd_convergence;
   auto args = std::make_shared<ConvergenceArgs>();
   CLI::App* sub = app.add_subcommand(
       "convergence", "Inner gradient steps vs the closed-form optimum of each unit's least-squares problem "

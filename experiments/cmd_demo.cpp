@@ -13,11 +13,12 @@
 #include "experiments/commands.h"
 
 namespace ponder::cli {
+namespace cmd_demo {
 namespace {
 
 constexpr int kClasses = 3;
 
-struct Options {
+struct DemoArgs {
   int steps = 300;
   int hidden = 64;
   int points = 200;  // per class, for each of the training and test sets
@@ -72,7 +73,7 @@ double accuracy(const Tensor& logits, const Tensor& y) {
   return double(right) / double(t.size());
 }
 
-void run_demo(const Options& o) {
+void run_demo(const DemoArgs& o) {
   Generator gen(o.seed);
   const Dataset train = spirals(o.points, gen), test = spirals(o.points, gen);
   Mlp mlp{Linear(2, o.hidden, true, gen), Linear(o.hidden, kClasses, true, gen)};
@@ -115,9 +116,11 @@ void run_demo(const Options& o) {
 }
 
 }  // namespace
+}  // namespace cmd_demo
 
 void register_demo(CLI::App& app) {
-  auto opts = std::make_shared<Options>();
+  using namespace cmd_demo;
+  auto opts = std::make_shared<DemoArgs>();
   CLI::App* sub = app.add_subcommand("demo", "Train a small MLP on synthetic spirals (a few seconds)");
   sub->add_option("--steps", opts->steps, "Training steps (full batch)")
       ->check(kPositive)

@@ -12,11 +12,12 @@
 #include "ttt/flop_profile.h"
 
 namespace ponder::cli {
+namespace cmd_eval {
 namespace {
 
 constexpr int kPositionBuckets = 8;  // the compact loss-by-position line
 
-struct Options {
+struct EvalArgs {
   std::string checkpoint, schedule, mode, path, split;
   std::string device;  // empty: the checkpoint config's model.device
   std::optional<int64_t> max_windows;
@@ -73,7 +74,7 @@ void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std:
   std::printf("\n(%.1f s)\n", r.seconds);
 }
 
-void run_eval(const Options& o) {
+void run_eval(const EvalArgs& o) {
   const ttt::Checkpoint ck = ttt::load_checkpoint(o.checkpoint);
   const std::string source = o.checkpoint + " (its config)";
   const Device device = run_device(o.device, parse_config(ck.config_text, source).device, source);
@@ -104,9 +105,11 @@ void run_eval(const Options& o) {
 }
 
 }  // namespace
+}  // namespace cmd_eval
 
 void register_eval(CLI::App& app) {
-  auto opts = std::make_shared<Options>();
+  using namespace cmd_eval;
+  auto opts = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint: loss, bits/byte, loss by position, FLOPs/token");
   sub->add_option("--checkpoint", opts->checkpoint, "Checkpoint file (e.g. runs/tiny/checkpoint.ckpt)")->required();
   sub->add_option("--schedule", opts->schedule, "uniform-K or fixed:K1,K2,... (default: the config's eval.schedule)");

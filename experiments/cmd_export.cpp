@@ -8,6 +8,7 @@
 
 namespace ponder::cli {
 
+namespace cmd_export {
 namespace {
 
 struct ExportArgs {
@@ -26,8 +27,10 @@ void run_export(const ExportArgs& a) {
 }
 
 }  // namespace
+}  // namespace cmd_export
 
 void register_export(CLI::App& app) {
+  using namespace cmd_export;
   auto a = std::make_shared<ExportArgs>();
   CLI::App* sub = app.add_subcommand("export", "Write a checkpoint's parameters as safetensors (readable by PyTorch, "
                                                "JAX, numpy: scripts/read_safetensors.py)");

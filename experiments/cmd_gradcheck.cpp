@@ -15,6 +15,7 @@
 #include "ttt/ttt_layer.h"
 
 namespace ponder::cli {
+namespace cmd_gradcheck {
 namespace {
 
 struct GradcheckArgs {
@@ -73,7 +74,10 @@ std::vector<LayerCase> layer_cases() {
     for (ttt::StepMode mode : {ttt::StepMode::Carry, ttt::StepMode::Prefix})
       for (const std::vector<int>& ks : {std::vector<int>{1, 1, 1}, std::vector<int>{2, 0, 3}}) {
         std::string k;
-        for (int x : ks) k += (k.empty() ? "" : ",") + std::to_string(x);
+        for (int x : ks) {
+          if (!k.empty()) k += ',';
+          k += std::to_string(x);
+        }
         out.push_back({std::string("ttt-") + (mlp ? "mlp " : "linear ") + ttt::mode_name(mode) + " K=" + k, mlp, mode, ks});
       }
   return out;
@@ -154,8 +158,10 @@ void run_gradcheck(const GradcheckArgs& a) {
 }
 
 }  // namespace
+}  // namespace cmd_gradcheck
 
 void register_gradcheck(CLI::App& app) {
+  using namespace cmd_gradcheck;
   auto args = std::make_shared<GradcheckArgs>();
   CLI::App* sub = app.add_subcommand(
       "gradcheck", "Check every op's forward against a naive float64 reference and its first and second "

@@ -14,6 +14,7 @@
 #include "ttt/step_trace.h"
 
 namespace ponder::cli {
+namespace cmd_inspect {
 namespace {
 
 struct InspectArgs {
@@ -70,7 +71,7 @@ ttt::StepTrace run_step(const InspectArgs& a, const Subject& s, bool norms, std:
 
 std::string with_commas(uint64_t n) {
   std::string s = std::to_string(n);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
+  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), 1, ',');
   return s;
 }
 
@@ -127,7 +128,10 @@ void run_graph(const InspectArgs& a) {
     if (!a.section.empty() && t.node_sections[i] != a.section) continue;
     const TraceEntry& e = t.nodes[i];
     std::string shapes;
-    for (const Shape& sh : e.output_shapes) shapes += (shapes.empty() ? "" : " ") + shape_str(sh);
+    for (const Shape& sh : e.output_shapes) {
+      if (!shapes.empty()) shapes += ' ';
+      shapes += shape_str(sh);
+    }
     const std::string op = e.label.empty() ? e.op : "param " + e.label;
     std::printf("%-6zu %-14s %-28s %-22s %14s %14s %12.4g\n", i, t.node_sections[i].c_str(), op.c_str(),
                 shapes.c_str(), with_commas(e.forward_flops).c_str(), with_commas(e.backward_flops).c_str(),
@@ -147,8 +151,10 @@ CLI::App* add_common(CLI::App& app, const char* name, const char* help, InspectA
 }
 
 }  // namespace
+}  // namespace cmd_inspect
 
 void register_inspect(CLI::App& app) {
+  using namespace cmd_inspect;
   auto fl = std::make_shared<InspectArgs>();
   CLI::App* f = add_common(app, "flops",
                            "FLOPs of one training step by section (embedding, each block's norm, mixer and FFN, "

@@ -12,6 +12,7 @@
 #include "tensor/dist.h"
 
 namespace ponder::cli {
+namespace cmd_merge {
 namespace {
 
 // `args` (global options, then compare or ablate and theirs) parsed and run in this process as the command line.
@@ -32,14 +33,17 @@ void run_whole(const std::vector<std::string>& args) {
 }
 
 }  // namespace
+}  // namespace cmd_merge
 
 void add_shard_option(CLI::App* sub, std::string& shard) {
+  using namespace cmd_merge;
   sub->add_option("--shard", shard,
                   "Compute shard i of n of the cells (i/n, counted from 0) into --out, for ponder merge to put "
                   "together; under mpirun -np N each rank is a shard without it");
 }
 
 void merge_shards(const std::vector<std::string>& dirs, const std::string& out, int jobs) {
+  using namespace cmd_merge;
   const ShardManifest m = merge_shard_journals(dirs, out);
   std::vector<std::string> args = m.args;
   args.insert(args.end(), {"--out", out});
@@ -51,6 +55,7 @@ void merge_shards(const std::vector<std::string>& dirs, const std::string& out, 
 
 void run_shard(const std::string& label, const Shard& shard, const std::string& out,
                const std::function<void(const std::string& dir)>& work) {
+  using namespace cmd_merge;
   const bool ranks = dist::size() > 1;
   const std::string dir = ranks ? rank_shard_dir(out, shard) : out;
   ShardManifest m{shard, label, results_command_args(), false};
@@ -81,6 +86,7 @@ void run_shard(const std::string& label, const Shard& shard, const std::string& 
 }
 
 void register_merge(CLI::App& app) {
+  using namespace cmd_merge;
   auto dirs = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
   auto jobs = std::make_shared<int>(0);

@@ -13,6 +13,7 @@
 #include "experiments/training.h"
 
 namespace ponder::cli {
+namespace cmd_oracle {
 namespace {
 
 double k_of(const SeedResult& s) { return s.mean_k; }
@@ -84,8 +85,10 @@ void run(const CheckpointJobArgs& a) {
 }
 
 }  // namespace
+}  // namespace cmd_oracle
 
 void register_oracle(CLI::App& app) {
+  using namespace cmd_oracle;
   auto args = std::make_shared<CheckpointJobArgs>();
   args->out = "results/oracle";
   CLI::App* sub = app.add_subcommand(

@@ -13,6 +13,7 @@
 #include "experiments/training.h"
 
 namespace ponder::cli {
+namespace cmd_overhead {
 namespace {
 
 double bpb_of(const SeedResult& s) { return s.bpb; }
@@ -86,8 +87,10 @@ void run(const CheckpointJobArgs& a) {
 }
 
 }  // namespace
+}  // namespace cmd_overhead
 
 void register_overhead(CLI::App& app) {
+  using namespace cmd_overhead;
   auto args = std::make_shared<CheckpointJobArgs>();
   args->out = "results/overhead";
   CLI::App* sub = app.add_subcommand(

@@ -30,9 +30,10 @@
 #include "tensor/cpu/runtime.h"
 
 namespace ponder::cli {
+namespace cmd_quick {
 namespace {
 
-struct Options {
+struct QuickArgs {
   std::string config = "quick";
   std::string out = "results/quick";
   bool retrain = false;
@@ -45,7 +46,7 @@ struct Options {
 
 // The positive control, first (experiments/control.h): its verdict heads the report, so that a null result below can
 // be read. Skipped with --control none, and the report then says it was not run.
-std::pair<nlohmann::ordered_json, std::string> positive_control(const Options& o, bool retrain) {
+std::pair<nlohmann::ordered_json, std::string> positive_control(const QuickArgs& o, bool retrain) {
   const std::string dir = (std::filesystem::path(o.out) / "control").string();
   if (o.control == "none")
     return {{{"ran", false}}, "**Positive control: not run** (--control none). Run `ponder control` to check that this "
@@ -137,7 +138,7 @@ CompareResult compare_model(const ModelRun& r, const TrainedModel& m, const Data
   });
 }
 
-CompareOptions compare_options(const RunConfig& cfg, const Options& o) {
+CompareOptions compare_options(const RunConfig& cfg, const QuickArgs& o) {
   CompareOptions copt = cfg.compare;
   if (o.seeds > 0) copt.seeds = o.seeds;
   if (o.windows > 0) copt.windows_per_seed = o.windows;
@@ -152,7 +153,7 @@ double train_estimate(const RunConfig& cfg) {
 
 // Everything that does not depend on another model: the control, the attention baseline, each model's training and
 // then its comparison. Run side by side first (experiments/parts.h); the serial pass in run_quick then reuses them.
-std::vector<Part> quick_parts(const RunConfig& cfg, const Options& o, Device device) {
+std::vector<Part> quick_parts(const RunConfig& cfg, const QuickArgs& o, Device device) {
   std::vector<Part> parts;
   if (o.control != "none") {
     const double est = train_estimate(apply_overrides(load_config(resolve_config(o.control)), {})) * 1.6;
@@ -186,7 +187,7 @@ void copy_first_model(const std::string& out) {
     std::filesystem::copy_file(out + "/model-1/" + f, out + "/" + f, std::filesystem::copy_options::overwrite_existing);
 }
 
-void run_quick(const Options& o) {
+void run_quick(const QuickArgs& o) {
   const RunConfig cfg = apply_overrides(load_config(resolve_config(o.config)), o.over);
   const Device device = run_device(o.device, cfg.device, cfg.source);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
@@ -264,9 +265,11 @@ void run_quick(const Options& o) {
 }
 
 }  // namespace
+}  // namespace cmd_quick
 
 void register_quick(CLI::App& app) {
-  auto opts = std::make_shared<Options>();
+  using namespace cmd_quick;
+  auto opts = std::make_shared<QuickArgs>();
   CLI::App* sub = app.add_subcommand(
       "quick", "Main job: run the positive control, train train.seeds independent models (or reuse them), check the "
                "regime (K = 0,1,2,4, n-grams, attention), compare allocation methods (uniform, random, calibrated "

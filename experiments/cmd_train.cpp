@@ -16,9 +16,10 @@
 #include "tensor/dist.h"
 
 namespace ponder::cli {
+namespace cmd_train {
 namespace {
 
-struct Options {
+struct TrainArgs {
   std::string config, out;
   std::string device;      // empty: the config's model.device
   bool resume = false;
@@ -29,14 +30,14 @@ struct Options {
 
 // The config's own text with --set and --seed applied; the result is what the checkpoint records, so a run
 // trained with overrides resumes and reports exactly as if they had been written in the file.
-void apply_overrides(const Options& o, TrainJob& job) {
+void apply_overrides(const TrainArgs& o, TrainJob& job) {
   ConfigOverrides over = o.over;
   if (o.steps > 0 && o.steps != job.config.train.steps) over.sets.push_back("train.steps=" + std::to_string(o.steps));
   job.config = cli::apply_overrides(job.config, over);
 }
 
 // The job `o` asks for, with the checkpoint it continues (when it does) loaded into `ck`.
-void prepare_job(const Options& o, TrainJob& job, ttt::Checkpoint& ck) {
+void prepare_job(const TrainArgs& o, TrainJob& job, ttt::Checkpoint& ck) {
   if (o.config.empty() && !o.resume) throw std::invalid_argument("train: --config is required (or --resume)");
   if (o.config.empty() && o.out.empty()) throw std::invalid_argument("train --resume: --out names the run to continue");
   const std::string out =
@@ -75,7 +76,7 @@ void prepare_job(const Options& o, TrainJob& job, ttt::Checkpoint& ck) {
   job.device = run_device(o.device, job.config.device, job.config.source);
 }
 
-void run_train(const Options& o) {
+void run_train(const TrainArgs& o) {
   dist::init();  // under mpirun -np N: N ranks train one model together (ttt/train.h)
   TrainJob job;
   ttt::Checkpoint ck;
@@ -89,9 +90,11 @@ void run_train(const Options& o) {
 }
 
 }  // namespace
+}  // namespace cmd_train
 
 void register_train(CLI::App& app) {
-  auto opts = std::make_shared<Options>();
+  using namespace cmd_train;
+  auto opts = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "Train a TTT language model from a YAML config");
   sub->add_option("--config", opts->config, "Config file, or the name of one in configs/ (tiny, small, ci)");
   sub->add_option("--out", opts->out, "Output folder for checkpoint.ckpt and train.jsonl (default runs/<config>)");

@@ -15,6 +15,7 @@
 #include <thread>
 
 namespace ponder::codebench {
+namespace codebench {
 namespace {
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -94,8 +95,10 @@ class Progress {
 };
 
 }  // namespace
+}  // namespace codebench
 
 Outcome classify(const sandbox::Result& r) {
+  using namespace codebench;
   Outcome o{r, "passed", ""};
   if (r.passed()) return o;
   const std::vector<std::string> lines = lines_of(r.err);
@@ -131,6 +134,7 @@ Outcome classify(const sandbox::Result& r) {
 
 std::vector<Outcome> run_programs(const sandbox::Sandbox& box, const std::vector<std::string>& programs,
                                   const sandbox::Limits& limits, int jobs, const std::string& label) {
+  using namespace codebench;
   std::vector<Outcome> out(programs.size());
   std::atomic<size_t> next{0}, done{0}, failed{0};
   std::exception_ptr error;
@@ -164,6 +168,7 @@ std::vector<Outcome> run_programs(const sandbox::Sandbox& box, const std::vector
 }
 
 double pass_at_k(int n, int c, int k) {
+  using namespace codebench;
   if (k < 1 || k > n || c < 0 || c > n) throw std::invalid_argument("pass@k needs 1 <= k <= n and 0 <= c <= n");
   if (n - c < k) return 1.0;
   double none = 1.0;  // C(n-c, k) / C(n, k) as a product, which stays accurate for large n

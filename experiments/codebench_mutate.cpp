@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 namespace ponder::codebench {
+namespace codebench_mutate {
 namespace {
 
 enum class Tok { Name, Number, String, Op, Comment, LineEnd, End };
@@ -189,13 +190,16 @@ std::string apply(std::string s, std::vector<Edit> edits) {
 }
 
 }  // namespace
+}  // namespace codebench_mutate
 
 const std::vector<std::string>& mutation_operators() {
+  using namespace codebench_mutate;
   static const std::vector<std::string> order = {"return-none", "negate-condition", "negate-comparison", "int-plus-one"};
   return order;
 }
 
 Mutant mutate(const std::string& source, const std::vector<std::string>& order) {
+  using namespace codebench_mutate;
   const std::vector<Token> tokens = tokenize(source);
   for (const std::string& op : order) {
     std::vector<Edit> edits;

@@ -15,6 +15,7 @@
 #include "ttt/train.h"
 
 namespace ponder::codebench {
+namespace codebench_sample {
 namespace {
 
 // Feeds bytes to the model and gives the logits for the byte after them. TTT layers learn a mini-batch at a time,
@@ -91,8 +92,10 @@ std::string complete(const cli::TrainedModel& m, const Task& task, const SampleO
 }
 
 }  // namespace
+}  // namespace codebench_sample
 
 int pick_byte(const std::vector<double>& logits, double temperature, double top_p, double uniform) {
+  using namespace codebench_sample;
   if (logits.empty()) throw std::invalid_argument("pick_byte: no logits");
   if (temperature <= 0) return int(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const double top = *std::max_element(logits.begin(), logits.end());
@@ -115,6 +118,7 @@ int pick_byte(const std::vector<double>& logits, double temperature, double top_
 
 std::vector<std::vector<std::string>> sample_completions(const cli::TrainedModel& model, const std::vector<Task>& tasks,
                                                          const SampleOptions& o) {
+  using namespace codebench_sample;
   NoGradGuard no_grad;
   std::vector<std::vector<std::string>> out(tasks.size());
   const auto t0 = std::chrono::steady_clock::now();

@@ -11,6 +11,7 @@
 #include "experiments/sandbox.h"
 
 namespace ponder::codebench {
+namespace codebench_tasks {
 namespace {
 
 namespace fs = std::filesystem;
@@ -122,8 +123,10 @@ Task classeval_task(const json& j, const Place& at) {
 }
 
 }  // namespace
+}  // namespace codebench_tasks
 
 Bench parse_bench(const std::string& name) {
+  using namespace codebench_tasks;
   if (name == "humaneval") return Bench::HumanEval;
   if (name == "mbpp") return Bench::MBPP;
   if (name == "classeval") return Bench::ClassEval;
@@ -131,21 +134,27 @@ Bench parse_bench(const std::string& name) {
 }
 
 const char* bench_name(Bench b) {
+  using namespace codebench_tasks;
   return b == Bench::HumanEval ? "humaneval" : b == Bench::MBPP ? "mbpp" : "classeval";
 }
 
 const char* bench_file(Bench b) {
+  using namespace codebench_tasks;
   return b == Bench::HumanEval ? "HumanEval.jsonl.gz" : b == Bench::MBPP ? "mbpp.jsonl" : "ClassEval_data.json";
 }
 
-std::string Task::sample_program(const std::string& completion) const { return kPrelude + prompt + completion + tail; }
+std::string Task::sample_program(const std::string& completion) const {
+  return codebench_tasks::kPrelude + prompt + completion + tail;
+}
 
 std::string default_bench_dir() {
+  using namespace codebench_tasks;
   const char* env = std::getenv("PONDER_BENCH_DIR");
   return env && *env ? env : "../shared/bench";
 }
 
 std::vector<Task> load_tasks(Bench b, const std::string& dir) {
+  using namespace codebench_tasks;
   if (!fs::is_directory(dir))
     throw std::runtime_error("benchmark folder " + dir + " not found (--bench-dir or PONDER_BENCH_DIR names it)");
   const std::string path = (fs::path(dir) / bench_file(b)).string();

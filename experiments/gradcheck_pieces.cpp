@@ -13,6 +13,7 @@
 #include "ttt/eval.h"
 
 namespace ponder::cli {
+namespace gradcheck_pieces {
 namespace {
 
 // The labels (Model::parameter_labels) of the first block whose mixer matches, or of every parameter.
@@ -98,13 +99,16 @@ PieceCheck check_policy_piece(const RunConfig& cfg, const std::string& kind, int
 }
 
 }  // namespace
+}  // namespace gradcheck_pieces
 
 const std::vector<std::string>& piece_names() {
+  using namespace gradcheck_pieces;
   static const std::vector<std::string> names{"ttt", "attention", "block", "model", "policy", "lstm"};
   return names;
 }
 
 PieceCheck check_piece(const RunConfig& cfg, const std::string& piece, int directions) {
+  using namespace gradcheck_pieces;
   if (piece == "policy") return check_policy_piece(cfg, "mlp", directions);
   if (piece == "lstm") return check_policy_piece(cfg, "lstm", directions);
   for (const std::string& p : piece_names())

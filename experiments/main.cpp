@@ -18,6 +18,7 @@
 #include "tensor/cpu/runtime.h"
 #include "tensor/dist.h"
 
+namespace ponder_main {
 namespace {
 
 int fail(std::string message) {
@@ -93,8 +94,10 @@ int fail_everywhere(const std::string& message) {
 }
 
 }  // namespace
+}  // namespace ponder_main
 
 int main(int argc, char** argv) {
+  using namespace ponder_main;
   using namespace ponder::cli;
   prefer_passive_waiting(argv);
   set_command_line(argc, argv);

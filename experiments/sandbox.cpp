@@ -25,6 +25,7 @@
 #include <thread>
 
 namespace ponder::sandbox {
+namespace sandbox {
 namespace {
 
 namespace fs = std::filesystem;
@@ -348,8 +349,10 @@ class WorkDir {
 };
 
 }  // namespace
+}  // namespace sandbox
 
 Backend parse_backend(const std::string& name) {
+  using namespace sandbox;
   if (name == "auto") return Backend::Auto;
   if (name == "bwrap") return Backend::Bwrap;
   if (name == "unshare") return Backend::Unshare;
@@ -358,6 +361,7 @@ Backend parse_backend(const std::string& name) {
 }
 
 const char* backend_name(Backend b) {
+  using namespace sandbox;
   switch (b) {
     case Backend::Auto: return "auto";
     case Backend::Bwrap: return "bwrap";
@@ -368,6 +372,7 @@ const char* backend_name(Backend b) {
 }
 
 std::string Sandbox::describe() const {
+  using namespace sandbox;
   const std::string limits = "rlimits (cpu, address space, processes, file size, no core), wall-clock kill of the "
                              "process group, fresh work dir removed afterwards";
   const std::string uid = geteuid() == 0 ? ", a fresh unprivileged uid per run" : "";
@@ -384,6 +389,7 @@ std::string Sandbox::describe() const {
 }
 
 Result run(const Sandbox& box, const std::string& code, const Limits& lim, const std::vector<std::string>& args) {
+  using namespace sandbox;
   ChildPlan p;
   p.drop_uid = geteuid() == 0;
   p.uid = p.drop_uid ? next_uid() : getuid();
@@ -416,6 +422,7 @@ Result run(const Sandbox& box, const std::string& code, const Limits& lim, const
 }
 
 Result run_command(const std::vector<std::string>& argv, double wall_s) {
+  using namespace sandbox;
   if (argv.empty()) throw std::invalid_argument("run_command: no command");
   ChildPlan p;
   p.argv_s = argv;
@@ -429,6 +436,7 @@ Result run_command(const std::vector<std::string>& argv, double wall_s) {
 }
 
 Sandbox choose(Backend want, const std::string& python) {
+  using namespace sandbox;
   Sandbox box;
   box.python = find_executable(python);
   if (box.python.empty()) throw std::runtime_error("sandbox: Python interpreter '" + python + "' not found");

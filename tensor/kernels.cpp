@@ -734,7 +734,7 @@ DualHeads dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, cons
   DualHeads h;
   h.rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
   h.op = {heads(W), heads(bias), heads(xq), heads(xk), heads(xv), heads(eta), h.rp.gamma, h.rp.beta,
-          h.rp.goff.data(), eps};
+          h.rp.goff.data(), eps, Tensor()};  // no saved intermediates: the caller attaches them
   return h;
 }
 }  // namespace
