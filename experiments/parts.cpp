@@ -119,12 +119,22 @@ class Pool {
     return true;
   }
 
-  // Longest ready part first, so a long part does not start last and leave one core idle at the end.
+  // The part's estimate plus the longest chain of parts waiting for it (a training part carries its comparison).
+  double chain(size_t i) const {
+    double after = 0;
+    for (size_t j = 0; j < parts_.size(); ++j)
+      for (const std::string& dep : parts_[j].after)
+        if (dep == parts_[i].name) after = std::max(after, chain(j));
+    return parts_[i].estimate + after;
+  }
+
+  // The ready part with the longest chain first, so a long part, or a part others wait for, does not start last and
+  // leave a core idle at the end.
   void start_ready() {
     while (int(running_.size()) < jobs_) {
       size_t best = parts_.size();
       for (size_t i = 0; i < parts_.size(); ++i)
-        if (ready(i) && (best == parts_.size() || parts_[i].estimate > parts_[best].estimate)) best = i;
+        if (ready(i) && (best == parts_.size() || chain(i) > chain(best))) best = i;
       if (best == parts_.size()) return;
       std::fflush(nullptr);
       const pid_t pid = fork();

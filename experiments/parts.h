@@ -15,7 +15,7 @@ namespace ponder::cli {
 struct Part {
   std::string name;                // file name safe; its output goes to <log_dir>/<name>.log
   std::vector<std::string> after;  // names of the parts that must finish first
-  double estimate = 1;             // its cost in seconds on one thread, roughly: longest parts start first; drives the ETA
+  double estimate = 1;             // its cost in seconds on one thread, roughly: drives the order and the ETA
   std::function<void()> run;
 };
 

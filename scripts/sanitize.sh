@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer (leak checks included) over the test suites, built with clang in
-# build-san/, then every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each (default 30), seeded with the
+# build-san/, then every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each (default 20), seeded with the
 # repository's own files. Part of the README's test command, so CI runs it.
 #   bash scripts/sanitize.sh                      everything (about 24 minutes on 2 cores, the build included)
 #   bash scripts/sanitize.sh --no-fuzz            the sanitized suites only
@@ -21,12 +21,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh >/dev/null
-fuzz_seconds=${FUZZ_SECONDS:-30}
+fuzz_seconds=${FUZZ_SECONDS:-20}
 if [[ ! -f build-san/meson-private/coredata.dat ]]; then
-  # Unity build as in setup.sh. -Wno-pass-failed: the instrumentation keeps clang from vectorising the loops marked
-  # `omp simd`, and it says so once per loop.
-  CC=clang CXX=clang++ meson setup build-san -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dcuda=disabled -Dfuzz=true -Dunity=on -Dunity_size=8 -Dcpp_args=-Wno-pass-failed >/dev/null
+  # Unity build as in setup.sh. -O1 with line tables only (what AddressSanitizer's documentation suggests): reports
+  # keep file and line, and the build takes about a quarter less time than -O2 -g. -Wno-pass-failed: the
+  # instrumentation keeps clang from vectorising the loops marked `omp simd`, and it says so once per loop.
+  CC=clang CXX=clang++ meson setup build-san -Doptimization=1 -Ddebug=false -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dcuda=disabled -Dfuzz=true -Dunity=on -Dunity_size=8 \
+    -Dcpp_args=-gline-tables-only,-Wno-pass-failed >/dev/null
 fi
 meson compile -C build-san >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
