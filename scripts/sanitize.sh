@@ -28,7 +28,7 @@ if [[ ! -f build-san/meson-private/coredata.dat ]]; then
   # instrumentation keeps clang from vectorising the loops marked `omp simd`, and it says so once per loop.
   CC=clang CXX=clang++ meson setup build-san -Doptimization=1 -Ddebug=false -Db_sanitize=address,undefined \
     -Db_lundef=false -Dcuda=disabled -Dfuzz=true -Dunity=on -Dunity_size=8 \
-    -Dcpp_args=-gline-tables-only,-Wno-pass-failed >/dev/null
+    '-Dcpp_args=-gline-tables-only -Wno-pass-failed' >/dev/null
 fi
 meson compile -C build-san >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
