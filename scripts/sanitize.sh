@@ -2,7 +2,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (leak checks included) over the test suites, built with clang in
 # build-san/, then every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each (default 20), seeded with the
 # repository's own files. Part of the README's test command, so CI runs it.
-#   bash scripts/sanitize.sh                      everything (about 24 minutes on 2 cores, the build included)
+#   bash scripts/sanitize.sh                      everything (14 minutes on 2 cores measured, the build included)
 #   bash scripts/sanitize.sh --no-fuzz            the sanitized suites only
 #   FUZZ_SECONDS=3600 bash scripts/sanitize.sh --fuzz-only   longer fuzzing; findings land in build-san/fuzz/<target>/
 # A crash found by a fuzzer is saved as build-san/fuzz/<target>/crash-*; rerun it with
