@@ -11,6 +11,16 @@
 #include <vector>
 
 namespace ponder::cli {
+
+double max_rel_err(const Tensor& got, const Tensor& want) {
+  const std::vector<double> o = got.to_vector(), r = want.to_vector();
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < o.size(); ++i) {
+    err = std::max(err, std::abs(o[i] - r[i]));
+    scale = std::max(scale, std::abs(r[i]));
+  }
+  return err / scale;
+}
 namespace {
 
 double seconds(const std::function<void()>& fn, long calls) {

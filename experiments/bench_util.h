@@ -4,6 +4,8 @@
 #include <functional>
 #include <string>
 
+#include "tensor/tensor.h"
+
 namespace ponder::cli {
 
 struct MachineInfo {
@@ -12,6 +14,8 @@ struct MachineInfo {
   std::string blas;       // OpenBLAS build configuration
 };
 MachineInfo machine_info();
+// max |got − want| / max |want|: how far a kernel under test is from its reference, checked before it is timed.
+double max_rel_err(const Tensor& got, const Tensor& want);
 // Bytes this process may still allocate: MemAvailable of /proc/meminfo, or the address-space limit (ulimit -v)
 // where that is smaller; 0 where neither is known.
 double available_memory_bytes();

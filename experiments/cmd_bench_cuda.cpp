@@ -63,16 +63,6 @@ std::vector<Product> products(const Case& c, Generator& gen) {
           {"bwd_b", raw::transpose(a, -1, -2), g, c.k, c.m, c.n}};
 }
 
-double max_rel_err(const Tensor& got, const Tensor& want) {
-  const std::vector<double> o = got.to_vector(), r = want.to_vector();
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < o.size(); ++i) {
-    err = std::max(err, std::abs(o[i] - r[i]));
-    scale = std::max(scale, std::abs(r[i]));
-  }
-  return err / scale;
-}
-
 struct Row {
   const Case* c;
   const char* op;

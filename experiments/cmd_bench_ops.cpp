@@ -80,16 +80,6 @@ std::vector<Op> ops(int64_t n, size_t es) {
   };
 }
 
-double max_rel_err(const Tensor& got, const Tensor& want) {
-  const std::vector<double> o = got.to_vector(), r = want.to_vector();
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < o.size(); ++i) {
-    err = std::max(err, std::abs(o[i] - r[i]));
-    scale = std::max(scale, std::abs(r[i]));
-  }
-  return err / scale;
-}
-
 // The reference: the same bytes copied by the C library or the CUDA runtime.
 void plain_copy(Device d, const Tensor& dst, const Tensor& src) {
   if (d == Device::CUDA) return cuda_memcpy(dst, src);

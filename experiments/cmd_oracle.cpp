@@ -16,9 +16,6 @@ namespace ponder::cli {
 namespace cmd_oracle {
 namespace {
 
-double k_of(const SeedResult& s) { return s.mean_k; }
-double bpb_of(const SeedResult& s) { return s.bpb; }
-
 void run(const CheckpointJobArgs& a) {
   CheckpointJob job = load_checkpoint_job(a, "oracle");
   CompareOptions& opt = job.opt;

@@ -16,11 +16,9 @@ namespace ponder::cli {
 namespace cmd_overhead {
 namespace {
 
-double bpb_of(const SeedResult& s) { return s.bpb; }
 double base_of(const SeedResult& s) { return s.base_per_token; }
 double inner_of(const SeedResult& s) { return s.inner_per_token; }
 double overhead_of(const SeedResult& s) { return s.overhead_per_token; }
-double k_of(const SeedResult& s) { return s.mean_k; }
 
 void run(const CheckpointJobArgs& a) {
   CheckpointJob job = load_checkpoint_job(a, "overhead");
