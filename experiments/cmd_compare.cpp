@@ -3,7 +3,7 @@
 // under mpirun) this process computes its share of the cells only (experiments/shard.h; ponder merge finishes).
 #include <cstdio>
 #include <memory>
-
+#include <optional>
 
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
@@ -15,8 +15,9 @@ namespace {
 // One checkpoint's comparison and regime checks into a.out; `result`, when given, receives the comparison.
 void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
   const CheckpointJob job = load_checkpoint_job(a, "compare");
+  const std::optional<TrainedModel> attention = attention_baseline(job, a.attention);  // refused before any work
   std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, result).c_str());
-  merge_regime(job, a.out, "ponder compare");
+  merge_regime(job, a.out, "ponder compare", attention ? &*attention : nullptr, a.attention);
 }
 
 // This shard's cells of one checkpoint's comparison into a.out's journal (the regime checks are the merge's).
@@ -59,6 +60,10 @@ void register_compare(CLI::App& app) {
                  "tokens.html");
   add_checkpoint_job_options(sub, *args, "Config whose compare: section sets methods and seeds", true);
   add_shard_option(sub, args->shard);
+  sub->add_option("--attention", args->attention,
+                  "Checkpoint of an attention-only model trained like --checkpoint (same corpus; e.g. model.mixers all "
+                  "attention): read on the same held-out streams in the regime checks, beside TTT and the n-grams")
+      ->check(CLI::ExistingFile);
   sub->callback([args] { run_command(*args); });
 }
 

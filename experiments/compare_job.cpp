@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -175,8 +176,23 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
   write_atomically(report, before + *rm + after);
 }
 
-void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title) {
-  const RegimeResult regime = run_regime(job.m, nullptr, job.ds, regime_options(job.streams));
+std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  TrainedModel a = load_trained(ttt::load_checkpoint(path), path, job.device);
+  if (a.model.num_ttt_layers() > 0)
+    throw std::invalid_argument("--attention " + path + ": the model has " + std::to_string(a.model.num_ttt_layers()) +
+                                " TTT layer(s); the baseline must be attention-only (model.mixers all attention)");
+  if (a.config.data.corpus != job.m.config.data.corpus || a.config.model.vocab != job.m.config.model.vocab)
+    throw std::invalid_argument("--attention " + path + ": trained on corpus '" + a.config.data.corpus + "' (vocab " +
+                                std::to_string(a.config.model.vocab) + "), the compared model on '" +
+                                job.m.config.data.corpus + "' (vocab " + std::to_string(job.m.config.model.vocab) + ")");
+  return a;
+}
+
+void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title,
+                  const TrainedModel* attention, const std::string& attention_checkpoint) {
+  RegimeResult regime = run_regime(job.m, attention, job.ds, regime_options(job.streams));
+  regime.attention_checkpoint = attention_checkpoint;
   write_position_plot(regime, dir);
   nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};
   add_regime_json(regime, top);

@@ -27,6 +27,7 @@ struct CheckpointJobArgs {
   ConfigOverrides over;            // --set on the config (--seed has no meaning for a trained model)
   int jobs = 0;                    // several checkpoints: models compared side by side (experiments/parts.h); 0: auto
   std::string shard;               // compare, ablate: --shard i/n (experiments/shard.h); empty: all the cells
+  std::string attention;           // compare: an attention-only checkpoint read beside it in the regime checks
 };
 // Adds --config (described by `config_help`; default: the checkpoint's own), --checkpoint (required), --out, --seeds,
 // --windows, --set and --device.
@@ -95,7 +96,13 @@ CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, con
 // The regime checks (experiments/regime.h) on the job's held-out streams, read as the comparison read them (the same
 // config's streams: settings), merged into DIR's results.json (corpus and regime fields at the top) and report.md
 // (under "# <title>", with the positive control's status).
-void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title);
+// `attention` (may be null): an attention-only model of the same corpus and vocabulary (attention_baseline), read on
+// the same streams as the baseline that shows whether a non-TTT mixer does better.
+void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title,
+                  const TrainedModel* attention = nullptr, const std::string& attention_checkpoint = "");
+// The attention-only model at `path` (compare --attention; nullopt when empty), refused naming the cause when it has
+// a TTT layer or was trained on another corpus or vocabulary than the job's model.
+std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const std::string& path);
 
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
                    const std::string& after);

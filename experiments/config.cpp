@@ -315,6 +315,8 @@ void read_streams(Section& s, StreamsConfig& c) {
   s.get("max_segments", c.max_segments);
   s.get("max_ngram", c.max_ngram);
   s.get("attention_baseline", c.attention_baseline);
+  s.get("position_docs", c.position_docs);
+  s.get("position_len", c.position_len);
 }
 
 void read_adapt(Section& s, AdaptSection& a) {
@@ -391,6 +393,9 @@ void check(const RunConfig& c) {
        "streams.chunk must be a positive multiple of model.mini_batch, got " + std::to_string(c.streams.chunk));
   need(c.streams.max_adapt >= 0 && c.streams.max_scored >= 0 && c.streams.max_segments >= 0,
        "streams.max_adapt, streams.max_scored and streams.max_segments must be >= 0");
+  need(c.streams.position_docs >= 0 && c.streams.position_len >= 2 * c.model.mini_batch,
+       "streams.position_docs must be >= 0 and streams.position_len at least two mini-batches, got " +
+           std::to_string(c.streams.position_docs) + " and " + std::to_string(c.streams.position_len));
   need(c.streams.max_ngram >= 1 && c.streams.max_ngram <= 8, "streams.max_ngram must lie in 1..8, got " +
        std::to_string(c.streams.max_ngram));
   need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));

@@ -42,6 +42,12 @@ struct StreamsConfig {
   int64_t max_segments = 0;    // per stream: segments of max_scored tokens kept, evenly spaced; 0 = all (whole split)
   int64_t max_ngram = 5;       // count n-gram baselines of orders 1 … max_ngram
   bool attention_baseline = true;  // quick: also train an attention-only model of the same size and read it
+  // Loss by position from held-out documents (adaptation files too) read from their first token (each alone, fresh state), the documents at
+  // least position_len tokens long cut to that length, at most position_docs of them evenly spaced; 0 = the bins of
+  // the streams above. Streams that join a repository's files mid-file put different text at each position; equal
+  // documents from their start show what reading more of the same text is worth (the TTT paper's figure).
+  int64_t position_docs = 0;
+  int64_t position_len = 1024;
 };
 
 // adapt: the fast-weight path (`ponder adapt`, policy/adapt_rollout.h): what the fast weights are, how they are

@@ -20,6 +20,8 @@ RegimeOptions regime_options(const StreamsConfig& streams) {
   ro.max_scored = streams.max_scored;
   ro.max_segments = streams.max_segments;
   ro.max_ngram = int(streams.max_ngram);
+  ro.position_docs = streams.position_docs;
+  ro.position_len = streams.position_len;
   return ro;
 }
 namespace {
@@ -87,6 +89,56 @@ double RegimeResult::best_ngram() const {
   return best;
 }
 
+std::vector<data::StreamTokens> document_starts(const std::vector<std::vector<int32_t>>& docs, int64_t max_docs,
+                                                int64_t len, int64_t& candidates) {
+  std::vector<const std::vector<int32_t>*> longer;
+  for (const std::vector<int32_t>& d : docs)
+    if (int64_t(d.size()) >= len) longer.push_back(&d);
+  candidates = int64_t(longer.size());
+  const int64_t n = std::min<int64_t>(max_docs, candidates);
+  std::vector<data::StreamTokens> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int32_t>& d = *longer[size_t(i * candidates / n)];
+    out.push_back({"doc" + std::to_string(i), std::vector<int32_t>(d.begin(), d.begin() + len), 1});
+  }
+  return out;
+}
+
+namespace {
+
+// uniform-K read with the state carried, at the model's own inner step size.
+ttt::StreamEvalOptions uniform_options(const TrainedModel& m, int k, int64_t chunk) {
+  ttt::StreamEvalOptions so;
+  so.inner = {"uniform-" + std::to_string(k), ttt::StepMode::Carry, ttt::InnerPath::Dual};
+  so.chunk = chunk;
+  so.lr_mult = eval_options(m, so.inner).lr_mult;
+  return so;
+}
+
+// Replaces every result's by_position with the bins of documents read from their start (RegimeOptions).
+void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
+                    const RegimeOptions& opt) {
+  const std::vector<data::StreamTokens> docs =
+      document_starts(ds.documents_read(opt.split).docs, opt.position_docs, opt.position_len, r.position_candidates);
+  if (docs.empty())
+    throw std::invalid_argument("regime: streams.position_docs asks for documents of at least " +
+                                std::to_string(opt.position_len) + " tokens, and the " + opt.split +
+                                " split has none; lower streams.position_len or set position_docs to 0");
+  r.position_docs = int64_t(docs.size());
+  r.position_len = opt.position_len;
+  for (auto& [k, res] : r.uniform)
+    res.by_position = ttt::evaluate_streams(m.model, docs, uniform_options(m, k, opt.chunk)).by_position;
+  if (attention && r.attention) {
+    ttt::StreamEvalOptions so;
+    so.chunk = opt.chunk;
+    r.attention->by_position = ttt::evaluate_streams(attention->model, docs, so).by_position;
+  }
+  std::fprintf(stderr, "regime: loss by position from %lld documents' first %lld tokens\n", (long long)r.position_docs,
+               (long long)r.position_len);
+}
+
+}  // namespace
+
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
                         const RegimeOptions& opt) {
   RegimeResult r;
@@ -102,11 +154,7 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
   r.eval_tokens = data::scored_tokens(streams);
   r.streams = int64_t(streams.size());
   for (int k : opt.ks) {
-    ttt::StreamEvalOptions so;
-    so.inner = {"uniform-" + std::to_string(k), ttt::StepMode::Carry, ttt::InnerPath::Dual};
-    so.chunk = opt.chunk;
-    so.lr_mult = eval_options(m, so.inner).lr_mult;
-    r.uniform.push_back({k, ttt::evaluate_streams(m.model, streams, so)});
+    r.uniform.push_back({k, ttt::evaluate_streams(m.model, streams, uniform_options(m, k, opt.chunk))});
     std::fprintf(stderr, "regime: uniform-%d on %lld streams: %.4f bits/byte (%.1f s)\n", k, (long long)r.streams,
                  r.uniform.back().second.bpb, r.uniform.back().second.seconds);
   }
@@ -122,6 +170,7 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
     const double bits = ngram_bits(ng, streams, tokens);
     r.ngram_bpb[n] = bits / double(tokens);
   }
+  if (opt.position_docs > 0) read_positions(r, m, attention, ds, opt);
   return r;
 }
 
@@ -143,7 +192,13 @@ void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j) {
   }
   j["loss_by_position"] = bins;
   j["eval_tokens"] = r.eval_tokens;
+  const nlohmann::ordered_json source =
+      r.position_docs > 0 ? nlohmann::ordered_json{{"read", "documents from their first token"},
+                                                   {"documents", r.position_docs}, {"tokens_each", r.position_len},
+                                                   {"documents_that_long", r.position_candidates}}
+                          : nlohmann::ordered_json{{"read", "the streams above, every prediction"}};
   nlohmann::ordered_json reg = {{"streams", r.streams}, {"split_tokens", r.split_tokens},
+                                {"loss_by_position_source", source},
                                 {"scored_fraction", r.scored_fraction()}, {"carry_alive", r.carry_alive()},
                                 {"loss_falls_with_position", r.loss_falls()}, {"ttt_beats_uniform0", r.ttt_helps()},
                                 {"ttt_benefit_early_nats", r.benefit(16, 64)},
@@ -162,6 +217,17 @@ void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j) {
   j["regime"] = reg;
 }
 
+namespace {
+
+std::string position_source(const RegimeResult& r) {
+  if (r.position_docs == 0) return "every prediction read in the streams above";
+  return "read on " + std::to_string(r.position_docs) + " held-out documents from their first token, each alone with a "
+         "fresh state and cut to " + std::to_string(r.position_len) + " tokens (of the " +
+         std::to_string(r.position_candidates) + " documents that long), so every bin holds the same documents";
+}
+
+}  // namespace
+
 std::string regime_markdown(const RegimeResult& r) {
   std::ostringstream md;
   const ttt::StreamEvalResult *u0 = r.uniform_k(0), *u1 = r.uniform_k(1);
@@ -176,9 +242,15 @@ std::string regime_markdown(const RegimeResult& r) {
      << " → **" << (r.carry_alive() ? "alive" : "dead in every layer") << "**.\n";
   if (u1) {
     const ttt::PositionBins& b = u1->by_position;
-    md << "- Loss by position under uniform-1: positions 16–63 " << fmt("%.4f", mean_between(b, 16, 64))
+    md << "- Loss by position under uniform-1 (" << (r.position_docs > 0 ? "documents from their start" : "streams")
+       << "): positions 16–63 " << fmt("%.4f", mean_between(b, 16, 64))
        << " nats, 64 and beyond " << fmt("%.4f", mean_between(b, 64, INT64_MAX)) << " → **"
-       << (r.loss_falls() ? "falls beyond the first mini-batches" : "does not fall") << "**.\n";
+       << (r.loss_falls() ? "falls beyond the first mini-batches" : "does not fall") << "**";
+    if (u0)
+      md << " (uniform-0, no inner learning: " << fmt("%.4f", mean_between(u0->by_position, 16, 64)) << " → "
+         << fmt("%.4f", mean_between(u0->by_position, 64, INT64_MAX)) << ": what the text does at those positions, "
+         << "whatever the model reads)";
+    md << ".\n";
   }
   if (u0 && u1)
     md << "- What inner learning buys (uniform-0 − uniform-1, same tokens): positions 16–63 "
@@ -206,7 +278,8 @@ std::string regime_markdown(const RegimeResult& r) {
        << " | – |\n";
   for (const auto& [n, bpb] : r.ngram_bpb) md << "| " << n << "-gram (interpolated Kneser–Ney) | " << fmt("%.4f", bpb) << " | – | – |\n";
   md << "\nThe inner share bounds what any allocation can save: skipping every inner step saves at most that share "
-        "of the FLOPs.\n\nLoss by position (mean nats per token; `loss_by_position.png`):\n\n| positions |";
+        "of the FLOPs.\n\nLoss by position (mean nats per token; `loss_by_position.png`), "
+     << position_source(r) << ":\n\n| positions |";
   for (const auto& [k, res] : r.uniform) md << " uniform-" << k << " |";
   md << (r.attention ? " attention |" : "") << " tokens |\n|---|";
   for (size_t i = 0; i < r.uniform.size() + (r.attention ? 1 : 0) + 1; ++i) md << "---|";
@@ -240,7 +313,9 @@ void write_position_plot(const RegimeResult& r, const std::string& dir) {
   }
   std::ofstream g(gp);
   g << "set terminal pngcairo size 900,560 font 'sans,11'\nset output '" << dir << "/loss_by_position.png'\n"
-    << "set title 'Loss by position in the held-out streams'\nset xlabel 'position of the predicted token (log scale)'\n"
+    << "set title 'Loss by position " << (r.position_docs > 0 ? "in held-out documents read from their start"
+                                                              : "in the held-out streams") << "'\n"
+    << "set xlabel 'position of the predicted token (log scale)'\n"
     << "set ylabel 'bits per byte'\nset logscale x 2\nset grid\nset key outside right top\nplot ";
   for (size_t i = 0; i < lines.size(); ++i)
     g << (i ? ", " : "") << "'" << dat << "' index " << i << " using 1:2 with linespoints lw 2 title '" << lines[i].first

@@ -21,6 +21,7 @@ struct RegimeOptions {
   int64_t max_adapt = 0, max_scored = 0, max_segments = 0;  // data::segment_stream per stream; 0 = whole
   int max_ngram = 5;                   // count n-grams of orders 1 … max_ngram, fitted on the training split
   std::string split = "test";
+  int64_t position_docs = 0, position_len = 1024;  // StreamsConfig: loss by position from documents' starts
 };
 
 // The options the config's streams: section sets (quick, compare, adapt read the streams the same way).
@@ -35,11 +36,15 @@ struct RegimeResult {
   int64_t eval_tokens = 0;                       // scored tokens (after caps)
   int64_t split_tokens = 0;                      // scored tokens of the whole split (no caps)
   int64_t streams = 0;
+  // Where by_position comes from: position_docs = 0, the streams above (every prediction read); otherwise that many
+  // held-out documents read alone from their first token, cut to position_len tokens, out of position_candidates
+  // documents that long.
+  int64_t position_docs = 0, position_len = 0, position_candidates = 0;
   double scored_fraction() const { return split_tokens > 0 ? double(eval_tokens) / double(split_tokens) : 0; }
   const ttt::StreamEvalResult* uniform_k(int k) const;
   // The liveness checks, each with the numbers it rests on.
   bool carry_alive() const;       // some layer's carry factor > 0
-  bool loss_falls() const;        // uniform-1: mean loss past the first 64 positions of the streams below that of 16–63
+  bool loss_falls() const;        // uniform-1: mean loss past the first 64 positions below that of positions 16–63
   bool ttt_helps() const;         // uniform-1 below uniform-0
   // uniform-0's loss minus uniform-1's at positions [lo, hi): what inner learning buys there. Unlike the raw loss it
   // compares the same tokens, so it is not confounded by what text sits where (adaptation files, then evaluation).
@@ -47,6 +52,12 @@ struct RegimeResult {
   bool benefit_grows() const;     // the benefit past position 64 exceeds that at positions 16–63
   double best_ngram() const;      // lowest n-gram bits/byte
 };
+
+// At most `max_docs` of `docs` that hold at least `len` tokens, evenly spaced in their order, each cut to its first
+// `len` tokens and made a stream of its own with every prediction scored; `candidates` counts the documents that
+// long. What loss by position is read on when streams.position_docs > 0.
+std::vector<data::StreamTokens> document_starts(const std::vector<std::vector<int32_t>>& docs, int64_t max_docs,
+                                                int64_t len, int64_t& candidates);
 
 // `attention` (optional) is an attention-only model trained like `m`.
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,

@@ -139,19 +139,39 @@ nlohmann::ordered_json header(const TrainJob& job, const Dataset& ds, const ttt:
 
 }  // namespace
 
-const data::TokenStream& Dataset::split(const std::string& name) const {
+namespace {
+
+// The valid or the test member, by name.
+template <class T>
+const T& held_out(const std::string& name, const T& valid, const T& test) {
   if (name == "valid") return valid;
   if (name == "test") return test;
   throw std::invalid_argument("split must be 'valid' or 'test', got '" + name + "'");
 }
 
+}  // namespace
+
+const data::TokenStream& Dataset::split(const std::string& name) const { return held_out(name, valid, test); }
+
 const std::vector<data::StreamTokens>& Dataset::streams(const std::string& name) const {
-  if (name == "valid") return valid_streams;
-  if (name == "test") return test_streams;
-  throw std::invalid_argument("split must be 'valid' or 'test', got '" + name + "'");
+  return held_out(name, valid_streams, test_streams);
+}
+
+const data::TokenStream& Dataset::documents_read(const std::string& name) const {
+  return held_out(name, valid_read, test_read);
 }
 
 namespace {
+
+// Every document the held-out streams read, in stream order: adaptation files, then evaluation files.
+data::TokenStream documents_read(const std::vector<data::HeldOut>& streams) {
+  std::vector<data::Document> docs;
+  for (const data::HeldOut& h : streams) {
+    docs.insert(docs.end(), h.adapt.begin(), h.adapt.end());
+    docs.insert(docs.end(), h.eval.begin(), h.eval.end());
+  }
+  return data::tokenize(docs);
+}
 
 data::Corpus load_corpus(const DataConfig& cfg) {
   const std::string& name = cfg.corpus;
@@ -205,6 +225,8 @@ Dataset load_dataset(const DataConfig& cfg) {
   ds.test = data::tokenize(split.test);
   ds.valid_streams = data::tokenize_streams(split.valid_streams);
   ds.test_streams = data::tokenize_streams(split.test_streams);
+  ds.valid_read = documents_read(split.valid_streams);
+  ds.test_read = documents_read(split.test_streams);
   ds.roles = data::split_roles(split);
   return ds;
 }

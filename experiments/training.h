@@ -23,9 +23,11 @@ struct Dataset {
   data::Corpus corpus;  // name, source, sha256 and manifest (its documents are moved into the splits)
   data::TokenStream train, valid, test;  // valid/test: the scored documents of the held-out streams
   std::vector<data::StreamTokens> valid_streams, test_streams;  // whole held-out documents or repositories
+  data::TokenStream valid_read, test_read;  // every document of those streams, adaptation files included
   std::vector<std::pair<std::string, std::string>> roles;  // document name → train / valid-adapt / … / test-eval
   const data::TokenStream& split(const std::string& name) const;  // "valid" | "test"
   const std::vector<data::StreamTokens>& streams(const std::string& name) const;  // "valid" | "test"
+  const data::TokenStream& documents_read(const std::string& name) const;        // "valid" | "test"
 };
 // Loads a built-in corpus or a path (DataConfig::corpus) and splits it: flat corpora by document order (or from
 // data.test_from on), repository corpora by repository and then by file (data/corpus.h). Throws naming the key.

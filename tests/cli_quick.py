@@ -171,6 +171,23 @@ with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as seri
     check(os.path.getsize(os.path.join(out, "loss_by_position.png")) > 0, "loss_by_position.png written")
     zero = by["uniform-0"]["seeds"][0]
     check(zero["inner_flops_per_token"] == 0 and zero["overhead_flops_per_token"] == 0, "uniform-0 spends no inner FLOPs")
+    # `ponder compare --attention`: the run's attention-only model read beside TTT on the same streams; a baseline
+    # with TTT layers is refused before any work.
+    with tempfile.TemporaryDirectory() as cmp:
+        attn = os.path.join(out, "attention", "checkpoint.ckpt")
+        compare = [ponder, "--threads", "2", "compare", "--config", os.path.join(root, "configs", "ci.yaml"),
+                   "--checkpoint", os.path.join(out, "checkpoint.ckpt"), "--out", cmp, "--seeds", "1",
+                   "--set", "compare.methods=[uniform-0,uniform-1]"]
+        c = subprocess.run(compare + ["--attention", attn], capture_output=True, text=True, timeout=600)
+        check(c.returncode == 0, "compare --attention exits 0: " + c.stderr[-1500:])
+        got = json.load(open(os.path.join(cmp, "results.json")))["regime"]["attention"]
+        check(got["checkpoint"] == attn and math.isclose(got["bpb"], reg["attention"]["bpb"], rel_tol=1e-9),
+              "compare --attention reads the baseline on the same streams as quick: %s vs %s" %
+              (got["bpb"], reg["attention"]["bpb"]))
+        bad = subprocess.run(compare + ["--attention", os.path.join(out, "checkpoint.ckpt")], capture_output=True,
+                             text=True, timeout=600)
+        check(bad.returncode != 0 and "TTT layer(s); the baseline must be attention-only" in bad.stderr and
+              "compare: oracle" not in bad.stderr, "a TTT checkpoint as --attention is refused first: " + bad.stderr[-500:])
 
 # A part that fails (here model 2 cannot make its folder) stops the run with its name, status and log; the parts
 # that do not depend on it finish and are kept for the rerun.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include "experiments/config.h"
 #include "experiments/device.h"
 #include "experiments/journal.h"
+#include "experiments/regime.h"
 #include "experiments/compare.h"
 #include "experiments/report.h"
 #include "experiments/result_util.h"
@@ -79,6 +81,25 @@ TrainLoopOptions loop_options(const std::string& path, const RunConfig& c) {
   o.config_text = c.text;
   o.meta = {{"commit", "test"}};
   return o;
+}
+
+// Four repositories of three files each under `dir`: with these fractions two train, one validates, one is held out.
+cli::Dataset four_repositories(const std::filesystem::path& dir) {
+  for (int r = 0; r < 4; ++r)
+    for (int f = 0; f < 3; ++f) {
+      std::ostringstream text;
+      for (int i = 0; i < 40 + 13 * f + r; ++i) text << "def f" << i % 7 << "(x): return x * " << r + f << "\n";
+      char repo[16], file[16];  // snprintf: GCC 12 warns falsely (-Wrestrict) on "r" + std::to_string(r) here
+      std::snprintf(repo, sizeof repo, "r%d", r);
+      std::snprintf(file, sizeof file, "m%d.py", f);
+      std::filesystem::create_directories(dir / repo);
+      std::ofstream(dir / repo / file) << text.str();
+    }
+  cli::DataConfig dc;
+  dc.corpus = dir.string();
+  dc.valid_frac = 0.25;
+  dc.test_frac = 0.25;
+  return cli::load_dataset(dc);
 }
 
 }  // namespace
@@ -639,19 +660,7 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
 TEST_CASE("comparison in streams mode scores exactly the held-out streams' evaluation parts, segment by segment, as stream "
           "evaluation does") {
   Scratch t("streams");
-  // Four repositories of three files each: with these fractions two train, one validates, one is held out.
-  for (int r = 0; r < 4; ++r)
-    for (int f = 0; f < 3; ++f) {
-      std::ostringstream text;
-      for (int i = 0; i < 40 + 13 * f + r; ++i) text << "def f" << i % 7 << "(x): return x * " << r + f << "\n";
-      std::filesystem::create_directories(t.dir / ("r" + std::to_string(r)));
-      std::ofstream(t.dir / ("r" + std::to_string(r)) / ("m" + std::to_string(f) + ".py")) << text.str();
-    }
-  cli::DataConfig dc;
-  dc.corpus = t.dir.string();
-  dc.valid_frac = 0.25;
-  dc.test_frac = 0.25;
-  const cli::Dataset ds = cli::load_dataset(dc);
+  const cli::Dataset ds = four_repositories(t.dir);
   REQUIRE(ds.test_streams.size() == 1);
   ModelConfig mc;
   mc.d = 16;
@@ -691,6 +700,60 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
     CHECK(m.seeds[0].total_per_token() > 0.9 * e.flops_per_token);
     CHECK(m.seeds[0].total_per_token() < 1.1 * e.flops_per_token);
   }
+}
+
+TEST_CASE("loss by position from documents' starts: every held-out file read alone from its first token, the same "
+          "files in every bin") {
+  Scratch t("positions");
+  const cli::Dataset ds = four_repositories(t.dir);
+  // The held-out repository's files, adaptation part first: together they are exactly its stream.
+  const std::vector<std::vector<int32_t>>& docs = ds.documents_read("test").docs;
+  REQUIRE(docs.size() == 3);
+  std::vector<int32_t> joined;
+  for (const std::vector<int32_t>& d : docs) joined.insert(joined.end(), d.begin(), d.end());
+  CHECK(joined == ds.test_streams[0].tokens);
+  int64_t candidates = 0;
+  const std::vector<std::vector<int32_t>> lengths = {std::vector<int32_t>(5, 1), std::vector<int32_t>(20, 2),
+                                                     std::vector<int32_t>(3, 3), std::vector<int32_t>(30, 4),
+                                                     std::vector<int32_t>(25, 5)};
+  std::vector<data::StreamTokens> starts = cli::document_starts(lengths, 2, 10, candidates);
+  CHECK(candidates == 3);  // 20, 30 and 25 tokens long
+  REQUIRE(starts.size() == 2);
+  CHECK(starts[0].tokens == std::vector<int32_t>(10, 2));
+  CHECK(starts[1].tokens == std::vector<int32_t>(10, 4));
+  CHECK(starts[1].first_scored == 1);
+  CHECK(cli::document_starts(lengths, 9, 10, candidates).size() == 3);
+  CHECK(cli::document_starts(lengths, 9, 31, candidates).empty());
+
+  ModelConfig mc;
+  mc.d = 16;
+  mc.heads = 2;
+  mc.mini_batch = 4;
+  cli::RunConfig rc;
+  rc.model = mc;
+  const cli::TrainedModel m{rc, Model(mc, 3), 0};
+  cli::RegimeOptions opt;
+  opt.ks = {0, 1};
+  opt.chunk = 16;
+  opt.max_ngram = 2;
+  opt.position_docs = 2;
+  opt.position_len = 32;
+  const cli::RegimeResult r = cli::run_regime(m, nullptr, ds, opt);
+  CHECK(r.position_docs == 2);
+  const ttt::PositionBins& b = r.uniform_k(1)->by_position;
+  REQUIRE(b.lo.size() == 5);  // positions 1 … 31 in [1,2), [2,4), … [16,32)
+  for (size_t i = 0; i < b.lo.size(); ++i) CHECK(b.count[i] == 2 * (b.hi[i] - b.lo[i]));
+  ttt::StreamEvalOptions so;
+  so.inner.schedule = "uniform-1";
+  so.chunk = 16;
+  const ttt::StreamEvalResult direct =
+      ttt::evaluate_streams(m.model, cli::document_starts(docs, 2, 32, candidates), so);
+  for (size_t i = 0; i < b.lo.size(); ++i) CHECK(b.mean(i) == doctest::Approx(direct.by_position.mean(i)).epsilon(1e-12));
+  // The scored tokens are still the streams' evaluation part: the bins change, the bits/byte do not.
+  CHECK(r.eval_tokens == ds.test_streams[0].scored());
+  opt.position_len = 4096;
+  CHECK(error_of([&] { cli::run_regime(m, nullptr, ds, opt); }).find("documents of at least 4096 tokens") !=
+        std::string::npos);
 }
 
 TEST_CASE("a checkpoint with a negative step or NaN weights, and a comparison without TTT layers, are refused "
