@@ -17,8 +17,6 @@ struct Chunks {
 
 Chunks cut(const ttt::Model& base, const Tensor& input, const Tensor& target, const RolloutOptions& opt) {
   if (opt.unit_batches < 1) throw std::invalid_argument("adapt: unit_batches must be >= 1");
-  if (!opt.trial_ks.empty())
-    throw std::invalid_argument("adapt: counterfactual trials (PonderNet's) are not defined on the fast-weight path");
   Chunks c{input, target, base.config().mini_batch * opt.unit_batches, 0};
   if (input.dim() != 2 || input.shape()[0] != 1 || input.shape() != target.shape() || input.shape()[1] % c.b != 0)
     throw std::invalid_argument("adapt: input and target must be (1, N) with N a multiple of the chunk, " +
@@ -78,6 +76,24 @@ double lookahead_loss(ttt::FastWeights& fw, ttt::FastOptimizer& optim, const Chu
   return mean_of(losses);
 }
 
+// PonderNet's counterfactual trials (RolloutOptions::trial_ks) at chunk u, read and not yet updated: for each K, the
+// mean loss of the next trial_lookahead chunks after K steps on u, each of those updated once before the next is read
+// (as K = 1 runs them). Chunk u itself was scored before any step, so K moves only what follows it. Every trial
+// starts from the weights as they are, and they are put back after it.
+std::vector<double> trial_losses(ttt::FastWeights& fw, ttt::FastOptimizer& optim, const Chunks& c, int64_t u,
+                                 const RolloutOptions& opt, const ttt::ModelState& after_u) {
+  const ttt::FastOptimizer::State weights = optim.save();
+  const ttt::FastWeights::LastRead read = fw.last_read();
+  std::vector<double> out;
+  for (int k : opt.trial_ks) {
+    for (int i = 0; i < k; ++i) fw.update(c.tgt(u), c.b, optim);
+    out.push_back(lookahead_loss(fw, optim, c, u, opt.trial_lookahead, 1, after_u));
+    optim.restore(weights);
+    fw.set_last_read(read);
+  }
+  return out;
+}
+
 }  // namespace
 
 AdaptRollouts::AdaptRollouts(const ttt::Model& base, const AdaptConfig& cfg) : base_(base), cfg_(cfg) {
@@ -108,6 +124,11 @@ Episode AdaptRollouts::policy(const Tensor& input, const Tensor& target, Policy&
     rec.k = p.decide(rec.features);
     tracker.record_k(rec.k);
     rec.overhead_flops = decide.counts().total();
+    if (!opt.trial_ks.empty()) {
+      FlopScope trials;  // measurement, charged to no method
+      rec.trial_loss = trial_losses(fw, optim, c, u, opt, state);
+      rec.measure_flops += trials.counts().total();
+    }
     FlopScope steps;
     for (int i = 0; i < rec.k; ++i) fw.update(c.tgt(u), c.b, optim);
     rec.inner_flops = steps.counts().total();

@@ -108,9 +108,6 @@ std::unique_ptr<Policy> make_schedule(const MethodSpec& m, double budget_k, cons
 }
 
 std::string fast_weight_refusal(const MethodSpec& m) {
-  if (m.family == MethodFamily::Learned && m.learner == "pondernet")
-    return m.name + " trains on counterfactual trials of the TTT layers' inner steps, which the fast-weight path does "
-                    "not run; learned-reinforce and learned-ppo-pid train on it";
   if (m.family == MethodFamily::Heuristic && (m.score == Score::TTTLoss || m.score == Score::GradNorm))
     return m.name + " probes the TTT layers' inner loss, which fast weights on a frozen base do not have";
   return "";

@@ -50,8 +50,8 @@ const char* method_forms();
 // methods report their learner: reinforce, ppo-pid, pondernet).
 std::string family_kind(const MethodSpec& m);
 
-// Why `m` cannot run on the fast-weight path (ponder adapt), or "" when it can: PonderNet trains on counterfactual
-// trials of the TTT layers' inner steps, and the ttt-loss / gradnorm scores probe those layers.
+// Why `m` cannot run on the fast-weight path (ponder adapt), or "" when it can: the ttt-loss / gradnorm scores probe
+// the TTT layers' inner loss, which fast weights on a frozen base do not have.
 std::string fast_weight_refusal(const MethodSpec& m);
 
 // The policy of a method that needs no fitting: uniform-K and every-K/N, and front-K given the budget in steps per

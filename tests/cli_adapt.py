@@ -39,7 +39,7 @@ with tempfile.TemporaryDirectory() as tmp:
     one = os.path.join(tmp, "one")
     r = run("adapt", "--checkpoint", cks[0], "--out", one, *SMALL, "--set",
             "adapt.methods=[oracle, uniform-0, uniform-1, uniform-2, uniform-4, every-2/2, random, loss, entropy, "
-            "'learned-reinforce[iters=3]', 'learned-ppo-pid[iters=2]']")
+            "'learned-reinforce[iters=3]', 'learned-ppo-pid[iters=2]', 'pondernet[iters=2]']")
     res = json.load(open(os.path.join(one, "results.json")))
     check(res["produced_by"] == "ponder adapt", "results.json says ponder adapt produced it")
     for key in ("corpus", "adapt", "adapt_summary", "cost_multiples", "methods", "eval_tokens", "ngram_bpb",
@@ -48,7 +48,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(res["adapt"]["fast"] == "lora" and res["adapt"]["chunk"] == 64, "the adapt settings are recorded")
     methods = {m["name"]: m for m in res["methods"]}
     for name in ("oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "every-2/2", "random", "loss", "entropy",
-                 "learned-reinforce[iters=3]", "learned-ppo-pid[iters=2]"):
+                 "learned-reinforce[iters=3]", "learned-ppo-pid[iters=2]", "pondernet[iters=2]"):
         check(name in methods, "method " + name + " was run")
     seeds = {n: m["seeds"][0] for n, m in methods.items()}
     check(seeds["uniform-0"]["inner_flops_per_token"] == 0, "SKIP spends no update FLOPs")
@@ -77,6 +77,11 @@ with tempfile.TemporaryDirectory() as tmp:
           "PPO-PID trained on the fast-weight path: " + ppo["detail"][:120])
     used = [k for k, n in zip(ppo["k_options"], ppo["k_hist"]) if n > 0]
     check(used and all(k in (0, 1, 2, 4) for k in used), "its decisions are SKIP/UPDATE_1/2/4: %s" % used)
+    pn = methods["pondernet[iters=2]"]
+    check(len(pn.get("training_curve", [])) == 2 and "PonderNet halting" in pn["detail"],
+          "PonderNet trained on the fast-weight path (its trials: updates on a chunk, the next chunk's loss): " +
+          pn["detail"][:120])
+    check(pn["seeds"][0]["inner_flops_per_token"] > 0, "PonderNet's chunks take at least one update")
     check(rows["uniform-0"]["gap_recovered"] == 0 and rows["oracle"]["gap_recovered"] == 1,
           "SKIP recovers 0 of the gap and the oracle all of it")
     ps = res["adapt_summary"]["per_stream"]
@@ -136,8 +141,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(missing.returncode != 0 and "nowhere" in missing.stderr, "a missing benchmark folder is named: " +
           missing.stderr.strip()[-160:])
 
-    for sets, why in ((["adapt.methods=[pondernet]"], "trains on counterfactual trials"),
-                      (["adapt.methods=['learned-reinforce[probe=1]']"], "the inner-loss probe reads TTT layers"),
+    for sets, why in ((["adapt.methods=['learned-reinforce[probe=1]']"], "the inner-loss probe reads TTT layers"),
                       (["adapt.methods=[ttt-loss]"], "probes the TTT layers' inner loss"),
                       (["adapt.fast=bogus"], "expected one of lora, head"),
                       (["adapt.targets=[ffn.w7]"], "no parameter block1.ffn.w7"),

@@ -358,6 +358,40 @@ TEST_CASE("the oracle's rollout look-ahead steps on later chunks, then leaves th
   }
 }
 
+TEST_CASE("PonderNet's trials on fast weights: trial n at chunk u is the next chunk's loss after n steps on u, and "
+          "trying leaves the episode as it was") {
+  Model base(test_model({"ttt", "attention"}), 31);
+  Generator gen(32);
+  const auto [in, tgt] = sequence(random_ids(gen, 1, 25, 32), 8);  // 24 tokens: 6 chunks of one mini-batch
+  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+    policy::AdaptRollouts rollouts(base, adapt_cfg(f, 0.5));
+    policy::RolloutOptions ro;
+    ro.unit_batches = 1;
+    policy::UniformPolicy one(1);
+    const policy::Episode plain = rollouts.policy(in, tgt, one, ro, 0);
+    ro.trial_ks = {1, 2, 4};
+    const policy::Episode tried = rollouts.policy(in, tgt, one, ro, 0);
+    CHECK(tried.token_loss == plain.token_loss);
+    CHECK(tried.inner == plain.inner);  // the trials' steps are charged to no method
+    const size_t n = tried.units.size();
+    REQUIRE(n == 6);
+    for (size_t u = 0; u + 1 < n; ++u) {
+      REQUIRE(tried.units[u].trial_loss.size() == 3);
+      for (size_t i = 0; i < ro.trial_ks.size(); ++i) {
+        std::vector<int> ks(n, 1);  // what uniform-1 did before u, trial_ks[i] steps at u
+        ks[u] = ro.trial_ks[i];
+        Replay replay(ks);
+        policy::RolloutOptions no_trials;
+        no_trials.unit_batches = 1;
+        const policy::Episode real = rollouts.policy(in, tgt, replay, no_trials, 0);
+        CHECK(tried.units[u].trial_loss[i] == doctest::Approx(real.units[u + 1].loss).epsilon(1e-12));
+      }
+      CHECK(tried.units[u].trial_loss[0] != tried.units[u].trial_loss[2]);  // the steps did move the next chunk
+    }
+    CHECK(tried.units.back().trial_loss == std::vector<double>(3, 0.0));  // nothing after the last chunk
+  }
+}
+
 TEST_CASE("fast weights and the protocol refuse what they cannot do, naming it") {
   Model base(test_model({"ttt", "attention"}), 17);
   FastWeightsConfig f = lora_cfg();

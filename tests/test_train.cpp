@@ -323,8 +323,9 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("model:\n  swiglu_hidden: -5\n").find("model config: swiglu_hidden must be >= 0") != std::string::npos);
   // The fast-weight path's section (ponder adapt).
   CHECK(err("adapt:\n  fast: lol\n") == "bad.yaml:2: adapt.fast: expected one of lora, head, got 'lol'");
-  CHECK(err("adapt:\n  methods: [pondernet]\n").find("adapt.methods: pondernet trains on counterfactual trials") !=
-        std::string::npos);
+  CHECK_NOTHROW(cli::parse_config("adapt:\n  methods: [pondernet]\n", "ok.yaml"));  // its trials run on fast weights
+  CHECK(err("streams:\n  position_len: 4\n").find("streams.position_len at least two mini-batches") != std::string::npos);
+  CHECK(err("streams:\n  position_docs: -1\n").find("streams.position_docs must be >= 0") != std::string::npos);
   CHECK(err("adapt:\n  methods: [gradnorm]\n").find("probes the TTT layers' inner loss") != std::string::npos);
   CHECK(err("adapt:\n  chunk: 100\n").find("adapt.chunk must be a positive multiple of model.mini_batch") !=
         std::string::npos);
