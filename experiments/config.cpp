@@ -201,6 +201,8 @@ void read_train(Section& s, ttt::TrainConfig& t) {
   s.get("log_every", t.log_every);
   s.get("eval_every", t.eval_every);
   s.get("checkpoint_every", t.checkpoint_every);
+  s.get("init_from", t.init_from);
+  s.get("freeze_loaded", t.freeze_loaded);
 }
 
 void read_data(Section& s, DataConfig& d) {

@@ -398,6 +398,9 @@ TrainOutcome run_train_job(const TrainJob& job) {
                  (long long)setup->ds.train.num_tokens(), (long long)trainer.step_count(), (long long)c.train.steps,
                  cpu::num_threads(), log_path(job.out_dir).c_str());
     std::fprintf(stderr, "train: device %s\n", describe_device(job.device).c_str());
+    if (trainer.frozen_parameters() > 0)
+      std::fprintf(stderr, "train: %lld parameter tensors from %s frozen; the rest train\n",
+                   (long long)trainer.frozen_parameters(), c.train.init_from.c_str());
     if (dist::size() > 1)
       std::fprintf(stderr, "train: %d ranks, %lld micro-batch(es) of each step on each\n", dist::size(),
                    (long long)(c.train.grad_accum / dist::size()));

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -755,6 +756,60 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   opt.position_len = 4096;
   CHECK(error_of([&] { cli::run_regime(m, nullptr, ds, opt); }).find("documents of at least 4096 tokens") !=
         std::string::npos);
+}
+
+TEST_CASE("train.init_from: a frozen base under a trained TTT block; the base never moves, the block trains") {
+  Scratch tmp("frozen");
+  RunConfig c = ci_config(20);
+  c.model.layers = 1;
+  c.model.mixers = {"attention"};
+  c.model.attn_window = c.train.seq_len;
+  Trainer base(c.model, c.train, moby().train);
+  base.step();
+  save_checkpoint(tmp.file("base.ckpt"), base.checkpoint(c.text, {{"commit", "test"}}));
+  const Checkpoint saved = load_checkpoint(tmp.file("base.ckpt"));
+  ModelConfig head = c.model;
+  head.layers = 2;
+  head.mixers = {"attention", "ttt"};
+  TrainConfig tc = c.train;
+  tc.init_from = tmp.file("base.ckpt");
+  Trainer t(head, tc, moby().train);
+  CHECK(t.frozen_parameters() == int64_t(saved.params.size()));
+  const Checkpoint before = t.checkpoint(c.text, {{"commit", "test"}});
+  for (int i = 0; i < 3; ++i) CHECK(std::isfinite(t.step().loss));
+  const Checkpoint after = t.checkpoint(c.text, {{"commit", "test"}});
+  REQUIRE(after.params.size() == before.params.size());
+  int64_t moved = 0;
+  for (size_t i = 0; i < after.params.size(); ++i) {
+    const NamedTensor& p = after.params[i];
+    const auto in_base = std::find_if(saved.params.begin(), saved.params.end(),
+                                      [&](const NamedTensor& b) { return b.name == p.name; });
+    if (in_base != saved.params.end()) {
+      INFO(p.name);
+      CHECK(p.value.to_vector() == in_base->value.to_vector());  // copied, then never updated or decayed
+      CHECK(!grad_of(t.model().named_parameters()[i].second).defined());
+    } else {
+      moved += p.value.to_vector() != before.params[i].value.to_vector();
+    }
+  }
+  CHECK(moved > 0);  // the TTT block trained
+  // A model without the base's block, with another width, or with nothing left to train is refused naming why.
+  ModelConfig swapped = head;  // a TTT block where the base has its attention block
+  swapped.mixers = {"ttt", "attention"};
+  CHECK(error_of([&] { Trainer(swapped, tc, moby().train); }).find("holds 'block0.") != std::string::npos);
+  save_checkpoint(tmp.file("head.ckpt"), after);
+  TrainConfig from_head = c.train;
+  from_head.init_from = tmp.file("head.ckpt");
+  ModelConfig lacking = c.model;  // one block, and the checkpoint has two
+  lacking.layers = 1;
+  CHECK(error_of([&] { Trainer(lacking, from_head, moby().train); }).find("the base's blocks must come first") !=
+        std::string::npos);
+  ModelConfig wider = head;
+  wider.d = 2 * head.d;
+  CHECK(error_of([&] { Trainer(wider, tc, moby().train); }).find("holds 'emb' as") != std::string::npos);
+  CHECK(error_of([&] { Trainer(c.model, tc, moby().train); }).find("nothing would train") != std::string::npos);
+  tc.init_from = tmp.file("missing.ckpt");
+  CHECK(error_of([&] { Trainer(head, tc, moby().train); }).find("missing.ckpt") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint with a negative step or NaN weights, and a comparison without TTT layers, are refused "

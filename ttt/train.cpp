@@ -10,6 +10,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_sync.h"
 #include "tensor/dist.h"
+#include "ttt/checkpoint_io.h"
 #include "util/fault.h"
 
 namespace ponder::ttt {
@@ -70,6 +71,37 @@ std::string non_finite(const Tensor& t) {
   if (nan + inf == 0) return "";
   return std::to_string(nan) + " NaN and " + std::to_string(inf) + " Inf among " + std::to_string(t.numel()) +
          " values";
+}
+
+// train.init_from: the base checkpoint's parameters copied into the ones of the same name, frozen with
+// freeze_loaded; returns how many were frozen. Throws naming a base parameter this model lacks or holds otherwise.
+int64_t load_base(const Model& model, const TrainConfig& cfg) {
+  const Checkpoint base = load_checkpoint(cfg.init_from);
+  const auto named = model.named_parameters();
+  const auto labels = model.parameter_labels();
+  NoGradGuard ng;
+  int64_t frozen = 0;
+  for (const NamedTensor& s : base.params) {
+    size_t i = 0;
+    while (i < named.size() && named[i].first != s.name) ++i;
+    if (i == named.size())
+      throw std::invalid_argument("train.init_from: '" + cfg.init_from + "' holds parameter '" + s.name +
+                                  "', which this model does not have: the base's blocks must come first");
+    Tensor p = named[i].second;
+    if (s.value.shape() != p.shape() || s.value.dtype() != p.dtype())
+      throw std::invalid_argument("train.init_from: '" + cfg.init_from + "' holds '" + s.name + "' as " +
+                                  shape_str(s.value.shape()) + " " + dtype_name(s.value.dtype()) + ", this model's " +
+                                  labels[i] + " is " + shape_str(p.shape()) + " " + dtype_name(p.dtype()));
+    raw::copy_(p, raw::to_device(s.value, p.device()));
+    if (cfg.freeze_loaded) {
+      set_requires_grad(p, false);
+      ++frozen;
+    }
+  }
+  if (frozen == int64_t(named.size()))
+    throw std::invalid_argument("train.init_from: every parameter of this model is in '" + cfg.init_from +
+                                "' and frozen: nothing would train (add a block, or set train.freeze_loaded: false)");
+  return frozen;
 }
 
 }  // namespace
@@ -138,6 +170,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, data::Token
   // Each TTT layer asks a randomised schedule once per unit (mini-batch) of the window.
   if (!cfg_.step_options.empty())
     schedule_draws_ = model_.num_ttt_layers() * (cfg_.seq_len / model_.config().mini_batch);
+  if (!cfg_.init_from.empty()) frozen_ = load_base(model_, cfg_);
   to(device);
 }
 

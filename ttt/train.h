@@ -42,6 +42,12 @@ struct TrainConfig {
   int64_t log_every = 10;         // progress / log line every N steps
   int64_t eval_every = 100;       // validation every N steps (and at the end); 0 = only at the end
   int64_t checkpoint_every = 0;   // checkpoint every N steps (and at the end); 0 = only at the end
+  // A frozen base under a trained head (the published anchor's TTT head, docs/method.md §7): every parameter of the
+  // checkpoint at init_from is copied into this model's parameter of the same name (block l's i-th parameter, so the
+  // base's blocks come first, with the same mixers and sizes), and with freeze_loaded they never train (no gradient,
+  // no update, no weight decay); the rest, e.g. a TTT block on top, trains from its own initialisation.
+  std::string init_from;
+  bool freeze_loaded = true;
   // Throws naming the offending key (train.<key>); `model` is needed for the cross-checks.
   void validate(const ModelConfig& model) const;
 };
@@ -100,6 +106,7 @@ class Trainer {
   int ranks() const { return ranks_; }
   const Model& model() const { return model_; }
   const TrainConfig& config() const { return cfg_; }
+  int64_t frozen_parameters() const { return frozen_; }  // tensors taken from train.init_from and frozen
   // Moves the parameters and the AdamW moments to `device` (between steps); data batches follow the model.
   void to(Device device);
   Device device() const { return model_.device(); }
@@ -130,6 +137,7 @@ class Trainer {
   int64_t step_ = 0;
   int rank_ = 0, ranks_ = 1;
   int64_t schedule_draws_ = 0;  // schedule draws of one micro-batch's forward pass
+  int64_t frozen_ = 0;
 };
 
 // Copies a checkpoint's parameters into `model`, on whatever device it lives (for evaluation); throws
