@@ -143,6 +143,11 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
                         const RegimeOptions& opt) {
   RegimeResult r;
   r.carry_factors = m.model.carry_factors();
+  r.model_layers = m.model.config().layers;
+  if (attention) {
+    r.attention_layers = attention->model.config().layers;
+    r.attention_window = attention->model.config().attn_window;
+  }
   const std::vector<data::StreamTokens>& whole = ds.streams(opt.split);
   std::vector<data::StreamTokens> streams;
   for (const data::StreamTokens& s : whole) {
@@ -266,7 +271,10 @@ std::string regime_markdown(const RegimeResult& r) {
     md << "- Best count n-gram " << fmt("%.4f", r.best_ngram()) << " bits/byte on the same tokens → the TTT model is **"
        << (u1->bpb < r.best_ngram() ? "better" : "worse") << "** (" << fmt("%+.4f", u1->bpb - r.best_ngram()) << ").\n";
   if (r.attention && u1)
-    md << "- Attention-only model of the same width and depth (sliding window) " << fmt("%.4f", r.attention->bpb)
+    md << "- Attention-only model (" << r.attention_layers << " blocks"
+       << (r.attention_layers == r.model_layers ? " like the TTT model" : ", the TTT model has " + std::to_string(r.model_layers))
+       << ", " << (r.attention_window > 0 ? "window of " + std::to_string(r.attention_window) + " tokens" : "full causal")
+       << ") " << fmt("%.4f", r.attention->bpb)
        << " bits/byte → TTT is " << (u1->bpb < r.attention->bpb ? "better" : "worse") << " ("
        << fmt("%+.4f", u1->bpb - r.attention->bpb) << ").\n";
   md << "\n| model | bits/byte | FLOPs/token read | inner TTT share |\n|---|---|---|---|\n";

@@ -32,6 +32,7 @@ struct RegimeResult {
   std::vector<std::pair<int, ttt::StreamEvalResult>> uniform;  // K → result
   std::optional<ttt::StreamEvalResult> attention;  // the attention-only baseline, when given
   std::string attention_checkpoint;
+  int64_t attention_layers = 0, attention_window = 0, model_layers = 0;  // how the baseline compares in size
   std::map<int, double> ngram_bpb;               // order → bits/byte on the scored tokens
   int64_t eval_tokens = 0;                       // scored tokens (after caps)
   int64_t split_tokens = 0;                      // scored tokens of the whole split (no caps)
