@@ -400,7 +400,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
     std::fprintf(stderr, "train: device %s\n", describe_device(job.device).c_str());
     if (trainer.frozen_parameters() > 0)
       std::fprintf(stderr, "train: %lld parameter tensors from %s frozen; the rest train\n",
-                   (long long)trainer.frozen_parameters(), c.train.init_from.c_str());
+                   (long long)trainer.frozen_parameters(), ttt::init_path(c.train).c_str());
     if (dist::size() > 1)
       std::fprintf(stderr, "train: %d ranks, %lld micro-batch(es) of each step on each\n", dist::size(),
                    (long long)(c.train.grad_accum / dist::size()));

@@ -810,6 +810,10 @@ TEST_CASE("train.init_from: a frozen base under a trained TTT block; the base ne
   CHECK(error_of([&] { Trainer(c.model, tc, moby().train); }).find("nothing would train") != std::string::npos);
   tc.init_from = tmp.file("missing.ckpt");
   CHECK(error_of([&] { Trainer(head, tc, moby().train); }).find("missing.ckpt") != std::string::npos);
+  tc.init_from = tmp.file("base-s{seed}.ckpt");  // independently trained heads on independently trained bases
+  tc.seed = 7;
+  CHECK(init_path(tc) == tmp.file("base-s7.ckpt"));
+  CHECK(error_of([&] { Trainer(head, tc, moby().train); }).find("base-s7.ckpt") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint with a negative step or NaN weights, and a comparison without TTT layers, are refused "

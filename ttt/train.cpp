@@ -73,10 +73,21 @@ std::string non_finite(const Tensor& t) {
          " values";
 }
 
+}  // namespace
+
+std::string init_path(const TrainConfig& cfg) {
+  std::string path = cfg.init_from;
+  for (size_t at = path.find("{seed}"); at != std::string::npos; at = path.find("{seed}", at))
+    path.replace(at, 6, std::to_string(cfg.seed));
+  return path;
+}
+
+namespace {
+
 // train.init_from: the base checkpoint's parameters copied into the ones of the same name, frozen with
 // freeze_loaded; returns how many were frozen. Throws naming a base parameter this model lacks or holds otherwise.
 int64_t load_base(const Model& model, const TrainConfig& cfg) {
-  const Checkpoint base = load_checkpoint(cfg.init_from);
+  const Checkpoint base = load_checkpoint(init_path(cfg));
   const auto named = model.named_parameters();
   const auto labels = model.parameter_labels();
   NoGradGuard ng;
@@ -85,11 +96,11 @@ int64_t load_base(const Model& model, const TrainConfig& cfg) {
     size_t i = 0;
     while (i < named.size() && named[i].first != s.name) ++i;
     if (i == named.size())
-      throw std::invalid_argument("train.init_from: '" + cfg.init_from + "' holds parameter '" + s.name +
+      throw std::invalid_argument("train.init_from: '" + init_path(cfg) + "' holds parameter '" + s.name +
                                   "', which this model does not have: the base's blocks must come first");
     Tensor p = named[i].second;
     if (s.value.shape() != p.shape() || s.value.dtype() != p.dtype())
-      throw std::invalid_argument("train.init_from: '" + cfg.init_from + "' holds '" + s.name + "' as " +
+      throw std::invalid_argument("train.init_from: '" + init_path(cfg) + "' holds '" + s.name + "' as " +
                                   shape_str(s.value.shape()) + " " + dtype_name(s.value.dtype()) + ", this model's " +
                                   labels[i] + " is " + shape_str(p.shape()) + " " + dtype_name(p.dtype()));
     raw::copy_(p, raw::to_device(s.value, p.device()));
@@ -99,7 +110,7 @@ int64_t load_base(const Model& model, const TrainConfig& cfg) {
     }
   }
   if (frozen == int64_t(named.size()))
-    throw std::invalid_argument("train.init_from: every parameter of this model is in '" + cfg.init_from +
+    throw std::invalid_argument("train.init_from: every parameter of this model is in '" + init_path(cfg) +
                                 "' and frozen: nothing would train (add a block, or set train.freeze_loaded: false)");
   return frozen;
 }

@@ -45,12 +45,16 @@ struct TrainConfig {
   // A frozen base under a trained head (the published anchor's TTT head, docs/method.md §7): every parameter of the
   // checkpoint at init_from is copied into this model's parameter of the same name (block l's i-th parameter, so the
   // base's blocks come first, with the same mixers and sizes), and with freeze_loaded they never train (no gradient,
-  // no update, no weight decay); the rest, e.g. a TTT block on top, trains from its own initialisation.
+  // no update, no weight decay); the rest, e.g. a TTT block on top, trains from its own initialisation. "{seed}" in
+  // the path stands for train.seed, so independently trained heads (--seed) can sit on independently trained bases.
   std::string init_from;
   bool freeze_loaded = true;
   // Throws naming the offending key (train.<key>); `model` is needed for the cross-checks.
   void validate(const ModelConfig& model) const;
 };
+
+// train.init_from with "{seed}" replaced by train.seed.
+std::string init_path(const TrainConfig& cfg);
 
 // Learning rate for optimiser step `step` (1-based): linear warm-up to lr, then cosine to min_lr.
 double learning_rate(const TrainConfig& c, int64_t step);
