@@ -106,6 +106,13 @@ std::vector<data::StreamTokens> document_starts(const std::vector<std::vector<in
 
 namespace {
 
+// The attention-only baseline's read: no inner steps to choose, only the chunk.
+ttt::StreamEvalOptions attention_options(int64_t chunk) {
+  ttt::StreamEvalOptions so;
+  so.chunk = chunk;
+  return so;
+}
+
 // uniform-K read with the state carried, at the model's own inner step size.
 ttt::StreamEvalOptions uniform_options(const TrainedModel& m, int k, int64_t chunk) {
   ttt::StreamEvalOptions so;
@@ -129,9 +136,7 @@ void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* 
   for (auto& [k, res] : r.uniform)
     res.by_position = ttt::evaluate_streams(m.model, docs, uniform_options(m, k, opt.chunk)).by_position;
   if (attention && r.attention) {
-    ttt::StreamEvalOptions so;
-    so.chunk = opt.chunk;
-    r.attention->by_position = ttt::evaluate_streams(attention->model, docs, so).by_position;
+    r.attention->by_position = ttt::evaluate_streams(attention->model, docs, attention_options(opt.chunk)).by_position;
   }
   std::fprintf(stderr, "regime: loss by position from %lld documents' first %lld tokens\n", (long long)r.position_docs,
                (long long)r.position_len);
@@ -164,9 +169,7 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
                  r.uniform.back().second.bpb, r.uniform.back().second.seconds);
   }
   if (attention) {
-    ttt::StreamEvalOptions so;
-    so.chunk = opt.chunk;
-    r.attention = ttt::evaluate_streams(attention->model, streams, so);
+    r.attention = ttt::evaluate_streams(attention->model, streams, attention_options(opt.chunk));
     std::fprintf(stderr, "regime: attention-only: %.4f bits/byte (%.1f s)\n", r.attention->bpb, r.attention->seconds);
   }
   for (int n = 1; n <= opt.max_ngram; ++n) {
