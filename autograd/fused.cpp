@@ -243,6 +243,7 @@ int64_t Rule::term(FlopCat c, std::initializer_list<int> sizes) const {
 }
 
 bool use(FusedOp op, const Tensor& x) { return !t_deriving && raw::fused_available(op, x); }
+bool node(FusedOp op, const Tensor& x) { return !t_deriving && raw::fused_enabled(op, x); }
 
 Rule rule(FusedOp op, bool bcast, int variant) {
   static std::mutex mu;

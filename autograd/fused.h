@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "tensor/backend.h"
 #include "tensor/flops.h"
 #include "tensor/tensor.h"
@@ -19,6 +20,23 @@ namespace fused {
 // Whether `op` runs as its kernel for operand x: raw::fused_available(op, x) and this thread is not deriving a
 // FLOP rule (which must see the composition).
 bool use(FusedOp op, const Tensor& x);
+
+// Whether `op` is recorded as one node for operand x: raw::fused_enabled(op, x) and this thread is not deriving a
+// rule. The node's values come from x's backend's kernel where it has one, else from the composition run as one
+// step (forward() below), so the op's FLOPs and its backward rule are the same on every device; a backend
+// without the kernel costs only speed. With the op switched off (raw::set_fused_kernel) the composition is
+// recorded op by op instead: the reference the kernels are tested against.
+bool node(FusedOp op, const Tensor& x);
+
+// A fused node's values: kernel() where x's backend has the kernel (use()), else composition() run without
+// recording a graph and without counting FLOPs (the node counts the op's rule, derived from that composition).
+template <class Kernel, class Composition>
+auto forward(FusedOp op, const Tensor& x, Kernel kernel, Composition composition) -> decltype(kernel()) {
+  if (use(op, x)) return kernel();
+  const NoGradGuard no_graph;
+  const FlopIsolate uncounted;
+  return composition();
+}
 
 // The sizes a fused op's FLOPs depend on: {R, D} (rows and the row length) for the row ops, act_mul, the squared
 // norm and AdamW; {G, n, T, f} (heads × batch, queries, keys, head width) for attention; {G, b, f} (heads × batch,

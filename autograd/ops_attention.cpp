@@ -1,6 +1,6 @@
-// Causal softmax attention as one differentiable op: a node around the backend's attention kernel where it has
-// one (autograd/fused.h), the composition of autograd/compose.cpp everywhere else. The node saves q, k, v, the
-// output and the kernel's log-normalisers; its backward is one kernel at first order and the recorded
+// Causal softmax attention as one differentiable op: a node (autograd/fused.h) around the backend's attention
+// kernel, or around the composition of autograd/compose.cpp where the backend has none. The node saves q, k, v,
+// the output and the kernel's log-normalisers (undefined when the composition ran: its backward recomputes them); its backward is one kernel at first order and the recorded
 // composition of the softmax's VJP under create_graph, so gradients of any order flow.
 #include "autograd/compose.h"
 #include "autograd/fused.h"
@@ -9,9 +9,10 @@
 namespace ponder {
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& geo) {
-  if (!fused::use(FusedOp::Attention, q)) return compose::attention(q, k, v, geo);
+  if (!fused::node(FusedOp::Attention, q)) return compose::attention(q, k, v, geo);
   OpRecorder r(Op::Attention, {q, k, v});
-  auto [y, lse] = raw::attention(q, k, v, geo);
+  auto [y, lse] = fused::forward(FusedOp::Attention, q, [&] { return raw::attention(q, k, v, geo); },
+                                 [&] { return std::make_pair(compose::attention(q, k, v, geo), Tensor()); });
   fused::count(FusedOp::Attention, fused::attention_sizes(q, k));
   return r.done(
       y, {q, k, v, lse},

@@ -110,11 +110,12 @@ Tensor affine(const Tensor& x, double scale, double shift) {
 }
 
 namespace {
-// One node around the backend's kernel where it has one (same shapes only), else the composition.
+// One node (same shapes only) around the backend's kernel, or the composition where the backend has none.
 Tensor act_mul_op(GateAct act, const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || !fused::use(FusedOp::ActMul, a)) return compose::act_mul(act, a, b);
+  if (a.shape() != b.shape() || !fused::node(FusedOp::ActMul, a)) return compose::act_mul(act, a, b);
   OpRecorder r(Op::ActMul, {a, b});
-  Tensor y = raw::act_mul(act, a, b);
+  Tensor y = fused::forward(FusedOp::ActMul, a, [&] { return raw::act_mul(act, a, b); },
+                            [&] { return compose::act_mul(act, a, b); });
   fused::count(FusedOp::ActMul, fused::rows_of(a), false, int(act));
   return r.done(y, {a, b}, [act](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     auto [da, db] = act_mul_backward(act, s[0], s[1], g);

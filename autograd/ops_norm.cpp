@@ -1,6 +1,5 @@
-// Normalisation over the last axis as fused ops: each front end records one node around its backend's kernel
-// where the backend supports it (autograd/fused.h), and is its composition (autograd/compose.cpp) everywhere
-// else. The nodes' backward rules call the next op of the chain (layer_norm_rows → layer_norm_backward →
+// Normalisation over the last axis as fused ops: each front end records one node (autograd/fused.h) whose values
+// come from its backend's kernel, or from its composition (autograd/compose.cpp) where the backend has none. The nodes' backward rules call the next op of the chain (layer_norm_rows → layer_norm_backward →
 // layer_norm_vjp; ln_l2_grad → ln_l2_grad_vjp), which is one kernel at first order and the recorded, and so
 // differentiable, composition under create_graph.
 #include <stdexcept>
@@ -22,9 +21,10 @@ Tensor rms_scale(const Tensor& x, double eps) { return rsqrt(affine(mean(mul(x, 
 
 Tensor layer_norm_rows(const Tensor& x, double eps) {
   check_rows("layer_norm_rows", x);
-  if (!fused::use(FusedOp::LayerNormRows, x)) return compose::layer_norm_rows(x, eps);
+  if (!fused::node(FusedOp::LayerNormRows, x)) return compose::layer_norm_rows(x, eps);
   OpRecorder r(Op::LayerNorm, {x});
-  Tensor y = raw::layer_norm_rows(x, eps);
+  Tensor y = fused::forward(FusedOp::LayerNormRows, x, [&] { return raw::layer_norm_rows(x, eps); },
+                               [&] { return compose::layer_norm_rows(x, eps); });
   fused::count(FusedOp::LayerNormRows, fused::rows_of(x));
   return r.done(y, {x}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     return std::vector<Tensor>{layer_norm_backward(s[0], g, eps)};
@@ -33,9 +33,10 @@ Tensor layer_norm_rows(const Tensor& x, double eps) {
 
 Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
   check_rows("layer_norm_backward", x);
-  if (!fused::use(FusedOp::LayerNormBackward, x)) return compose::layer_norm_backward(x, v, eps);
+  if (!fused::node(FusedOp::LayerNormBackward, x)) return compose::layer_norm_backward(x, v, eps);
   OpRecorder r(Op::LayerNormBackward, {x, v});
-  Tensor z = raw::layer_norm_backward(x, v, eps);
+  Tensor z = fused::forward(FusedOp::LayerNormBackward, x, [&] { return raw::layer_norm_backward(x, v, eps); },
+                               [&] { return compose::layer_norm_backward(x, v, eps); });
   fused::count(FusedOp::LayerNormBackward, fused::rows_of(x));
   return r.done(z, {x, v}, [eps](const Tensor& dz, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dv] = layer_norm_vjp(s[0], s[1], dz, eps);
@@ -45,9 +46,10 @@ Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
 
 Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   check_rows("layer_norm_affine", x);
-  if (!fused::use(FusedOp::LayerNormAffine, x)) return compose::layer_norm_affine(x, gamma, beta, eps);
+  if (!fused::node(FusedOp::LayerNormAffine, x)) return compose::layer_norm_affine(x, gamma, beta, eps);
   OpRecorder r(Op::LayerNormAffine, {x, gamma, beta});
-  Tensor y = raw::layer_norm_affine(x, gamma, beta, eps);
+  Tensor y = fused::forward(FusedOp::LayerNormAffine, x, [&] { return raw::layer_norm_affine(x, gamma, beta, eps); },
+                               [&] { return compose::layer_norm_affine(x, gamma, beta, eps); });
   fused::count(FusedOp::LayerNormAffine, fused::rows_of(x), fused::broadcast_param(gamma, x));
   return r.done(y, {x, gamma}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dg, db] = layer_norm_affine_backward(s[0], s[1], g, eps);
@@ -57,9 +59,10 @@ Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& bet
 
 Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, const Tensor& beta, double eps) {
   check_rows("ln_l2_grad", z);
-  if (!fused::use(FusedOp::LnL2Grad, z)) return compose::ln_l2_grad(z, target, gamma, beta, eps);
+  if (!fused::node(FusedOp::LnL2Grad, z)) return compose::ln_l2_grad(z, target, gamma, beta, eps);
   OpRecorder r(Op::LnL2Grad, {z, target, gamma, beta});
-  Tensor y = raw::ln_l2_grad(z, target, gamma, beta, eps);
+  Tensor y = fused::forward(FusedOp::LnL2Grad, z, [&] { return raw::ln_l2_grad(z, target, gamma, beta, eps); },
+                               [&] { return compose::ln_l2_grad(z, target, gamma, beta, eps); });
   fused::count(FusedOp::LnL2Grad, fused::rows_of(z), fused::broadcast_param(gamma, z));
   return r.done(y, {z, target, gamma, beta},
                 [eps](const Tensor& w, const std::vector<Tensor>& s, const std::vector<bool>& n) {
@@ -71,9 +74,10 @@ Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, co
 
 Tensor rms_norm_rows(const Tensor& x, double eps) {
   check_rows("rms_norm_rows", x);
-  if (!fused::use(FusedOp::RmsNormRows, x)) return compose::rms_norm_rows(x, eps);
+  if (!fused::node(FusedOp::RmsNormRows, x)) return compose::rms_norm_rows(x, eps);
   OpRecorder r(Op::RmsNorm, {x});
-  Tensor y = raw::rms_norm_rows(x, eps);
+  Tensor y = fused::forward(FusedOp::RmsNormRows, x, [&] { return raw::rms_norm_rows(x, eps); },
+                               [&] { return compose::rms_norm_rows(x, eps); });
   fused::count(FusedOp::RmsNormRows, fused::rows_of(x));
   return r.done(y, {x}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     return std::vector<Tensor>{rms_norm_backward(s[0], g, eps)};
@@ -82,9 +86,10 @@ Tensor rms_norm_rows(const Tensor& x, double eps) {
 
 Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
   check_rows("rms_norm_affine", x);
-  if (!fused::use(FusedOp::RmsNormAffine, x)) return compose::rms_norm_affine(x, weight, eps);
+  if (!fused::node(FusedOp::RmsNormAffine, x)) return compose::rms_norm_affine(x, weight, eps);
   OpRecorder r(Op::RmsNormAffine, {x, weight});
-  Tensor y = raw::rms_norm_affine(x, weight, eps);
+  Tensor y = fused::forward(FusedOp::RmsNormAffine, x, [&] { return raw::rms_norm_affine(x, weight, eps); },
+                               [&] { return compose::rms_norm_affine(x, weight, eps); });
   fused::count(FusedOp::RmsNormAffine, fused::rows_of(x), fused::broadcast_param(weight, x));
   return r.done(y, {x, weight}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dw] = rms_norm_affine_backward(s[0], s[1], g, eps);
@@ -94,9 +99,10 @@ Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
 
 Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
   check_rows("rms_norm_backward", x);
-  if (!fused::use(FusedOp::RmsNormBackward, x)) return compose::rms_norm_backward(x, g, eps);
+  if (!fused::node(FusedOp::RmsNormBackward, x)) return compose::rms_norm_backward(x, g, eps);
   OpRecorder r(Op::RmsNormBackward, {x, g});
-  Tensor w = raw::rms_norm_backward(x, g, eps);
+  Tensor w = fused::forward(FusedOp::RmsNormBackward, x, [&] { return raw::rms_norm_backward(x, g, eps); },
+                               [&] { return compose::rms_norm_backward(x, g, eps); });
   fused::count(FusedOp::RmsNormBackward, fused::rows_of(x));
   return r.done(w, {x, g}, [eps](const Tensor& dz, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     // w = r·(g − y·m), m = mean(g⊙y), y = x·r. Self-adjoint in g: dg = rms_norm_backward(x, dz). Through y

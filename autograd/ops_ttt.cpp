@@ -1,8 +1,8 @@
-// TTT-Linear's dual form on one mini-batch as one differentiable op: a node around the backend's kernel where it
-// has one (autograd/fused.h), the composition of autograd/compose.cpp everywhere else. The node has one output, the
-// three results packed along the second-to-last axis ({out; W'; bias'}, as the kernel writes them), which the front
-// end hands back as three views. The node also saves the kernel's intermediates (Z, G, zb, xq·xkᵀ per head), so
-// the backward kernel recomputes none of them. Its backward is one kernel at first order and the recorded composition of the
+// TTT-Linear's dual form on one mini-batch as one differentiable op: a node (autograd/fused.h) around the
+// backend's kernel, or around the composition of autograd/compose.cpp where the backend has none. The node has one
+// output, the three results packed along the second-to-last axis ({out; W'; bias'}, as the kernel writes them),
+// which the front end hands back as three views. The node also saves the kernel's intermediates (Z, G, zb, xq·xkᵀ
+// per head), so the backward kernel recomputes none of them (undefined when the composition ran). Its backward is one kernel at first order and the recorded composition of the
 // VJP under create_graph, so gradients of any order flow.
 #include <stdexcept>
 #include <string>
@@ -28,10 +28,15 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
     return t.shape() == s ? t : expand(t, s);
   };
   const Tensor We = lead(W), be = lead(bias);
-  if (!fused::use(FusedOp::TttLinearDual, xq))
+  if (!fused::node(FusedOp::TttLinearDual, xq))
     return compose::ttt_linear_dual(We, be, xq, xk, xv, eta, gamma, beta, eps, mark);
   OpRecorder rec(Op::TttLinearDual, {We, be, xq, xk, xv, eta, gamma, beta});
-  auto [y, saved] = raw::ttt_linear_dual(We, be, xq, xk, xv, eta, gamma, beta, eps);
+  auto [y, saved] = fused::forward(
+      FusedOp::TttLinearDual, xq, [&] { return raw::ttt_linear_dual(We, be, xq, xk, xv, eta, gamma, beta, eps); },
+      [&] {
+        const auto parts = compose::ttt_linear_dual(We, be, xq, xk, xv, eta, gamma, beta, eps);
+        return std::make_pair(cat({parts[0], parts[1], parts[2]}, r), Tensor());
+      });
   const bool bcast = gamma.shape() != xq.shape();
   for (int p = 0; p < 4; ++p) {
     fused::count(FusedOp::TttLinearDual, fused::dual_sizes(xq), bcast, p);

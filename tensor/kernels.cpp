@@ -454,6 +454,7 @@ Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor
 namespace {
 std::atomic<bool> g_fused{true};
 std::atomic<uint64_t> g_fused_off{0};  // bit i: FusedOp i runs as its composition
+std::atomic<bool> g_kernels_hidden{false};  // set_fused_kernels_hidden
 static_assert(size_t(FusedOp::Count) <= 64, "one bit per fused op");
 
 // x as a contiguous float tensor with at least one axis, and t broadcast to x's shape, contiguous.
@@ -504,9 +505,15 @@ void set_fused_kernel(FusedOp op, bool on) {
   const uint64_t bit = uint64_t(1) << unsigned(op);
   on ? g_fused_off.fetch_and(~bit) : g_fused_off.fetch_or(bit);
 }
-bool fused_available(FusedOp op, const Tensor& x) {
-  return g_fused.load() && !((g_fused_off.load() >> unsigned(op)) & 1u) && is_float(x.dtype()) && be(x).supports(op);
+bool fused_enabled(FusedOp op, const Tensor& x) {
+  return g_fused.load() && !((g_fused_off.load() >> unsigned(op)) & 1u) && is_float(x.dtype());
 }
+
+bool fused_available(FusedOp op, const Tensor& x) {
+  return fused_enabled(op, x) && !g_kernels_hidden.load() && be(x).supports(op);
+}
+
+void set_fused_kernels_hidden(bool on) { g_kernels_hidden.store(on); }
 
 void check_row_params(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
   check_same(op, x, gamma);

@@ -114,14 +114,19 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
 void check_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
                 const Tensor& eta);
 
-// Whether fused op `op` runs as its kernel for operand x: fused kernels are on (set_fused_kernels), x is a
-// floating tensor and x's backend supports() it.
+// Whether fused op `op` is on for operand x: fused kernels are on (set_fused_kernels, set_fused_kernel) and x is a
+// floating tensor. autograd then records the op as one node, whatever x's backend has a kernel for.
+bool fused_enabled(FusedOp op, const Tensor& x);
+// Whether fused op `op` runs as its kernel for operand x: fused_enabled(op, x) and x's backend supports() it.
 bool fused_available(FusedOp op, const Tensor& x);
 // Off: every fused op runs as its composition (tests compare the two). On by default.
 void set_fused_kernels(bool on);
 bool fused_kernels();
 // Off: fused op `op` alone runs as its composition (benchmarks compare one kernel with its composition).
 void set_fused_kernel(FusedOp op, bool on);
+// On: every backend acts as one without fused kernels (as the CUDA backend is today): fused ops stay one node each,
+// whose values come from the composition. Lets CPU tests cover the path a GPU takes. Off by default.
+void set_fused_kernels_hidden(bool on);
 // The operand checks the fused kernels and their compositions share, so both refuse the same inputs:
 // γ, β of one shape, on x's device and dtype, broadcasting to x along its leading axes (last axis D kept);
 // a, b of one floating shape; AdamW's p, m, v, g of one shape.

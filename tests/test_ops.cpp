@@ -10,6 +10,7 @@
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
+#include "test_util.h"
 
 using namespace ponder;
 
@@ -35,6 +36,19 @@ TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
       CHECK_MESSAGE(r.gradgrad.ok, "gradgradcheck: ", r.gradgrad.message);
       CHECK(r.grad.checked > 0);
       CHECK(r.gradgrad.checked > 0);
+    }
+  }
+}
+
+TEST_CASE("op table with the fused kernels hidden (as on CUDA): each fused op a node around its composition") {
+  const test::HiddenFusedKernels hidden;
+  for (const OpCase& c : op_table()) {
+    SUBCASE(c.name.c_str()) {
+      OpCaseReport r = run_op_case(c);
+      CHECK_MESSAGE(r.fwd_f64_err <= 1e-12, "f64 forward error ", r.fwd_f64_err);
+      CHECK_MESSAGE(r.fwd_f32_err <= c.f32_tol, "f32 forward error ", r.fwd_f32_err);
+      CHECK_MESSAGE(r.grad.ok, "gradcheck: ", r.grad.message);
+      CHECK_MESSAGE(r.gradgrad.ok, "gradgradcheck: ", r.gradgrad.message);
     }
   }
 }

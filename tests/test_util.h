@@ -8,7 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "tensor/kernels.h"
+
 namespace ponder::test {
+
+// While alive, every backend acts as one without fused kernels (raw::set_fused_kernels_hidden), as CUDA does
+// today: CPU tests cover the path a GPU takes.
+struct HiddenFusedKernels {
+  HiddenFusedKernels() { raw::set_fused_kernels_hidden(true); }
+  ~HiddenFusedKernels() { raw::set_fused_kernels_hidden(false); }
+  HiddenFusedKernels(const HiddenFusedKernels&) = delete;
+  HiddenFusedKernels& operator=(const HiddenFusedKernels&) = delete;
+};
 
 constexpr double kTol = 1e-9;
 
