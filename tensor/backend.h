@@ -80,6 +80,9 @@ constexpr int64_t kDualSaved(int64_t b, int64_t f) { return 3 * b * f + b * b; }
 const char* unary_name(UnaryOp op);
 const char* fused_op_name(FusedOp op);
 const char* binary_name(BinaryOp op);
+// Profile labels (tensor/profile.h) every backend gives its GEMMs and reductions.
+const char* matmul_label(const Tensor& out);  // "matmul", or "matmul (batched)"
+const char* reduce_label(ReduceOp op, const Tensor& out, const Tensor& x);  // "max", "min", "sum (last axis)", …
 
 class Backend {
  public:

@@ -11,6 +11,16 @@
 namespace ponder {
 
 #define PONDER_NAME(id, name, ...) name,
+const char* matmul_label(const Tensor& out) {
+  const int64_t mn = out.shape()[out.dim() - 2] * out.shape().back();
+  return out.numel() > mn ? "matmul (batched)" : "matmul";
+}
+const char* reduce_label(ReduceOp op, const Tensor& out, const Tensor& x) {
+  const bool last = x.dim() > 0 && out.shape().back() == 1 && x.shape().back() != 1;
+  if (op != ReduceOp::Sum) return op == ReduceOp::Max ? "max" : "min";
+  return last ? "sum (last axis)" : "sum (other axes)";
+}
+
 const char* unary_name(UnaryOp op) {
   static const char* names[] = {PONDER_UNARY_OPS(PONDER_NAME)};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(UnaryOp::Count), "one name per UnaryOp");

@@ -53,7 +53,18 @@ Totals& Totals::operator+=(const Totals& o) {
 
 bool enabled() { return g_on.load(std::memory_order_relaxed); }
 void set_enabled(bool on) { g_on.store(on, std::memory_order_relaxed); }
-Totals snapshot() { return t_totals; }
+namespace {
+std::atomic<void (*)()> g_flush{nullptr};
+void flush_pending() {
+  if (void (*f)() = g_flush.load()) f();
+}
+}  // namespace
+
+void set_pending_flush(void (*flush)()) { g_flush.store(flush); }
+Totals snapshot() {
+  flush_pending();
+  return t_totals;
+}
 void add(Kind k, const char* label, double seconds) {
   t_totals.seconds[size_t(k)] += seconds;
   t_totals.calls[size_t(k)] += 1;
@@ -64,6 +75,7 @@ void add(Kind k, const char* label, double seconds) {
 }
 
 std::vector<LabelTotal> label_snapshot() {
+  flush_pending();
   // Entries are keyed by the label's address; two literals with the same text may have two addresses,
   // so merge by text (and kind), which is what label_diff matches on.
   std::map<std::pair<std::string, Kind>, LabelTotal> merged;

@@ -49,6 +49,9 @@ std::vector<LabelTotal> label_snapshot();
 std::vector<LabelTotal> label_diff(const std::vector<LabelTotal>& after, const std::vector<LabelTotal>& before);
 // `label` must outlive the program (a string literal or a static name table entry); null adds to the kind only.
 void add(Kind k, const char* label, double seconds);
+// A backend whose kernels finish after their call returns (CUDA) times them on the device and registers how to add
+// those times here: snapshot() and label_snapshot() call `flush` first, so they include every kernel queued so far.
+void set_pending_flush(void (*flush)());
 
 // Times its own lifetime into `k` (and `label`) when profiling is on.
 class Scope {

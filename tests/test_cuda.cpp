@@ -435,6 +435,29 @@ TEST_CASE("cuda: reductions, cumulative sums and triangular masks match the CPU"
                     {Tensor::zeros({3, 0}, DType::F32)}) == 0.0);
 }
 
+// A launch returns before its kernel runs; the profile must hold the kernel's device time, not the launch's.
+TEST_CASE("cuda: --profile books each kernel's device time under its kind and label") {
+  if (!gpu()) return;
+  Generator gen(3);
+  const Tensor a = raw::to_device(gen.uniform({1024, 1024}, -1, 1), Device::CUDA);
+  prof::set_enabled(true);
+  const prof::Totals t0 = prof::snapshot();
+  const auto l0 = prof::label_snapshot();
+  Tensor c;
+  for (int i = 0; i < 8; ++i) c = raw::matmul(a, a);
+  const Tensor s = raw::binary(BinaryOp::Add, c, c);
+  const prof::Totals d = prof::snapshot() - t0;
+  const auto labels = prof::label_diff(prof::label_snapshot(), l0);
+  prof::set_enabled(false);
+  CHECK(d.calls[size_t(prof::Kind::Matmul)] == 8);
+  CHECK(d.calls[size_t(prof::Kind::Elementwise)] == 1);
+  // 8 products of 2·1024³ FLOPs: at least tens of microseconds on any GPU, far above an event's resolution.
+  CHECK(d.seconds[size_t(prof::Kind::Matmul)] > 1e-5);
+  bool named = false;
+  for (const prof::LabelTotal& l : labels) named = named || (l.label == "matmul" && l.calls == 8);
+  CHECK(named);
+}
+
 TEST_CASE("cuda: matmul through cuBLAS matches the CPU for every layout; TF32 is opt-in") {
   if (!gpu()) return;
   auto T = [](const Tensor& t) { return raw::transpose(t, -1, -2); };

@@ -75,15 +75,6 @@ BlockCache& block_cache() {
 size_t block_size(size_t nbytes) { return (nbytes + 63) / 64 * 64; }
 
 // Profile labels: batched products apart from single ones, reductions over the last axis apart from others.
-const char* matmul_label(const Tensor& out) {
-  const int64_t mn = out.shape()[out.dim() - 2] * out.shape().back();
-  return out.numel() > mn ? "matmul (batched)" : "matmul";
-}
-const char* reduce_label(ReduceOp op, const Tensor& out, const Tensor& x) {
-  const bool last = x.dim() > 0 && out.shape().back() == 1 && x.shape().back() != 1;
-  if (op != ReduceOp::Sum) return op == ReduceOp::Max ? "max" : "min";
-  return last ? "sum (last axis)" : "sum (other axes)";
-}
 
 class CpuBackend final : public Backend {
  public:

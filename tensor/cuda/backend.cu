@@ -12,6 +12,7 @@
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_kernels.h"
+#include "tensor/cuda/timing.h"
 
 namespace ponder {
 namespace cuda {
@@ -79,6 +80,8 @@ void device_free(void* p) {
   cuda_check(cudaFree(p));
 }
 
+using prof::Kind;
+
 class CudaBackend final : public Backend {
  public:
   void* alloc(size_t nbytes) override { return ctx().allocator->allocate(nbytes); }
@@ -94,32 +97,69 @@ class CudaBackend final : public Backend {
     cuda_check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream()));
     cuda_check(cudaStreamSynchronize(stream()));
   }
-  void copy(const Tensor& d, const Tensor& s) override { cuda::copy(d, s); }
-  void fill(const Tensor& d, double v) override { cuda::fill(d, v); }
+  // Each call is timed on the device under --profile (tensor/cuda/timing.h), with the CPU backend's kinds and labels.
+  void copy(const Tensor& d, const Tensor& s) override {
+    KernelTimer t(Kind::Copy, "copy");
+    cuda::copy(d, s);
+  }
+  void fill(const Tensor& d, double v) override {
+    KernelTimer t(Kind::Elementwise, "fill");
+    cuda::fill(d, v);
+  }
   void unary(UnaryOp op, double p0, double p1, const Tensor& o, const Tensor& x) override {
+    KernelTimer t(Kind::Elementwise, unary_name(op));
     cuda::unary(op, p0, p1, o, x);
   }
-  void binary(BinaryOp op, const Tensor& o, const Tensor& a, const Tensor& b) override { cuda::binary(op, o, a, b); }
-  void where(const Tensor& o, const Tensor& c, const Tensor& a, const Tensor& b) override { cuda::where(o, c, a, b); }
-  void reduce(ReduceOp op, const Tensor& o, const Tensor& x) override { cuda::reduce(op, o, x); }
-  void cumsum(const Tensor& o, const Tensor& x, int axis, bool rev) override { cuda::cumsum(o, x, axis, rev); }
-  void tri(const Tensor& o, const Tensor& x, int64_t k, bool upper) override { cuda::tri(o, x, k, upper); }
-  void matmul(const Tensor& o, const Tensor& a, const Tensor& b) override { cuda::matmul(o, a, b); }
+  void binary(BinaryOp op, const Tensor& o, const Tensor& a, const Tensor& b) override {
+    KernelTimer t(Kind::Elementwise, binary_name(op));
+    cuda::binary(op, o, a, b);
+  }
+  void where(const Tensor& o, const Tensor& c, const Tensor& a, const Tensor& b) override {
+    KernelTimer t(Kind::Elementwise, "where");
+    cuda::where(o, c, a, b);
+  }
+  void reduce(ReduceOp op, const Tensor& o, const Tensor& x) override {
+    KernelTimer t(Kind::Reduction, reduce_label(op, o, x));
+    cuda::reduce(op, o, x);
+  }
+  void cumsum(const Tensor& o, const Tensor& x, int axis, bool rev) override {
+    KernelTimer t(Kind::Reduction, "cumsum");
+    cuda::cumsum(o, x, axis, rev);
+  }
+  void tri(const Tensor& o, const Tensor& x, int64_t k, bool upper) override {
+    KernelTimer t(Kind::Elementwise, "tri");
+    cuda::tri(o, x, k, upper);
+  }
+  void matmul(const Tensor& o, const Tensor& a, const Tensor& b) override {
+    KernelTimer t(Kind::Matmul, matmul_label(o));
+    cuda::matmul(o, a, b);
+  }
   void index_select(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override {
+    KernelTimer t(Kind::Copy, "index_select");
     cuda::index_select(o, x, axis, i);
   }
   void index_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
+    KernelTimer t(Kind::Copy, "index_add");
     cuda::index_add(o, axis, i, s);
   }
-  void gather(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override { cuda::gather(o, x, axis, i); }
+  void gather(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override {
+    KernelTimer t(Kind::Copy, "gather");
+    cuda::gather(o, x, axis, i);
+  }
   void scatter_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
+    KernelTimer t(Kind::Copy, "scatter_add");
     cuda::scatter_add(o, axis, i, s);
   }
-  void one_hot(const Tensor& o, const Tensor& i) override { cuda::one_hot(o, i); }
+  void one_hot(const Tensor& o, const Tensor& i) override {
+    KernelTimer t(Kind::Copy, "one_hot");
+    cuda::one_hot(o, i);
+  }
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
+    KernelTimer t(Kind::Copy, "rng");
     cuda::rng_uniform(out, seed, counter, lo, hi);
   }
   void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) override {
+    KernelTimer t(Kind::Copy, "rng");
     cuda::rng_normal(out, seed, counter, mean, std);
   }
   // No fused kernel yet: every fused op runs as its differentiable composition of the kernels above
@@ -184,6 +224,7 @@ bool cuda_init(std::string* why_not) {
     return no(std::string("CUDA set-up failed: ") + e.what());
   }
   register_backend(Device::CUDA, &g_backend);
+  prof::set_pending_flush(flush_kernel_times);
   return true;
 }
 
