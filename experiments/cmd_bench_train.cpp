@@ -3,7 +3,9 @@
 // at each thread count: tokens/s, GFLOP/s from the engine's counters, the fraction of a 512³ sgemm
 // measured in the same run, peak RSS, and where the time and FLOPs go. --variants picks rows; a variant
 // whose step would not fit in memory (estimated from a batch-1 probe step) is skipped with a message;
-// --profile adds the time per kernel kind and per kernel (tensor/profile.h).
+// --profile adds the time per kernel kind and per kernel (tensor/profile.h). --device cuda trains on the GPU:
+// the reference is then a cuBLAS f32 GEMM measured in the same run, memory is the device's peak, and each row
+// also gives MFU against the device's dense bf16 tensor-core peak.
 #include <cblas.h>
 #include <malloc.h>
 
@@ -18,8 +20,10 @@
 #include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/device.h"
 #include "experiments/training.h"
 #include "tensor/cpu/runtime.h"
+#include "tensor/cuda/cuda.h"
 #include "tensor/kernels.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
@@ -29,6 +33,7 @@ namespace cmd_bench_train {
 namespace {
 
 constexpr int kSgemmN = 512;
+constexpr int kCublasN = 4096;  // the GPU's reference GEMM: large enough to reach cuBLAS's plateau
 constexpr double kBusyCpus = 0.2;  // "others" above this flags a row as disturbed
 
 struct BenchTrainArgs {
@@ -39,6 +44,8 @@ struct BenchTrainArgs {
   bool json = false;
   bool profile = false;  // time kernels by kind (tensor/profile.h)
   double mem_limit_mb = 0;  // memory a variant may use; 0 = MemAvailable less the block cache's limit
+  std::string device = "cpu";
+  bool tf32 = false;  // --device cuda: TF32 tensor cores for the f32 GEMMs
 };
 
 constexpr double kCacheMb = 1024;  // the CPU block cache's default limit (tensor/cpu/backend.cpp)
@@ -93,6 +100,20 @@ double sgemm_gflops() {
   return r.best / 1e9;
 }
 
+// GFLOP/s of one kCublasN³ f32 cuBLAS GEMM on contiguous device buffers (TF32 as the engine has it).
+double cublas_gflops() {
+  Generator gen(0);
+  const Tensor a = raw::to_device(gen.uniform({kCublasN, kCublasN}, -1, 1), Device::CUDA);
+  const Tensor b = raw::to_device(gen.uniform({kCublasN, kCublasN}, -1, 1), Device::CUDA);
+  const Tensor c = Tensor::empty({kCublasN, kCublasN}, DType::F32, Device::CUDA);
+  const Rate r = measure_on(Device::CUDA, [&] { cuda_gemm_direct(c, a, b); }, 2.0 * kCublasN * kCublasN * kCublasN,
+                            5, 0.05);
+  return r.best / 1e9;
+}
+
+// The attainable GEMM rate the rows are measured against, on the device the model trains on.
+double reference_gflops(Device dev) { return dev == Device::CUDA ? cublas_gflops() : sgemm_gflops(); }
+
 // Peak resident memory since the last reset_peak_rss(), in MB (VmHWM).
 double peak_rss_mb() {
   std::ifstream in("/proc/self/status");
@@ -111,6 +132,7 @@ void reset_peak_rss() {
 
 struct Row {
   const Variant* v = nullptr;
+  Device dev = Device::CPU;
   int threads = 0;
   double seconds = 0, forward_s = 0, backward_s = 0, optim_s = 0;
   int64_t tokens = 0;
@@ -135,20 +157,20 @@ ttt::TrainConfig variant_config(const RunConfig& cfg, const Variant& v, int64_t 
 // Memory one training step of `v` needs, in MB: the peak of tensor storage during one step at batch size
 // 1 (a probe), times the batch size. Activations grow linearly with the batch; parameters and AdamW
 // moments do not, so this errs high. The probe costs 1/batch of a step.
-double estimate_step_mb(const RunConfig& cfg, const Dataset& ds, const Variant& v) {
+double estimate_step_mb(const RunConfig& cfg, const Dataset& ds, const Variant& v, Device dev) {
   ttt::TrainConfig tc = variant_config(cfg, v, 1);
   tc.batch_size = 1;
-  const int64_t live0 = memory_stats(Device::CPU).live_bytes;
-  reset_peak_memory(Device::CPU);
+  const int64_t live0 = memory_stats(dev).live_bytes;
+  reset_peak_memory(dev);
   {
-    ttt::Trainer probe(cfg.model, tc, ds.train);
+    ttt::Trainer probe(cfg.model, tc, ds.train, dev);
     probe.step();
   }
-  const double probe_mb = double(memory_stats(Device::CPU).peak_bytes - live0) / (1024.0 * 1024.0);
+  const double probe_mb = double(memory_stats(dev).peak_bytes - live0) / (1024.0 * 1024.0);
   return probe_mb * double(cfg.train.batch_size);
 }
 
-Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int threads, int64_t steps) {
+Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int threads, int64_t steps, Device dev) {
   const ttt::TrainConfig tc = variant_config(cfg, v, steps);
   struct Composed {  // the dual form's kernel off for this variant only
     bool on;
@@ -161,10 +183,13 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
     }
   } composed(v.composed);
   reset_peak_rss();
-  ttt::Trainer trainer(cfg.model, tc, ds.train);
+  reset_peak_memory(dev);
+  ttt::Trainer trainer(cfg.model, tc, ds.train, dev);
   trainer.step();  // warm-up: first touch of buffers, thread start-up
+  if (dev == Device::CUDA) cuda_synchronize();
   Row row;
   row.v = &v;
+  row.dev = dev;
   row.threads = threads;
   const OtherLoad load;
   const prof::Totals k0 = prof::snapshot();
@@ -180,18 +205,21 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
     row.flops += s.optim_flops;
     row.loss = s.loss;
   }
+  if (dev == Device::CUDA) cuda_synchronize();
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   row.kernels = prof::snapshot() - k0;
   row.labels = prof::label_diff(prof::label_snapshot(), l0);
   row.steps = steps;
   row.other_cpus = load.cpus();
-  row.peak_mb = peak_rss_mb();
+  // On the GPU the memory that limits a step is the device's: the peak of its tensors.
+  row.peak_mb = dev == Device::CUDA ? double(memory_stats(dev).peak_bytes) / (1024.0 * 1024.0) : peak_rss_mb();
   return row;
 }
 
 double share(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 
-void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, double sgemm) {
+// peak_bf16: the device's dense bf16 peak in GFLOP/s (0 on the CPU or where unknown): the MFU denominator.
+void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, double sgemm, double peak_bf16) {
   const uint64_t total = r.flops.total();
   nlohmann::ordered_json j = {
       {"bench", "train"}, {"config", o.config}, {"variant", r.v->name}, {"mode", ttt::mode_name(r.v->mode)},
@@ -208,7 +236,13 @@ void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, dou
                       {"reduction", share(r.flops.category(FlopCat::Reduction), total) / 100},
                       {"forward", share(r.flops.phase(Phase::Forward), total) / 100},
                       {"backward", share(r.flops.phase(Phase::Backward), total) / 100}}},
-      {"loss", r.loss}, {"other_cpus", r.other_cpus}, {"commit", git_commit()}, {"build_type", build_type()}};
+      {"loss", r.loss}, {"other_cpus", r.other_cpus}, {"commit", git_commit()}, {"build_type", build_type()},
+      {"device", r.dev == Device::CUDA ? "cuda" : "cpu"},
+      {"reference_gemm", r.dev == Device::CUDA ? "cublas f32 4096^3" : "cblas_sgemm 512^3"}};
+  if (peak_bf16 > 0) {
+    j["peak_bf16_dense_gflops"] = peak_bf16;
+    j["mfu_bf16_dense"] = r.gflops() / peak_bf16;
+  }
   if (o.profile) {
     nlohmann::ordered_json p;
     for (size_t k = 0; k < size_t(prof::Kind::Count); ++k)
@@ -228,13 +262,16 @@ void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, dou
   std::cout << j.dump() << std::endl;
 }
 
-void print_text(const Row& r, double sgemm) {
+void print_text(const Row& r, double sgemm, double peak_bf16) {
   const uint64_t total = r.flops.total();
   std::printf("%-10s %2d %7d %9.0f %8.2f %7.1f%% %8.1f %5.0f%% %5.0f%% %5.0f%% %6.1f%% %5.1f%% %5.1f%% %6.2f\n",
               r.v->name.c_str(), r.v->k, r.threads, r.tokens_per_s(), r.gflops(), 100 * r.gflops() / sgemm, r.peak_mb,
               100 * r.forward_s / r.seconds, 100 * r.backward_s / r.seconds, 100 * r.optim_s / r.seconds,
               share(r.flops.category(FlopCat::Matmul), total), share(r.flops.category(FlopCat::Elementwise), total),
               share(r.flops.category(FlopCat::Reduction), total), r.other_cpus);
+  if (peak_bf16 > 0)
+    std::printf("  MFU %.3f%% of the dense bf16 peak (%.0f GFLOP/s); loss %.4f\n", 100 * r.gflops() / peak_bf16,
+                peak_bf16, r.loss);
   std::fflush(stdout);
 }
 
@@ -256,58 +293,82 @@ void print_profile(const Row& r) {
   std::fflush(stdout);
 }
 
+// MB a variant's step may use: --mem-limit-mb, else what the host has free less the block cache (CPU) or 90 % of
+// the GPU's memory (the caching allocator keeps the rest for fragmentation).
+double memory_limit_mb(const BenchTrainArgs& o, Device dev) {
+  if (o.mem_limit_mb > 0) return o.mem_limit_mb;
+  if (dev == Device::CUDA) return 0.9 * double(cuda_device_info().total_bytes) / (1024.0 * 1024.0);
+  return std::max(0.0, available_memory_bytes() / (1024.0 * 1024.0) - kCacheMb);
+}
+
+// A variant whose step would not fit is reported as skipped instead of being killed by the OOM killer together
+// with the rest of the table (prefix mode stores (B, H, b, b, f) per step).
+void print_skip(const BenchTrainArgs& o, const RunConfig& cfg, const Variant& v, int t, double need_mb,
+                double limit_mb) {
+  const std::string why = "a step needs about " + std::to_string(int64_t(need_mb)) + " MB (a batch-1 probe " +
+                          "times " + std::to_string(cfg.train.batch_size) + "), " + std::to_string(int64_t(limit_mb)) +
+                          " MB " + (o.mem_limit_mb > 0 ? "allowed (--mem-limit-mb)" : "available");
+  if (o.json) {
+    nlohmann::ordered_json j = {{"bench", "train"}, {"config", o.config}, {"variant", v.name},
+                                {"mode", ttt::mode_name(v.mode)}, {"path", ttt::path_name(v.path)},
+                                {"K", v.k}, {"threads", t}, {"skipped", why},
+                                {"estimated_mb", need_mb}, {"limit_mb", limit_mb}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::printf("%-10s %2d %7d skipped: %s\n", v.name.c_str(), v.k, t, why.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void print_header(const BenchTrainArgs& o, const RunConfig& cfg, Device dev) {
+  const MachineInfo mi = machine_info();
+  std::printf("bench train: %s (d %lld, %lld layers, %lld heads, inner %s), batch %lld x seq %lld, %lld timed "
+              "steps after 1 warm-up, on %s (%d CPUs); commit %s, %s build\n",
+              cfg.source.c_str(), (long long)cfg.model.d, (long long)cfg.model.layers, (long long)cfg.model.heads,
+              cfg.model.inner.c_str(), (long long)cfg.train.batch_size, (long long)cfg.train.seq_len,
+              (long long)o.steps, mi.cpu_model.c_str(), mi.nproc, git_commit(), build_type());
+  if (dev == Device::CUDA)
+    std::printf("device %s; f32, TF32 %s; %%sgemm = of a cuBLAS f32 %d^3 GEMM, peak MB = the GPU's tensor peak\n",
+                describe_device(dev).c_str(), cuda_tf32() ? "on" : "off", kCublasN);
+  std::printf("GFLOP/s = engine FLOP counters (forward + backward + optimiser) / wall time; time and FLOP shares "
+              "split the same steps; others = CPUs busy in other processes.\n");
+}
+
 void run_bench_train(const BenchTrainArgs& o) {
+  const Device dev = use_device(o.device);
+  if (o.tf32 && dev != Device::CUDA) throw std::invalid_argument("bench train: --tf32 needs --device cuda");
+  if (o.tf32) cuda_set_tf32(true);
   const RunConfig cfg = load_config(resolve_config(o.config));
   const Dataset ds = load_dataset(cfg.data);
   std::vector<Variant> variants;
   for (const std::string& v : o.variants) variants.push_back(parse_variant(v));
   const int saved_threads = cpu::num_threads();
   prof::set_enabled(o.profile);
-  if (!o.json) {
-    const MachineInfo mi = machine_info();
-    std::printf("bench train: %s (d %lld, %lld layers, %lld heads, inner %s), batch %lld x seq %lld, %lld timed "
-                "steps after 1 warm-up, on %s (%d CPUs); commit %s, %s build\n",
-                cfg.source.c_str(), (long long)cfg.model.d, (long long)cfg.model.layers, (long long)cfg.model.heads,
-                cfg.model.inner.c_str(), (long long)cfg.train.batch_size, (long long)cfg.train.seq_len,
-                (long long)o.steps, mi.cpu_model.c_str(), mi.nproc, git_commit(), build_type());
-    std::printf("GFLOP/s = engine FLOP counters (forward + backward + optimiser) / wall time; time and FLOP shares "
-                "split the same steps; others = CPUs busy in other processes.\n");
-  }
+  if (!o.json) print_header(o, cfg, dev);
+  const double peak_bf16 = dev == Device::CUDA ? cuda_device_info().peak_bf16_dense_gflops : 0.0;
+  // On the GPU the host's thread count hardly matters: one pass at the current count.
+  const std::vector<int> threads = dev == Device::CUDA ? std::vector<int>{saved_threads} : o.threads;
   int busy_rows = 0;
-  for (int t : o.threads) {
+  for (int t : threads) {
     cpu::set_num_threads(t);
-    const double sgemm = sgemm_gflops();
+    const double sgemm = reference_gflops(dev);
     if (!o.json) {
-      std::printf("\n%d thread(s): sgemm 512^3 %.1f GFLOP/s\n", t, sgemm);
+      std::printf("\n%d thread(s): %s %.1f GFLOP/s\n", t,
+                  dev == Device::CUDA ? "cuBLAS f32 GEMM 4096^3" : "sgemm 512^3", sgemm);
       std::printf("%-10s %2s %7s %9s %8s %8s %8s %6s %6s %6s %7s %6s %6s %6s\n", "variant", "K", "threads", "tok/s",
                   "GFLOP/s", "%sgemm", "peak MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce", "others");
     }
     for (const Variant& v : variants) {
-      // A variant whose step would not fit is reported as skipped instead of being killed by the OOM
-      // killer together with the rest of the table (prefix mode stores (B, H, b, b, f) per step).
-      const double need_mb = estimate_step_mb(cfg, ds, v);
-      const double limit_mb = o.mem_limit_mb > 0 ? o.mem_limit_mb : std::max(0.0, available_memory_bytes() / (1024.0 * 1024.0) - kCacheMb);
+      const double need_mb = estimate_step_mb(cfg, ds, v, dev);
+      const double limit_mb = memory_limit_mb(o, dev);
       if (limit_mb > 0 && need_mb > limit_mb) {
-        const std::string why = "a step needs about " + std::to_string(int64_t(need_mb)) + " MB (a batch-1 probe " +
-                                "times " + std::to_string(cfg.train.batch_size) + "), " +
-                                std::to_string(int64_t(limit_mb)) + " MB " +
-                                (o.mem_limit_mb > 0 ? "allowed (--mem-limit-mb)" : "available");
-        if (o.json) {
-          nlohmann::ordered_json j = {{"bench", "train"}, {"config", o.config}, {"variant", v.name},
-                                      {"mode", ttt::mode_name(v.mode)}, {"path", ttt::path_name(v.path)},
-                                      {"K", v.k}, {"threads", t}, {"skipped", why},
-                                      {"estimated_mb", need_mb}, {"limit_mb", limit_mb}};
-          std::cout << j.dump() << std::endl;
-        } else {
-          std::printf("%-10s %2d %7d skipped: %s\n", v.name.c_str(), v.k, t, why.c_str());
-          std::fflush(stdout);
-        }
+        print_skip(o, cfg, v, t, need_mb, limit_mb);
         continue;
       }
-      Row row = run_variant(cfg, ds, v, t, o.steps);
+      Row row = run_variant(cfg, ds, v, t, o.steps, dev);
       row.estimated_mb = need_mb;
       busy_rows += row.other_cpus > kBusyCpus;
-      o.json ? print_json(row, o, cfg, sgemm) : print_text(row, sgemm);
+      o.json ? print_json(row, o, cfg, sgemm, peak_bf16) : print_text(row, sgemm, peak_bf16);
       if (o.profile && !o.json) print_profile(row);
     }
   }
@@ -343,6 +404,8 @@ void register_bench_train(CLI::App& bench) {
                   "the 1 GiB block cache)")
       ->check(kPositive);
   sub->add_flag("--json", opts->json, "One JSON object per line instead of a table");
+  add_device_option(sub, opts->device);
+  sub->add_flag("--tf32", opts->tf32, "With --device cuda: TF32 tensor cores for the float32 GEMMs (10-bit mantissa)");
   sub->add_flag("--profile", opts->profile,
                 "Also time the kernels by kind (matmul, element-wise, fused, reduction, copy, allocation) and "
                 "report the rest as framework time");

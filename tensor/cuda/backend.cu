@@ -183,6 +183,13 @@ int fp64_lanes_per_sm(int major, int minor) {
   if (major >= 7) return 2;  // consumer and embedded parts run float64 at 1/64 of float32
   return 0;
 }
+// Dense (no 2:4 sparsity) bf16 tensor-core FLOP per clock per SM: A100 312 TFLOP/s = 108 SMs × 2048 × 1.41 GHz;
+// H100/H200 SXM 989 TFLOP/s = 132 SMs × 4096 × 1.83 GHz. Other parts are not in the table.
+int bf16_dense_flop_per_clock_sm(int major, int minor) {
+  if (major == 8 && minor == 0) return 2048;
+  if (major == 9 && minor == 0) return 4096;
+  return 0;
+}
 
 }  // namespace
 
@@ -260,6 +267,7 @@ CudaDeviceInfo cuda_device_info() {
   const double sm_ghz_x_sms = double(info.sm_count) * clock_khz * 1e-6;
   info.peak_fp32_gflops = 2.0 * cuda::fp32_lanes_per_sm(prop.major, prop.minor) * sm_ghz_x_sms;
   info.peak_fp64_gflops = 2.0 * cuda::fp64_lanes_per_sm(prop.major, prop.minor) * sm_ghz_x_sms;
+  info.peak_bf16_dense_gflops = double(cuda::bf16_dense_flop_per_clock_sm(prop.major, prop.minor)) * sm_ghz_x_sms;
   info.peak_bandwidth_gbs = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;  // double data rate
   return info;
 }

@@ -33,6 +33,9 @@ struct CudaDeviceInfo {
   // Peaks computed from the device's attributes; 0 where the architecture is not in our table.
   double peak_fp32_gflops = 0;   // CUDA cores: SMs × FP32 lanes per SM × 2 × boost clock
   double peak_fp64_gflops = 0;
+  // Tensor cores, dense bf16 products with f32 accumulation: SMs × FLOP per clock per SM × boost clock (the MFU
+  // denominator of `ponder bench train --device cuda`; 0 where the architecture is not in the table).
+  double peak_bf16_dense_gflops = 0;
   double peak_bandwidth_gbs = 0;  // 2 × memory clock × bus width
 };
 // Throws when no CUDA backend is registered (call cuda_init first).
