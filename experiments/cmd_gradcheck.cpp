@@ -123,7 +123,11 @@ std::pair<int, int> run_layer_cases(const std::string& filter) {
 }
 
 void run_gradcheck(const GradcheckArgs& a) {
-  if (!a.model.empty()) return run_model_pieces(a);
+  if (!a.model.empty()) {
+    // The pieces are built and checked on the CPU; a --device cuda that silently ran there would report the CPU.
+    if (a.device != "cpu") throw std::invalid_argument("gradcheck: --model checks run on the CPU only; drop --device " + a.device);
+    return run_model_pieces(a);
+  }
   if (!a.pieces.empty()) throw std::invalid_argument("gradcheck: --piece needs --model CONFIG");
   if (a.list) {
     for (const OpCase& c : op_table()) std::printf("%s\n", c.name.c_str());
