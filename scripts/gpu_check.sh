@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The checks that need an NVIDIA GPU, in one go, for a machine that has one: the CUDA test suite with
+# PONDER_EXPECT_GPU=1 (a suite that cannot reach the device fails instead of passing), again with
+# PONDER_CUDA_SYNC=1 (a fault names its kernel), the op table's gradcheck on the device, the CUDA benchmarks
+# (GEMM against cuBLAS, kernels against a copy, training tokens/s and MFU on the 125M shape) and then every
+# CPU test suite of the build. Each step has its own time limit and log; a failed step does not stop the rest.
+#
+#   bash scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR]      (defaults: build, gpu_check)
+#
+# The summary (one line per step: name, exit status, seconds) is printed and written to LOG_DIR/summary.txt.
+# GPU_CHECK_SECONDS caps the whole run (default 3600): a step gets at most what is left, and steps that no longer
+# fit are listed as skipped, so on a machine lent for minutes the most important checks run first.
+# GPU_CHECK_SKIP: space-separated step names to leave out (e.g. "bench_matmul bench_ops").
+set -u
+build=${1:-build}
+logs=${2:-gpu_check}
+ponder="$build/experiments/ponder"
+mkdir -p "$logs"
+[ -x "$ponder" ] || { echo "gpu_check: no ponder binary at $ponder (build first: bash scripts/setup.sh)" >&2; exit 2; }
+export PONDER_EXPECT_GPU=1 OMP_WAIT_POLICY=passive
+: > "$logs/summary.txt"
+
+deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-3600}))
+
+# step NAME SECONDS COMMAND...: runs COMMAND with a time limit (cut to what is left), output to LOG_DIR/NAME.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  case " ${GPU_CHECK_SKIP:-} " in *" $name "*) printf '%-22s skipped (GPU_CHECK_SKIP)\n' "$name" | tee -a "$logs/summary.txt"; return ;; esac
+  local left=$((deadline - SECONDS))
+  if [ "$left" -lt 10 ]; then
+    printf '%-22s skipped (GPU_CHECK_SECONDS spent)\n' "$name" | tee -a "$logs/summary.txt"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > "$logs/$name.log" 2>&1
+  local rc=$?
+  printf '%-22s rc=%-3d %4ds\n' "$name" "$rc" "$((SECONDS - t0))" | tee -a "$logs/summary.txt"
+  tail -n 4 "$logs/$name.log" | sed 's/^/    /'
+}
+
+step version 60 "$ponder" --version
+command -v nvidia-smi > /dev/null && step nvidia_smi 30 nvidia-smi
+step test_cuda 180 "$build/tests/test_cuda" --duration=true
+# Only when the suite failed: the same run with a synchronisation after every launch names the faulting kernel.
+grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
+  step test_cuda_sync 180 env PONDER_CUDA_SYNC=1 "$build/tests/test_cuda"
+step bench_train_125m 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual --steps 2
+step bench_train_125m_tf32 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
+  --steps 2 --tf32
+step bench_train_125m_prof 120 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
+  --steps 1 --profile
+# End to end through the CLI: train the CI model on the GPU, then evaluate its checkpoint on both devices.
+step train_cuda 120 "$ponder" train --config configs/ci.yaml --device cuda --out "$logs/train_ci" --steps 40
+step eval_cuda 60 "$ponder" eval --checkpoint "$logs/train_ci/checkpoint.ckpt" --device cuda --max-windows 16
+step eval_cpu 60 "$ponder" eval --checkpoint "$logs/train_ci/checkpoint.ckpt" --device cpu --max-windows 16
+step gradcheck_cuda 150 "$ponder" gradcheck --all --device cuda
+step bench_matmul 90 "$ponder" bench matmul --device cuda
+step bench_ops 90 "$ponder" bench ops --device cuda
+step bench_train_small 120 "$ponder" bench train --device cuda --config configs/small.yaml \
+  --variants dual,dual-composed,prefix-4 --steps 3 --profile
+# The CPU suites: four at a time, four threads each, with what is left.
+left=$((deadline - SECONDS))
+[ "$left" -lt 10 ] && { echo "CPU suites skipped (GPU_CHECK_SECONDS spent)" | tee -a "$logs/summary.txt"; exit 0; }
+for t in "$build"/tests/test_*; do
+  [ -f "$t" ] && [ -x "$t" ] && [ "$(basename "$t")" != test_cuda ] && echo "$t"
+done | xargs -P 4 -I{} env OMP_NUM_THREADS=4 bash -c \
+  't0=$SECONDS; n=$(basename {}); timeout '"$left"' {} > "'"$logs"'/$n.log" 2>&1; rc=$?;
+   printf "%-22s rc=%-3d %4ds\n" "$n" "$rc" "$((SECONDS - t0))" | tee -a "'"$logs"'/summary.txt"'
+echo "gpu_check: logs in $logs/"
