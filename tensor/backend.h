@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -74,6 +75,9 @@ struct DualOperands {
   // Optional (G, kDualSaved(b, f)): the forward's intermediates per head, Z, G and zb (b × f each) and S = xq·xkᵀ
   // (b × b), written by the forward kernel and read by the backward's instead of recomputing them.
   Tensor saved;
+  // xq's leading axes (all but the last) and γ's strides along them when broadcast to xq: goff[r] is row r's
+  // index over those axes (row-major) dotted with the strides, for backends that compute offsets on the device.
+  std::vector<int64_t> row_sizes, row_strides;
 };
 constexpr int64_t kDualSaved(int64_t b, int64_t f) { return 3 * b * f + b * b; }
 

@@ -486,14 +486,17 @@ Tensor rows_like(const Tensor& t, const Tensor& x, const char* op) {
 struct RowParams {
   Tensor gamma, beta;
   std::vector<int64_t> goff;
+  std::vector<int64_t> sizes, strides;  // x's leading axes and γ's strides along them (DualOperands::row_sizes)
 };
 RowParams row_params(const Tensor& x, const Tensor& gamma, const Tensor& beta, const char* op) {
   check_row_params(op, x, gamma, beta);
-  RowParams rp{contiguous(gamma), contiguous(beta), {}};
+  RowParams rp{contiguous(gamma), contiguous(beta), {}, {}, {}};
   const Tensor ge = expand(rp.gamma, x.shape());
   const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
   rp.goff.resize(size_t(rows));
   const int nd = int(x.dim()) - 1;
+  rp.sizes.assign(x.shape().begin(), x.shape().begin() + std::max(nd, 0));
+  rp.strides.assign(ge.strides().begin(), ge.strides().begin() + std::max(nd, 0));
   std::vector<int64_t> idx(size_t(std::max(nd, 0)), 0);
   int64_t off = 0;
   for (int64_t r = 0; r < rows; ++r) {  // odometer over the leading axes
@@ -751,7 +754,7 @@ DualHeads dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, cons
   DualHeads h;
   h.rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
   h.op = {heads(W), heads(bias), heads(xq), heads(xk), heads(xv), heads(eta), h.rp.gamma, h.rp.beta,
-          h.rp.goff.data(), eps, Tensor()};  // no saved intermediates: the caller attaches them
+          h.rp.goff.data(), eps, Tensor(), h.rp.sizes, h.rp.strides};  // saved: the caller attaches them
   return h;
 }
 }  // namespace

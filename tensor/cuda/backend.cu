@@ -162,9 +162,20 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Copy, "rng");
     cuda::rng_normal(out, seed, counter, mean, std);
   }
-  // No fused kernel yet: every fused op runs as its differentiable composition of the kernels above
-  // (autograd/compose.cpp), which `ponder bench ops --device cuda` shows as separate launches.
-  bool supports(FusedOp) const override { return false; }
+  // The TTT dual form's two kernels; every other fused op is one node whose values come from its composition of
+  // the kernels above (autograd/fused.h), which `ponder bench ops --device cuda` shows as separate launches.
+  // (`bench train --variants dual,dual-composed` times the kernels against the composition.)
+  bool supports(FusedOp op) const override {
+    return op == FusedOp::TttLinearDual || op == FusedOp::TttLinearDualBackward;
+  }
+  void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {
+    KernelTimer t(Kind::Fused, "ttt_linear_dual");
+    cuda::ttt_linear_dual(y, o);
+  }
+  void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) override {
+    KernelTimer t(Kind::Fused, "ttt_linear_dual_backward");
+    cuda::ttt_linear_dual_backward(g, o, dy);
+  }
 };
 
 CudaBackend g_backend;

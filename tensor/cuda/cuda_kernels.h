@@ -21,5 +21,8 @@ void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& s
 void one_hot(const Tensor& out, const Tensor& idx);
 void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi);
 void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std);
+// Fused: TTT-Linear's dual form (tensor/backend.h's DualOperands; tensor/cuda/ttt_dual.cu).
+void ttt_linear_dual(const Tensor& y, const DualOperands& o);
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy);
 
 }  // namespace ponder::cuda

@@ -1,0 +1,119 @@
+// TTT-Linear's dual form on one mini-batch on the GPU, forward and backward: one thread block per head, whose
+// threads run the phases of tensor/cuda/ttt_dual_body.h with a block barrier after each (one launch per call, where
+// the composition takes about a hundred). A first kernel: operands stay in global memory (cached), products are
+// plain loops and row formulas run one thread per row in double. dγ and dβ are summed per head in row order and then
+// over heads in head order by a second kernel, so results do not depend on scheduling.
+#include <stdexcept>
+#include <string>
+
+#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/cuda_kernels.h"
+#include "tensor/cuda/ttt_dual_body.h"
+#include "tensor/dtype.h"
+
+namespace ponder::cuda {
+namespace {
+
+constexpr int kDualThreads = 256;
+
+template <class T>
+__global__ void dual_forward_kernel(dual::Args<T> a) {
+  for (int ph = 0; ph < dual::kForwardPhases; ++ph) {
+    dual::forward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    __syncthreads();
+  }
+}
+
+template <class T>
+__global__ void dual_backward_kernel(dual::Args<T> a) {
+  for (int ph = 0; ph < dual::kBackwardPhases; ++ph) {
+    dual::backward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    __syncthreads();
+  }
+}
+
+template <class T>
+__global__ void gamma_sum_kernel(const double* parts, int64_t G, int64_t P, T* dgam, T* dbet) {
+  PONDER_GRID_STRIDE(j, P) dual::sum_gamma_parts(parts, G, P, dgam, dbet, j);
+}
+
+dual::RowGeom row_geom(const DualOperands& o) {
+  dual::RowGeom g;
+  if (o.row_sizes.size() > size_t(dual::kMaxLead) || o.row_sizes.size() != o.row_strides.size())
+    throw std::invalid_argument("ttt_linear_dual (CUDA): xq has " + std::to_string(o.row_sizes.size() + 1) +
+                                " axes; the kernel takes at most " + std::to_string(dual::kMaxLead + 1));
+  g.nd = int(o.row_sizes.size());
+  for (int d = 0; d < g.nd; ++d) {
+    g.size[d] = o.row_sizes[size_t(d)];
+    g.stride[d] = o.row_strides[size_t(d)];
+  }
+  return g;
+}
+
+// The launch's operands and its scratch (allocated here, freed when the caller returns: the stream orders reuse).
+template <class T>
+dual::Args<T> args(const DualOperands& o, Tensor& scratch, Tensor& dscratch) {
+  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2];
+  if (G > int64_t(0x7fffffff))
+    throw std::invalid_argument("ttt_linear_dual (CUDA): " + std::to_string(G) + " heads exceed the grid");
+  scratch = Tensor::empty({G, dual::scratch_t(b, f)}, o.xq.dtype(), Device::CUDA);
+  dscratch = Tensor::empty({G, dual::scratch_d(b, f)}, DType::F64, Device::CUDA);
+  dual::Args<T> a{};
+  a.W = o.W.data<T>();
+  a.bias = o.bias.data<T>();
+  a.q = o.xq.data<T>();
+  a.k = o.xk.data<T>();
+  a.v = o.xv.data<T>();
+  a.eta = o.eta.data<T>();
+  a.gamma = o.gamma.data<T>();
+  a.beta = o.beta.data<T>();
+  a.saved = o.saved.defined() ? o.saved.data<T>() : nullptr;
+  a.scratch = scratch.data<T>();
+  a.dscr = dscratch.data<double>();
+  a.rows = row_geom(o);
+  a.b = b;
+  a.f = f;
+  a.P = o.gamma.numel();
+  a.eps = o.eps;
+  return a;
+}
+
+}  // namespace
+
+void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
+  const unsigned G = unsigned(o.xq.shape()[0]);
+  if (G == 0) return;
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] {
+    Tensor scratch, dscratch;
+    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, dscratch);
+    a.y = y.data<scalar_t>();
+    dual_forward_kernel<scalar_t><<<G, kDualThreads, 0, stream()>>>(a);
+    cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
+    debug_sync("dual_forward_kernel", __FILE__, __LINE__);
+  });
+}
+
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) {
+  const int64_t G = o.xq.shape()[0], P = o.gamma.numel();
+  if (G == 0) return;
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] {
+    Tensor scratch, dscratch;
+    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, dscratch);
+    const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
+    a.dy = dy.data<scalar_t>();
+    a.dW = g[0].data<scalar_t>();
+    a.db = g[1].data<scalar_t>();
+    a.dq = g[2].data<scalar_t>();
+    a.dk = g[3].data<scalar_t>();
+    a.dv = g[4].data<scalar_t>();
+    a.deta = g[5].data<scalar_t>();
+    a.parts = parts.data<double>();
+    dual_backward_kernel<scalar_t><<<unsigned(G), kDualThreads, 0, stream()>>>(a);
+    cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);
+    debug_sync("dual_backward_kernel", __FILE__, __LINE__);
+    launch("gamma_sum_kernel", gamma_sum_kernel<scalar_t>, P, a.parts, G, P, g[6].data<scalar_t>(),
+           g[7].data<scalar_t>());
+  });
+}
+
+}  // namespace ponder::cuda

@@ -1,0 +1,515 @@
+// The body of the CUDA TTT-Linear dual-form kernels (tensor/cuda/ttt_dual.cu), one head per thread block, written
+// as phases separated by block barriers: phase(h, tid, nt) does thread tid's share of one step of the head, and a
+// phase reads only what earlier phases wrote. Plain C++ with PONDER_HD on every function, so the same code runs
+// on the GPU (a kernel calls the phases with __syncthreads() between them) and on the CPU, where tests/test_cuda.cpp
+// runs the phases thread by thread and compares them with the CPU kernel (tensor/cpu/ttt_dual.cpp) in float64 on
+// any machine. The steps and their order are the CPU kernel's (and autograd/compose.cpp's composition, the op's
+// definition); row formulas are tensor/cpu/rows.h's, in double, one thread per row.
+//
+// Shapes per head: W (f, f), bias (1, f), q, k, v (b, f), eta (b, b); saved Z, G, zb (b, f) and S = q·kᵀ (b, b).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define PONDER_HD __host__ __device__
+#else
+#define PONDER_HD
+#endif
+
+namespace ponder::cuda::dual {
+
+constexpr int kMaxLead = 8;  // leading axes of xq (all but the last) the γ offsets can be computed over
+
+// Where row r of xq's rows finds its γ and β: r decomposed over xq's leading axes (row-major) times γ's strides
+// when broadcast to xq's shape (tensor/kernels.cpp's row_params, as offsets computed on the device).
+struct RowGeom {
+  int nd = 0;
+  int64_t size[kMaxLead] = {}, stride[kMaxLead] = {};
+};
+PONDER_HD inline int64_t gamma_offset(const RowGeom& g, int64_t r) {
+  int64_t off = 0;
+  for (int d = g.nd - 1; d >= 0; --d) {
+    const int64_t q = r / g.size[d];
+    off += (r - q * g.size[d]) * g.stride[d];
+    r = q;
+  }
+  return off;
+}
+
+// Scratch per head, in elements of T and in doubles.
+PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f) { return 9 * b * f + 4 * b * b; }
+PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return 7 * b * f; }
+PONDER_HD constexpr int64_t saved_size(int64_t b, int64_t f) { return 3 * b * f + b * b; }  // = kDualSaved
+
+// All the operands of the launch (G heads), as flat arrays; the phases find head g's part.
+template <class T>
+struct Args {
+  const T *W, *bias, *q, *k, *v, *eta, *gamma, *beta;
+  T* saved;     // (G, saved_size): written by the forward, read by the backward; null: recomputed
+  T* scratch;   // (G, scratch_t)
+  double* dscr;  // (G, scratch_d)
+  RowGeom rows;
+  int64_t b, f, P;  // P = γ's numel
+  double eps;
+  // forward output (G, b + f + 1, f); backward: upstream dy of that shape and the eight gradients
+  T* y;
+  const T* dy;
+  T *dW, *db, *dq, *dk, *dv, *deta;
+  double* parts;  // (G, 2, P): dγ, dβ of each head, zeroed by the caller
+};
+
+// Head g's pointers.
+template <class T>
+struct Head {
+  const T *W, *bias, *q, *k, *v, *eta, *gamma, *beta;
+  T *z, *g, *zb, *s;     // saved
+  T *t, *e, *m;          // v − k (b, f); E = tril(η), M = E⊙S + E (b, b)
+  T *dzb, *dm, *dg, *pk, *dp, *dz;  // backward (b, f), dm (b, b)
+  double *rs, *rg, *rb;  // row scratch (b, 5f); per-row dγ, dβ contributions (b, f) each
+  int64_t b, f, row0;    // row0: g·b, the first of this head's rows of xq
+  double eps;
+};
+
+template <class T>
+PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
+  const int64_t b = a.b, f = a.f;
+  Head<T> h;
+  h.W = a.W + g * f * f;
+  h.bias = a.bias + g * f;
+  h.q = a.q + g * b * f;
+  h.k = a.k + g * b * f;
+  h.v = a.v + g * b * f;
+  h.eta = a.eta + g * b * b;
+  h.gamma = a.gamma;
+  h.beta = a.beta;
+  T* sc = a.scratch + g * scratch_t(b, f);
+  T* sv = a.saved ? a.saved + g * saved_size(b, f) : sc;  // without saved tensors, their place is the scratch's
+  h.z = sv;
+  h.g = sv + b * f;
+  h.zb = sv + 2 * b * f;
+  h.s = sv + 3 * b * f;
+  T* rest = sc + saved_size(b, f);
+  h.t = rest;
+  h.e = rest + b * f;
+  h.m = h.e + b * b;
+  h.dm = h.m + b * b;
+  h.dzb = h.dm + b * b;
+  h.dg = h.dzb + b * f;
+  h.pk = h.dg + b * f;
+  h.dp = h.pk + b * f;
+  h.dz = h.dp + b * f;
+  double* d = a.dscr + g * scratch_d(b, f);
+  h.rs = d;
+  h.rg = d + 5 * b * f;
+  h.rb = d + 6 * b * f;
+  h.b = b;
+  h.f = f;
+  h.row0 = g * b;
+  h.eps = a.eps;
+  return h;
+}
+
+// ---- rows (tensor/cpu/rows.h's formulas, scalar, in double)
+
+template <class T>
+PONDER_HD void ln_stats(const T* p, int64_t D, double eps, double& mu, double& s) {
+  double a = 0;
+  for (int64_t i = 0; i < D; ++i) a += double(p[i]);
+  mu = a / double(D);
+  double v = 0;
+  for (int64_t i = 0; i < D; ++i) v += (double(p[i]) - mu) * (double(p[i]) - mu);
+  s = 1.0 / ::sqrt(v / double(D) + eps);  // :: : ponder::sqrt is the tensor op
+}
+
+// out = γ⊙x̂ + β + add (add: the residual q)
+template <class T>
+PONDER_HD void ln_affine(const T* p, const T* gm, const T* bt, const T* add, T* out, int64_t D, double eps) {
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  for (int64_t i = 0; i < D; ++i)
+    out[i] = T(double(gm[i]) * ((double(p[i]) - mu) * s) + double(bt[i])) + add[i];
+}
+
+// dx = layer_norm_backward(x, g⊙γ); ag = g⊙x̂, ab = g (this row's dγ, dβ: stored, not added)
+template <class T>
+PONDER_HD void ln_affine_backward(const T* p, const T* gm, const T* q, T* dxo, double* ag, double* ab, int64_t D,
+                                  double eps, double* xh) {
+  double* gg = xh + D;
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  double m1 = 0, m2 = 0;
+  for (int64_t i = 0; i < D; ++i) {
+    const double h = (double(p[i]) - mu) * s, gi = double(q[i]);
+    xh[i] = h;
+    gg[i] = gi * double(gm[i]);
+    ag[i] = gi * h;
+    ab[i] = gi;
+    m1 += gg[i];
+    m2 += gg[i] * h;
+  }
+  m1 /= double(D);
+  m2 /= double(D);
+  for (int64_t i = 0; i < D; ++i) dxo[i] = T(s * (gg[i] - m1 - xh[i] * m2));
+}
+
+// out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ)
+template <class T>
+PONDER_HD void ln_l2_grad(const T* p, const T* q, const T* gm, const T* bt, T* out, int64_t D, double eps,
+                          double* xh) {
+  double* gy = xh + D;
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  double m1 = 0, m2 = 0;
+  for (int64_t i = 0; i < D; ++i) {
+    const double h = (double(p[i]) - mu) * s, g = double(gm[i]);
+    xh[i] = h;
+    gy[i] = (g * h + double(bt[i]) - double(q[i])) * g;
+    m1 += gy[i];
+    m2 += gy[i] * h;
+  }
+  m1 /= double(D);
+  m2 /= double(D);
+  for (int64_t i = 0; i < D; ++i) out[i] = T(s * (gy[i] - m1 - xh[i] * m2));
+}
+
+// The VJP of ln_l2_grad for upstream w: dz, dt; ag += dγ, ab += dβ (this row's).
+template <class T>
+PONDER_HD void ln_l2_grad_vjp(const T* p, const T* q, const T* gm, const T* bt, const T* wr, T* dzo, T* dto,
+                              double* ag, double* ab, int64_t D, double eps, double* xh) {
+  double *rr = xh + D, *gy = xh + 2 * D, *dg = xh + 3 * D, *dx = xh + 4 * D;
+  double mu, s;
+  ln_stats(p, D, eps, mu, s);
+  double m1 = 0, m2 = 0, a = 0, b = 0;
+  for (int64_t i = 0; i < D; ++i) {
+    const double h = (double(p[i]) - mu) * s, ri = double(gm[i]) * h + double(bt[i]) - double(q[i]);
+    xh[i] = h;
+    rr[i] = ri;
+    gy[i] = ri * double(gm[i]);
+    m1 += gy[i];
+    m2 += gy[i] * h;
+    a += double(wr[i]);
+    b += double(wr[i]) * h;
+  }
+  m1 /= double(D);
+  m2 /= double(D);
+  a /= double(D);
+  b /= double(D);
+  double c = 0;
+  for (int64_t i = 0; i < D; ++i) c += double(wr[i]) * (s * (gy[i] - m1 - xh[i] * m2));
+  c /= double(D);
+  double e = 0, f = 0;
+  for (int64_t i = 0; i < D; ++i) {
+    const double g = double(gm[i]), wi = double(wr[i]), d = s * (wi - a - xh[i] * b);
+    dg[i] = d;
+    dx[i] = -s * (m2 * wi + b * gy[i]) + d * g * g;
+    e += dx[i];
+    f += dx[i] * xh[i];
+  }
+  e /= double(D);
+  f /= double(D);
+  for (int64_t i = 0; i < D; ++i) {
+    const double h = xh[i], g = double(gm[i]), d = dg[i];
+    dzo[i] = T(s * (dx[i] - e - h * f) - s * c * h);
+    dto[i] = T(-(d * g));
+    ag[i] += d * (rr[i] + g * h);
+    ab[i] += d * g;
+  }
+}
+
+// ---- forward phases
+
+// Z = k·W + bias, zb = q·W + bias (M·G comes off later), S = q·kᵀ, t = v − k.
+template <class T>
+PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  for (int64_t x = tid; x < b * f; x += nt) {
+    const int64_t i = x / f, c = x % f;
+    T z = h.bias[c], zb = h.bias[c];
+    for (int64_t r = 0; r < f; ++r) {
+      z += h.k[i * f + r] * h.W[r * f + c];
+      zb += h.q[i * f + r] * h.W[r * f + c];
+    }
+    h.z[x] = z;
+    h.zb[x] = zb;
+    h.t[x] = h.v[x] - h.k[x];
+  }
+  for (int64_t x = tid; x < b * b; x += nt) {
+    const int64_t i = x / b, j = x % b;
+    T s = 0;
+    for (int64_t c = 0; c < f; ++c) s += h.q[i * f + c] * h.k[j * f + c];
+    h.s[x] = s;
+  }
+}
+
+// t = v − k alone (the backward's first phase when Z, G, zb and S were saved).
+template <class T>
+PONDER_HD void diff_t(const Head<T>& h, int tid, int nt) {
+  for (int64_t x = tid; x < h.b * h.f; x += nt) h.t[x] = h.v[x] - h.k[x];
+}
+
+// E, M from η and S (the backward needs them too, with S saved); G = ln_l2_grad(Z, t), one thread per row.
+template <class T>
+PONDER_HD void cheap_parts(const Head<T>& h, int tid, int nt) {
+  const int64_t b = h.b;
+  for (int64_t x = tid; x < b * b; x += nt) {
+    const int64_t i = x / b, j = x % b;
+    h.e[x] = j <= i ? h.eta[x] : T(0);
+    h.m[x] = h.e[x] * h.s[x] + h.e[x];
+  }
+}
+template <class T>
+PONDER_HD void fwd_inner_grad(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* beta, int tid, int nt) {
+  const int64_t f = h.f;
+  cheap_parts(h, tid, nt);
+  for (int64_t i = tid; i < h.b; i += nt) {
+    const int64_t o = gamma_offset(rg, h.row0 + i);
+    ln_l2_grad(h.z + i * f, h.t + i * f, gamma + o, beta + o, h.g + i * f, f, h.eps, h.rs + i * 5 * f);
+  }
+}
+
+// zb −= M·G
+template <class T>
+PONDER_HD void fwd_zb(const Head<T>& h, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  for (int64_t x = tid; x < b * f; x += nt) {
+    const int64_t i = x / f, c = x % f;
+    T acc = 0;
+    for (int64_t j = 0; j < b; ++j) acc += h.m[i * b + j] * h.g[j * f + c];
+    h.zb[x] -= acc;
+  }
+}
+
+// out = q + LN_{γ,β}(zb); W' = W − (ηl⊙k)ᵀ·G; bias' = bias − Σ_j ηl_j·G_j (ηl the last row of η).
+template <class T>
+PONDER_HD void fwd_out(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* beta, T* y, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  const T* el = h.eta + (b - 1) * b;
+  T *out = y, *W2 = y + b * f, *b2 = W2 + f * f;
+  for (int64_t i = tid; i < b; i += nt) {
+    const int64_t o = gamma_offset(rg, h.row0 + i);
+    ln_affine(h.zb + i * f, gamma + o, beta + o, h.q + i * f, out + i * f, f, h.eps);
+  }
+  for (int64_t x = tid; x < f * f; x += nt) {
+    const int64_t r = x / f, c = x % f;
+    T acc = 0;
+    for (int64_t j = 0; j < b; ++j) acc += el[j] * h.k[j * f + r] * h.g[j * f + c];
+    W2[x] = h.W[x] - acc;
+  }
+  for (int64_t c = tid; c < f; c += nt) {
+    T acc = 0;
+    for (int64_t j = 0; j < b; ++j) acc += el[j] * h.g[j * f + c];
+    b2[c] = h.bias[c] - acc;
+  }
+}
+
+// ---- backward phases (tensor/cpu/ttt_dual.cpp's backward_head, step by step). Head outputs of head g:
+template <class T>
+struct Out {
+  T *dW, *db, *dq, *dk, *dv, *deta;
+};
+template <class T>
+PONDER_HD Out<T> head_out(const Args<T>& a, int64_t g) {
+  const int64_t b = a.b, f = a.f;
+  return {a.dW + g * f * f, a.db + g * f, a.dq + g * b * f, a.dk + g * b * f, a.dv + g * b * f, a.deta + g * b * b};
+}
+
+// dzb = ln_affine_backward(zb, γ, dO), one thread per row (the row's dγ, dβ into rg, rb).
+template <class T>
+PONDER_HD void bwd_out_norm(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* dy, int tid, int nt) {
+  const int64_t f = h.f;
+  for (int64_t i = tid; i < h.b; i += nt) {
+    const int64_t o = gamma_offset(rg, h.row0 + i);
+    ln_affine_backward(h.zb + i * f, gamma + o, dy + i * f, h.dzb + i * f, h.rg + i * f, h.rb + i * f, f, h.eps,
+                       h.rs + i * 5 * f);
+  }
+}
+
+// dq = dO + dzb·Wᵀ; dM = −dzb·Gᵀ.
+template <class T>
+PONDER_HD void bwd_dq_dm(const Head<T>& h, const T* dy, const Out<T>& o, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  for (int64_t x = tid; x < b * f; x += nt) {
+    const int64_t i = x / f, r = x % f;
+    T acc = 0;
+    for (int64_t c = 0; c < f; ++c) acc += h.dzb[i * f + c] * h.W[r * f + c];
+    o.dq[x] = dy[x] + acc;
+  }
+  for (int64_t x = tid; x < b * b; x += nt) {
+    const int64_t i = x / b, j = x % b;
+    T acc = 0;
+    for (int64_t c = 0; c < f; ++c) acc += h.dzb[i * f + c] * h.g[j * f + c];
+    h.dm[x] = -acc;
+  }
+}
+
+// deta = tril(dM⊙(S + 1)); dS = dM⊙E (in dm).
+template <class T>
+PONDER_HD void bwd_deta(const Head<T>& h, const Out<T>& o, int tid, int nt) {
+  const int64_t b = h.b;
+  for (int64_t x = tid; x < b * b; x += nt) {
+    const int64_t i = x / b, j = x % b;
+    o.deta[x] = j <= i ? h.dm[x] * (h.s[x] + T(1)) : T(0);
+    h.dm[x] *= h.e[x];
+  }
+}
+
+// dq += dS·k; dk = dSᵀ·q; dW = dW' + qᵀ·dzb; dG = −Mᵀ·dzb; P = ηl⊙k.
+template <class T>
+PONDER_HD void bwd_products(const Head<T>& h, const T* dW2, const Out<T>& o, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  const T* el = h.eta + (b - 1) * b;
+  for (int64_t x = tid; x < b * f; x += nt) {
+    const int64_t i = x / f, c = x % f;
+    T aq = 0, ak = 0, ag = 0;
+    for (int64_t j = 0; j < b; ++j) {
+      aq += h.dm[i * b + j] * h.k[j * f + c];
+      ak += h.dm[j * b + i] * h.q[j * f + c];
+      ag += h.m[j * b + i] * h.dzb[j * f + c];
+    }
+    o.dq[x] += aq;
+    o.dk[x] = ak;
+    h.dg[x] = -ag;
+    h.pk[x] = el[i] * h.k[x];
+  }
+  for (int64_t x = tid; x < f * f; x += nt) {
+    const int64_t r = x / f, c = x % f;
+    T acc = 0;
+    for (int64_t i = 0; i < b; ++i) acc += h.q[i * f + r] * h.dzb[i * f + c];
+    o.dW[x] = dW2[x] + acc;
+  }
+}
+
+// dG −= P·dW'; dP = −G·dW'ᵀ.
+template <class T>
+PONDER_HD void bwd_update(const Head<T>& h, const T* dW2, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  for (int64_t x = tid; x < b * f; x += nt) {
+    const int64_t j = x / f, c = x % f;
+    T ag = 0, ap = 0;
+    for (int64_t r = 0; r < f; ++r) {
+      ag += h.pk[j * f + r] * dW2[r * f + c];
+      ap += h.g[j * f + r] * dW2[c * f + r];
+    }
+    h.dg[x] -= ag;
+    h.dp[x] = -ap;
+  }
+}
+
+// dG −= ηl_j·dbias'; dk += ηl_j·dP; deta[b−1, j] += Σ_c (k⊙dP − G⊙dbias') (one thread per row j for the sum).
+template <class T>
+PONDER_HD void bwd_last_row(const Head<T>& h, const T* db2, const Out<T>& o, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  const T* el = h.eta + (b - 1) * b;
+  for (int64_t j = tid; j < b; j += nt) {
+    T del = 0;
+    for (int64_t c = 0; c < f; ++c) {
+      const int64_t jc = j * f + c;
+      h.dg[jc] -= el[j] * db2[c];
+      o.dk[jc] += el[j] * h.dp[jc];
+      del += h.k[jc] * h.dp[jc] - h.g[jc] * db2[c];
+    }
+    o.deta[(b - 1) * b + j] += del;
+  }
+}
+
+// dz, dv = ln_l2_grad_vjp(Z, t, γ, β, dG), one thread per row (dγ, dβ added to the row's).
+template <class T>
+PONDER_HD void bwd_inner_norm(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* beta, const Out<T>& o,
+                              int tid, int nt) {
+  const int64_t f = h.f;
+  for (int64_t i = tid; i < h.b; i += nt) {
+    const int64_t off = gamma_offset(rg, h.row0 + i);
+    ln_l2_grad_vjp(h.z + i * f, h.t + i * f, gamma + off, beta + off, h.dg + i * f, h.dz + i * f, o.dv + i * f,
+                   h.rg + i * f, h.rb + i * f, f, h.eps, h.rs + i * 5 * f);
+  }
+}
+
+// dk += −dv + dz·Wᵀ; dW += kᵀ·dz; dbias = dbias' + Σ_i (dzb + dz).
+template <class T>
+PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& o, int tid, int nt) {
+  const int64_t b = h.b, f = h.f;
+  for (int64_t x = tid; x < b * f; x += nt) {
+    const int64_t i = x / f, r = x % f;
+    T acc = 0;
+    for (int64_t c = 0; c < f; ++c) acc += h.dz[i * f + c] * h.W[r * f + c];
+    o.dk[x] = o.dk[x] - o.dv[x] + acc;
+  }
+  for (int64_t x = tid; x < f * f; x += nt) {
+    const int64_t r = x / f, c = x % f;
+    T acc = 0;
+    for (int64_t i = 0; i < b; ++i) acc += h.k[i * f + r] * h.dz[i * f + c];
+    o.dW[x] += acc;
+  }
+  for (int64_t c = tid; c < f; c += nt) {
+    T acc = db2[c];
+    for (int64_t i = 0; i < b; ++i) acc += h.dzb[i * f + c] + h.dz[i * f + c];
+    o.db[c] = acc;
+  }
+}
+
+// This head's dγ, dβ: the rows' contributions summed in row order at their γ offsets, one thread per column.
+template <class T>
+PONDER_HD void bwd_gamma_parts(const Head<T>& h, const RowGeom& rg, int64_t P, double* parts, int tid, int nt) {
+  const int64_t f = h.f;
+  for (int64_t c = tid; c < f; c += nt)
+    for (int64_t i = 0; i < h.b; ++i) {
+      const int64_t o = gamma_offset(rg, h.row0 + i) + c;
+      parts[o] += h.rg[i * f + c];
+      parts[P + o] += h.rb[i * f + c];
+    }
+}
+
+// dγ, dβ: the heads' parts summed in head order (one thread per element of γ).
+template <class T>
+PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dgam, T* dbet, int64_t j) {
+  double sg = 0, sb = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    sg += parts[g * 2 * P + j];
+    sb += parts[g * 2 * P + P + j];
+  }
+  dgam[j] = T(sg);
+  dbet[j] = T(sb);
+}
+
+// ---- the phase lists: run(phase index) for phases 0 … count − 1 with a block barrier after each.
+constexpr int kForwardPhases = 4, kBackwardPhases = 12;
+
+template <class T>
+PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+  const Head<T> h = head(a, g);
+  switch (phase) {
+    case 0: fwd_products(h, tid, nt); break;
+    case 1: fwd_inner_grad(h, a.rows, a.gamma, a.beta, tid, nt); break;
+    case 2: fwd_zb(h, tid, nt); break;
+    case 3: fwd_out(h, a.rows, a.gamma, a.beta, a.y + g * (a.b + a.f + 1) * a.f, tid, nt); break;
+    default: break;
+  }
+}
+
+// Without saved intermediates the backward recomputes them first (phases 0–2: the forward's 0–2); with them,
+// phase 1 only rebuilds E and M.
+template <class T>
+PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+  const Head<T> h = head(a, g);
+  const Out<T> o = head_out(a, g);
+  const int64_t b = a.b, f = a.f;
+  const T *dy = a.dy + g * (b + f + 1) * f, *dW2 = dy + b * f, *db2 = dW2 + f * f;
+  switch (phase) {
+    case 0: a.saved ? diff_t(h, tid, nt) : fwd_products(h, tid, nt); break;
+    case 1: a.saved ? cheap_parts(h, tid, nt) : fwd_inner_grad(h, a.rows, a.gamma, a.beta, tid, nt); break;
+    case 2: if (!a.saved) fwd_zb(h, tid, nt); break;
+    case 3: bwd_out_norm(h, a.rows, a.gamma, dy, tid, nt); break;
+    case 4: bwd_dq_dm(h, dy, o, tid, nt); break;
+    case 5: bwd_deta(h, o, tid, nt); break;
+    case 6: bwd_products(h, dW2, o, tid, nt); break;
+    case 7: bwd_update(h, dW2, tid, nt); break;
+    case 8: bwd_last_row(h, db2, o, tid, nt); break;
+    case 9: bwd_inner_norm(h, a.rows, a.gamma, a.beta, o, tid, nt); break;
+    case 10: bwd_inner_products(h, db2, o, tid, nt); break;
+    case 11: bwd_gamma_parts(h, a.rows, a.P, a.parts + g * 2 * a.P, tid, nt); break;
+    default: break;
+  }
+}
+
+}  // namespace ponder::cuda::dual
