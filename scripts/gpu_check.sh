@@ -46,7 +46,8 @@ step test_cuda 180 "$build/tests/test_cuda" --duration=true
 # Only when the suite failed: the same run with a synchronisation after every launch names the faulting kernel.
 grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
   step test_cuda_sync 180 env PONDER_CUDA_SYNC=1 "$build/tests/test_cuda"
-step bench_train_125m 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual --steps 2
+step bench_train_125m 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual,dual-composed \
+  --steps 2
 step bench_train_125m_tf32 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
   --steps 2 --tf32
 step bench_train_125m_prof 120 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
