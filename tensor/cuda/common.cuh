@@ -61,6 +61,10 @@ void launch(const char* name, void (*kernel)(Params...), int64_t n, Args&&... ar
 // Element offsets of flat position i (row-major over g's axes) for each of the N operands.
 template <int N>
 __device__ inline void offsets(const Geometry<N>& g, int64_t i, int64_t (&off)[N]) {
+  if (g.ndim == 1) {  // a collapsed (e.g. contiguous) space: no 64-bit division per element
+    for (int k = 0; k < N; ++k) off[k] = i * g.stride[k][0];
+    return;
+  }
   for (int k = 0; k < N; ++k) off[k] = 0;
   for (int d = g.ndim - 1; d >= 0; --d) {
     const int64_t q = i / g.size[d], r = i - q * g.size[d];

@@ -39,7 +39,7 @@ PONDER_HD inline int64_t gamma_offset(const RowGeom& g, int64_t r) {
 
 // Scratch per head, in elements of T and in doubles.
 PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f) { return 9 * b * f + 4 * b * b; }
-PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return 7 * b * f; }
+PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return 2 * b * f; }
 PONDER_HD constexpr int64_t saved_size(int64_t b, int64_t f) { return 3 * b * f + b * b; }  // = kDualSaved
 
 // All the operands of the launch (G heads), as flat arrays; the phases find head g's part.
@@ -66,7 +66,7 @@ struct Head {
   T *z, *g, *zb, *s;     // saved
   T *t, *e, *m;          // v − k (b, f); E = tril(η), M = E⊙S + E (b, b)
   T *dzb, *dm, *dg, *pk, *dp, *dz;  // backward (b, f), dm (b, b)
-  double *rs, *rg, *rb;  // row scratch (b, 5f); per-row dγ, dβ contributions (b, f) each
+  double *rg, *rb;       // per-row dγ, dβ contributions (b, f) each
   int64_t b, f, row0;    // row0: g·b, the first of this head's rows of xq
   double eps;
 };
@@ -100,9 +100,8 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.dp = h.pk + b * f;
   h.dz = h.dp + b * f;
   double* d = a.dscr + g * scratch_d(b, f);
-  h.rs = d;
-  h.rg = d + 5 * b * f;
-  h.rb = d + 6 * b * f;
+  h.rg = d;
+  h.rb = d + b * f;
   h.b = b;
   h.f = f;
   h.row0 = g * b;
@@ -110,7 +109,9 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   return h;
 }
 
-// ---- rows (tensor/cpu/rows.h's formulas, scalar, in double)
+// ---- rows (tensor/cpu/rows.h's formulas, scalar, in double). One thread per row; no scratch: each pass recomputes
+// x̂ and the other per-element terms from the row's inputs, which stay in cache, instead of storing them in global
+// memory between passes (a dependent chain of global round trips per element, the first kernel's main cost).
 
 template <class T>
 PONDER_HD void ln_stats(const T* p, int64_t D, double eps, double& mu, double& s) {
@@ -134,60 +135,58 @@ PONDER_HD void ln_affine(const T* p, const T* gm, const T* bt, const T* add, T* 
 // dx = layer_norm_backward(x, g⊙γ); ag = g⊙x̂, ab = g (this row's dγ, dβ: stored, not added)
 template <class T>
 PONDER_HD void ln_affine_backward(const T* p, const T* gm, const T* q, T* dxo, double* ag, double* ab, int64_t D,
-                                  double eps, double* xh) {
-  double* gg = xh + D;
+                                  double eps) {
   double mu, s;
   ln_stats(p, D, eps, mu, s);
   double m1 = 0, m2 = 0;
   for (int64_t i = 0; i < D; ++i) {
-    const double h = (double(p[i]) - mu) * s, gi = double(q[i]);
-    xh[i] = h;
-    gg[i] = gi * double(gm[i]);
+    const double h = (double(p[i]) - mu) * s, gi = double(q[i]), gg = gi * double(gm[i]);
     ag[i] = gi * h;
     ab[i] = gi;
-    m1 += gg[i];
-    m2 += gg[i] * h;
+    m1 += gg;
+    m2 += gg * h;
   }
   m1 /= double(D);
   m2 /= double(D);
-  for (int64_t i = 0; i < D; ++i) dxo[i] = T(s * (gg[i] - m1 - xh[i] * m2));
+  for (int64_t i = 0; i < D; ++i) {
+    const double h = (double(p[i]) - mu) * s, gg = double(q[i]) * double(gm[i]);
+    dxo[i] = T(s * (gg - m1 - h * m2));
+  }
 }
 
 // out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ)
 template <class T>
-PONDER_HD void ln_l2_grad(const T* p, const T* q, const T* gm, const T* bt, T* out, int64_t D, double eps,
-                          double* xh) {
-  double* gy = xh + D;
+PONDER_HD void ln_l2_grad(const T* p, const T* q, const T* gm, const T* bt, T* out, int64_t D, double eps) {
   double mu, s;
   ln_stats(p, D, eps, mu, s);
+  auto gy = [&](int64_t i, double h) { return (double(gm[i]) * h + double(bt[i]) - double(q[i])) * double(gm[i]); };
   double m1 = 0, m2 = 0;
   for (int64_t i = 0; i < D; ++i) {
-    const double h = (double(p[i]) - mu) * s, g = double(gm[i]);
-    xh[i] = h;
-    gy[i] = (g * h + double(bt[i]) - double(q[i])) * g;
-    m1 += gy[i];
-    m2 += gy[i] * h;
+    const double h = (double(p[i]) - mu) * s, y = gy(i, h);
+    m1 += y;
+    m2 += y * h;
   }
   m1 /= double(D);
   m2 /= double(D);
-  for (int64_t i = 0; i < D; ++i) out[i] = T(s * (gy[i] - m1 - xh[i] * m2));
+  for (int64_t i = 0; i < D; ++i) {
+    const double h = (double(p[i]) - mu) * s;
+    out[i] = T(s * (gy(i, h) - m1 - h * m2));
+  }
 }
 
 // The VJP of ln_l2_grad for upstream w: dz, dt; ag += dγ, ab += dβ (this row's).
 template <class T>
 PONDER_HD void ln_l2_grad_vjp(const T* p, const T* q, const T* gm, const T* bt, const T* wr, T* dzo, T* dto,
-                              double* ag, double* ab, int64_t D, double eps, double* xh) {
-  double *rr = xh + D, *gy = xh + 2 * D, *dg = xh + 3 * D, *dx = xh + 4 * D;
+                              double* ag, double* ab, int64_t D, double eps) {
   double mu, s;
   ln_stats(p, D, eps, mu, s);
+  auto hat = [&](int64_t i) { return (double(p[i]) - mu) * s; };
+  auto res = [&](int64_t i, double h) { return double(gm[i]) * h + double(bt[i]) - double(q[i]); };  // r
   double m1 = 0, m2 = 0, a = 0, b = 0;
   for (int64_t i = 0; i < D; ++i) {
-    const double h = (double(p[i]) - mu) * s, ri = double(gm[i]) * h + double(bt[i]) - double(q[i]);
-    xh[i] = h;
-    rr[i] = ri;
-    gy[i] = ri * double(gm[i]);
-    m1 += gy[i];
-    m2 += gy[i] * h;
+    const double h = hat(i), y = res(i, h) * double(gm[i]);
+    m1 += y;
+    m2 += y * h;
     a += double(wr[i]);
     b += double(wr[i]) * h;
   }
@@ -196,23 +195,30 @@ PONDER_HD void ln_l2_grad_vjp(const T* p, const T* q, const T* gm, const T* bt, 
   a /= double(D);
   b /= double(D);
   double c = 0;
-  for (int64_t i = 0; i < D; ++i) c += double(wr[i]) * (s * (gy[i] - m1 - xh[i] * m2));
+  for (int64_t i = 0; i < D; ++i) {
+    const double h = hat(i);
+    c += double(wr[i]) * (s * (res(i, h) * double(gm[i]) - m1 - h * m2));
+  }
   c /= double(D);
+  // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²
+  auto dgy = [&](int64_t i, double h) { return s * (double(wr[i]) - a - h * b); };
+  auto dxh = [&](int64_t i, double h) {
+    const double g = double(gm[i]);
+    return -s * (m2 * double(wr[i]) + b * res(i, h) * g) + dgy(i, h) * g * g;
+  };
   double e = 0, f = 0;
   for (int64_t i = 0; i < D; ++i) {
-    const double g = double(gm[i]), wi = double(wr[i]), d = s * (wi - a - xh[i] * b);
-    dg[i] = d;
-    dx[i] = -s * (m2 * wi + b * gy[i]) + d * g * g;
-    e += dx[i];
-    f += dx[i] * xh[i];
+    const double h = hat(i), x = dxh(i, h);
+    e += x;
+    f += x * h;
   }
   e /= double(D);
   f /= double(D);
   for (int64_t i = 0; i < D; ++i) {
-    const double h = xh[i], g = double(gm[i]), d = dg[i];
-    dzo[i] = T(s * (dx[i] - e - h * f) - s * c * h);
+    const double h = hat(i), g = double(gm[i]), d = dgy(i, h);
+    dzo[i] = T(s * (dxh(i, h) - e - h * f) - s * c * h);
     dto[i] = T(-(d * g));
-    ag[i] += d * (rr[i] + g * h);
+    ag[i] += d * (res(i, h) + g * h);
     ab[i] += d * g;
   }
 }
@@ -264,7 +270,7 @@ PONDER_HD void fwd_inner_grad(const Head<T>& h, const RowGeom& rg, const T* gamm
   cheap_parts(h, tid, nt);
   for (int64_t i = tid; i < h.b; i += nt) {
     const int64_t o = gamma_offset(rg, h.row0 + i);
-    ln_l2_grad(h.z + i * f, h.t + i * f, gamma + o, beta + o, h.g + i * f, f, h.eps, h.rs + i * 5 * f);
+    ln_l2_grad(h.z + i * f, h.t + i * f, gamma + o, beta + o, h.g + i * f, f, h.eps);
   }
 }
 
@@ -320,8 +326,7 @@ PONDER_HD void bwd_out_norm(const Head<T>& h, const RowGeom& rg, const T* gamma,
   const int64_t f = h.f;
   for (int64_t i = tid; i < h.b; i += nt) {
     const int64_t o = gamma_offset(rg, h.row0 + i);
-    ln_affine_backward(h.zb + i * f, gamma + o, dy + i * f, h.dzb + i * f, h.rg + i * f, h.rb + i * f, f, h.eps,
-                       h.rs + i * 5 * f);
+    ln_affine_backward(h.zb + i * f, gamma + o, dy + i * f, h.dzb + i * f, h.rg + i * f, h.rb + i * f, f, h.eps);
   }
 }
 
@@ -421,7 +426,7 @@ PONDER_HD void bwd_inner_norm(const Head<T>& h, const RowGeom& rg, const T* gamm
   for (int64_t i = tid; i < h.b; i += nt) {
     const int64_t off = gamma_offset(rg, h.row0 + i);
     ln_l2_grad_vjp(h.z + i * f, h.t + i * f, gamma + off, beta + off, h.dg + i * f, h.dz + i * f, o.dv + i * f,
-                   h.rg + i * f, h.rb + i * f, f, h.eps, h.rs + i * 5 * f);
+                   h.rg + i * f, h.rb + i * f, f, h.eps);
   }
 }
 
