@@ -48,7 +48,12 @@ fi
 if [[ -f build/meson-private/coredata.dat ]]; then
   meson setup --reconfigure build
 else
-  meson setup build --buildtype=release -Dunity=on -Dunity_size=8
+  # nvcc through scripts/nvcc_deps.sh, so ninja learns what each CUDA object depends on (Debian 12's meson writes no
+  # CUDA dependency files). The native file names the wrapper by absolute path and lives in the build folder, so a
+  # reconfigure finds it; without nvcc the wrapper fails meson's probe and the build has no CUDA, as before.
+  mkdir -p build
+  printf "[binaries]\ncuda = '%s/scripts/nvcc_deps.sh'\n" "$PWD" > build/nvcc.ini
+  meson setup build --buildtype=release -Dunity=on -Dunity_size=8 --native-file build/nvcc.ini
 fi
 meson compile -C build
 
