@@ -38,7 +38,7 @@ PONDER_HD inline int64_t gamma_offset(const RowGeom& g, int64_t r) {
 }
 
 // Scratch per head, in elements of T and in doubles.
-PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f) { return 9 * b * f + 4 * b * b; }
+PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f) { return 9 * b * f + 4 * b * b + 2 * f * f; }
 PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return 2 * b * f; }
 PONDER_HD constexpr int64_t saved_size(int64_t b, int64_t f) { return 3 * b * f + b * b; }  // = kDualSaved
 
@@ -66,6 +66,8 @@ struct Head {
   T *z, *g, *zb, *s;     // saved
   T *t, *e, *m;          // v − k (b, f); E = tril(η), M = E⊙S + E (b, b)
   T *dzb, *dm, *dg, *pk, *dp, *dz;  // backward (b, f), dm (b, b)
+  T *wt, *dw2t;          // Wᵀ and dW'ᵀ (f, f): the backward's products read them along rows, so a warp's lanes
+                         // read consecutive addresses instead of one cache line each
   double *rg, *rb;       // per-row dγ, dβ contributions (b, f) each
   int64_t b, f, row0;    // row0: g·b, the first of this head's rows of xq
   double eps;
@@ -99,6 +101,8 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.pk = h.dg + b * f;
   h.dp = h.pk + b * f;
   h.dz = h.dp + b * f;
+  h.wt = h.dz + b * f;
+  h.dw2t = h.wt + f * f;
   double* d = a.dscr + g * scratch_d(b, f);
   h.rg = d;
   h.rb = d + b * f;
@@ -248,6 +252,17 @@ PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
   }
 }
 
+// Wᵀ and dW'ᵀ for the backward's products (its first phase).
+template <class T>
+PONDER_HD void transposes(const Head<T>& h, const T* dW2, int tid, int nt) {
+  const int64_t f = h.f;
+  for (int64_t x = tid; x < f * f; x += nt) {
+    const int64_t r = x / f, c = x % f;
+    h.wt[c * f + r] = h.W[x];
+    h.dw2t[c * f + r] = dW2[x];
+  }
+}
+
 // t = v − k alone (the backward's first phase when Z, G, zb and S were saved).
 template <class T>
 PONDER_HD void diff_t(const Head<T>& h, int tid, int nt) {
@@ -337,7 +352,7 @@ PONDER_HD void bwd_dq_dm(const Head<T>& h, const T* dy, const Out<T>& o, int tid
   for (int64_t x = tid; x < b * f; x += nt) {
     const int64_t i = x / f, r = x % f;
     T acc = 0;
-    for (int64_t c = 0; c < f; ++c) acc += h.dzb[i * f + c] * h.W[r * f + c];
+    for (int64_t c = 0; c < f; ++c) acc += h.dzb[i * f + c] * h.wt[c * f + r];
     o.dq[x] = dy[x] + acc;
   }
   for (int64_t x = tid; x < b * b; x += nt) {
@@ -394,7 +409,7 @@ PONDER_HD void bwd_update(const Head<T>& h, const T* dW2, int tid, int nt) {
     T ag = 0, ap = 0;
     for (int64_t r = 0; r < f; ++r) {
       ag += h.pk[j * f + r] * dW2[r * f + c];
-      ap += h.g[j * f + r] * dW2[c * f + r];
+      ap += h.g[j * f + r] * h.dw2t[r * f + c];
     }
     h.dg[x] -= ag;
     h.dp[x] = -ap;
@@ -437,7 +452,7 @@ PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& 
   for (int64_t x = tid; x < b * f; x += nt) {
     const int64_t i = x / f, r = x % f;
     T acc = 0;
-    for (int64_t c = 0; c < f; ++c) acc += h.dz[i * f + c] * h.W[r * f + c];
+    for (int64_t c = 0; c < f; ++c) acc += h.dz[i * f + c] * h.wt[c * f + r];
     o.dk[x] = o.dk[x] - o.dv[x] + acc;
   }
   for (int64_t x = tid; x < f * f; x += nt) {
@@ -501,7 +516,10 @@ PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, i
   const int64_t b = a.b, f = a.f;
   const T *dy = a.dy + g * (b + f + 1) * f, *dW2 = dy + b * f, *db2 = dW2 + f * f;
   switch (phase) {
-    case 0: a.saved ? diff_t(h, tid, nt) : fwd_products(h, tid, nt); break;
+    case 0:
+      transposes(h, dW2, tid, nt);
+      a.saved ? diff_t(h, tid, nt) : fwd_products(h, tid, nt);
+      break;
     case 1: a.saved ? cheap_parts(h, tid, nt) : fwd_inner_grad(h, a.rows, a.gamma, a.beta, tid, nt); break;
     case 2: if (!a.saved) fwd_zb(h, tid, nt); break;
     case 3: bwd_out_norm(h, a.rows, a.gamma, dy, tid, nt); break;
