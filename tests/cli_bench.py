@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`ponder bench train` through the CLI on configs/ci.yaml: --variants picks and orders the rows and rejects
 unknown names with one line; a variant whose estimated step memory exceeds --mem-limit-mb is reported as
-skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times.
-No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
+skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times; --tf32 needs
+--device cuda, and --device cuda runs on a GPU or says in one line why it cannot. No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
 import json
 import os
 import subprocess
@@ -54,3 +54,16 @@ for bad, msg in [("foo", "unknown variant 'foo'"), ("prefix-0", "needs a step co
                  ("iter-x", "needs a step count >= 1")]:
     r = bench("--variants", bad, ok=False)
     check(msg in r.stderr.strip().splitlines()[-1], f"--variants {bad} is refused in one line")
+
+# The GPU options: without a GPU (or a CUDA build) --device cuda is one line naming why; --tf32 needs --device cuda.
+r = bench("--tf32", ok=False)
+check("--tf32 needs --device cuda" in r.stderr.strip().splitlines()[-1], "--tf32 without --device cuda is refused")
+r = subprocess.run([PONDER, "bench", "train", "--config", CONFIG, "--device", "cuda", "--steps", "1", "--variants",
+                    "dual", "--json"], capture_output=True, text=True)
+if r.returncode == 0:  # a GPU machine: the row is the GPU's, with MFU where the device's peak is known
+    row = json.loads(r.stdout.splitlines()[-1])
+    check(row["device"] == "cuda" and row["tokens_per_s"] > 0 and row["reference_gemm"].startswith("cublas"),
+          "--device cuda trains on the GPU against a cuBLAS GEMM")
+else:
+    check("--device cuda: no CUDA device" in r.stderr.strip().splitlines()[-1],
+          "--device cuda without a usable GPU is one line naming why")
