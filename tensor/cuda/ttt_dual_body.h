@@ -345,15 +345,20 @@ PONDER_HD void bwd_out_norm(const Head<T>& h, const RowGeom& rg, const T* gamma,
   }
 }
 
+// (a·Wᵀ)[i, r] = Σ_c a[i, c]·W[r, c] for a (b, f), read through the transposed copy.
+template <class T>
+PONDER_HD T times_wt(const Head<T>& h, const T* a, int64_t i, int64_t r) {
+  T acc = 0;
+  for (int64_t c = 0; c < h.f; ++c) acc += a[i * h.f + c] * h.wt[c * h.f + r];
+  return acc;
+}
+
 // dq = dO + dzb·Wᵀ; dM = −dzb·Gᵀ.
 template <class T>
 PONDER_HD void bwd_dq_dm(const Head<T>& h, const T* dy, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   for (int64_t x = tid; x < b * f; x += nt) {
-    const int64_t i = x / f, r = x % f;
-    T acc = 0;
-    for (int64_t c = 0; c < f; ++c) acc += h.dzb[i * f + c] * h.wt[c * f + r];
-    o.dq[x] = dy[x] + acc;
+    o.dq[x] = dy[x] + times_wt(h, h.dzb, x / f, x % f);
   }
   for (int64_t x = tid; x < b * b; x += nt) {
     const int64_t i = x / b, j = x % b;
@@ -450,10 +455,7 @@ template <class T>
 PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   for (int64_t x = tid; x < b * f; x += nt) {
-    const int64_t i = x / f, r = x % f;
-    T acc = 0;
-    for (int64_t c = 0; c < f; ++c) acc += h.dz[i * f + c] * h.wt[c * f + r];
-    o.dk[x] = o.dk[x] - o.dv[x] + acc;
+    o.dk[x] = o.dk[x] - o.dv[x] + times_wt(h, h.dz, x / f, x % f);
   }
   for (int64_t x = tid; x < f * f; x += nt) {
     const int64_t r = x / f, c = x % f;
