@@ -1,7 +1,8 @@
 // Causal softmax attention as one differentiable op: a node (autograd/fused.h) around the backend's attention
 // kernel, or around the composition of autograd/compose.cpp where the backend has none. The node saves q, k, v,
-// the output and the kernel's log-normalisers (undefined when the composition ran: its backward recomputes them); its backward is one kernel at first order and the recorded
-// composition of the softmax's VJP under create_graph, so gradients of any order flow.
+// the output and the kernel's log-normalisers (undefined when the composition ran: its backward recomputes
+// them); its backward is one kernel at first order and the recorded composition of the softmax's VJP under
+// create_graph, so gradients of any order flow.
 #include "autograd/compose.h"
 #include "autograd/fused.h"
 #include "autograd/ops.h"

@@ -1,5 +1,6 @@
 // Normalisation over the last axis as fused ops: each front end records one node (autograd/fused.h) whose values
-// come from its backend's kernel, or from its composition (autograd/compose.cpp) where the backend has none. The nodes' backward rules call the next op of the chain (layer_norm_rows → layer_norm_backward →
+// come from its backend's kernel, or from its composition (autograd/compose.cpp) where the backend has none.
+// The nodes' backward rules call the next op of the chain (layer_norm_rows → layer_norm_backward →
 // layer_norm_vjp; ln_l2_grad → ln_l2_grad_vjp), which is one kernel at first order and the recorded, and so
 // differentiable, composition under create_graph.
 #include <stdexcept>
@@ -24,7 +25,7 @@ Tensor layer_norm_rows(const Tensor& x, double eps) {
   if (!fused::node(FusedOp::LayerNormRows, x)) return compose::layer_norm_rows(x, eps);
   OpRecorder r(Op::LayerNorm, {x});
   Tensor y = fused::forward(FusedOp::LayerNormRows, x, [&] { return raw::layer_norm_rows(x, eps); },
-                               [&] { return compose::layer_norm_rows(x, eps); });
+                            [&] { return compose::layer_norm_rows(x, eps); });
   fused::count(FusedOp::LayerNormRows, fused::rows_of(x));
   return r.done(y, {x}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     return std::vector<Tensor>{layer_norm_backward(s[0], g, eps)};
@@ -36,7 +37,7 @@ Tensor layer_norm_backward(const Tensor& x, const Tensor& v, double eps) {
   if (!fused::node(FusedOp::LayerNormBackward, x)) return compose::layer_norm_backward(x, v, eps);
   OpRecorder r(Op::LayerNormBackward, {x, v});
   Tensor z = fused::forward(FusedOp::LayerNormBackward, x, [&] { return raw::layer_norm_backward(x, v, eps); },
-                               [&] { return compose::layer_norm_backward(x, v, eps); });
+                            [&] { return compose::layer_norm_backward(x, v, eps); });
   fused::count(FusedOp::LayerNormBackward, fused::rows_of(x));
   return r.done(z, {x, v}, [eps](const Tensor& dz, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dv] = layer_norm_vjp(s[0], s[1], dz, eps);
@@ -49,7 +50,7 @@ Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& bet
   if (!fused::node(FusedOp::LayerNormAffine, x)) return compose::layer_norm_affine(x, gamma, beta, eps);
   OpRecorder r(Op::LayerNormAffine, {x, gamma, beta});
   Tensor y = fused::forward(FusedOp::LayerNormAffine, x, [&] { return raw::layer_norm_affine(x, gamma, beta, eps); },
-                               [&] { return compose::layer_norm_affine(x, gamma, beta, eps); });
+                            [&] { return compose::layer_norm_affine(x, gamma, beta, eps); });
   fused::count(FusedOp::LayerNormAffine, fused::rows_of(x), fused::broadcast_param(gamma, x));
   return r.done(y, {x, gamma}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dg, db] = layer_norm_affine_backward(s[0], s[1], g, eps);
@@ -62,7 +63,7 @@ Tensor ln_l2_grad(const Tensor& z, const Tensor& target, const Tensor& gamma, co
   if (!fused::node(FusedOp::LnL2Grad, z)) return compose::ln_l2_grad(z, target, gamma, beta, eps);
   OpRecorder r(Op::LnL2Grad, {z, target, gamma, beta});
   Tensor y = fused::forward(FusedOp::LnL2Grad, z, [&] { return raw::ln_l2_grad(z, target, gamma, beta, eps); },
-                               [&] { return compose::ln_l2_grad(z, target, gamma, beta, eps); });
+                            [&] { return compose::ln_l2_grad(z, target, gamma, beta, eps); });
   fused::count(FusedOp::LnL2Grad, fused::rows_of(z), fused::broadcast_param(gamma, z));
   return r.done(y, {z, target, gamma, beta},
                 [eps](const Tensor& w, const std::vector<Tensor>& s, const std::vector<bool>& n) {
@@ -77,7 +78,7 @@ Tensor rms_norm_rows(const Tensor& x, double eps) {
   if (!fused::node(FusedOp::RmsNormRows, x)) return compose::rms_norm_rows(x, eps);
   OpRecorder r(Op::RmsNorm, {x});
   Tensor y = fused::forward(FusedOp::RmsNormRows, x, [&] { return raw::rms_norm_rows(x, eps); },
-                               [&] { return compose::rms_norm_rows(x, eps); });
+                            [&] { return compose::rms_norm_rows(x, eps); });
   fused::count(FusedOp::RmsNormRows, fused::rows_of(x));
   return r.done(y, {x}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     return std::vector<Tensor>{rms_norm_backward(s[0], g, eps)};
@@ -89,7 +90,7 @@ Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
   if (!fused::node(FusedOp::RmsNormAffine, x)) return compose::rms_norm_affine(x, weight, eps);
   OpRecorder r(Op::RmsNormAffine, {x, weight});
   Tensor y = fused::forward(FusedOp::RmsNormAffine, x, [&] { return raw::rms_norm_affine(x, weight, eps); },
-                               [&] { return compose::rms_norm_affine(x, weight, eps); });
+                            [&] { return compose::rms_norm_affine(x, weight, eps); });
   fused::count(FusedOp::RmsNormAffine, fused::rows_of(x), fused::broadcast_param(weight, x));
   return r.done(y, {x, weight}, [eps](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     auto [dx, dw] = rms_norm_affine_backward(s[0], s[1], g, eps);
@@ -102,7 +103,7 @@ Tensor rms_norm_backward(const Tensor& x, const Tensor& g, double eps) {
   if (!fused::node(FusedOp::RmsNormBackward, x)) return compose::rms_norm_backward(x, g, eps);
   OpRecorder r(Op::RmsNormBackward, {x, g});
   Tensor w = fused::forward(FusedOp::RmsNormBackward, x, [&] { return raw::rms_norm_backward(x, g, eps); },
-                               [&] { return compose::rms_norm_backward(x, g, eps); });
+                            [&] { return compose::rms_norm_backward(x, g, eps); });
   fused::count(FusedOp::RmsNormBackward, fused::rows_of(x));
   return r.done(w, {x, g}, [eps](const Tensor& dz, const std::vector<Tensor>& s, const std::vector<bool>& n) {
     // w = r·(g − y·m), m = mean(g⊙y), y = x·r. Self-adjoint in g: dg = rms_norm_backward(x, dz). Through y

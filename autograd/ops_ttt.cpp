@@ -2,8 +2,9 @@
 // backend's kernel, or around the composition of autograd/compose.cpp where the backend has none. The node has one
 // output, the three results packed along the second-to-last axis ({out; W'; bias'}, as the kernel writes them),
 // which the front end hands back as three views. The node also saves the kernel's intermediates (Z, G, zb, xq·xkᵀ
-// per head), so the backward kernel recomputes none of them (undefined when the composition ran). Its backward is one kernel at first order and the recorded composition of the
-// VJP under create_graph, so gradients of any order flow.
+// per head), so the backward kernel recomputes none of them (undefined when the composition ran). Its backward
+// is one kernel at first order and the recorded composition of the VJP under create_graph, so gradients of any
+// order flow.
 #include <stdexcept>
 #include <string>
 

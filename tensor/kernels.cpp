@@ -10,7 +10,7 @@
 
 namespace ponder {
 
-#define PONDER_NAME(id, name, ...) name,
+// Profile labels: batched products apart from single ones, reductions over the last axis apart from others.
 const char* matmul_label(const Tensor& out) {
   const int64_t mn = out.shape()[out.dim() - 2] * out.shape().back();
   return out.numel() > mn ? "matmul (batched)" : "matmul";
@@ -21,6 +21,7 @@ const char* reduce_label(ReduceOp op, const Tensor& out, const Tensor& x) {
   return last ? "sum (last axis)" : "sum (other axes)";
 }
 
+#define PONDER_NAME(id, name, ...) name,
 const char* unary_name(UnaryOp op) {
   static const char* names[] = {PONDER_UNARY_OPS(PONDER_NAME)};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(UnaryOp::Count), "one name per UnaryOp");

@@ -373,8 +373,10 @@ TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CP
       a.b = b, a.f = f, a.P = gamma.numel(), a.eps = 1e-5;
       std::vector<double> sv(size_t(G * dual::saved_size(b, f))), sc(size_t(G * dual::scratch_t(b, f))),
           sd(size_t(G * dual::scratch_d(b, f))), ys(size_t(G * (b + f + 1) * f));
-      a.saved = sv.data(), a.scratch = sc.data(), a.dscr = sd.data(), a.y = ys.data();
+      a.saved = sv.data(), a.scratch = sc.data(), a.dscr = nullptr, a.y = ys.data();  // as the GPU's forward
       simulate_dual(a, G, true, nt);
+      REQUIRE(ys.size() == size_t(y.numel()));
+      REQUIRE(sv.size() == size_t(saved.numel()));
       test::check_close(ys, y.to_vector(), 1e-12);
       test::check_close(sv, saved.to_vector(), 1e-12);
       Generator gen(5);
@@ -388,7 +390,7 @@ TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CP
         for (size_t i = 0; i < 8; ++i) got[i].assign(size_t(like[i]->numel()), -7.0);
         std::vector<double> parts(size_t(G * 2 * a.P), 0.0);
         a.saved = with_saved ? sv.data() : nullptr;
-        a.dy = dy.data<double>(), a.parts = parts.data();
+        a.dy = dy.data<double>(), a.parts = parts.data(), a.dscr = sd.data();
         a.dW = got[0].data(), a.db = got[1].data(), a.dq = got[2].data(), a.dk = got[3].data();
         a.dv = got[4].data(), a.deta = got[5].data();
         simulate_dual(a, G, false, nt);

@@ -24,7 +24,9 @@ TEST_CASE("op table covers every primitive op") {
   }
 }
 
-TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
+namespace {
+// Every op-table case, one subcase each: forward against the float64 reference, gradcheck, gradgradcheck.
+void check_op_table() {
   REQUIRE(!op_table().empty());  // the checks live in the per-case subcases below
   for (const OpCase& c : op_table()) {
     SUBCASE(c.name.c_str()) {
@@ -39,18 +41,17 @@ TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
     }
   }
 }
+}  // namespace
+
+TEST_CASE("op table: forward, gradcheck, gradgradcheck") { check_op_table(); }
 
 TEST_CASE("op table with the fused kernels hidden (as on CUDA): each fused op a node around its composition") {
   const test::HiddenFusedKernels hidden;
-  for (const OpCase& c : op_table()) {
-    SUBCASE(c.name.c_str()) {
-      OpCaseReport r = run_op_case(c);
-      CHECK_MESSAGE(r.fwd_f64_err <= 1e-12, "f64 forward error ", r.fwd_f64_err);
-      CHECK_MESSAGE(r.fwd_f32_err <= c.f32_tol, "f32 forward error ", r.fwd_f32_err);
-      CHECK_MESSAGE(r.grad.ok, "gradcheck: ", r.grad.message);
-      CHECK_MESSAGE(r.gradgrad.ok, "gradgradcheck: ", r.gradgrad.message);
-    }
-  }
+  // The path under test: the ops stay nodes (fused_enabled) while no kernel serves them (fused_available).
+  const Tensor x = Tensor::zeros({2, 3});
+  CHECK(raw::fused_enabled(FusedOp::LayerNormRows, x));
+  CHECK(!raw::fused_available(FusedOp::LayerNormRows, x));
+  check_op_table();
 }
 
 namespace {

@@ -74,8 +74,6 @@ BlockCache& block_cache() {
 
 size_t block_size(size_t nbytes) { return (nbytes + 63) / 64 * 64; }
 
-// Profile labels: batched products apart from single ones, reductions over the last axis apart from others.
-
 class CpuBackend final : public Backend {
  public:
   void* alloc(size_t nbytes) override {

@@ -51,13 +51,14 @@ dual::RowGeom row_geom(const DualOperands& o) {
 }
 
 // The launch's operands and its scratch (allocated here, freed when the caller returns: the stream orders reuse).
+// Only the backward has double scratch (the rows' dγ, dβ); the forward passes none.
 template <class T>
-dual::Args<T> args(const DualOperands& o, Tensor& scratch, Tensor& dscratch) {
+dual::Args<T> args(const DualOperands& o, Tensor& scratch, Tensor* dscratch) {
   const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2];
   if (G > int64_t(0x7fffffff))
     throw std::invalid_argument("ttt_linear_dual (CUDA): " + std::to_string(G) + " heads exceed the grid");
   scratch = Tensor::empty({G, dual::scratch_t(b, f)}, o.xq.dtype(), Device::CUDA);
-  dscratch = Tensor::empty({G, dual::scratch_d(b, f)}, DType::F64, Device::CUDA);
+  if (dscratch) *dscratch = Tensor::empty({G, dual::scratch_d(b, f)}, DType::F64, Device::CUDA);
   dual::Args<T> a{};
   a.W = o.W.data<T>();
   a.bias = o.bias.data<T>();
@@ -69,7 +70,7 @@ dual::Args<T> args(const DualOperands& o, Tensor& scratch, Tensor& dscratch) {
   a.beta = o.beta.data<T>();
   a.saved = o.saved.defined() ? o.saved.data<T>() : nullptr;
   a.scratch = scratch.data<T>();
-  a.dscr = dscratch.data<double>();
+  a.dscr = dscratch ? dscratch->data<double>() : nullptr;
   a.rows = row_geom(o);
   a.b = b;
   a.f = f;
@@ -84,8 +85,8 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
   const unsigned G = unsigned(o.xq.shape()[0]);
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] {
-    Tensor scratch, dscratch;
-    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, dscratch);
+    Tensor scratch;
+    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, nullptr);
     a.y = y.data<scalar_t>();
     dual_forward_kernel<scalar_t><<<G, kDualThreads, 0, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
@@ -98,7 +99,7 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] {
     Tensor scratch, dscratch;
-    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, dscratch);
+    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, &dscratch);
     const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
     a.dy = dy.data<scalar_t>();
     a.dW = g[0].data<scalar_t>();

@@ -48,7 +48,7 @@ struct Args {
   const T *W, *bias, *q, *k, *v, *eta, *gamma, *beta;
   T* saved;     // (G, saved_size): written by the forward, read by the backward; null: recomputed
   T* scratch;   // (G, scratch_t)
-  double* dscr;  // (G, scratch_d)
+  double* dscr;  // (G, scratch_d): the backward's; null in the forward, which needs none
   RowGeom rows;
   int64_t b, f, P;  // P = γ's numel
   double eps;
@@ -103,7 +103,7 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.dz = h.dp + b * f;
   h.wt = h.dz + b * f;
   h.dw2t = h.wt + f * f;
-  double* d = a.dscr + g * scratch_d(b, f);
+  double* d = a.dscr ? a.dscr + g * scratch_d(b, f) : nullptr;
   h.rg = d;
   h.rb = d + b * f;
   h.b = b;
