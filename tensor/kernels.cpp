@@ -696,7 +696,7 @@ namespace {
 // x (…, r, f) as a contiguous (G, r, f).
 Tensor heads(const Tensor& x) {
   const int64_t r = x.shape()[x.dim() - 2], f = x.shape().back();
-  return reshape(contiguous(x), {r * f ? x.numel() / (r * f) : 0, r, f});
+  return reshape(contiguous(x), {r * f != 0 ? x.numel() / (r * f) : 0, r, f});
 }
 }  // namespace
 
