@@ -29,4 +29,13 @@ inline std::optional<MatLayout> blas_layout(const Tensor& t) {
   return std::nullopt;
 }
 
+// Elements from t's first to its last (strides are never negative): a copy of that stretch of t's storage,
+// starting at t's data pointer, is indexed by t's strides and BLAS offsets unchanged (reduced-precision
+// operands, tensor/precision.h). t must not be empty.
+inline int64_t storage_span(const Tensor& t) {
+  int64_t span = 1;
+  for (size_t d = 0; d < t.dim(); ++d) span += (t.shape()[d] - 1) * t.strides()[d];
+  return span;
+}
+
 }  // namespace ponder

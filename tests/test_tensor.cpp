@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/kernels.h"
+#include "tensor/precision.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
 
@@ -54,6 +57,61 @@ TEST_CASE("BLAS matmul equals the naive reference for every layout") {
       for (size_t i = 0; i < f.size(); ++i) err = std::max(err, std::abs(f[i] - s[i]));
       CHECK(err < (dt == DType::F32 ? 1e-4 : 1e-12));
     }
+  }
+}
+
+TEST_CASE("reduced-precision operands: round to nearest even at 7 (bf16) or 10 (TF32) mantissa bits") {
+  const float e7 = std::ldexp(1.0f, -7), e8 = std::ldexp(1.0f, -8), e10 = std::ldexp(1.0f, -10);
+  CHECK(round_mantissa(1.0f, 7) == 1.0f);
+  CHECK(round_mantissa(1 + e8, 7) == 1.0f);                            // a tie, kept part even: down
+  CHECK(round_mantissa(1 + 3 * e8, 7) == 1 + 2 * e7);                  // a tie, kept part odd: up to even
+  CHECK(round_mantissa(1 + e8 + std::ldexp(1.0f, -20), 7) == 1 + e7);  // past the tie: up
+  CHECK(round_mantissa(-(1 + e8 + std::ldexp(1.0f, -20)), 7) == -(1 + e7));
+  CHECK(round_mantissa(1 + e7 - std::ldexp(1.0f, -23), 7) == 1 + e7);
+  CHECK(round_mantissa(1 + std::ldexp(1.0f, -11), 10) == 1.0f);        // TF32's tie
+  CHECK(round_mantissa(1 + 3 * std::ldexp(1.0f, -11), 10) == 1 + 2 * e10);
+  CHECK(round_mantissa(0.1f, 23) == 0.1f);
+  CHECK(std::isinf(round_mantissa(std::numeric_limits<float>::max(), 7)));  // past bf16's largest finite value
+  CHECK(std::isinf(round_mantissa(-std::numeric_limits<float>::infinity(), 7)));
+  CHECK(std::isnan(round_mantissa(std::nanf(""), 7)));
+  CHECK(round_mantissa(0.0f, 7) == 0.0f);
+  CHECK(std::string(precision_name(parse_matmul_precision("bf16", "x"))) == "bf16");
+  CHECK_THROWS_WITH_AS(parse_matmul_precision("fp8", "--precision"),
+                       "--precision: expected f32, tf32 or bf16, got 'fp8'", std::invalid_argument);
+}
+
+TEST_CASE("float32 matmul at bf16 and TF32: the exact product of rounded operands with f32 sums, on every layout") {
+  Generator g(5);
+  const Tensor a = g.normal({3, 37, 19}, 0, 1, DType::F32), b = g.normal({19, 23}, 0, 1, DType::F32);
+  const Tensor at = raw::transpose(raw::contiguous(raw::transpose(a, 1, 2)), 1, 2);  // a's values, column-major
+  const Tensor bb = raw::expand(b, {3, 19, 23});
+  const Tensor exact = raw::matmul(a, b);
+  for (MatmulPrecision p : {MatmulPrecision::TF32, MatmulPrecision::BF16}) {
+    INFO(precision_name(p));
+    auto rounded = [&](const Tensor& t) {  // the reference: operands rounded here, products and sums in float64
+      std::vector<double> v = raw::contiguous(t).to_vector();
+      for (double& x : v) x = round_mantissa(float(x), mantissa_bits(p));
+      return Tensor::from_vector(v, t.shape(), DType::F64);
+    };
+    Tensor want = Tensor::empty(exact.shape(), DType::F64);
+    cpu::matmul_naive(want, raw::expand(rounded(a), {3, 37, 19}), raw::expand(rounded(b), {3, 19, 23}));
+    const MatmulPrecisionScope scope(p);
+    for (const Tensor& av : {a, at})
+      for (const Tensor& bv : {b, bb}) {
+        auto got = raw::matmul(av, bv).to_vector(), w = want.to_vector(), f = exact.to_vector();
+        double err = 0, from_f32 = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          err = std::max(err, std::abs(got[i] - w[i]));
+          from_f32 = std::max(from_f32, std::abs(got[i] - f[i]));
+        }
+        CHECK(err < 1e-4);                                   // f32 sums of 19 exact products
+        CHECK(from_f32 > (p == MatmulPrecision::BF16 ? 1e-2 : 1e-4));  // and not the f32 product
+      }
+    const Tensor a64 = raw::to_dtype(a, DType::F64), b64 = raw::to_dtype(b, DType::F64);
+    const MatmulPrecisionScope f32(MatmulPrecision::F32);
+    const auto exact64 = raw::matmul(a64, b64).to_vector();
+    set_matmul_precision(p);
+    CHECK(raw::matmul(a64, b64).to_vector() == exact64);  // float64 products are never rounded
   }
 }
 

@@ -5,11 +5,14 @@
 #include <omp.h>
 
 #include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/loop.h"
 #include "tensor/mat_layout.h"
+#include "tensor/precision.h"
 
 namespace ponder::cpu {
 namespace {
@@ -38,6 +41,16 @@ void batch_offsets(int64_t bi, const Tensor& out, const Shape& sa, const Shape& 
   }
 }
 
+// Reduced-precision products (tensor/precision.h): t's storage span (mat_layout.h) with every element rounded to `bits`
+// mantissa bits, in `buf`; returns the pointer the GEMM reads instead of t's data.
+const float* rounded_operand(const Tensor& t, int bits, std::vector<float>& buf) {
+  const float* p = t.data<float>();
+  buf.resize(size_t(storage_span(t)));
+#pragma omp parallel for schedule(static) if (buf.size() >= (size_t(1) << 16))
+  for (int64_t i = 0; i < int64_t(buf.size()); ++i) buf[size_t(i)] = round_mantissa(p[i], bits);
+  return buf.data();
+}
+
 template <class T>
 void matmul_t(const Tensor& out, const Tensor& a, const Tensor& b) {
   const size_t d = out.dim();
@@ -50,6 +63,12 @@ void matmul_t(const Tensor& out, const Tensor& a, const Tensor& b) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   T* pc = out.data<T>();
+  std::vector<float> ra, rb;  // rounded operands when products run below float32 precision
+  if constexpr (std::is_same_v<T, float>)
+    if (const int bits = mantissa_bits(matmul_precision()); bits < 23) {
+      pa = rounded_operand(a, bits, ra);
+      pb = rounded_operand(b, bits, rb);
+    }
   // Small products: one BLAS call per thread (OpenBLAS runs single-threaded inside a parallel region),
   // once the batch holds enough work to pay for waking the threads.
   const bool par_batch = batch > 1 && m * n * k <= 96 * 96 * 96 && batch * m * n * k >= kParallelGemmMin;
