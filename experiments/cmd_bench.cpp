@@ -123,7 +123,7 @@ struct MatmulBenchArgs {
   std::vector<int> threads{1, 2};
   int reps = 5;
   bool json = false;
-  bool tf32 = false;
+  std::string precision = "f32";  // --device cuda: float32 matmul operands (tensor/precision.h)
 };
 
 void print_json(const Row& r, const MatmulBenchArgs& o, const MachineInfo& mi) {
@@ -163,8 +163,11 @@ void print_text(const Row& r) {
 }
 
 void run_matmul(const MatmulBenchArgs& o) {
-  if (o.device == "cuda") return run_bench_matmul_cuda(o.reps, o.tf32, o.json);
-  if (o.tf32) throw std::invalid_argument("bench matmul: --tf32 applies to --device cuda only");
+  const MatmulPrecision prec = parse_matmul_precision(o.precision, "bench matmul: --precision");
+  if (o.device == "cuda") return run_bench_matmul_cuda(o.reps, prec, o.json);
+  if (prec != MatmulPrecision::F32)
+    throw std::invalid_argument("bench matmul: --precision " + o.precision + " applies to --device cuda only (the "
+                                "CPU table compares the engine with a direct f32 sgemm)");
   const MachineInfo mi = machine_info();
   const int saved_threads = cpu::num_threads();
   if (!o.json) print_text_header(o, mi);
@@ -230,7 +233,10 @@ void register_bench(CLI::App& app) {
       ->check(kPositive)
       ->capture_default_str();
   mm->add_flag("--json", opts->json, "One JSON object per line instead of a table");
-  mm->add_flag("--tf32", opts->tf32, "With --device cuda: let cuBLAS use TF32 tensor cores for f32");
+  mm->add_option("--precision", opts->precision,
+                 "With --device cuda: float32 products on tf32 or bf16 tensor cores (f32 accumulation)")
+      ->check(CLI::IsMember({"f32", "tf32", "bf16"}))
+      ->capture_default_str();
   mm->callback([opts] { run_matmul(*opts); });
 }
 

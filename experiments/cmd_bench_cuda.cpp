@@ -16,6 +16,7 @@
 #include "experiments/device.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/kernels.h"
+#include "tensor/precision.h"
 #include "tensor/rng.h"
 
 namespace ponder::cli {
@@ -40,6 +41,18 @@ const std::vector<Case> kCases = {
     {"64x(16x64x64)", 64, 16, 64, 64},
     {"1024x(64x64x64)", 1024, 64, 64, 64},
 };
+
+// Max error against the CPU product at the same operand precision, relative to its largest value. bf16 operands
+// are rounded alike on both sides (tensor/cuda/matmul.cu's conversion is round-to-nearest-even, as on the CPU), so
+// only the order of the f32 sums differs; TF32 operands are rounded by the tensor cores, whose rounding may differ.
+double check_tolerance(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::F32: return 1e-4;
+    case MatmulPrecision::TF32: return 1e-2;
+    case MatmulPrecision::BF16: return 1e-3;
+  }
+  return 1e-4;
+}
 
 Shape dims(int64_t batch, int64_t rows, int64_t cols) {
   return batch == 1 ? Shape{rows, cols} : Shape{batch, rows, cols};
@@ -80,7 +93,8 @@ struct Setup {
 void print_json(const Row& r, const Setup& s) {
   nlohmann::ordered_json j = {
       {"bench", "matmul"}, {"shape", r.c->name}, {"batch", r.c->batch}, {"m", r.c->m}, {"k", r.c->k},
-      {"n", r.c->n}, {"op", r.op}, {"dtype", "f32"}, {"device", "cuda"}, {"tf32", cuda_tf32()},
+      {"n", r.c->n}, {"op", r.op}, {"dtype", "f32"}, {"device", "cuda"},
+      {"matmul_precision", precision_name(matmul_precision())},
       {"engine_gflops", r.engine.best / 1e9}, {"cublas_gflops", r.cublas.best / 1e9},
       {"ratio", r.engine.best / r.cublas.best}, {"engine_gflops_median", r.engine.median / 1e9},
       {"cublas_gflops_median", r.cublas.median / 1e9}, {"peak_gflops", nullptr}, {"timing", "best"},
@@ -105,28 +119,30 @@ void print_text(const Row& r, const Setup& s) {
 }  // namespace
 }  // namespace cmd_bench_cuda
 
-void run_bench_matmul_cuda(int reps, bool tf32, bool json) {
+void run_bench_matmul_cuda(int reps, MatmulPrecision precision, bool json) {
   using namespace cmd_bench_cuda;
   const Device d = use_device("cuda");
   const CudaDeviceInfo info = cuda_device_info();
-  const bool saved_tf32 = cuda_tf32();
-  cuda_set_tf32(tf32);
-  Setup s{reps, json, info.peak_fp32_gflops, describe_device(d)};
-  const double tolerance = tf32 ? 1e-2 : 1e-4;  // TF32 keeps 10 mantissa bits
+  const MatmulPrecisionScope scope(precision);  // the CPU reference products below round their operands alike
+  const bool f32 = precision == MatmulPrecision::F32;
+  Setup s{reps, json, f32 ? info.peak_fp32_gflops : info.peak_bf16_dense_gflops, describe_device(d)};
+  const double tolerance = check_tolerance(precision);
   if (!json) {
-    std::printf("matmul f32 on %s\ncommit %s, %s build; TF32 %s\n", s.device.c_str(), git_commit(), build_type(),
-                tf32 ? "on" : "off");
+    std::printf("matmul f32 on %s\ncommit %s, %s build; operands %s, f32 accumulation\n", s.device.c_str(),
+                git_commit(), build_type(), precision_name(precision));
     if (s.peak_gflops > 0)
-      std::printf("peak: %.0f GFLOP/s (f32 CUDA cores: SMs x lanes x 2 x boost clock%s)\n", s.peak_gflops,
-                  tf32 ? "; TF32 tensor cores go beyond it" : "");
+      std::printf("peak: %.0f GFLOP/s (%s)\n", s.peak_gflops,
+                  f32 ? "f32 CUDA cores: SMs x lanes x 2 x boost clock"
+                      : "dense bf16 tensor cores; TF32 runs at half of it");
     else
       std::printf("peak: unknown (sm_%d%d is not in the table of tensor/cuda/backend.cu)\n", info.cc_major,
                   info.cc_minor);
     std::printf("GFLOP/s = 2*m*k*n*batch / time, best of %d reps of >= %.0f ms, %d calls queued per wait.\n"
-                "engine: raw::matmul on the views below; cublas: one cublasSgemmStridedBatched call of the same\n"
-                "shape on contiguous buffers. checked: max error against the CPU product, relative to its largest\n"
-                "value (unchecked where the CPU product is too slow).\n\n",
-                reps, kMinRepSeconds * 1e3, kQueuedCalls);
+                "engine: raw::matmul on the views below (bf16: with the operands' conversion); cublas: one\n"
+                "cublasSgemmStridedBatched call of the same shape on contiguous f32 buffers (TF32 as the engine).\n"
+                "checked: max error against the CPU product at the same operand precision, relative to its\n"
+                "largest value, within %.0e (unchecked where the CPU product is too slow).\n\n",
+                reps, kMinRepSeconds * 1e3, kQueuedCalls, tolerance);
     std::printf("%-16s %-6s %10s %10s %7s %9s %9s\n", "shape", "op", "engine", "cublas", "ratio", "of peak",
                 "checked");
   }
@@ -153,7 +169,6 @@ void run_bench_matmul_cuda(int reps, bool tf32, bool json) {
       json ? print_json(row, s) : print_text(row, s);
     }
   }
-  cuda_set_tf32(saved_tf32);
 }
 
 }  // namespace ponder::cli

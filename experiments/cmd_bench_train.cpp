@@ -25,6 +25,7 @@
 #include "tensor/cpu/runtime.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/kernels.h"
+#include "tensor/precision.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
 
@@ -45,7 +46,7 @@ struct BenchTrainArgs {
   bool profile = false;  // time kernels by kind (tensor/profile.h)
   double mem_limit_mb = 0;  // memory a variant may use; 0 = MemAvailable less the block cache's limit
   std::string device = "cpu";
-  bool tf32 = false;  // --device cuda: TF32 tensor cores for the f32 GEMMs
+  std::string precision = "f32";  // float32 matmul operands: f32, tf32 or bf16 (tensor/precision.h)
 };
 
 constexpr double kCacheMb = 1024;  // the CPU block cache's default limit (tensor/cpu/backend.cpp)
@@ -100,7 +101,8 @@ double sgemm_gflops() {
   return r.best / 1e9;
 }
 
-// GFLOP/s of one kCublasN³ f32 cuBLAS GEMM on contiguous device buffers (TF32 as the engine has it).
+// GFLOP/s of one kCublasN³ f32 cuBLAS GEMM on contiguous device buffers (TF32 when the engine's products use
+// it; at bf16 still the f32 GEMM, as cuda_gemm_direct has no bf16 form).
 double cublas_gflops() {
   Generator gen(0);
   const Tensor a = raw::to_device(gen.uniform({kCublasN, kCublasN}, -1, 1), Device::CUDA);
@@ -237,7 +239,7 @@ void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, dou
                       {"forward", share(r.flops.phase(Phase::Forward), total) / 100},
                       {"backward", share(r.flops.phase(Phase::Backward), total) / 100}}},
       {"loss", r.loss}, {"other_cpus", r.other_cpus}, {"commit", git_commit()}, {"build_type", build_type()},
-      {"device", r.dev == Device::CUDA ? "cuda" : "cpu"},
+      {"device", r.dev == Device::CUDA ? "cuda" : "cpu"}, {"matmul_precision", precision_name(matmul_precision())},
       {"reference_gemm", r.dev == Device::CUDA ? "cublas f32 4096^3" : "cblas_sgemm 512^3"}};
   if (peak_bf16 > 0) {
     j["peak_bf16_dense_gflops"] = peak_bf16;
@@ -328,16 +330,20 @@ void print_header(const BenchTrainArgs& o, const RunConfig& cfg, Device dev) {
               cfg.model.inner.c_str(), (long long)cfg.train.batch_size, (long long)cfg.train.seq_len,
               (long long)o.steps, mi.cpu_model.c_str(), mi.nproc, git_commit(), build_type());
   if (dev == Device::CUDA)
-    std::printf("device %s; f32, TF32 %s; %%sgemm = of a cuBLAS f32 %d^3 GEMM, peak MB = the GPU's tensor peak\n",
-                describe_device(dev).c_str(), cuda_tf32() ? "on" : "off", kCublasN);
+    std::printf("device %s; %%sgemm = of a cuBLAS f32 %d^3 GEMM, peak MB = the GPU's tensor peak\n",
+                describe_device(dev).c_str(), kCublasN);
+  std::printf("parameters and activations float32; matmul operands %s (tensor/precision.h)%s\n",
+              precision_name(matmul_precision()),
+              dev == Device::CPU && matmul_precision() != MatmulPrecision::F32
+                  ? ": rounded on the CPU before each f32 GEMM, a numerical reference slower than f32"
+                  : "");
   std::printf("GFLOP/s = engine FLOP counters (forward + backward + optimiser) / wall time; time and FLOP shares "
               "split the same steps; others = CPUs busy in other processes.\n");
 }
 
 void run_bench_train(const BenchTrainArgs& o) {
   const Device dev = use_device(o.device);
-  if (o.tf32 && dev != Device::CUDA) throw std::invalid_argument("bench train: --tf32 needs --device cuda");
-  if (o.tf32) cuda_set_tf32(true);
+  const MatmulPrecisionScope precision(parse_matmul_precision(o.precision, "bench train: --precision"));
   const RunConfig cfg = load_config(resolve_config(o.config));
   const Dataset ds = load_dataset(cfg.data);
   std::vector<Variant> variants;
@@ -405,7 +411,11 @@ void register_bench_train(CLI::App& bench) {
       ->check(kPositive);
   sub->add_flag("--json", opts->json, "One JSON object per line instead of a table");
   add_device_option(sub, opts->device);
-  sub->add_flag("--tf32", opts->tf32, "With --device cuda: TF32 tensor cores for the float32 GEMMs (10-bit mantissa)");
+  sub->add_option("--precision", opts->precision,
+                  "Float32 matmul operands: f32, tf32 (10-bit mantissa) or bf16 (7-bit), accumulated in float32; on "
+                  "the GPU the tensor cores, on the CPU a rounded copy (a reference, slower)")
+      ->check(CLI::IsMember({"f32", "tf32", "bf16"}))
+      ->capture_default_str();
   sub->add_flag("--profile", opts->profile,
                 "Also time the kernels by kind (matmul, element-wise, fused, reduction, copy, allocation) and "
                 "report the rest as framework time");

@@ -10,6 +10,7 @@
 #include "experiments/config_cli.h"
 #include "experiments/control.h"
 #include "experiments/shard.h"
+#include "tensor/precision.h"
 
 namespace ponder::cli {
 
@@ -28,7 +29,7 @@ void register_gradcheck(CLI::App& app);
 // Adds `ops` to the `bench` subcommand that register_bench created (experiments/cmd_bench_ops.cpp).
 void register_bench_ops(CLI::App& bench);
 // `bench matmul --device cuda` (experiments/cmd_bench_cuda.cpp).
-void run_bench_matmul_cuda(int reps, bool tf32, bool json);
+void run_bench_matmul_cuda(int reps, MatmulPrecision precision, bool json);
 void register_train(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_quick(CLI::App& app);

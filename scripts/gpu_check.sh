@@ -48,8 +48,10 @@ grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
   step test_cuda_sync 180 env PONDER_CUDA_SYNC=1 "$build/tests/test_cuda"
 step bench_train_125m 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual,dual-composed \
   --steps 2
+step bench_train_125m_bf16 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
+  --steps 2 --precision bf16
 step bench_train_125m_tf32 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
-  --steps 2 --tf32
+  --steps 2 --precision tf32
 step bench_train_125m_prof 120 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
   --steps 1 --profile
 # End to end through the CLI: train the CI model on the GPU, then evaluate its checkpoint on both devices.
@@ -58,6 +60,7 @@ step eval_cuda 60 "$ponder" eval --checkpoint "$logs/train_ci/checkpoint.ckpt" -
 step eval_cpu 60 "$ponder" eval --checkpoint "$logs/train_ci/checkpoint.ckpt" --device cpu --max-windows 16
 step gradcheck_cuda 150 "$ponder" gradcheck --all --device cuda
 step bench_matmul 90 "$ponder" bench matmul --device cuda
+step bench_matmul_bf16 90 "$ponder" bench matmul --device cuda --precision bf16
 step bench_ops 90 "$ponder" bench ops --device cuda
 step bench_train_small 120 "$ponder" bench train --device cuda --config configs/small.yaml \
   --variants dual,dual-composed,prefix-4 --steps 3 --profile

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`ponder bench train` through the CLI on configs/ci.yaml: --variants picks and orders the rows and rejects
 unknown names with one line; a variant whose estimated step memory exceeds --mem-limit-mb is reported as
-skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times; --tf32 needs
---device cuda, and --device cuda runs on a GPU or says in one line why it cannot. No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
+skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times; --precision
+bf16 runs (on the CPU, rounded operands) and its rows say so, an unknown precision is refused, and --device cuda runs on a GPU or says in one line why it cannot. No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
 import json
 import os
 import subprocess
@@ -55,9 +55,17 @@ for bad, msg in [("foo", "unknown variant 'foo'"), ("prefix-0", "needs a step co
     r = bench("--variants", bad, ok=False)
     check(msg in r.stderr.strip().splitlines()[-1], f"--variants {bad} is refused in one line")
 
-# The GPU options: without a GPU (or a CUDA build) --device cuda is one line naming why; --tf32 needs --device cuda.
-r = bench("--tf32", ok=False)
-check("--tf32 needs --device cuda" in r.stderr.strip().splitlines()[-1], "--tf32 without --device cuda is refused")
+# Mixed precision: a row at bf16 counts the same FLOPs as at f32 (rounding operands adds no matmul work) and says
+# which precision it ran at; a precision the engine does not have is one line.
+f32, bf16 = (json.loads(bench("--variants", "dual", "--json", "--precision", p).stdout.splitlines()[-1])
+             for p in ("f32", "bf16"))
+check(f32["matmul_precision"] == "f32" and bf16["matmul_precision"] == "bf16", "rows name their matmul precision")
+check(bf16["flops_per_token"] == f32["flops_per_token"] and bf16["loss"] != f32["loss"],
+      "--precision bf16 rounds the products (another loss) at the same FLOP count")
+r = bench("--precision", "fp8", ok=False)
+check("--precision" in r.stderr and "fp8" in r.stderr, "an unknown --precision is refused")
+
+# The GPU option: without a GPU (or a CUDA build) --device cuda is one line naming why.
 r = subprocess.run([PONDER, "bench", "train", "--config", CONFIG, "--device", "cuda", "--steps", "1", "--variants",
                     "dual", "--json"], capture_output=True, text=True)
 if r.returncode == 0:  # a GPU machine: the row is the GPU's, with MFU where the device's peak is known

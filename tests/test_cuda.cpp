@@ -25,6 +25,7 @@
 #include "tensor/cuda/plan.h"
 #include "tensor/cuda/ttt_dual_body.h"
 #include "tensor/kernels.h"
+#include "tensor/precision.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
 #include "test_util.h"
@@ -537,7 +538,7 @@ TEST_CASE("cuda: --profile books each kernel's device time under its kind and la
   CHECK(named);
 }
 
-TEST_CASE("cuda: matmul through cuBLAS matches the CPU for every layout; TF32 is opt-in") {
+TEST_CASE("cuda: matmul through cuBLAS matches the CPU for every layout; reduced precision matches the CPU's rounding") {
   if (!gpu()) return;
   auto T = [](const Tensor& t) { return raw::transpose(t, -1, -2); };
   auto mm = [](const auto& in) { return raw::matmul(in[0], in[1]); };
@@ -555,13 +556,26 @@ TEST_CASE("cuda: matmul through cuBLAS matches the CPU for every layout; TF32 is
     CHECK(cuda_vs_cpu(mm, {r({257, 129}, 85), T(r({65, 129}, 86))}) <= t);
     CHECK(cuda_vs_cpu(mm, {r({3, 0}, 87), r({0, 4}, 88)}) == 0.0);
   }
+  // Reduced precision (tensor/precision.h): the CPU product rounds its operands as the GPU does, so bf16 (our
+  // round-to-nearest-even conversion, exact products, f32 sums) agrees to the order of the sums, on every layout the
+  // GEMM plan has; TF32 operands are rounded by the tensor cores, which may round otherwise.
   Tensor a = rnd({256, 256}, -1, 1, DType::F32, 89), b = rnd({256, 256}, -1, 1, DType::F32, 90);
-  cuda_set_tf32(true);
-  const double with_tf32 = cuda_vs_cpu([](const auto& in) { return raw::matmul(in[0], in[1]); }, {a, b});
-  cuda_set_tf32(false);
-  CHECK(cuda_tf32() == false);
+  const Tensor exact = raw::matmul(a, b);
+  {
+    const MatmulPrecisionScope bf16(MatmulPrecision::BF16);
+    auto r = [&](const Shape& s, uint64_t seed) { return rnd(s, -1, 1, DType::F32, seed); };
+    CHECK(cuda_vs_cpu(mm, {a, b}) <= 1e-4);
+    CHECK(cuda_vs_cpu(mm, {T(r({65, 129}, 91)), r({65, 33}, 92)}) <= 1e-4);
+    CHECK(cuda_vs_cpu(mm, {r({2, 1, 3, 4}, 93), r({3, 4, 2}, 94)}) <= 1e-4);
+    CHECK(cuda_vs_cpu(mm, {raw::permute(r({3, 2, 4, 5}, 95), {1, 0, 2, 3}), T(r({2, 3, 2, 5}, 96))}) <= 1e-4);
+    const double from_f32 = rel_diff(raw::matmul(on_gpu(a), on_gpu(b)), exact);
+    CHECK(from_f32 > 1e-4);  // the operands were rounded: bf16 keeps 8 significant bits
+    MESSAGE("bf16 matmul error relative to the f32 product: ", from_f32);
+  }
+  const MatmulPrecisionScope tf32(MatmulPrecision::TF32);
+  const double with_tf32 = cuda_vs_cpu(mm, {a, b});
   CHECK(with_tf32 < 1e-2);  // TF32 keeps 10 mantissa bits
-  MESSAGE("TF32 matmul error relative to the f32 CPU product: ", with_tf32);
+  MESSAGE("TF32 matmul error relative to the CPU's TF32-rounded product: ", with_tf32);
 }
 
 TEST_CASE("cuda: index kernels match the CPU and reject out-of-range indices with the CPU's message") {

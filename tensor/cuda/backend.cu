@@ -51,16 +51,10 @@ struct Context {
 
 Context* g_ctx = nullptr;  // set once cuda_init succeeds
 std::mutex g_init_mu;
-std::atomic<bool> g_tf32{false};
 
 Context& ctx() {
   if (!g_ctx) throw std::runtime_error("CUDA is not initialised (call cuda_init first)");
   return *g_ctx;
-}
-
-void set_math_mode(cublasHandle_t h) {
-  cublas_check_at(cublasSetMathMode(h, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode",
-                  __FILE__, __LINE__);
 }
 
 void* device_malloc(size_t n) {
@@ -235,7 +229,6 @@ bool cuda_init(std::string* why_not) {
     // Not cublas_check: its debug sync would ask for the stream of the context being made here.
     cublas_check_at(cublasCreate(&c->blas), "cublasCreate", __FILE__, __LINE__);
     cublas_check_at(cublasSetStream(c->blas, c->stream), "cublasSetStream", __FILE__, __LINE__);
-    set_math_mode(c->blas);
     c->allocator = new CachingAllocator(device_malloc, device_free);
     g_ctx = c.release();
   } catch (const std::exception& e) {
@@ -245,14 +238,6 @@ bool cuda_init(std::string* why_not) {
   prof::set_pending_flush(flush_kernel_times);
   return true;
 }
-
-void cuda_set_tf32(bool on) {
-  std::lock_guard<std::mutex> lk(cuda::g_init_mu);
-  cuda::g_tf32 = on;
-  if (cuda::g_ctx) cuda::set_math_mode(cuda::g_ctx->blas);
-}
-
-bool cuda_tf32() { return cuda::g_tf32; }
 
 void cuda_synchronize() { cuda_check(cudaStreamSynchronize(cuda::stream())); }
 

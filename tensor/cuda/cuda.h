@@ -16,11 +16,6 @@ bool cuda_built();
 // stream, one cuBLAS handle). Idempotent. Returns false and says why (never empty) when it cannot.
 bool cuda_init(std::string* why_not);
 
-// TF32 tensor cores for float32 GEMMs: off by default so f32 results match the CPU to f32 accuracy.
-// May be called before cuda_init; it takes effect for every later matmul.
-void cuda_set_tf32(bool on);
-bool cuda_tf32();
-
 // Blocks until all queued GPU work has finished (kernels run asynchronously; timings need this).
 void cuda_synchronize();
 

@@ -12,8 +12,6 @@ const char* const kNoCuda = "this build has no CUDA backend (nvcc was not found 
 
 [[noreturn]] void no_cuda() { throw std::runtime_error(kNoCuda); }
 
-bool g_tf32 = false;
-
 }  // namespace
 
 bool cuda_built() { return false; }
@@ -23,8 +21,6 @@ bool cuda_init(std::string* why_not) {
   return false;
 }
 
-void cuda_set_tf32(bool on) { g_tf32 = on; }
-bool cuda_tf32() { return g_tf32; }
 void cuda_synchronize() { no_cuda(); }
 CudaDeviceInfo cuda_device_info() { no_cuda(); }
 CudaAllocatorStats cuda_allocator_stats() { no_cuda(); }
