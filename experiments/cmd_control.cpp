@@ -52,7 +52,7 @@ ControlVerdict run_positive_control(const ControlArgs& a) {
                    done->passed ? "passed" : "FAILED", report.c_str());
       return *done;
     }
-  const Device device = run_device(a.device, cfg.device, cfg.source);
+  const Device device = run_device(a.device, cfg);
   bool reused = false;
   const TrainedModel m = train_or_reuse(cfg, a.out, a.retrain, device, {version(), git_commit(), build_type()}, reused);
   const Dataset ds = load_dataset(cfg.data);

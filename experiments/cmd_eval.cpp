@@ -77,7 +77,7 @@ void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std:
 void run_eval(const EvalArgs& o) {
   const ttt::Checkpoint ck = ttt::load_checkpoint(o.checkpoint);
   const std::string source = o.checkpoint + " (its config)";
-  const Device device = run_device(o.device, parse_config(ck.config_text, source).device, source);
+  const Device device = run_device(o.device, parse_config(ck.config_text, source));
   const TrainedModel m = load_trained(ck, o.checkpoint, device);
   const EvalConfig& ec = m.config.eval;
   ttt::InnerRun inner = ec.inner;

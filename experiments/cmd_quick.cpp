@@ -193,7 +193,7 @@ void copy_first_model(const std::string& out) {
 
 void run_quick(const QuickArgs& o) {
   const RunConfig cfg = apply_overrides(load_config(resolve_config(o.config)), o.over);
-  const Device device = run_device(o.device, cfg.device, cfg.source);
+  const Device device = run_device(o.device, cfg);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
   const int threads = cpu::num_threads();
   // A process forked after CUDA was initialised cannot use it: on a GPU the parts run one after another here.

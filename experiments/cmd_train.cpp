@@ -73,7 +73,7 @@ void prepare_job(const TrainArgs& o, TrainJob& job, ttt::Checkpoint& ck) {
     throw std::invalid_argument("train --resume: '" + checkpoint_path(out) + "' is at step " +
                                 std::to_string(ck.step) + " of " + std::to_string(job.config.train.steps) +
                                 "; nothing left to train (raise --steps to continue)");
-  job.device = run_device(o.device, job.config.device, job.config.source);
+  job.device = run_device(o.device, job.config);
 }
 
 void run_train(const TrainArgs& o) {

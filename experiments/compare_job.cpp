@@ -85,7 +85,7 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   const RunConfig cfg = job_config(a, ck);
   std::fprintf(stderr, "%s: config %s\n", label.c_str(), cfg.source.c_str());
   CompareOptions opt = job_options(a, cfg);
-  const Device device = run_device(a.device, cfg.device, cfg.source);
+  const Device device = run_device(a.device, cfg);
   std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
   TrainedModel m = load_trained(ck, a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);

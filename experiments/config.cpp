@@ -491,6 +491,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
       streams(root, "streams", source), adapt(root, "adapt", source);
   read_model(model, c.model);
   model.get<std::string>("device", c.device, [](const std::string& v) { return one_of(v, {"cpu", "cuda"}); });
+  model.get<MatmulPrecision>("precision", c.precision,
+                             [](const std::string& v) { return parse_matmul_precision(v, ""); });
   read_train(train, c.train);
   train.get("seeds", c.train_seeds);
   read_data(data, c.data);

@@ -8,6 +8,7 @@
 
 #include "experiments/compare.h"
 #include "policy/adapt_rollout.h"
+#include "tensor/precision.h"
 #include "ttt/eval.h"
 #include "ttt/model.h"
 #include "ttt/train.h"
@@ -72,6 +73,8 @@ struct AdaptSection {
 struct RunConfig {
   ttt::ModelConfig model;
   std::string device = "cpu";  // model.device: cpu | cuda, where the parameters live and passes run
+  // model.precision: f32 | tf32 | bf16, the operands of float32 matrix products (tensor/precision.h)
+  MatmulPrecision precision = MatmulPrecision::F32;
   ttt::TrainConfig train;
   DataConfig data;
   EvalConfig eval;

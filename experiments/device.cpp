@@ -33,9 +33,10 @@ CLI::Option* add_device_override(CLI::App* sub, std::string& name) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
 }
 
-Device run_device(const std::string& cli, const std::string& config_device, const std::string& config_source) {
+Device run_device(const std::string& cli, const RunConfig& cfg) {
+  set_matmul_precision(cfg.precision);
   if (!cli.empty()) return use_device(cli);
-  const std::string name = config_device.empty() ? "cpu" : config_device;
+  const std::string name = cfg.device.empty() ? "cpu" : cfg.device;
   try {
     return use_device(name);
   } catch (const std::exception& e) {
@@ -43,21 +44,23 @@ Device run_device(const std::string& cli, const std::string& config_device, cons
     std::string why = e.what();
     const std::string flag = "--device ";
     if (why.rfind(flag, 0) == 0) why = why.substr(flag.size());
-    throw std::runtime_error(config_source + ": model.device: " + why);
+    throw std::runtime_error(cfg.source + ": model.device: " + why);
   }
 }
 
 std::string describe_device(Device d) {
+  const MatmulPrecision prec = matmul_precision();
+  const std::string precision = prec == MatmulPrecision::F32 ? "" : std::string("; matmul operands ") + precision_name(prec);
   if (d == Device::CPU) {
     const MachineInfo mi = machine_info();
-    return "cpu: " + mi.cpu_model + ", " + std::to_string(cpu::num_threads()) + " threads";
+    return "cpu: " + mi.cpu_model + ", " + std::to_string(cpu::num_threads()) + " threads" + precision;
   }
   const CudaDeviceInfo i = cuda_device_info();
   char buf[256];
   std::snprintf(buf, sizeof buf, "cuda: %s (sm_%d%d, %d SMs, %.1f GiB; CUDA runtime %s, driver %s)", i.name.c_str(),
                 i.cc_major, i.cc_minor, i.sm_count, double(i.total_bytes) / double(1 << 30),
                 version_str(i.runtime_version).c_str(), version_str(i.driver_version).c_str());
-  return buf;
+  return buf + precision;
 }
 
 Rate measure_on(Device d, const std::function<void()>& fn, double work, int reps, double min_seconds) {

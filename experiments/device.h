@@ -5,6 +5,7 @@
 #include <string>
 
 #include "experiments/bench_util.h"
+#include "experiments/config.h"
 #include "tensor/dtype.h"
 
 namespace ponder::cli {
@@ -17,11 +18,14 @@ Device use_device(const std::string& name);
 // For commands that read a run config (train, eval, quick, compare): --device cpu|cuda with no default,
 // so `name` stays empty unless given and the config's model.device applies.
 CLI::Option* add_device_override(CLI::App* sub, std::string& name);
-// The device such a command runs on: `cli` (its --device, empty when not given) over `config_device`
-// (the config's model.device), initialised by use_device. When cuda comes from the config and cannot be
-// used, the error names the file and the key: "<source>: model.device: cuda: no CUDA device: <why>".
-Device run_device(const std::string& cli, const std::string& config_device, const std::string& config_source);
-// "cpu: <model>, N threads" or "cuda: <GPU> (sm_90, 132 SMs, 79.6 GiB; CUDA runtime 13.0, driver 12.8)".
+// The device such a command runs on: `cli` (its --device, empty when not given) over the config's model.device,
+// initialised by use_device. When cuda comes from the config and cannot be used, the error names the file and
+// the key: "<source>: model.device: cuda: no CUDA device: <why>". Also sets the config's model.precision for
+// every later float32 product (tensor/precision.h).
+Device run_device(const std::string& cli, const RunConfig& cfg);
+// "cpu: <model>, N threads" or "cuda: <GPU> (sm_90, 132 SMs, 79.6 GiB; CUDA runtime 13.0, driver 12.8)", then
+// "; matmul operands bf16" when float32 products run below float32 (tensor/precision.h), so every log and
+// results file that names the device says so too.
 std::string describe_device(Device d);
 // For `ponder --version`: whether this build has CUDA and whether a GPU is usable here.
 std::string cuda_status();
