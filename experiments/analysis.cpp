@@ -201,6 +201,10 @@ std::vector<std::string> degenerate_reasons(const CompareResult& r, const Criter
   return why;
 }
 
+DegeneracyChecks degeneracy_checks(const CompareResult& r) {
+  return {uniform_steps(r).size() >= 2, std::isfinite(tie_share(r.oracle_units))};
+}
+
 // Criteria 2 and 3 correlate with the oracle's K, so they are not testable when ties decided most of it.
 CriteriaVerdicts evaluate_criteria(const CompareResult& r, const CompareOptions& opt, const OracleAnalysis& oa) {
   CriteriaVerdicts v;

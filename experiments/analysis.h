@@ -55,8 +55,15 @@ OracleAnalysis analyse_oracle(const CompareResult& r);
 
 // True when `a` and `b` give the same bits/byte on every window.
 bool same_windows(const MethodResult& a, const MethodResult& b);
-// Why this comparison cannot show anything whatever the methods do; empty when it can.
+// Why this comparison cannot show anything whatever the methods do; empty when it can (or when nothing that
+// could show it ran: see DegeneracyChecks).
 std::vector<std::string> degenerate_reasons(const CompareResult& r, const Criteria& c);
+// Which of degenerate_reasons' two tests had something to test: two uniform-K with K ≥ 1 to compare, an oracle
+// whose ties to count. A report says "not degenerate" only for what was checked.
+struct DegeneracyChecks {
+  bool uniform = false, oracle = false;
+};
+DegeneracyChecks degeneracy_checks(const CompareResult& r);
 
 enum class Verdict { Met, NotMet, NotTestable };
 struct CriteriaVerdicts {

@@ -456,7 +456,7 @@ std::vector<std::string> compare_cells(const CompareOptions& opt) {
     for (int s = 0; oracle && s < (opt.streams ? 1 : opt.seeds); ++s) cells.push_back(run_key(m.name, s));
   }
   for (double mu : opt.frontier_mus)
-    if (frontier_cell(opt, mu) == frontier_key(mu)) cells.push_back(frontier_key(mu));
+    if (first_oracle(opt) && frontier_cell(opt, mu) == frontier_key(mu)) cells.push_back(frontier_key(mu));
   return cells;
 }
 
@@ -523,7 +523,8 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
         run_cell(e, s, set, ro, opt, res, jr);
     }
   }
-  res.frontier = frontier_of(ro, eval_set(0), opt, entries, jr, report, share);
+  // The oracle's frontier only when the oracle is compared: each point is an oracle pass (many uniform ones).
+  if (first_oracle(opt)) res.frontier = frontier_of(ro, eval_set(0), opt, entries, jr, report, share);
   for (Entry& e : entries) res.methods.push_back(std::move(e.result));
   count_ks(opt.step_options, res);
   res.seconds = seconds_since(t_start);

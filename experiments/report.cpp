@@ -44,9 +44,15 @@ std::string setup_text(const CompareResult& r, const CompareOptions& opt) {
          "paired by stream; per-stream bits/byte are in results.json as window_bpb).";
 }
 
-std::string degenerate_md(const std::vector<std::string>& why) {
-  if (why.empty()) return "**Not degenerate**: some decision changes some output, and the oracle's choices are not "
-                          "mostly ties.\n\n";
+std::string degenerate_md(const std::vector<std::string>& why, const DegeneracyChecks& checked) {
+  if (why.empty() && !checked.uniform && !checked.oracle)
+    return "**Degeneracy not checked**: fewer than two uniform schedules with K ≥ 1 and no oracle ran, so nothing "
+           "here shows whether a decision changes an output.\n\n";
+  if (why.empty())
+    return std::string("**Not degenerate**: ") +
+           (checked.uniform ? "some decision changes some output" : "(not checked whether a decision changes an "
+                                                                    "output: fewer than two uniform-K with K ≥ 1)") +
+           (checked.oracle ? ", and the oracle's choices are not mostly ties" : "; no oracle ran") + ".\n\n";
   std::string s = "**Degenerate by construction** — no method can show anything in this comparison:\n\n";
   for (const std::string& w : why) s += "- " + w + ".\n";
   return s + "\n";
@@ -297,6 +303,7 @@ struct ReportParts {
   Section methods, tests, oracle, agreement, costs, criteria;
   std::string learned, answer, best_method;
   std::vector<std::string> degenerate;
+  DegeneracyChecks checked;
   double ties = NAN;
 };
 
@@ -353,7 +360,7 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << opt.low << " or K=" << opt.high << " per unit and are calibrated on " << opt.calib_windows
      << " validation windows to " << (opt.calibrate_on == "total" ? "the total FLOPs per token of " + base_name +
         " (their own overhead comes out of their inner budget; inner budget " : "the inner FLOPs per token of " +
-        base_name + " (") << fmt("%.4g", r.budget_inner_per_token) << ").\n\n" << degenerate_md(p.degenerate) << "## Answer\n\n"
+        base_name + " (") << fmt("%.4g", r.budget_inner_per_token) << ").\n\n" << degenerate_md(p.degenerate, p.checked) << "## Answer\n\n"
      << p.answer << "\n\n## Results\n\n"
      << p.methods.md << "\nFLOPs are counted by the engine, not estimated: base forward + inner TTT steps actually run "
      << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"
@@ -394,6 +401,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   p.criteria = criteria_section(evaluate_criteria(r, opt, oa), oa, opt.criteria);
   p.answer = answer_text(r, opt, cmp, hr, base_name);
   p.degenerate = degenerate_reasons(r, opt.criteria);
+  p.checked = degeneracy_checks(r);
   p.ties = oa.tie_share;
   p.best_method = best_method_name(r);
 

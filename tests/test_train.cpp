@@ -702,7 +702,16 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   std::ifstream md(t.dir / "report.md");
   std::stringstream text;
   text << md.rdbuf();
-  CHECK(text.str().find("**Not degenerate**") != std::string::npos);
+  CHECK(text.str().find("**Not degenerate**: some decision changes some output, and the oracle's") != std::string::npos);
+  // Nothing that could show it ran (one uniform-K with K >= 1, no oracle): the report says it was not checked.
+  cli::CompareResult lone = hand_result({{"uniform-0", zero}, {"uniform-1", same}}, false);
+  lone.oracle_units = {};
+  cli::write_compare_outputs(lone, opt, {{"commit", "test"}}, t.dir.string());
+  std::ifstream lone_md(t.dir / "report.md");
+  std::stringstream lone_text;
+  lone_text << lone_md.rdbuf();
+  CHECK(lone_text.str().find("**Degeneracy not checked**") != std::string::npos);
+  CHECK(lone_text.str().find("**Not degenerate**") == std::string::npos);
   // A cheaper uniform schedule within 1 % of uniform-4 at 14 % fewer FLOPs makes criterion 1 uninformative.
   j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", better}, {"uniform-4", best}, {"random", better}},
           false);
