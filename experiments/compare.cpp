@@ -368,10 +368,12 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
 
 // The oracle on every window, with its K and the difficulty scores it saw per unit (for the oracle analysis).
 std::vector<Episode> run_oracle_set(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
-                                    OracleUnits& units) {
+                                    OracleUnits& units, const policy::WindowProgress& progress) {
   std::vector<Episode> eps;
-  for (const Window& w : set.windows)
+  for (const Window& w : set.windows) {
+    if (progress && !eps.empty()) progress(double(eps.size()) / double(set.windows.size()));
     eps.push_back(ro.oracle(w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, opt.rollout));
+  }
   const int64_t unit = ro.model().config().mini_batch * opt.rollout.unit_batches;
   for (size_t i = 0; i < eps.size(); ++i) {
     const std::vector<int64_t> ids = set.windows[i].first.to_ints();
@@ -390,7 +392,7 @@ std::vector<Episode> run_oracle_set(const policy::Rollouts& ro, const EvalSet& s
 
 // One method × seed: restored from the journal, or run and journaled.
 void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, const CompareOptions& opt,
-              CompareResult& res, Journal& jr) {
+              CompareResult& res, Journal& jr, const policy::WindowProgress& progress) {
   MethodResult& m = e.result;
   if (const nlohmann::json* rec = jr.find(run_key(m.name, s))) {
     m.seeds.push_back(rec->at("result").get<SeedResult>());
@@ -405,8 +407,8 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
   const size_t oracle_from = res.oracle_units.k.size();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Episode> eps;
-  if (m.kind == "oracle") eps = run_oracle_set(ro, set, opt, res.oracle_units);
-  else policy::run_windows(ro, set.windows, *e.policy, e.rollout, uint64_t(s) * 7919, &eps);
+  if (m.kind == "oracle") eps = run_oracle_set(ro, set, opt, res.oracle_units, progress);
+  else policy::run_windows(ro, set.windows, *e.policy, e.rollout, uint64_t(s) * 7919, &eps, progress);
   m.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
   std::vector<int> unit_k;
   for (const Episode& ep : eps)
@@ -518,9 +520,11 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
       res.passage_tokens.assign(ids.begin(), ids.end());
     }
     for (Entry& e : entries) {
-      report(e.result.name + " (seed " + std::to_string(s) + ")", done++, total);
+      const std::string what = e.result.name + " (seed " + std::to_string(s) + ")";
+      const double at = done++;
+      report(what, at, total);
       if (owns(opt, share, seed_cell(opt, e.result.name, e.result.kind == "oracle", s)))
-        run_cell(e, s, set, ro, opt, res, jr);
+        run_cell(e, s, set, ro, opt, res, jr, [&](double f) { report(what, at + f, total); });
     }
   }
   // The oracle's frontier only when the oracle is compared: each point is an oracle pass (many uniform ones).

@@ -101,8 +101,10 @@ CompareProgress stderr_progress(const std::string& label) {
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!tty && t - *last_print < 5) return;  // a line every few seconds in logs
     *last_print = t;
-    const double eta = done > 0 ? t / done * (total - done) : 0;
-    std::fprintf(stderr, "%s%s: %-34s %3.0f%%  %5.0f s elapsed, ETA %4.0f s%s", tty ? "\r" : "", label.c_str(),
+    // Nothing done yet means no rate to extrapolate from: the ETA is unknown, not zero.
+    char eta[32] = "   ?  ";
+    if (done > 0) std::snprintf(eta, sizeof eta, "%4.0f s", t / done * (total - done));
+    std::fprintf(stderr, "%s%s: %-34s %3.0f%%  %5.0f s elapsed, ETA %s%s", tty ? "\r" : "", label.c_str(),
                  what.c_str(), total > 0 ? 100 * done / total : 0.0, t, eta, tty ? "   " : "\n");
   };
 }

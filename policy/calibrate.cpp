@@ -22,10 +22,14 @@ CostSummary run_windows(const ttt::Model& model, const std::vector<Window>& wind
 }
 
 CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
-                        const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes) {
+                        const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes,
+                        const WindowProgress& progress) {
   CostSummary s;
-  double tokens = 0, units = 0, ksum = 0;
+  double tokens = 0, units = 0, ksum = 0, read = 0, all_read = 0;
+  for (const Window& w : windows) all_read += double(w.first.numel());
   for (size_t i = 0; i < windows.size(); ++i) {
+    if (progress && i > 0) progress(read / all_read);
+    read += double(windows[i].first.numel());
     Episode ep = rollouts.policy(windows[i].first, windows[i].second, policy, opt, seed + i);
     tokens += double(ep.tokens());
     s.inner_per_token += double(ep.inner);

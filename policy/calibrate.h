@@ -1,5 +1,6 @@
 // Percentile calibration of difficulty heuristics on a validation split (docs/method.md §4.3).
 #pragma once
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -17,9 +18,13 @@ struct CostSummary {
   double loss = 0;                // mean next-token loss, nats
 };
 
+// Told the share of the windows' tokens read so far after each window (a whole held-out split is one long call).
+using WindowProgress = std::function<void(double fraction)>;
+
 // Runs `policy` over the windows (sequence seed = seed + window index) and sums the episodes.
 CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
-                        const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes = nullptr);
+                        const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes = nullptr,
+                        const WindowProgress& progress = {});
 // The same with the TTT layers' inner steps (LayerRollouts).
 CostSummary run_windows(const ttt::Model& model, const std::vector<Window>& windows, Policy& policy,
                         const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes = nullptr);
