@@ -140,11 +140,13 @@ std::pair<Tensor, Tensor> act_mul_backward(GateAct a, const Tensor& x, const Ten
   return {mul(mul(g, b), act_grad(a, x)), mul(g, act(a, x))};
 }
 
-double sum_squares(const Tensor& t) {
+Tensor sum_squares_scalar(const Tensor& t) {
   NoGradGuard ng;
   Tensor d = to_dtype(t, DType::F64);
-  return sum(mul(d, d)).item();
+  return sum(mul(d, d));
 }
+
+double sum_squares(const Tensor& t) { return sum_squares_scalar(t).item(); }
 
 void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) {
   NoGradGuard ng;

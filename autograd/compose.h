@@ -37,7 +37,8 @@ std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Ten
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);  // act(a)⊙b
 // {da, db} = {(g⊙b)⊙act'(a), g⊙act(a)}
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
-// Σ t², t converted to float64 first.
+// Σ t², t converted to float64 first: a float64 scalar on t's device, and that scalar read to the host.
+Tensor sum_squares_scalar(const Tensor& t);
 double sum_squares(const Tensor& t);
 // One AdamW step on p, m, v in place (AdamWCoeffs in tensor/backend.h states the rule, in this order of
 // float operations, which the fused kernels follow bit for bit).

@@ -216,7 +216,7 @@ Sizes dual_sizes(const Tensor& xq) {
 
 Sizes attention_sizes(const Tensor& q, const Tensor& k) {
   const int64_t n = q.shape()[q.dim() - 2], f = q.shape().back();
-  return {n * f ? q.numel() / (n * f) : 0, n, k.shape()[k.dim() - 2], f};
+  return {n * f != 0 ? q.numel() / (n * f) : 0, n, k.shape()[k.dim() - 2], f};
 }
 
 int64_t Rule::at(FlopCat c, const Sizes& s) const {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/compose.h"
 #include "autograd/fused.h"
 #include "autograd/nn.h"
 
@@ -101,18 +102,32 @@ void AdamW::step() {
 
 // ---- gradient clipping
 
+double grad_sum_squares(const std::vector<Tensor>& params) {
+  NoGradGuard ng;
+  // Squared norms summed in float64 in parameter order: exact enough and order-fixed. Where the device has the fused
+  // reduction each parameter's sum is a host number at once; elsewhere (CUDA) the per-parameter scalars are added on
+  // the device and read once, since every read waits for the device: one wait per step, not one per parameter.
+  double host = 0;
+  Tensor on_device;
+  for (const Tensor& p : params) {
+    Tensor g = grad_of(p);
+    if (!g.defined()) continue;
+    if (fused::use(FusedOp::SumSquares, g)) {
+      host += sum_squares(g);
+      continue;
+    }
+    Tensor s = compose::sum_squares_scalar(g);
+    const FlopIsolate uncounted;  // the fused path's host additions are not counted either
+    on_device = on_device.defined() ? plus(on_device, s) : s;
+  }
+  return on_device.defined() ? host + on_device.item() : host;
+}
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm >= 0))
     throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " + std::to_string(max_norm));
   NoGradGuard ng;
-  // Squared norms summed in float64 on the host in parameter order: exact enough and order-fixed.
-  double total = 0;
-  for (const Tensor& p : params) {
-    Tensor g = grad_of(p);
-    if (!g.defined()) continue;
-    total += sum_squares(g);  // squares and sum in float64, one kernel where the device has it
-  }
-  const double norm = std::sqrt(total);
+  const double norm = std::sqrt(grad_sum_squares(params));
   if (norm > max_norm) {
     const double coef = max_norm / (norm + 1e-6);
     for (const Tensor& p : params) {
