@@ -214,7 +214,7 @@ void run_quick(const QuickArgs& o) {
   const bool attn_reused = attn && older(attn_dir);
   const Dataset ds = load_dataset(cfg.data);
 
-  RegimeResult regime = run_regime(m, attn ? &*attn : nullptr, ds, regime_options(cfg.streams));
+  RegimeResult regime = run_regime(m, attn ? &*attn : nullptr, ds, regime_options(cfg.streams), stderr_progress("regime"));
   if (attn) regime.attention_checkpoint = checkpoint_path(attn_dir);
   const std::map<int64_t, double> curve = training_curve(log_path(o.out));
 

@@ -193,7 +193,7 @@ std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const s
 
 void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title,
                   const TrainedModel* attention, const std::string& attention_checkpoint) {
-  RegimeResult regime = run_regime(job.m, attention, job.ds, regime_options(job.streams));
+  RegimeResult regime = run_regime(job.m, attention, job.ds, regime_options(job.streams), stderr_progress("regime"));
   regime.attention_checkpoint = attention_checkpoint;
   write_position_plot(regime, dir);
   nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};

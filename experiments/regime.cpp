@@ -122,10 +122,36 @@ ttt::StreamEvalOptions uniform_options(const TrainedModel& m, int k, int64_t chu
   return so;
 }
 
-// Replaces every result's by_position with the bins of documents read from their start (RegimeOptions).
-void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
-                    const RegimeOptions& opt) {
-  const std::vector<data::StreamTokens> docs =
+// The regime's passes as one progress line: each pass weighs the tokens it reads, its own progress (a share of
+// them) reported inside it.
+class PassProgress {
+ public:
+  PassProgress(const CompareProgress& report, double total) : report_(report), total_(total) {}
+  // `so` reporting as the pass `what` over `tokens` tokens; the next pass starts where it ends.
+  ttt::StreamEvalOptions track(ttt::StreamEvalOptions so, const std::string& what, double tokens) {
+    if (!report_) return so;
+    const double at = done_;
+    done_ += tokens;
+    report_(what, at, total_);
+    so.progress = [report = report_, what, at, tokens, total = total_](double f) { report(what, at + f * tokens, total); };
+    return so;
+  }
+
+ private:
+  CompareProgress report_;
+  double total_, done_ = 0;
+};
+
+double tokens_of(const std::vector<data::StreamTokens>& streams) {
+  double n = 0;
+  for (const data::StreamTokens& s : streams) n += double(s.tokens.size());
+  return n;
+}
+
+// The documents loss by position is read on when streams.position_docs > 0 (RegimeOptions).
+std::vector<data::StreamTokens> position_documents(RegimeResult& r, const Dataset& ds, const RegimeOptions& opt) {
+  if (opt.position_docs <= 0) return {};
+  std::vector<data::StreamTokens> docs =
       document_starts(ds.documents_read(opt.split).docs, opt.position_docs, opt.position_len, r.position_candidates);
   if (docs.empty())
     throw std::invalid_argument("regime: streams.position_docs asks for documents of at least " +
@@ -133,29 +159,30 @@ void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* 
                                 " split has none; lower streams.position_len or set position_docs to 0");
   r.position_docs = int64_t(docs.size());
   r.position_len = opt.position_len;
-  for (auto& [k, res] : r.uniform)
-    res.by_position = ttt::evaluate_streams(m.model, docs, uniform_options(m, k, opt.chunk)).by_position;
+  return docs;
+}
+
+// Replaces every result's by_position with the bins of `docs` read from their start.
+void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* attention,
+                    const std::vector<data::StreamTokens>& docs, const RegimeOptions& opt, PassProgress& passes) {
+  const double n = tokens_of(docs);
+  for (auto& [k, res] : r.uniform) {
+    const std::string what = "uniform-" + std::to_string(k) + " by position";
+    res.by_position = ttt::evaluate_streams(m.model, docs, passes.track(uniform_options(m, k, opt.chunk), what, n))
+                          .by_position;
+  }
   if (attention && r.attention) {
-    r.attention->by_position = ttt::evaluate_streams(attention->model, docs, attention_options(opt.chunk)).by_position;
+    const ttt::StreamEvalOptions so = passes.track(attention_options(opt.chunk), "attention-only by position", n);
+    r.attention->by_position = ttt::evaluate_streams(attention->model, docs, so).by_position;
   }
   std::fprintf(stderr, "regime: loss by position from %lld documents' first %lld tokens\n", (long long)r.position_docs,
                (long long)r.position_len);
 }
 
-}  // namespace
-
-RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
-                        const RegimeOptions& opt) {
-  RegimeResult r;
-  r.carry_factors = m.model.carry_factors();
-  r.model_layers = m.model.config().layers;
-  if (attention) {
-    r.attention_layers = attention->model.config().layers;
-    r.attention_window = attention->model.config().attn_window;
-  }
-  const std::vector<data::StreamTokens>& whole = ds.streams(opt.split);
+// The held-out streams the regime reads, cut by RegimeOptions' caps; counts the split's and the scored tokens.
+std::vector<data::StreamTokens> regime_streams(RegimeResult& r, const Dataset& ds, const RegimeOptions& opt) {
   std::vector<data::StreamTokens> streams;
-  for (const data::StreamTokens& s : whole) {
+  for (const data::StreamTokens& s : ds.streams(opt.split)) {
     r.split_tokens += s.scored();
     for (data::StreamTokens& c : data::segment_stream(s, opt.max_adapt, opt.max_scored, opt.max_segments))
       if (c.scored() > 0) streams.push_back(std::move(c));
@@ -163,13 +190,34 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
   if (streams.empty()) throw std::invalid_argument("regime: the " + opt.split + " split has no scored token");
   r.eval_tokens = data::scored_tokens(streams);
   r.streams = int64_t(streams.size());
+  return streams;
+}
+
+}  // namespace
+
+RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
+                        const RegimeOptions& opt, const CompareProgress& progress) {
+  RegimeResult r;
+  r.carry_factors = m.model.carry_factors();
+  r.model_layers = m.model.config().layers;
+  if (attention) {
+    r.attention_layers = attention->model.config().layers;
+    r.attention_window = attention->model.config().attn_window;
+  }
+  const std::vector<data::StreamTokens> streams = regime_streams(r, ds, opt);
+  const std::vector<data::StreamTokens> docs = position_documents(r, ds, opt);  // before the passes: fails fast
+  const double passes_each = double(opt.ks.size()) + (attention ? 1 : 0);
+  PassProgress passes(progress, passes_each * (tokens_of(streams) + tokens_of(docs)));
   for (int k : opt.ks) {
-    r.uniform.push_back({k, ttt::evaluate_streams(m.model, streams, uniform_options(m, k, opt.chunk))});
+    const double n = tokens_of(streams);
+    const std::string what = "uniform-" + std::to_string(k);
+    r.uniform.push_back({k, ttt::evaluate_streams(m.model, streams, passes.track(uniform_options(m, k, opt.chunk), what, n))});
     std::fprintf(stderr, "regime: uniform-%d on %lld streams: %.4f bits/byte (%.1f s)\n", k, (long long)r.streams,
                  r.uniform.back().second.bpb, r.uniform.back().second.seconds);
   }
   if (attention) {
-    r.attention = ttt::evaluate_streams(attention->model, streams, attention_options(opt.chunk));
+    const ttt::StreamEvalOptions so = passes.track(attention_options(opt.chunk), "attention-only", tokens_of(streams));
+    r.attention = ttt::evaluate_streams(attention->model, streams, so);
     std::fprintf(stderr, "regime: attention-only: %.4f bits/byte (%.1f s)\n", r.attention->bpb, r.attention->seconds);
   }
   for (int n = 1; n <= opt.max_ngram; ++n) {
@@ -178,7 +226,7 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
     const double bits = ngram_bits(ng, streams, tokens);
     r.ngram_bpb[n] = bits / double(tokens);
   }
-  if (opt.position_docs > 0) read_positions(r, m, attention, ds, opt);
+  if (!docs.empty()) read_positions(r, m, attention, docs, opt, passes);
   return r;
 }
 

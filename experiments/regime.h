@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/compare.h"
 #include "experiments/training.h"
 #include "ttt/stream_eval.h"
 
@@ -61,8 +62,9 @@ std::vector<data::StreamTokens> document_starts(const std::vector<std::vector<in
                                                 int64_t len, int64_t& candidates);
 
 // `attention` (optional) is an attention-only model trained like `m`.
+// `progress` (optional) hears of every pass, weighted by the tokens it reads (a whole split takes minutes a pass).
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
-                        const RegimeOptions& opt);
+                        const RegimeOptions& opt, const CompareProgress& progress = {});
 
 // results.json's top-level fields: carry_token_factor, ngram_bpb, loss_by_position, eval_tokens, and a `regime`
 // object with the per-schedule numbers and the checks.

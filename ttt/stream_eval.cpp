@@ -45,7 +45,12 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
   StreamEvalResult r;
   double loss_sum = 0;
   FlopScope scope;
+  double all_tokens = 0;
+  for (const data::StreamTokens& s : streams) all_tokens += double(s.tokens.size());
+  double fed = 0;
   for (const data::StreamTokens& s : streams) {
+    if (opt.progress && fed > 0) opt.progress(fed / all_tokens);
+    fed += double(s.tokens.size());
     const int64_t n = int64_t(s.tokens.size()) - 1;  // predictions: input t predicts token t + 1
     double stream_sum = 0;
     int64_t stream_count = 0;
