@@ -254,6 +254,7 @@ void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j) {
                                                    {"documents_that_long", r.position_candidates}}
                           : nlohmann::ordered_json{{"read", "the streams above, every prediction"}};
   nlohmann::ordered_json reg = {{"streams", r.streams}, {"split_tokens", r.split_tokens},
+                                {"stream_tokens", r.uniform.front().second.stream_tokens},  // scored, per stream
                                 {"loss_by_position_source", source},
                                 {"scored_fraction", r.scored_fraction()}, {"carry_alive", r.carry_alive()},
                                 {"loss_falls_with_position", r.loss_falls()}, {"ttt_beats_uniform0", r.ttt_helps()},
@@ -291,7 +292,9 @@ std::string regime_markdown(const RegimeResult& r) {
      << r.streams << " held-out streams or stream segments (`streams.max_scored`, `max_segments`), each read whole "
      << "(state carried from its first token to its last), "
      << r.eval_tokens << " scored tokens = " << fmt("%.1f", 100 * r.scored_fraction()) << " % of the split's "
-     << r.split_tokens << ".\n\n";
+     << r.split_tokens << ". Bits/byte here are over the scored tokens, each counted once, so a long stream weighs "
+     << "by its length; the comparison's tables average per stream, so the two differ when the streams' lengths and "
+     << "losses go together.\n\n";
   std::string factors;
   for (double f : r.carry_factors) factors += (factors.empty() ? "" : ", ") + fmt("%.4g", f);
   md << "- Carry factor per TTT layer (η's last-row token factor; 0 = the carried state never moves): " << factors

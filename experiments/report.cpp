@@ -238,6 +238,9 @@ Section criteria_section(const CriteriaVerdicts& v, const OracleAnalysis& oa, co
   return s;
 }
 
+// A difference in bits per byte, to 4 decimals, or to 2 significant digits when 4 decimals would show 0.
+std::string bpb_delta(double d) { return std::abs(d) >= 5e-5 || d == 0 ? fmt("%+.4f", d) : fmt("%+.2g", d); }
+
 // The answer, in words computed from the numbers: the best method against the budget, the oracle's headroom, and
 // what the carry factor allows.
 std::string answer_text(const CompareResult& r, const CompareOptions& opt, const std::vector<Comparison>& cmp,
@@ -250,15 +253,23 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
     answer << "No adaptive method was compared with " << base_name << ".";
   } else {
     const bool sig = std::isfinite(best->holm) && best->holm < 0.05;
+    // A paired test over thousands of tokens resolves differences far below any that matter; an effect under a
+    // tenth of the size the comparisons are built to resolve (the positive control's floor) is said to be nil.
+    const double tiny = opt.criteria.control_headroom / 10;
     answer << "Best adaptive method at the budget of " << base_name << ": `" << best->method << "`, Δ = "
-           << fmt("%+.4f", best->delta) << " bits per byte per window (Holm-corrected paired t p = "
+           << bpb_delta(best->delta) << " bits per byte per window (Holm-corrected paired t p = "
            << fmt("%.3g", best->holm) << "): "
            << (best->delta == 0 ? "identical to uniform on every window"
                : sig ? (best->delta < 0 ? "significantly better than uniform" : "significantly worse than uniform")
-                     : "not significantly different from uniform")
-           << ". The oracle's headroom over the uniform frontier at no more than that compute is "
-           << fmt("%+.4f", hr.bpb) << " bits per byte (95% CI [" << fmt("%+.4f", hr.lo) << ", "
-           << fmt("%+.4f", hr.hi) << "]).";
+                     : "not significantly different from uniform");
+    if (best->delta != 0 && sig && std::abs(best->delta) < tiny)
+      answer << ", but by less than " << fmt("%g", tiny) << " bits per byte, a tenth of the effect the comparison is "
+             << "built to resolve (compare.criteria_control_headroom): practically nil";
+    answer << ". The oracle's headroom over the uniform frontier at no more than that compute is "
+           << bpb_delta(hr.bpb) << " bits per byte (95% CI [" << bpb_delta(hr.lo) << ", " << bpb_delta(hr.hi) << "])";
+    if (std::isfinite(hr.hi) && std::abs(hr.hi) < tiny && std::abs(hr.lo) < tiny)
+      answer << ": under " << fmt("%g", tiny) << " bits per byte, so at this budget there is nothing to allocate";
+    answer << ".";
     if (headroom_short_of_budget(r, hr))
       answer << " Note: the oracle frontier's best point within the budget spends only "
              << fmt("%.0f", 100 * hr.flops / hr.base_flops) << " % of it, so that headroom is a cheaper oracle's; "

@@ -157,6 +157,12 @@ with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as seri
         check(math.isclose(total / results["eval_tokens"] / math.log(2), sched["bpb"], rel_tol=1e-9),
               name + ": stream bits/byte recomputed from the position bins")
         check("| TTT %s | %.4f |" % (name, sched["bpb"]) in report, name + " stream bpb stated in report.md")
+        tokens = results["regime"]["stream_tokens"]
+        check(len(tokens) == len(sched["stream_bpb"]) == results["regime"]["streams"] and
+              sum(tokens) == results["eval_tokens"] and
+              math.isclose(sum(t * b for t, b in zip(tokens, sched["stream_bpb"])) / sum(tokens), sched["bpb"],
+                           rel_tol=1e-9),
+              name + ": bits/byte is the per-stream bits/byte weighted by the scored tokens in regime.stream_tokens")
     check("attention" in bins[0]["mean_loss"] and os.path.exists(os.path.join(out, "attention", "checkpoint.ckpt")),
           "the attention-only baseline was trained and read on the same streams")
     check("## Is the question live here?" in report and "Carry factor per TTT layer" in report and

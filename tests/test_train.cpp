@@ -718,6 +718,39 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"] == "not testable");
 }
 
+TEST_CASE("a significant difference below a tenth of the control's floor is called practically nil, a larger one is not") {
+  Scratch t("nil");
+  const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
+  cli::CompareOptions opt;
+  opt.step_options = {0, 1, 2, 4};
+  opt.frontier_mus = {};
+  auto answer = [&](double gain) {
+    std::vector<double> random = same;
+    for (size_t i = 0; i < random.size(); ++i) random[i] -= gain * (1 + 0.1 * double(i));  // consistent: tiny p
+    std::vector<double> worse = same;
+    for (double& v : worse) v += 0.05;
+    cli::write_compare_outputs(hand_result({{"uniform-0", zero}, {"uniform-1", worse}, {"uniform-2", same},
+                                            {"uniform-4", worse}, {"random", random}}, false),
+                               opt, {{"commit", "test"}}, t.dir.string());
+    std::ifstream md(t.dir / "report.md");
+    std::stringstream text;
+    text << md.rdbuf();
+    const std::string s = text.str();
+    const size_t at = s.find("Best adaptive method");
+    REQUIRE(at != std::string::npos);
+    return s.substr(at, s.find('\n', at) - at);
+  };
+  const std::string tiny = answer(2e-5);
+  INFO(tiny);
+  CHECK(tiny.find("Δ = -2") != std::string::npos);  // shown to 2 significant digits, not as -0.0000
+  CHECK(tiny.find("significantly better than uniform, but by less than 0.001 bits per byte") != std::string::npos);
+  CHECK(tiny.find("practically nil") != std::string::npos);
+  const std::string real = answer(0.02);
+  INFO(real);
+  CHECK(real.find("significantly better than uniform") != std::string::npos);
+  CHECK(real.find("practically nil") == std::string::npos);
+}
+
 TEST_CASE("comparison in streams mode scores exactly the held-out streams' evaluation parts, segment by segment, as stream "
           "evaluation does") {
   Scratch t("streams");
