@@ -188,7 +188,7 @@ def check_mutated():
               "%s: all %d mutants fail (operators %s; %d killed, %d inconclusive) in %.1f s"
               % (bench, j["problems"], ",".join(sorted(ops)), j["killed"], len(inconclusive), j["seconds"]))
         # On HumanEval and MBPP every canonical solution passed above, so a mutant is inconclusive only when its
-        # canonical run hit a time limit this time (a loaded machine: once one MBPP solution while two trainings and
+        # canonical run hit a time limit this time (a loaded machine: once one MBPP solution while two comparisons and
         # the suites shared 2 cores); any other reason is a failure, and each one is named.
         slow = [x for x in j["inconclusive"] if x["category"] in ("timeout", "cpu-limit")]
         check(j["killed"] + len(inconclusive) == j["problems"] and (bench == "classeval" or len(slow) == len(inconclusive)),
