@@ -38,30 +38,50 @@ Batch gather_windows(const TokenStream& tokens, const std::vector<Window>& windo
   return {Tensor::from_ints(input, shape), Tensor::from_ints(target, shape)};
 }
 
-WindowSampler::WindowSampler(TokenStream tokens, int64_t batch_size, int64_t seq_len, uint64_t seed)
-    : tokens_(std::move(tokens)), batch_size_(batch_size), seq_len_(seq_len), seed_(seed), gen_(seed) {
+WindowSampler::WindowSampler(TokenStream tokens, int64_t batch_size, int64_t seq_len, uint64_t seed, int64_t span)
+    : tokens_(std::move(tokens)), batch_size_(batch_size), seq_len_(seq_len), span_(span), seed_(seed), gen_(seed) {
   check_positive(batch_size, "WindowSampler: batch_size");
   check_positive(seq_len, "WindowSampler: seq_len");
+  check_positive(span, "WindowSampler: span");
   int64_t total = 0;
   for (const auto& d : tokens_.docs) {
-    total += std::max<int64_t>(0, int64_t(d.size()) - seq_len);
+    total += std::max<int64_t>(0, int64_t(d.size()) - span * seq_len);
     starts_before_.push_back(total);
   }
-  if (total == 0)
-    throw std::invalid_argument("WindowSampler: no document has seq_len + 1 = " + std::to_string(seq_len + 1) +
+  if (total == 0) {
+    const std::string what = span == 1 ? "seq_len + 1 = " : std::to_string(span) + " windows · seq_len + 1 = ";
+    throw std::invalid_argument("WindowSampler: no document has " + what + std::to_string(span * seq_len + 1) +
                                 " tokens (longest: " + std::to_string(longest(tokens_)) + ")");
+  }
 }
 
-Batch WindowSampler::next() {
+std::vector<Window> WindowSampler::draw() {
   std::vector<Window> windows;
   const int64_t total = starts_before_.back();
-  for (int64_t b = 0; b < batch_size_; ++b) {  // one draw per window: seek() counts on it
+  for (int64_t b = 0; b < batch_size_; ++b) {  // one draw per row: seek() counts on it
     auto k = std::min(int64_t(gen_.uniform01() * double(total)), total - 1);
     // The document is the first whose cumulative start count exceeds k; documents without starts are skipped.
     auto doc = std::upper_bound(starts_before_.begin(), starts_before_.end(), k) - starts_before_.begin();
     windows.push_back({doc, k - (doc > 0 ? starts_before_[size_t(doc) - 1] : 0)});
   }
-  return gather_windows(tokens_, windows, seq_len_);
+  return windows;
+}
+
+Batch WindowSampler::next() {
+  if (span_ != 1)
+    throw std::logic_error("WindowSampler::next: this sampler draws runs of " + std::to_string(span_) +
+                           " windows; read them with next_span()");
+  return gather_windows(tokens_, draw(), seq_len_);
+}
+
+std::vector<Batch> WindowSampler::next_span() {
+  std::vector<Window> windows = draw();
+  std::vector<Batch> out;
+  for (int64_t i = 0; i < span_; ++i) {
+    out.push_back(gather_windows(tokens_, windows, seq_len_));
+    for (Window& w : windows) w.start += seq_len_;  // the next window of the run continues where this one ended
+  }
+  return out;
 }
 
 EvalWindows::EvalWindows(TokenStream tokens, int64_t seq_len, int64_t max_windows)

@@ -28,10 +28,14 @@ Batch gather_windows(const TokenStream& tokens, const std::vector<Window>& windo
 // Training mode: each next() draws batch_size windows independently and uniformly over every valid start
 // position of every document, from a counter-based generator. The position is (seed, state()): restoring a
 // saved state() with set_state() continues the exact same sequence of batches.
+// With span > 1 a draw is a run of span consecutive windows (span · seq_len + 1 tokens of one document), handed out
+// by next_span() as `span` batches: row b of batch i is window i of draw b, so a model reading the batches in order
+// with its state carried reads each row's run from its start (train.carry_state). span = 1 draws as next() does.
 class WindowSampler {
  public:
-  WindowSampler(TokenStream tokens, int64_t batch_size, int64_t seq_len, uint64_t seed);
-  Batch next();
+  WindowSampler(TokenStream tokens, int64_t batch_size, int64_t seq_len, uint64_t seed, int64_t span = 1);
+  Batch next();                  // span must be 1
+  std::vector<Batch> next_span();  // batch_size draws of span windows each, as span batches
   uint64_t state() const { return gen_.counter(); }
   void set_state(uint64_t state) { gen_.set_state(seed_, state); }
   // Where `batches` calls of next() from `state` leave the sampler (each window of a batch is one draw), so that
@@ -40,14 +44,16 @@ class WindowSampler {
   uint64_t seed() const { return seed_; }
   int64_t batch_size() const { return batch_size_; }
   int64_t seq_len() const { return seq_len_; }
+  int64_t span() const { return span_; }
   const TokenStream& tokens() const { return tokens_; }
 
  private:
   TokenStream tokens_;
-  int64_t batch_size_, seq_len_;
+  int64_t batch_size_, seq_len_, span_;
   uint64_t seed_;
   Generator gen_;
-  std::vector<int64_t> starts_before_;  // starts_before_[d]: valid start positions in documents [0, d]
+  std::vector<int64_t> starts_before_;  // starts_before_[d]: valid start positions of a draw in documents [0, d]
+  std::vector<Window> draw();           // batch_size draws: where each run starts
 };
 
 // Evaluation mode: a fixed list of windows, the same on every call and for every method evaluated. Windows

@@ -1,5 +1,6 @@
 // `ponder eval`: loss, bits per byte, loss by position and FLOPs per token of a checkpoint on a held-out
-// split, under a step schedule (by default the one in the checkpoint's config, eval section).
+// split, under a step schedule (by default the one in the checkpoint's config, eval section): on fixed windows, each
+// from a fresh state, or (--streams) on the split's streams read whole with the state carried.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -7,6 +8,8 @@
 
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
+#include "experiments/compare_job.h"
+#include "experiments/regime.h"
 #include "experiments/device.h"
 #include "experiments/training.h"
 #include "ttt/flop_profile.h"
@@ -23,6 +26,8 @@ struct EvalArgs {
   std::optional<int64_t> max_windows;
   bool json = false;
   bool flops_by_layer = false;  // also the FLOPs of one window's forward pass, section by section
+  bool streams = false;         // the held-out streams read whole (the config's streams: section cuts them)
+  std::optional<int64_t> position_docs, position_len;  // --streams: loss by position from documents' starts
 };
 
 // One window's forward pass under `inner`, FLOPs per token by section (ttt/flop_profile.h).
@@ -74,6 +79,84 @@ void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std:
   std::printf("\n(%.1f s)\n", r.seconds);
 }
 
+nlohmann::ordered_json position_json(const ttt::PositionBins& b) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < b.lo.size(); ++i)
+    out.push_back({{"lo", b.lo[i]}, {"hi", b.hi[i]}, {"tokens", b.count[i]}, {"mean_loss", b.mean(i)}});
+  return out;
+}
+
+double mean_over_streams(const ttt::StreamEvalResult& r) {
+  double sum = 0;
+  int64_t n = 0;
+  for (double v : r.stream_bpb)
+    if (!std::isnan(v)) sum += v, ++n;
+  return n > 0 ? sum / double(n) : NAN;
+}
+
+void print_streams(const ttt::StreamEvalResult& r, const ttt::InnerRun& inner, const std::string& where,
+                   int64_t split_tokens, const std::string& positions, const std::vector<double>& carry) {
+  std::printf("%s: %lld streams, %lld scored tokens (%.1f %% of the split), each read with the state carried from its "
+              "first token to its last\n", where.c_str(), (long long)r.streams, (long long)r.tokens,
+              100.0 * double(r.tokens) / double(split_tokens));
+  std::printf("schedule %s, mode %s, path %s\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
+              ttt::path_name(inner.path));
+  std::printf("%.4f bits/byte over every scored token; %.4f mean over streams\n", r.bpb, mean_over_streams(r));
+  std::printf("carry factor per TTT layer:");
+  for (double f : carry) std::printf(" %.4g", f);
+  std::printf("%s\n", carry.empty() ? " none (no TTT layer)" : "");
+  std::printf("FLOPs per token read: %.4g total, %.4g inner TTT\n", r.flops_per_token, r.inner_flops_per_token);
+  std::printf("loss by position (nats; %s):\n", positions.c_str());
+  for (size_t i = 0; i < r.by_position.lo.size(); ++i)
+    std::printf("  [%lld, %lld)  %.4f  (%lld predictions)\n", (long long)r.by_position.lo[i],
+                (long long)r.by_position.hi[i], r.by_position.mean(i), (long long)r.by_position.count[i]);
+  std::printf("(%.1f s)\n", r.seconds);
+}
+
+// --streams: every held-out stream of the split (cut as the config's streams: section says) read whole under the
+// schedule; loss by position from documents' starts with --position-docs (or streams.position_docs), else along the
+// streams themselves.
+void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerRun& inner, const std::string& split,
+                     const Dataset& ds, const ttt::Checkpoint& ck) {
+  RegimeOptions ro = regime_options(m.config.streams);
+  ro.split = split;
+  if (o.position_docs) ro.position_docs = *o.position_docs;
+  if (o.position_len) ro.position_len = *o.position_len;
+  int64_t split_tokens = 0, candidates = 0;
+  const std::vector<data::StreamTokens> streams = held_out_streams(ds, ro, split_tokens);
+  const std::vector<data::StreamTokens> docs = position_documents(ds, ro, candidates);  // fails before the pass
+  ttt::StreamEvalOptions so;
+  so.inner = inner;
+  so.chunk = ro.chunk;
+  so.lr_mult = eval_options(m, inner).lr_mult;
+  const CompareProgress progress = stderr_progress("eval");
+  so.progress = [&](double f) { progress(inner.schedule + " on the streams", f, 1.0); };
+  ttt::StreamEvalResult r = ttt::evaluate_streams(m.model, streams, so);
+  std::string positions = "every prediction read, by its position in its stream";
+  if (!docs.empty()) {
+    so.progress = [&](double f) { progress(inner.schedule + " from documents' starts", f, 1.0); };
+    r.by_position = ttt::evaluate_streams(m.model, docs, so).by_position;
+    positions = std::to_string(docs.size()) + " documents read from their first token, " +
+                std::to_string(ro.position_len) + " tokens each";
+  }
+  if (!o.json) {
+    std::printf("device %s\ncheckpoint %s (step %lld)\n", describe_device(m.model.device()).c_str(),
+                o.checkpoint.c_str(), (long long)m.step);
+    print_streams(r, inner, split + " split", split_tokens, positions, m.model.carry_factors());
+    return;
+  }
+  nlohmann::ordered_json j = provenance(m, ds, o.checkpoint, "ponder eval --streams");
+  j.update({{"trained_commit", ck.meta_value("commit")}, {"split", split}, {"schedule", inner.schedule},
+            {"mode", ttt::mode_name(inner.mode)}, {"path", ttt::path_name(inner.path)},
+            {"carry_token_factor", m.model.carry_factors()}, {"streams", r.streams}, {"scored_tokens", r.tokens},
+            {"split_tokens", split_tokens}, {"read_tokens", r.read}, {"bpb", r.bpb},
+            {"bpb_mean_over_streams", mean_over_streams(r)}, {"loss", r.loss}, {"stream_bpb", r.stream_bpb},
+            {"stream_tokens", r.stream_tokens}, {"flops_per_token", r.flops_per_token},
+            {"inner_flops_per_token", r.inner_flops_per_token}, {"loss_by_position_source", positions},
+            {"loss_by_position", position_json(r.by_position)}, {"seconds", r.seconds}});
+  std::cout << j.dump() << std::endl;
+}
+
 void run_eval(const EvalArgs& o) {
   const ttt::Checkpoint ck = ttt::load_checkpoint(o.checkpoint);
   const std::string source = o.checkpoint + " (its config)";
@@ -86,6 +169,10 @@ void run_eval(const EvalArgs& o) {
   if (!o.path.empty()) inner.path = ttt::parse_path(o.path);
   const std::string split = o.split.empty() ? ec.split : o.split;
   const Dataset ds = load_dataset(m.config.data);
+  if (o.streams) return run_stream_eval(o, m, inner, split, ds, ck);
+  if (o.position_docs || o.position_len)
+    throw std::invalid_argument("ponder eval: --position-docs and --position-len read documents' starts as streams; "
+                                "add --streams");
   const data::EvalWindows windows(ds.split(split), m.config.train.seq_len, o.max_windows.value_or(ec.max_windows));
   const ttt::EvalResult r = ttt::evaluate(m.model, windows, eval_options(m, inner));
   const nlohmann::ordered_json sections = o.flops_by_layer ? flops_by_section(m, windows, inner) : nlohmann::ordered_json();
@@ -125,6 +212,16 @@ void register_eval(CLI::App& app) {
   sub->add_flag("--flops-by-layer", opts->flops_by_layer,
                 "Also the FLOPs per token of one window's forward pass by section: embedding, each block's norm, "
                 "mixer (TTT with its inner steps, or attention) and FFN, the final norm, the logits");
+  sub->add_flag("--streams", opts->streams,
+                "Read the split's held-out streams whole, the state carried from each one's first token to its last "
+                "(cut as the config's streams: section says), instead of fixed windows from a fresh state");
+  sub->add_option("--position-docs", opts->position_docs,
+                  "With --streams: loss by position from this many documents' starts (default streams.position_docs; "
+                  "0 = along the streams)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--position-len", opts->position_len,
+                  "With --streams: tokens read from each of those documents' starts (default streams.position_len)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--json", opts->json, "One JSON object (with the full loss-by-position array) instead of text");
   sub->callback([opts] { run_eval(*opts); });
 }

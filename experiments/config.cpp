@@ -183,6 +183,7 @@ void read_train(Section& s, ttt::TrainConfig& t) {
   s.get("batch_size", t.batch_size);
   s.get("seq_len", t.seq_len);
   s.get("grad_accum", t.grad_accum);
+  s.get("carry_state", t.carry_state);
   s.get("lr", t.lr);
   s.get("min_lr", t.min_lr);
   s.get("warmup", t.warmup);

@@ -150,15 +150,9 @@ double tokens_of(const std::vector<data::StreamTokens>& streams) {
 
 // The documents loss by position is read on when streams.position_docs > 0 (RegimeOptions).
 std::vector<data::StreamTokens> position_documents(RegimeResult& r, const Dataset& ds, const RegimeOptions& opt) {
-  if (opt.position_docs <= 0) return {};
-  std::vector<data::StreamTokens> docs =
-      document_starts(ds.documents_read(opt.split).docs, opt.position_docs, opt.position_len, r.position_candidates);
-  if (docs.empty())
-    throw std::invalid_argument("regime: streams.position_docs asks for documents of at least " +
-                                std::to_string(opt.position_len) + " tokens, and the " + opt.split +
-                                " split has none; lower streams.position_len or set position_docs to 0");
+  std::vector<data::StreamTokens> docs = cli::position_documents(ds, opt, r.position_candidates);
   r.position_docs = int64_t(docs.size());
-  r.position_len = opt.position_len;
+  r.position_len = docs.empty() ? 0 : opt.position_len;
   return docs;
 }
 
@@ -181,19 +175,35 @@ void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* 
 
 // The held-out streams the regime reads, cut by RegimeOptions' caps; counts the split's and the scored tokens.
 std::vector<data::StreamTokens> regime_streams(RegimeResult& r, const Dataset& ds, const RegimeOptions& opt) {
-  std::vector<data::StreamTokens> streams;
-  for (const data::StreamTokens& s : ds.streams(opt.split)) {
-    r.split_tokens += s.scored();
-    for (data::StreamTokens& c : data::segment_stream(s, opt.max_adapt, opt.max_scored, opt.max_segments))
-      if (c.scored() > 0) streams.push_back(std::move(c));
-  }
-  if (streams.empty()) throw std::invalid_argument("regime: the " + opt.split + " split has no scored token");
+  std::vector<data::StreamTokens> streams = held_out_streams(ds, opt, r.split_tokens);
   r.eval_tokens = data::scored_tokens(streams);
   r.streams = int64_t(streams.size());
   return streams;
 }
 
 }  // namespace
+
+std::vector<data::StreamTokens> held_out_streams(const Dataset& ds, const RegimeOptions& opt, int64_t& split_tokens) {
+  std::vector<data::StreamTokens> streams;
+  for (const data::StreamTokens& s : ds.streams(opt.split)) {
+    split_tokens += s.scored();
+    for (data::StreamTokens& c : data::segment_stream(s, opt.max_adapt, opt.max_scored, opt.max_segments))
+      if (c.scored() > 0) streams.push_back(std::move(c));
+  }
+  if (streams.empty()) throw std::invalid_argument("regime: the " + opt.split + " split has no scored token");
+  return streams;
+}
+
+std::vector<data::StreamTokens> position_documents(const Dataset& ds, const RegimeOptions& opt, int64_t& candidates) {
+  if (opt.position_docs <= 0) return {};
+  std::vector<data::StreamTokens> docs =
+      document_starts(ds.documents_read(opt.split).docs, opt.position_docs, opt.position_len, candidates);
+  if (docs.empty())
+    throw std::invalid_argument("regime: streams.position_docs asks for documents of at least " +
+                                std::to_string(opt.position_len) + " tokens, and the " + opt.split +
+                                " split has none; lower streams.position_len or set position_docs to 0");
+  return docs;
+}
 
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
                         const RegimeOptions& opt, const CompareProgress& progress) {

@@ -61,6 +61,13 @@ struct RegimeResult {
 std::vector<data::StreamTokens> document_starts(const std::vector<std::vector<int32_t>>& docs, int64_t max_docs,
                                                 int64_t len, int64_t& candidates);
 
+// The held-out streams of opt.split cut by opt's caps (data::segment_stream), those with a scored token; adds the
+// split's scored tokens before the caps to `split_tokens`. Throws when nothing is scored.
+std::vector<data::StreamTokens> held_out_streams(const Dataset& ds, const RegimeOptions& opt, int64_t& split_tokens);
+// document_starts over opt.split's documents with opt.position_docs and opt.position_len ({} when position_docs is 0);
+// throws when the split has no document that long.
+std::vector<data::StreamTokens> position_documents(const Dataset& ds, const RegimeOptions& opt, int64_t& candidates);
+
 // `attention` (optional) is an attention-only model trained like `m`.
 // `progress` (optional) hears of every pass, weighted by the tokens it reads (a whole split takes minutes a pass).
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,

@@ -101,6 +101,26 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     check("bits/byte" in r.stdout and "loss by position" in r.stdout, "text report")
     check(r.stdout.startswith("device cpu: "), "eval prints the device first")
 
+    # --streams: the held-out streams read whole with the state carried; the whole and per-stream numbers agree.
+    st = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-1", "--streams",
+                           "--json").stdout)
+    weighted = sum(b * n for b, n in zip(st["stream_bpb"], st["stream_tokens"])) / sum(st["stream_tokens"])
+    check(st["streams"] == len(st["stream_bpb"]) > 1 and st["scored_tokens"] == sum(st["stream_tokens"]) and
+          0 < st["scored_tokens"] <= st["split_tokens"] and math.isclose(st["bpb"], weighted, rel_tol=1e-9) and
+          math.isclose(st["bpb_mean_over_streams"], sum(st["stream_bpb"]) / st["streams"], rel_tol=1e-9),
+          "eval --streams: bits/byte weigh every scored token, the per-stream mean is said beside it")
+    check(sum(b["tokens"] for b in st["loss_by_position"]) == st["read_tokens"] and st["produced_by"] == "ponder eval --streams",
+          "eval --streams: loss by position counts every prediction read; the JSON says what produced it")
+    docs = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--streams", "--position-docs", "2",
+                             "--position-len", "256", "--json").stdout)
+    check(sum(b["tokens"] for b in docs["loss_by_position"]) == 2 * 255 and docs["bpb"] == st["bpb"] and
+          "2 documents read from their first token" in docs["loss_by_position_source"],
+          "eval --streams --position-docs: loss by position from documents' starts, the streams' score as before")
+    r = ponder("eval", "--checkpoint", ckpt, "--streams", "--position-docs", "2", "--position-len", "100000000", ok=False)
+    check("streams.position_len" in error_line(r), "documents longer than the split has: " + error_line(r))
+    r = ponder("eval", "--checkpoint", ckpt, "--position-docs", "2", ok=False)
+    check("add --streams" in error_line(r), "--position-docs without --streams is refused by name")
+
     bad = os.path.join(tmp, "bad.ckpt")
     data = bytearray(a)
     data[len(data) // 2] ^= 0xFF

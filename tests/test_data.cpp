@@ -256,6 +256,34 @@ TEST_CASE("training windows: shapes, shift by one, never across documents, deter
   CHECK_THROWS_AS(WindowSampler(stream, 0, T, 0), std::invalid_argument);
 }
 
+TEST_CASE("training runs of several windows: each row reads consecutive windows of one document; span 1 is next()") {
+  const int64_t B = 6, T = 8, span = 3;
+  // Documents 1 and 3 are shorter than span · T + 1 = 25 tokens and hold no run.
+  TokenStream stream = positional_stream({40, 24, 60, 20});
+  WindowSampler runs(stream, B, T, 5, span);
+  std::set<int64_t> docs_seen;
+  for (int draw = 0; draw < 50; ++draw) {
+    const std::vector<Batch> span_batches = runs.next_span();
+    REQUIRE(span_batches.size() == size_t(span));
+    const std::vector<Window> first = check_rows(span_batches[0], B, T);
+    for (int64_t i = 1; i < span; ++i) {
+      const std::vector<Window> later = check_rows(span_batches[size_t(i)], B, T);
+      for (int64_t b = 0; b < B; ++b)
+        CHECK(later[size_t(b)] == Window{first[size_t(b)].doc, first[size_t(b)].start + i * T});
+    }
+    for (const Window& w : first) docs_seen.insert(w.doc);
+  }
+  CHECK(docs_seen == std::set<int64_t>{0, 2});
+  CHECK(runs.state() == uint64_t(50 * B));  // one draw per row and run, whatever the span
+  CHECK(error_of([&] { runs.next(); }).find("next_span") != std::string::npos);
+
+  WindowSampler one(stream, B, T, 9, 1), plain(stream, B, T, 9);
+  for (int i = 0; i < 5; ++i) CHECK(one.next_span()[0].input.to_ints() == plain.next().input.to_ints());
+  CHECK(error_of([&] { WindowSampler(positional_stream({24, 20}), B, T, 0, span); }).find("3 windows · seq_len + 1 = 25") !=
+        std::string::npos);
+  CHECK_THROWS_AS(WindowSampler(stream, B, T, 0, 0), std::invalid_argument);
+}
+
 TEST_CASE("evaluation windows: fixed, non-overlapping, each token predicted once, capped evenly") {
   const int64_t T = 10;
   TokenStream stream = positional_stream({35, 5, 21, 11});

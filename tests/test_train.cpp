@@ -13,6 +13,7 @@
 #include <map>
 #include <sstream>
 
+#include "autograd/engine.h"
 #include "experiments/config.h"
 #include "experiments/device.h"
 #include "experiments/journal.h"
@@ -178,6 +179,9 @@ TEST_CASE("resume after an interruption is bit-identical to an uninterrupted run
   RunConfig c = ci_config(16);
   c.train.grad_accum = 2;  // accumulation and random schedules are both part of the state to restore
   c.train.checkpoint_every = 0;
+  // A carried state lives within a step (its windows), so a checkpoint between steps holds all a resume needs.
+  SUBCASE("every window from a fresh state") { c.train.carry_state = false; }
+  SUBCASE("train.carry_state") { c.train.carry_state = true; }
   const cli::Dataset& ds = moby();
   Scratch tmp("resume");
   const std::string whole = tmp.file("whole.ckpt"), split = tmp.file("split.ckpt");
@@ -208,6 +212,67 @@ TEST_CASE("resume after an interruption is bit-identical to an uninterrupted run
   CHECK(same_tensors(x.exp_avg, y.exp_avg));
   CHECK(same_tensors(x.exp_avg_sq, y.exp_avg_sq));
   CHECK(slurp(whole) == slurp(split));
+}
+
+TEST_CASE("train.carry_state: a step's windows are read in order, the state carried from one to the next and cut "
+          "from the graph between them") {
+  RunConfig c = ci_config();
+  c.train.grad_accum = 3;
+  c.train.carry_state = true;
+  c.train.step_options = {};  // one step per unit: the windows alone decide the losses
+  const cli::Dataset& ds = moby();
+  Trainer trainer(c.model, c.train, ds.train);
+  const StepStats st = trainer.step();
+
+  // The same step by hand: the model as initialised, the sampler's runs, the state carried and detached.
+  Model model(c.model, c.train.seed);
+  data::WindowSampler sampler(ds.train, c.train.batch_size, c.train.seq_len, c.train.seed + 1, 3);
+  const std::vector<data::Batch> runs = sampler.next_span();
+  TTTRun run;
+  run.path = c.train.path;
+  run.mode = c.train.mode;
+  run.lr_mult = ttt_lr_mult(c.train, c.model, 1);
+  ModelState carried;
+  double with_carry = 0, fresh = 0;
+  for (const data::Batch& b : runs) {
+    with_carry += mean(model.token_losses(b.input, b.target, carried, run)).item() / 3;
+    carried = detached(carried);
+    fresh += mean(model.token_losses(b.input, b.target, run)).item() / 3;
+  }
+  CHECK(st.loss == doctest::Approx(with_carry).epsilon(1e-12));
+  CHECK(std::fabs(with_carry - fresh) > 1e-6);  // the carried state changes what the later windows predict
+  CHECK(st.tokens == 3 * c.train.batch_size * c.train.seq_len);
+
+  // Cut from the graph: window 2 read from the detached state of window 1 gets exactly the gradients it gets from
+  // that state computed without a graph; from the state still attached, the gradient reaches back into window 1.
+  const std::vector<Tensor> params = model.parameters();
+  auto window2_grads = [&](int how) {
+    ModelState st1;
+    if (how == 0) {
+      NoGradGuard ng;
+      model.token_losses(runs[0].input, runs[0].target, st1, run);
+    } else {
+      model.token_losses(runs[0].input, runs[0].target, st1, run);
+      if (how == 1) st1 = detached(st1);
+    }
+    GradOptions go;
+    go.allow_unused = true;
+    return grad({mean(model.token_losses(runs[1].input, runs[1].target, st1, run))}, params, {}, go);
+  };
+  auto flat = [](const std::vector<Tensor>& g) {
+    std::vector<double> out;
+    for (const Tensor& t : g)
+      if (t.defined())
+        for (double v : t.to_vector()) out.push_back(v);
+    return out;
+  };
+  const std::vector<double> no_graph = flat(window2_grads(0)), cut = flat(window2_grads(1)), through = flat(window2_grads(2));
+  CHECK(cut == no_graph);
+  CHECK(through != cut);
+
+  RunConfig one = c;
+  one.train.grad_accum = 1;
+  CHECK(error_of([&] { one.train.validate(one.model); }).find("train.carry_state") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint round-trips, and damaged files give errors naming them") {

@@ -228,9 +228,29 @@ Model Model::with_parameters(const std::vector<std::pair<std::string, Tensor>>& 
 }
 
 Tensor Model::token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run) const {
-  Tensor logits = forward(inputs, run);
+  ModelState state;
+  return token_losses(inputs, targets, state, run);
+}
+
+Tensor Model::token_losses(const Tensor& inputs, const Tensor& targets, ModelState& state, const TTTRun& run) const {
+  Tensor logits = forward_chunk(inputs, state, run);
   const int64_t B = inputs.shape()[0], N = inputs.shape()[1];
   return reshape(cross_entropy_per_token(reshape(logits, {B * N, cfg_.vocab}), raw::reshape(targets, {B * N})), {B, N});
+}
+
+ModelState detached(const ModelState& st) {
+  auto cut = [](const Tensor& t) { return t.defined() ? detach(t) : t; };
+  ModelState out = st;
+  for (TTTLayerState& l : out.ttt) {
+    for (Tensor* t : {&l.inner.W1, &l.inner.b1, &l.inner.W2, &l.inner.b2, &l.conv_hist, &l.last_xk, &l.last_xv})
+      *t = cut(*t);
+  }
+  for (KVCache& c : out.kv) {
+    c.k = cut(c.k);
+    c.v = cut(c.v);
+  }
+  for (Tensor& t : out.pre_conv_hist) t = cut(t);
+  return out;
 }
 
 std::vector<const TTTLayer*> Model::ttt_layers() const {

@@ -88,6 +88,10 @@ struct ModelState {
   int64_t tokens = 0;
 };
 
+// The same state cut from the graph that computed it: a later chunk reads its values but sends no gradient back
+// into the chunks before (truncated backpropagation through time, train.carry_state).
+ModelState detached(const ModelState& st);
+
 class Model {
  public:
   Model(const ModelConfig& cfg, uint64_t seed, DType dtype = DType::F32);
@@ -107,6 +111,8 @@ class Model {
   // Mean next-token cross-entropy of logits for ids[:, :-1] predicting ids[:, 1:] is the caller's
   // business; this gives per-token losses (B, N) for inputs (B, N) and targets (B, N).
   Tensor token_losses(const Tensor& inputs, const Tensor& targets, const TTTRun& run = {}) const;
+  // The same for a chunk that continues the sequences of `state` (and advances it).
+  Tensor token_losses(const Tensor& inputs, const Tensor& targets, ModelState& state, const TTTRun& run) const;
   // Probes of every TTT layer (see TTTLayer::probe), in layer order.
   std::vector<Probe> probe(const ModelState& state, bool with_grad) const;
   std::vector<Tensor> parameters() const;

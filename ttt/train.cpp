@@ -124,6 +124,9 @@ void TrainConfig::validate(const ModelConfig& model) const {
        "= " + std::to_string(seq_len) + " must be a positive multiple of model.mini_batch = " +
            std::to_string(model.mini_batch));
   need(grad_accum > 0, "grad_accum", "must be positive, got " + std::to_string(grad_accum));
+  need(!carry_state || grad_accum > 1, "carry_state",
+       "reads the grad_accum micro-batches of a step as consecutive windows: it needs train.grad_accum >= 2, got " +
+           std::to_string(grad_accum));
   need(lr > 0, "lr", "must be positive, got " + num(lr));
   need(min_lr >= 0 && min_lr <= lr, "min_lr", "must lie in [0, lr], got " + num(min_lr));
   need(warmup >= 0 && warmup <= steps, "warmup", "must lie in [0, steps], got " + std::to_string(warmup));
@@ -169,10 +172,14 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, data::Token
     : cfg_((model.validate(), train.validate(model), train)),
       model_(model, train.seed),
       opt_(model_.parameters(), train.lr, train.beta1, train.beta2, train.eps, train.weight_decay),
-      sampler_(std::move(tokens), train.batch_size, train.seq_len, train.seed + kSamplerStream),
+      sampler_(std::move(tokens), train.batch_size, train.seq_len, train.seed + kSamplerStream,
+               train.carry_state ? train.grad_accum : 1),
       schedule_gen_(train.seed + kScheduleStream),
       rank_(dist::rank()),
       ranks_(dist::size()) {
+  if (cfg_.carry_state && ranks_ > 1)
+    throw std::invalid_argument("train.carry_state reads a step's micro-batches one after another with one state, so "
+                                "they cannot be split over " + std::to_string(ranks_) + " ranks: run it in one process");
   if (cfg_.grad_accum % ranks_ != 0)
     throw std::invalid_argument("train.grad_accum = " + std::to_string(cfg_.grad_accum) + " must be a multiple of the " +
                                 std::to_string(ranks_) + " ranks: each rank computes grad_accum / ranks of every "
@@ -198,14 +205,19 @@ void Trainer::seek(uint64_t sampler0, uint64_t schedule0, int64_t micro) {
 std::vector<double> Trainer::micro_batches(const TTTRun& run, StepStats& st) {
   const int64_t count = cfg_.grad_accum / ranks_, first = int64_t(rank_) * count;
   const uint64_t sampler0 = sampler_.state(), schedule0 = schedule_gen_.counter();
+  // train.carry_state: the step's windows are runs read in order, the state carried between them (one process).
+  const std::vector<data::Batch> runs = cfg_.carry_state ? sampler_.next_span() : std::vector<data::Batch>{};
+  ModelState state;
   std::vector<double> losses;
   std::string failure;
   for (int64_t micro = first; micro < first + count; ++micro) {
     if (ranks_ > 1) seek(sampler0, schedule0, micro);
-    const data::Batch batch = sampler_.next();
+    const data::Batch batch = cfg_.carry_state ? runs[size_t(micro)] : sampler_.next();
+    const ModelState before = state;
     const uint64_t schedule_at = schedule_gen_.counter();
     auto t0 = std::chrono::steady_clock::now();
-    Tensor loss = mean(model_.token_losses(batch.input, batch.target, run));
+    Tensor loss = mean(model_.token_losses(batch.input, batch.target, state, run));
+    state = cfg_.carry_state ? detached(state) : ModelState{};
     const double value = loss.item();
     st.forward_s += since(t0);
     if (!std::isfinite(value)) {
@@ -213,8 +225,9 @@ std::vector<double> Trainer::micro_batches(const TTTRun& run, StepStats& st) {
       RandomSchedule again(cfg_.step_options, schedule_gen_);
       TTTRun rerun = run;
       rerun.schedule = run.schedule ? &again : nullptr;
-      failure = "loss is " + std::to_string(value) + " at step " + std::to_string(st.step) + "; " +
-                trace_non_finite(batch, rerun);
+      failure = "loss is " + std::to_string(value) + " at step " + std::to_string(st.step) +
+                (cfg_.carry_state ? " (window " + std::to_string(micro + 1) + " of its carried runs)" : "") + "; " +
+                trace_non_finite(batch, before, rerun);
       break;
     }
     if (ranks_ > 1 && schedule_gen_.counter() - schedule_at != uint64_t(schedule_draws_))
@@ -304,7 +317,7 @@ StepStats Trainer::step() {
   return st;
 }
 
-std::string Trainer::trace_non_finite(const data::Batch& batch, const TTTRun& run) const {
+std::string Trainer::trace_non_finite(const data::Batch& batch, const ModelState& state, const TTTRun& run) const {
   const auto named = model_.named_parameters();
   const auto labels = model_.parameter_labels();
   for (size_t i = 0; i < named.size(); ++i) {
@@ -322,7 +335,8 @@ std::string Trainer::trace_non_finite(const data::Batch& batch, const TTTRun& ru
     const std::string bad = non_finite(t);
     if (!bad.empty()) first = where + " " + shape_str(t.shape()) + ": " + bad;
   };
-  const Tensor losses = model_.token_losses(batch.input, batch.target, watched);
+  ModelState from = detached(state);
+  const Tensor losses = model_.token_losses(batch.input, batch.target, from, watched);
   if (first.empty()) {
     const std::string bad = non_finite(losses);
     if (!bad.empty()) first = "the token losses (the logits are finite) " + shape_str(losses.shape()) + ": " + bad;

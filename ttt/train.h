@@ -25,6 +25,11 @@ struct TrainConfig {
   int64_t batch_size = 4;       // windows per micro-batch
   int64_t seq_len = 128;        // tokens per window; a multiple of the model's mini-batch
   int64_t grad_accum = 1;       // micro-batches per optimiser step
+  // The grad_accum micro-batches of a step are consecutive windows of the same runs of text, read in order with the
+  // model state (TTT inner weights, attention keys and values, conv histories) carried from one to the next and cut
+  // from the graph between them (truncated backpropagation through time): the model learns to read grad_accum ·
+  // seq_len tokens with one state, as it will on a long stream. false = every window from a fresh state (official).
+  bool carry_state = false;
   double lr = 3e-3;             // peak learning rate
   double min_lr = 3e-4;         // floor the cosine decay ends at
   int64_t warmup = 60;          // steps of linear warm-up
@@ -124,7 +129,7 @@ class Trainer {
  private:
   // Why a step's loss came out non-finite: the first parameter holding NaN/Inf, else the first activation
   // (in forward order, by name) that is non-finite when `batch` goes through the model again under `run`.
-  std::string trace_non_finite(const data::Batch& batch, const TTTRun& run) const;
+  std::string trace_non_finite(const data::Batch& batch, const ModelState& state, const TTTRun& run) const;
   // This rank's micro-batches of the step (forward, backward); returns their losses, in order.
   std::vector<double> micro_batches(const TTTRun& run, StepStats& st);
   // The data sampler and schedule generator where one process would be before micro-batch `micro` of the step that
