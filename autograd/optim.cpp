@@ -102,6 +102,9 @@ void AdamW::step() {
 
 // ---- gradient clipping
 
+namespace {
+
+// Σ‖grad‖² over the parameters that have a gradient, in float64 (one read from the device per call).
 double grad_sum_squares(const std::vector<Tensor>& params) {
   NoGradGuard ng;
   // Squared norms summed in float64 in parameter order: exact enough and order-fixed. Where the device has the fused
@@ -122,6 +125,8 @@ double grad_sum_squares(const std::vector<Tensor>& params) {
   }
   return on_device.defined() ? host + on_device.item() : host;
 }
+
+}  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm >= 0))

@@ -53,8 +53,6 @@ class AdamW : public Optimizer {
   std::vector<Tensor> m_, v_;
 };
 
-// Σ‖grad‖² over the parameters that have a gradient, in float64 (one read from the device per call).
-double grad_sum_squares(const std::vector<Tensor>& params);
 // Scales all gradients so their global L2 norm is at most max_norm; returns the norm before.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 

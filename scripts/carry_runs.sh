@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Does training with the state carried across windows (train.carry_state) stop a TTT model's state from drifting on
+# long streams? The sotu `small` model (scripts/small_runs.sh sotu) was trained on 2,048-byte windows from a fresh
+# state; read whole, its held-out addresses (up to 217 kB) take its inner weights far past anything it was trained on,
+# and it loses to the count 5-gram. Two continuations of that checkpoint, alike in every other way:
+#   runs/sotu_small_carry  160 steps, each of 8 consecutive 2,048-byte windows of one address read with the state
+#                          carried (and detached) between them: 16,384 bytes with one state;
+#   runs/sotu_small_fresh  the same 160 steps of 8 windows (drawn one by one), every window from a fresh state: the
+#                          control for "160 more steps at a lower learning rate".
+# Then every held-out address read whole under uniform-K (ponder eval --streams), loss by position from 32 addresses'
+# first 16,384 bytes, for the base and both continuations: results/sotu_carry/<model>-u<K>.json.
+#
+#   bash scripts/carry_runs.sh            (after scripts/small_runs.sh sotu has trained runs/sotu_small)
+#
+# Every step resumes: a finished run or result is kept. On 2 cores of an AMD EPYC VM: ~25 minutes for the two
+# trainings side by side (1 thread each), ~10-15 minutes a pass of one schedule over the 2.58M scored tokens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ponder=./build/experiments/ponder
+[ -x "$ponder" ] || { echo "carry_runs.sh: $ponder is missing; build first (bash scripts/setup.sh)" >&2; exit 2; }
+base=runs/sotu_small/checkpoint.ckpt
+[ -f "$base" ] || { echo "carry_runs.sh: $base is missing: bash scripts/small_runs.sh sotu trains it" >&2; exit 2; }
+ks=${CARRY_KS:-"1 4"}
+
+# continue NAME CARRY: 160 steps from the base, every parameter training, 8 windows of 2,048 a step.
+continue_run() {
+  local name=$1 carry=$2 out=runs/$1
+  if [ -f "$out/checkpoint.ckpt" ]; then
+    "$ponder" --threads 1 train --out "$out" --resume >>"runs/$name.log" 2>&1 ||
+      tail -n 3 "runs/$name.log" | grep -q "nothing left to train"
+  else
+    "$ponder" --threads 1 train --config configs/sotu_small.yaml --out "$out" \
+      --set train.init_from=$base --set train.freeze_loaded=false --set train.carry_state=$carry \
+      --set train.batch_size=1 --set train.grad_accum=8 --set train.steps=160 --set train.lr=1e-3 \
+      --set train.min_lr=1e-4 --set train.warmup=16 --set train.eval_every=0 --set train.checkpoint_every=20 \
+      >"runs/$name.log" 2>&1
+  fi
+}
+
+continue_run sotu_small_carry true &
+a=$!
+continue_run sotu_small_fresh false &
+b=$!
+wait $a
+wait $b
+
+mkdir -p results/sotu_carry
+# evaluate MODEL CHECKPOINT K: one schedule over the whole held-out split, kept once written.
+evaluate() {
+  local out=results/sotu_carry/$1-u$3.json
+  [ -s "$out" ] && return 0
+  "$ponder" --threads 1 eval --checkpoint "$2" --streams --split test --schedule "uniform-$3" --position-docs 32 \
+    --position-len 16384 --json >"$out.tmp" 2>"results/sotu_carry/$1-u$3.log"
+  mv "$out.tmp" "$out"
+}
+for k in $ks; do
+  evaluate carry runs/sotu_small_carry/checkpoint.ckpt "$k" &
+  a=$!
+  evaluate fresh runs/sotu_small_fresh/checkpoint.ckpt "$k" &
+  b=$!
+  wait $a
+  wait $b
+  evaluate base "$base" "$k"
+done
+python3 scripts/carry_table.py results/sotu_carry
