@@ -129,12 +129,19 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   so.inner = inner;
   so.chunk = ro.chunk;
   so.lr_mult = eval_options(m, inner).lr_mult;
+  // One progress line over both passes, each weighed by the tokens it reads, so the ETA covers what is left of both.
+  auto tokens = [](const std::vector<data::StreamTokens>& ss) {
+    double n = 0;
+    for (const data::StreamTokens& x : ss) n += double(x.tokens.size());
+    return n;
+  };
+  const double first = tokens(streams), total = first + tokens(docs);
   const CompareProgress progress = stderr_progress("eval");
-  so.progress = [&](double f) { progress(inner.schedule + " on the streams", f, 1.0); };
+  so.progress = [&](double f) { progress(inner.schedule + " on the streams", f * first, total); };
   ttt::StreamEvalResult r = ttt::evaluate_streams(m.model, streams, so);
   std::string positions = "every prediction read, by its position in its stream";
   if (!docs.empty()) {
-    so.progress = [&](double f) { progress(inner.schedule + " from documents' starts", f, 1.0); };
+    so.progress = [&](double f) { progress(inner.schedule + " from documents' starts", first + f * (total - first), total); };
     r.by_position = ttt::evaluate_streams(m.model, docs, so).by_position;
     positions = std::to_string(docs.size()) + " documents read from their first token, " +
                 std::to_string(ro.position_len) + " tokens each";

@@ -53,13 +53,16 @@ evaluate() {
     --position-len 16384 --json >"$out.tmp" 2>"results/sotu_carry/$1-u$3.log"
   mv "$out.tmp" "$out"
 }
+# Two passes at a time, one thread each.
+running=0
 for k in $ks; do
-  evaluate carry runs/sotu_small_carry/checkpoint.ckpt "$k" &
-  a=$!
-  evaluate fresh runs/sotu_small_fresh/checkpoint.ckpt "$k" &
-  b=$!
-  wait $a
-  wait $b
-  evaluate base "$base" "$k"
+  for model in carry fresh base; do
+    ckpt=runs/sotu_small_$model/checkpoint.ckpt
+    [ $model = base ] && ckpt=$base
+    if [ $running -ge 2 ]; then wait -n; running=$((running - 1)); fi
+    evaluate $model "$ckpt" "$k" &
+    running=$((running + 1))
+  done
 done
+wait
 python3 scripts/carry_table.py results/sotu_carry
