@@ -11,6 +11,8 @@
 # first 16,384 bytes, for the base and both continuations: results/sotu_carry/<model>-u<K>.json.
 #
 #   bash scripts/carry_runs.sh            (after scripts/small_runs.sh sotu has trained runs/sotu_small)
+#   CARRY_SEEDS="0 1" bash scripts/carry_runs.sh   (the pair again with other draws of windows: train.seed 1 gives
+#                                        runs/sotu_small_{carry,fresh}-s1; the base is the same model)
 #
 # Every step resumes: a finished run or result is kept. On 2 cores of an AMD EPYC VM: ~25 minutes for the two
 # trainings side by side (1 thread each), ~10-15 minutes a pass of one schedule over the 2.58M scored tokens.
@@ -21,28 +23,32 @@ ponder=./build/experiments/ponder
 base=runs/sotu_small/checkpoint.ckpt
 [ -f "$base" ] || { echo "carry_runs.sh: $base is missing: bash scripts/small_runs.sh sotu trains it" >&2; exit 2; }
 ks=${CARRY_KS:-"1 4"}
+seeds=${CARRY_SEEDS:-0}
 
-# continue NAME CARRY: 160 steps from the base, every parameter training, 8 windows of 2,048 a step.
+# continue NAME CARRY SEED: 160 steps from the base, every parameter training, 8 windows of 2,048 a step.
 continue_run() {
-  local name=$1 carry=$2 out=runs/$1
+  local name=$1 carry=$2 seed=$3 out=runs/$1
   if [ -f "$out/checkpoint.ckpt" ]; then
     "$ponder" --threads 1 train --out "$out" --resume >>"runs/$name.log" 2>&1 ||
       tail -n 3 "runs/$name.log" | grep -q "nothing left to train"
   else
     "$ponder" --threads 1 train --config configs/sotu_small.yaml --out "$out" \
-      --set train.init_from=$base --set train.freeze_loaded=false --set train.carry_state=$carry \
+      --set train.init_from=$base --set train.freeze_loaded=false --set train.carry_state=$carry --set train.seed=$seed \
       --set train.batch_size=1 --set train.grad_accum=8 --set train.steps=160 --set train.lr=1e-3 \
       --set train.min_lr=1e-4 --set train.warmup=16 --set train.eval_every=0 --set train.checkpoint_every=20 \
       >"runs/$name.log" 2>&1
   fi
 }
 
-continue_run sotu_small_carry true &
-a=$!
-continue_run sotu_small_fresh false &
-b=$!
-wait $a
-wait $b
+suffix() { [ "$1" = 0 ] || echo "-s$1"; }
+for seed in $seeds; do
+  continue_run "sotu_small_carry$(suffix $seed)" true $seed &
+  a=$!
+  continue_run "sotu_small_fresh$(suffix $seed)" false $seed &
+  b=$!
+  wait $a
+  wait $b
+done
 
 mkdir -p results/sotu_carry
 # evaluate MODEL CHECKPOINT K: one schedule over the whole held-out split, kept once written.
@@ -54,9 +60,11 @@ evaluate() {
   mv "$out.tmp" "$out"
 }
 # Two passes at a time, one thread each.
+models=(base)
+for seed in $seeds; do models+=("carry$(suffix $seed)" "fresh$(suffix $seed)"); done
 running=0
 for k in $ks; do
-  for model in carry fresh base; do
+  for model in "${models[@]}"; do
     ckpt=runs/sotu_small_$model/checkpoint.ckpt
     [ $model = base ] && ckpt=$base
     if [ $running -ge 2 ]; then wait -n; running=$((running - 1)); fi
@@ -65,4 +73,6 @@ for k in $ks; do
   done
 done
 wait
-python3 scripts/carry_table.py results/sotu_carry
+reference=results/sotu_small/results.json  # the attention twin and n-grams on the same tokens, when there
+[ -f $reference ] || reference=
+python3 scripts/carry_table.py results/sotu_carry $reference
