@@ -764,19 +764,14 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   CHECK(j["degenerate"]["value"] == false);
   CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"].is_boolean());
   CHECK(j["success_criteria"]["oracle_difficulty_correlation"].is_boolean());
-  std::ifstream md(t.dir / "report.md");
-  std::stringstream text;
-  text << md.rdbuf();
-  CHECK(text.str().find("**Not degenerate**: some decision changes some output, and the oracle's") != std::string::npos);
+  CHECK(slurp((t.dir / "report.md").string()).find("**Not degenerate**: some decision changes some output, and the oracle's") != std::string::npos);
   // Nothing that could show it ran (one uniform-K with K >= 1, no oracle): the report says it was not checked.
   cli::CompareResult lone = hand_result({{"uniform-0", zero}, {"uniform-1", same}}, false);
   lone.oracle_units = {};
   cli::write_compare_outputs(lone, opt, {{"commit", "test"}}, t.dir.string());
-  std::ifstream lone_md(t.dir / "report.md");
-  std::stringstream lone_text;
-  lone_text << lone_md.rdbuf();
-  CHECK(lone_text.str().find("**Degeneracy not checked**") != std::string::npos);
-  CHECK(lone_text.str().find("**Not degenerate**") == std::string::npos);
+  const std::string lone_text = slurp((t.dir / "report.md").string());
+  CHECK(lone_text.find("**Degeneracy not checked**") != std::string::npos);
+  CHECK(lone_text.find("**Not degenerate**") == std::string::npos);
   // A cheaper uniform schedule within 1 % of uniform-4 at 14 % fewer FLOPs makes criterion 1 uninformative.
   j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", better}, {"uniform-4", best}, {"random", better}},
           false);
@@ -797,10 +792,7 @@ TEST_CASE("a significant difference below a tenth of the control's floor is call
     cli::write_compare_outputs(hand_result({{"uniform-0", zero}, {"uniform-1", worse}, {"uniform-2", same},
                                             {"uniform-4", worse}, {"random", random}}, false),
                                opt, {{"commit", "test"}}, t.dir.string());
-    std::ifstream md(t.dir / "report.md");
-    std::stringstream text;
-    text << md.rdbuf();
-    const std::string s = text.str();
+    const std::string s = slurp((t.dir / "report.md").string());
     const size_t at = s.find("Best adaptive method");
     REQUIRE(at != std::string::npos);
     return s.substr(at, s.find('\n', at) - at);
