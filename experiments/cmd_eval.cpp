@@ -130,12 +130,7 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   so.chunk = ro.chunk;
   so.lr_mult = eval_options(m, inner).lr_mult;
   // One progress line over both passes, each weighed by the tokens it reads, so the ETA covers what is left of both.
-  auto tokens = [](const std::vector<data::StreamTokens>& ss) {
-    double n = 0;
-    for (const data::StreamTokens& x : ss) n += double(x.tokens.size());
-    return n;
-  };
-  const double first = tokens(streams), total = first + tokens(docs);
+  const double first = tokens_of(streams), total = first + tokens_of(docs);
   const CompareProgress progress = stderr_progress("eval");
   so.progress = [&](double f) { progress(inner.schedule + " on the streams", f * first, total); };
   ttt::StreamEvalResult r = ttt::evaluate_streams(m.model, streams, so);

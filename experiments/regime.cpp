@@ -142,12 +142,6 @@ class PassProgress {
   double total_, done_ = 0;
 };
 
-double tokens_of(const std::vector<data::StreamTokens>& streams) {
-  double n = 0;
-  for (const data::StreamTokens& s : streams) n += double(s.tokens.size());
-  return n;
-}
-
 // The documents loss by position is read on when streams.position_docs > 0 (RegimeOptions).
 std::vector<data::StreamTokens> position_documents(RegimeResult& r, const Dataset& ds, const RegimeOptions& opt) {
   std::vector<data::StreamTokens> docs = cli::position_documents(ds, opt, r.position_candidates);
@@ -182,6 +176,12 @@ std::vector<data::StreamTokens> regime_streams(RegimeResult& r, const Dataset& d
 }
 
 }  // namespace
+
+double tokens_of(const std::vector<data::StreamTokens>& streams) {
+  double n = 0;
+  for (const data::StreamTokens& s : streams) n += double(s.tokens.size());
+  return n;
+}
 
 std::vector<data::StreamTokens> held_out_streams(const Dataset& ds, const RegimeOptions& opt, int64_t& split_tokens) {
   std::vector<data::StreamTokens> streams;

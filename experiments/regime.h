@@ -61,6 +61,8 @@ struct RegimeResult {
 std::vector<data::StreamTokens> document_starts(const std::vector<std::vector<int32_t>>& docs, int64_t max_docs,
                                                 int64_t len, int64_t& candidates);
 
+// Tokens of all `streams` (what reading them costs, for progress weights).
+double tokens_of(const std::vector<data::StreamTokens>& streams);
 // The held-out streams of opt.split cut by opt's caps (data::segment_stream), those with a scored token; adds the
 // split's scored tokens before the caps to `split_tokens`. Throws when nothing is scored.
 std::vector<data::StreamTokens> held_out_streams(const Dataset& ds, const RegimeOptions& opt, int64_t& split_tokens);

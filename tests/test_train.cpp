@@ -180,38 +180,40 @@ TEST_CASE("resume after an interruption is bit-identical to an uninterrupted run
   c.train.grad_accum = 2;  // accumulation and random schedules are both part of the state to restore
   c.train.checkpoint_every = 0;
   // A carried state lives within a step (its windows), so a checkpoint between steps holds all a resume needs.
-  SUBCASE("every window from a fresh state") { c.train.carry_state = false; }
-  SUBCASE("train.carry_state") { c.train.carry_state = true; }
-  const cli::Dataset& ds = moby();
-  Scratch tmp("resume");
-  const std::string whole = tmp.file("whole.ckpt"), split = tmp.file("split.ckpt");
+  for (const bool carry : {false, true}) {
+    CAPTURE(carry);
+    c.train.carry_state = carry;
+    const cli::Dataset& ds = moby();
+    Scratch tmp(carry ? "resume_carry" : "resume");
+    const std::string whole = tmp.file("whole.ckpt"), split = tmp.file("split.ckpt");
 
-  Trainer a(c.model, c.train, ds.train);
-  train_loop(a, loop_options(whole, c));
+    Trainer a(c.model, c.train, ds.train);
+    train_loop(a, loop_options(whole, c));
 
-  {
-    Trainer first(c.model, c.train, ds.train);
-    TrainLoopOptions o = loop_options(split, c);
-    o.stop_after = 7;
-    CHECK(train_loop(first, o).final_step == 7);
+    {
+      Trainer first(c.model, c.train, ds.train);
+      TrainLoopOptions o = loop_options(split, c);
+      o.stop_after = 7;
+      CHECK(train_loop(first, o).final_step == 7);
+    }
+    Trainer second(c.model, c.train, ds.train);  // a fresh process state: new model, sampler and generator
+    const Checkpoint mid = load_checkpoint(split);
+    CHECK(mid.step == 7);
+    second.restore(mid);
+    train_loop(second, loop_options(split, c));
+
+    const Checkpoint x = load_checkpoint(whole), y = load_checkpoint(split);
+    CHECK(x.step == 16);
+    CHECK(y.step == 16);
+    CHECK(x.optimizer_steps == y.optimizer_steps);
+    CHECK(x.sampler_state == y.sampler_state);
+    CHECK(x.schedule_state == y.schedule_state);
+    CHECK(x.schedule_state > 0);
+    CHECK(same_tensors(x.params, y.params));
+    CHECK(same_tensors(x.exp_avg, y.exp_avg));
+    CHECK(same_tensors(x.exp_avg_sq, y.exp_avg_sq));
+    CHECK(slurp(whole) == slurp(split));
   }
-  Trainer second(c.model, c.train, ds.train);  // a fresh process state: new model, sampler and generator
-  const Checkpoint mid = load_checkpoint(split);
-  CHECK(mid.step == 7);
-  second.restore(mid);
-  train_loop(second, loop_options(split, c));
-
-  const Checkpoint x = load_checkpoint(whole), y = load_checkpoint(split);
-  CHECK(x.step == 16);
-  CHECK(y.step == 16);
-  CHECK(x.optimizer_steps == y.optimizer_steps);
-  CHECK(x.sampler_state == y.sampler_state);
-  CHECK(x.schedule_state == y.schedule_state);
-  CHECK(x.schedule_state > 0);
-  CHECK(same_tensors(x.params, y.params));
-  CHECK(same_tensors(x.exp_avg, y.exp_avg));
-  CHECK(same_tensors(x.exp_avg_sq, y.exp_avg_sq));
-  CHECK(slurp(whole) == slurp(split));
 }
 
 TEST_CASE("train.carry_state: a step's windows are read in order, the state carried from one to the next and cut "
