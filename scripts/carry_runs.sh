@@ -13,6 +13,9 @@
 #   bash scripts/carry_runs.sh            (after scripts/small_runs.sh sotu has trained runs/sotu_small)
 #   CARRY_SEEDS="0 1" bash scripts/carry_runs.sh   (the pair again with other draws of windows: train.seed 1 gives
 #                                        runs/sotu_small_{carry,fresh}-s1; the base is the same model)
+#   CARRY_SCRATCH=1 bash scripts/carry_runs.sh     (also runs/sotu_small_carry_scratch: configs/sotu_small_carry.yaml,
+#                                        the carried state from the first step at the base's token budget, ~2.5 hours
+#                                        on 2 threads; read as the model "scratch")
 #
 # Every step resumes: a finished run or result is kept. On 2 cores of an AMD EPYC VM: ~25 minutes for the two
 # trainings side by side (1 thread each), ~10-15 minutes a pass of one schedule over the 2.58M scored tokens.
@@ -49,6 +52,15 @@ for seed in $seeds; do
   wait $a
   wait $b
 done
+if [ "${CARRY_SCRATCH:-0}" = 1 ]; then
+  scratch=runs/sotu_small_carry_scratch
+  if [ -f $scratch/checkpoint.ckpt ]; then
+    "$ponder" --threads 2 train --out $scratch --resume >>$scratch.log 2>&1 ||
+      tail -n 3 $scratch.log | grep -q "nothing left to train"
+  else
+    "$ponder" --threads 2 train --config configs/sotu_small_carry.yaml --out $scratch >$scratch.log 2>&1
+  fi
+fi
 
 mkdir -p results/sotu_carry
 # evaluate MODEL CHECKPOINT K: one schedule over the whole held-out split, kept once written.
@@ -62,11 +74,13 @@ evaluate() {
 # Two passes at a time, one thread each.
 models=(base)
 for seed in $seeds; do models+=("carry$(suffix $seed)" "fresh$(suffix $seed)"); done
+[ "${CARRY_SCRATCH:-0}" = 1 ] && models+=(scratch)
 running=0
 for k in $ks; do
   for model in "${models[@]}"; do
     ckpt=runs/sotu_small_$model/checkpoint.ckpt
     [ $model = base ] && ckpt=$base
+    [ $model = scratch ] && ckpt=runs/sotu_small_carry_scratch/checkpoint.ckpt
     if [ $running -ge 2 ]; then wait -n; running=$((running - 1)); fi
     evaluate $model "$ckpt" "$k" &
     running=$((running + 1))

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Tables of scripts/carry_runs.sh: DIR/<model>-u<K>.json (ponder eval --streams --json) side by side.
 
+Models: base, fresh[-sN] and carry[-sN] (the continuations), and scratch (configs/sotu_small_carry.yaml: the carried
+state from the first step, at the base's token budget), each compared with the base and the carried continuation.
+
     python3 scripts/carry_table.py results/sotu_carry [results/sotu_small/results.json]
                                                           (writes DIR/table.md and prints it)
 
@@ -58,7 +61,8 @@ def main(d, ref=None):
     # base, then each continuation seed's fresh and carry (names "fresh", "carry", "fresh-s1", "carry-s1", …)
     def order(m):
         kind, _, seed = m.partition("-s")
-        return (int(seed or 0) if kind != "base" else -1, ["base", "fresh", "carry"].index(kind) if kind in ("base", "fresh", "carry") else 9, m)
+        known = ["base", "fresh", "carry", "scratch"]
+        return (int(seed or 0) if kind != "base" else -1, known.index(kind) if kind in known else 9, m)
     models = sorted({m for m, _ in runs}, key=order)
     suffixes = sorted({m.partition("carry")[2] for m in models if m.startswith("carry")})
     ks = sorted({k for _, k in runs})
@@ -79,6 +83,9 @@ def main(d, ref=None):
             "streams with a bootstrap 95 % interval, and the streams the first wins:", ""]
     for k in ks:
         pairs = [p for sfx in suffixes for p in (("carry" + sfx, "fresh" + sfx), ("carry" + sfx, "base"), ("fresh" + sfx, "base"))]
+        # a model trained with the carried state from its first step, at the base's token budget: against the base
+        # (the same budget on fresh windows) and against the continuation
+        pairs += [("scratch", "base"), ("scratch", "carry")]
         for a, b in pairs:
             if (a, k) in runs and (b, k) in runs:
                 x, y = runs[(a, k)]["stream_bpb"], runs[(b, k)]["stream_bpb"]
