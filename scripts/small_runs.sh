@@ -11,9 +11,10 @@
 #  - results/<corpus>_small/: the whole held-out split, every scored token once with its whole stream read before
 #    it: TTT under uniform-0/1/2/4, the attention twin and the count n-grams on the same tokens, loss by position
 #    from 32 held-out documents' first tokens (16,384 tokens of each sotu address, 4,096 of each Python file);
-#  - results/<corpus>_small_oracle/: the greedy oracle against the uniform frontier, on the first 2,048 scored
-#    tokens of each stream after the 2,048 before them (its look-ahead search costs about 20 times a uniform pass,
-#    so it reads a stated fraction of the split, which its report gives).
+#  - results/<corpus>_small_oracle/: the greedy oracle against the uniform frontier, on segments of 2,048 scored
+#    tokens after the 2,048 before them: the first of each sotu address, 16 spread along each pycode repository
+#    (its look-ahead search costs about 20 times a uniform pass, so it reads a stated fraction of the split, which
+#    its report gives).
 # On 2 cores of an AMD EPYC VM one corpus takes about 2.5 hours of training (both models at ~1,700-2,000 tokens/s on
 # one thread each; ~2,900 on two threads alone), and each comparison of sotu about 50 minutes on two threads
 # (the whole split's estimated from its parts: one pass of one schedule over its 2.58M tokens takes 4-10 minutes).
@@ -41,7 +42,9 @@ train() {
 for corpus in "${corpora[@]}"; do
   # loss by position over this many tokens of held-out documents from their start: whole addresses (most sotu
   # test addresses are longer), whole files (few Python files are)
-  case "$corpus" in sotu) position_len=16384 ;; pycode) position_len=4096 ;; *) echo "small_runs.sh: unknown corpus '$corpus' (sotu, pycode)" >&2; exit 2 ;; esac
+  # and the oracle's segments per stream: the first of each of sotu's 74 addresses; 16 spread along each of pycode's
+  # 3 held-out repositories (its statistics still count a repository once)
+  case "$corpus" in sotu) position_len=16384 segments=1 ;; pycode) position_len=4096 segments=16 ;; *) echo "small_runs.sh: unknown corpus '$corpus' (sotu, pycode)" >&2; exit 2 ;; esac
   echo "small_runs.sh: $corpus: training runs/${corpus}_small and runs/${corpus}_small_attn (logs runs/*.log)"
   train "${corpus}_small" "$corpus" &
   ttt=$!
@@ -63,7 +66,7 @@ for corpus in "${corpora[@]}"; do
     --set streams.position_len=$position_len
   echo "small_runs.sh: $corpus: results/${corpus}_small/report.md"
   "$ponder" compare "${models[@]}" --out "results/${corpus}_small_oracle" \
-    --set 'compare.methods=[oracle,uniform-0,uniform-1,uniform-2,uniform-4]' --set streams.max_segments=1 \
+    --set 'compare.methods=[oracle,uniform-0,uniform-1,uniform-2,uniform-4]' --set streams.max_segments=$segments \
     --set streams.max_scored=2048 --set streams.max_adapt=2048 --set 'compare.frontier_mus=[0,0.05,0.2]'
   echo "small_runs.sh: $corpus: results/${corpus}_small_oracle/report.md"
 done
