@@ -233,6 +233,7 @@ void read_eval(Section& s, EvalConfig& e) {
   s.get<ttt::InnerPath>("path", e.inner.path, to_path);
   s.get("batch_size", e.batch_size);
   s.get("max_windows", e.max_windows);
+  s.get("stream_tokens", e.stream_tokens);
   s.get<std::string>("split", e.split, [](const std::string& v) { return one_of(v, {"valid", "test"}); });
 }
 
@@ -403,6 +404,8 @@ void check(const RunConfig& c) {
        std::to_string(c.streams.max_ngram));
   need(c.eval.batch_size > 0, "eval.batch_size must be positive, got " + std::to_string(c.eval.batch_size));
   need(c.eval.max_windows >= 0, "eval.max_windows must be >= 0, got " + std::to_string(c.eval.max_windows));
+  need(c.eval.stream_tokens >= 0, "eval.stream_tokens must be >= 0 (0: no stream validation), got " +
+       std::to_string(c.eval.stream_tokens));
   const CompareOptions& k = c.compare;
   need(k.seeds >= 1 && k.windows_per_seed >= 0 && k.calib_windows >= 1,
        "compare.seeds and compare.calib_windows must be positive, compare.windows_per_seed >= 0 (0: every window)");

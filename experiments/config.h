@@ -32,6 +32,9 @@ struct EvalConfig {
   ttt::InnerRun inner;        // schedule, mode and path of validation and of `ponder eval`
   int64_t batch_size = 8;     // windows per forward pass
   int64_t max_windows = 64;   // evenly spaced windows of the split; 0 = all
+  // Validation during training also reads each validation stream with the state carried: its first stream_tokens
+  // scored tokens after at most stream_tokens before them (data::cap_stream); 0 = windows only.
+  int64_t stream_tokens = 0;
   std::string split = "valid";  // valid | test
 };
 

@@ -89,6 +89,10 @@ class Progress {
       std::fprintf(stderr, "step %lld: val loss %.4f, %.4f bits/byte (%lld windows, %.1f s), carry factor%s\n",
                    (long long)s, r.val->loss, r.val->bpb, (long long)r.val->windows, r.val->seconds,
                    carry_text(carry).c_str());
+      if (r.val_stream)
+        std::fprintf(stderr, "step %lld: val streams %.4f bits/byte (%lld streams, %lld scored tokens, state carried, "
+                     "%.1f s)\n", (long long)s, r.val_stream->bpb, (long long)r.val_stream->streams,
+                     (long long)r.val_stream->tokens, r.val_stream->seconds);
     }
     if (tty_) {
       constexpr int kWidth = 24;
@@ -327,6 +331,7 @@ namespace {
 struct TrainSetup {
   Dataset ds;
   std::unique_ptr<data::EvalWindows> valid;
+  std::vector<data::StreamTokens> valid_streams;  // eval.stream_tokens of each, state carried; empty = none
   std::unique_ptr<ttt::Trainer> trainer;
   std::unique_ptr<MetricsLog> log;  // rank 0's
 };
@@ -351,6 +356,9 @@ std::unique_ptr<TrainSetup> prepare_training(const TrainJob& job, const std::str
   auto s = std::make_unique<TrainSetup>();
   s->ds = load_dataset(c.data);
   s->valid = std::make_unique<data::EvalWindows>(s->ds.valid, c.train.seq_len, c.eval.max_windows);
+  if (c.eval.stream_tokens > 0)
+    for (const data::StreamTokens& v : s->ds.valid_streams)
+      s->valid_streams.push_back(data::cap_stream(v, c.eval.stream_tokens, c.eval.stream_tokens));
   s->trainer = std::make_unique<ttt::Trainer>(c.model, c.train, s->ds.train, job.device);
   if (job.resume) s->trainer->restore(*job.resume);
   if (dist::rank() == 0) {
@@ -377,6 +385,10 @@ nlohmann::ordered_json step_line(const ttt::StepReport& r, const ttt::Trainer& t
     line["val_loss"] = r.val->loss;
     line["val_bpb"] = r.val->bpb;
     line["carry_token_factor"] = trainer.model().carry_factors();  // 0 in a layer: its carried state is dead
+  }
+  if (r.val_stream) {
+    line["val_stream_bpb"] = r.val_stream->bpb;
+    line["val_stream_tokens"] = r.val_stream->tokens;
   }
   return line;
 }
@@ -415,6 +427,8 @@ TrainOutcome run_train_job(const TrainJob& job) {
   opt.valid = setup->valid.get();
   opt.eval.inner = c.eval.inner;
   opt.eval.batch_size = c.eval.batch_size;
+  opt.valid_streams = &setup->valid_streams;
+  opt.stream_eval.chunk = c.streams.chunk;
   opt.stop_after = job.stop_after;
   const InterruptGuard interrupt;
   MetricsLog* log = setup->log.get();

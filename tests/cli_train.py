@@ -58,6 +58,17 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
           [r[6] != "" for r in rows[1:]] == ["val_bpb" in x for x in steps],
           "train.csv holds the logged steps, validation where it ran")
 
+    # eval.stream_tokens: each validation also reads the validation streams with the state carried.
+    streams_run = os.path.join(tmp, "streams")
+    r = ponder("train", "--config", CONFIG, "--out", streams_run, "--set", "train.steps=20", "--set",
+               "eval.stream_tokens=64")
+    vals = [json.loads(line) for line in open(os.path.join(streams_run, "train.jsonl"))]
+    vals = [x for x in vals if x.get("type") == "step" and "val_bpb" in x]
+    check(len(vals) == 1 and math.isfinite(vals[0]["val_stream_bpb"]) and vals[0]["val_stream_tokens"] > 0 and
+          vals[0]["val_stream_bpb"] != vals[0]["val_bpb"], "stream validation logged beside the windows' at step 20")
+    check("val streams" in r.stderr and "state carried" in r.stderr, "stream validation on the console")
+    check(all("val_stream_bpb" not in x for x in steps), "no stream validation by default")
+
     ponder("train", "--config", CONFIG, "--out", split, "--stop-after", "13")
     r = ponder("train", "--out", split, "--resume")
     check("trained to step 40" in r.stdout, "resume continues to the end")

@@ -277,6 +277,43 @@ TEST_CASE("train.carry_state: a step's windows are read in order, the state carr
   CHECK(error_of([&] { one.train.validate(one.model); }).find("train.carry_state") != std::string::npos);
 }
 
+TEST_CASE("eval.stream_tokens: each validation also reads the capped validation streams with the state carried, as "
+          "evaluate_streams does") {
+  RunConfig c = ci_config();
+  c.train.steps = 4;
+  c.train.warmup = 1;
+  c.train.eval_every = 2;
+  const data::EvalWindows windows(moby().valid, c.train.seq_len, 2);
+  std::vector<data::StreamTokens> streams;
+  for (const data::StreamTokens& v : moby().valid_streams) streams.push_back(data::cap_stream(v, 64, 96));
+  REQUIRE(!streams.empty());
+  Trainer t(c.model, c.train, moby().train);
+  TrainLoopOptions o;
+  o.valid = &windows;
+  o.valid_streams = &streams;
+  o.stream_eval.chunk = 2 * c.model.mini_batch;
+  std::vector<StepReport> vals;
+  train_loop(t, o, [&](const StepReport& r) {
+    if (r.val) vals.push_back(r);
+  });
+  REQUIRE(vals.size() == 2);  // steps 2 and 4
+  REQUIRE(vals[0].val_stream.has_value());
+  REQUIRE(vals[1].val_stream.has_value());
+  // After the loop the model is step 4's: its pass over the same streams is the report's, bit for bit.
+  StreamEvalOptions so;
+  so.chunk = o.stream_eval.chunk;
+  so.inner = o.eval.inner;
+  so.lr_mult = ttt_lr_mult(c.train, c.model, 4);
+  const StreamEvalResult direct = evaluate_streams(t.model(), streams, so);
+  CHECK(vals[1].val_stream->bpb == direct.bpb);
+  CHECK(vals[1].val_stream->tokens == data::scored_tokens(streams));
+  CHECK(vals[0].val_stream->bpb != vals[1].val_stream->bpb);  // two steps of training moved it
+  // The config key: 0 (the default) is off, a negative count is refused naming the key.
+  CHECK(ci_config().eval.stream_tokens == 0);
+  CHECK(error_of([] { cli::parse_config("eval:\n  stream_tokens: -1\n", "bad.yaml"); })
+            .find("eval.stream_tokens must be >= 0") != std::string::npos);
+}
+
 TEST_CASE("a checkpoint round-trips, and damaged files give errors naming them") {
   const RunConfig c = ci_config(10);
   Scratch tmp("damage");
@@ -409,7 +446,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(error_of([] { cli::load_config(fs::temp_directory_path().string()); }).find("is a folder, not a YAML file") !=
         std::string::npos);
   // Every shipped config parses.
-  for (const char* name : {"tiny", "tiny_prefix", "small", "ci", "quick", "sotu_small", "pycode_small", "adapt_quick",
+  for (const char* name : {"tiny", "tiny_prefix", "small", "ci", "quick", "sotu_small", "sotu_small_carry", "pycode_small", "adapt_quick",
                            "adapt_sotu", "adapt_pycode"})
     CHECK_NOTHROW(cli::load_config(cli::resolve_config(name)));
   CHECK(error_of([] { cli::load_config("/no/such.yaml"); }) == "cannot open config '/no/such.yaml'");

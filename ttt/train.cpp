@@ -406,6 +406,12 @@ TrainResult train_loop(Trainer& trainer, const TrainLoopOptions& opt,
       eo.lr_mult = ttt_lr_mult(cfg, trainer.model().config(), s);
       rep.val = evaluate(trainer.model(), *opt.valid, eo);
       result.val_bpb.push_back({s, rep.val->bpb});
+      if (opt.valid_streams != nullptr && !opt.valid_streams->empty()) {
+        StreamEvalOptions so = opt.stream_eval;
+        so.inner = eo.inner;
+        so.lr_mult = eo.lr_mult;
+        rep.val_stream = evaluate_streams(trainer.model(), *opt.valid_streams, so);
+      }
     }
     const bool stop = dist::any(opt.interrupted && opt.interrupted());  // a rank stopping alone would leave the rest waiting
     if (saving && ((cfg.checkpoint_every > 0 && s % cfg.checkpoint_every == 0) || s == end || stop)) {

@@ -17,6 +17,7 @@
 #include "ttt/checkpoint_io.h"
 #include "ttt/eval.h"
 #include "ttt/model.h"
+#include "ttt/stream_eval.h"
 
 namespace ponder::ttt {
 
@@ -160,6 +161,10 @@ struct TrainLoopOptions {
   std::vector<std::pair<std::string, std::string>> meta;  // e.g. the git commit, stored too
   const data::EvalWindows* valid = nullptr;  // validation windows; null = no validation
   EvalOptions eval;
+  // Validation streams read with the state carried, beside the windows at each validation; null or empty = none.
+  // stream_eval.inner and lr_mult are taken from `eval` and the step.
+  const std::vector<data::StreamTokens>* valid_streams = nullptr;
+  StreamEvalOptions stream_eval;
   int64_t stop_after = 0;       // 0 = run to cfg.steps; otherwise checkpoint and stop after this step
   std::function<bool()> interrupted;  // polled after each step: true checkpoints and stops
 };
@@ -167,6 +172,7 @@ struct TrainLoopOptions {
 struct StepReport {
   StepStats stats;
   std::optional<EvalResult> val;  // when validation ran at this step
+  std::optional<StreamEvalResult> val_stream;  // when validation ran and TrainLoopOptions::valid_streams is set
   bool checkpointed = false;
 };
 
