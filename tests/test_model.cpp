@@ -225,7 +225,11 @@ TEST_CASE("stream evaluation with a carried state equals the whole-sequence forw
     StreamEvalOptions opt;
     opt.chunk = 8;
     opt.inner.schedule = "uniform-2";
+    std::vector<double> progress;
+    opt.progress = [&](double f) { progress.push_back(f); };
     const StreamEvalResult r = evaluate_streams(model, {s}, opt);
+    // Progress after every chunk of 8 predictions (the last one short), ending at the whole stream's 43 tokens.
+    CHECK(progress == std::vector<double>{8 / 43.0, 16 / 43.0, 24 / 43.0, 32 / 43.0, 40 / 43.0, 1.0});
     // The whole stream in one forward pass (padded to 44 inputs), scored from token 10 on.
     std::vector<int64_t> in(ids.begin(), ids.end() - 1), tgt(ids.begin() + 1, ids.end());
     in.resize(44, 0);

@@ -47,10 +47,8 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
   FlopScope scope;
   double all_tokens = 0;
   for (const data::StreamTokens& s : streams) all_tokens += double(s.tokens.size());
-  double fed = 0;
+  double fed = 0;  // tokens of the streams before this one
   for (const data::StreamTokens& s : streams) {
-    if (opt.progress && fed > 0) opt.progress(fed / all_tokens);
-    fed += double(s.tokens.size());
     const int64_t n = int64_t(s.tokens.size()) - 1;  // predictions: input t predicts token t + 1
     double stream_sum = 0;
     int64_t stream_count = 0;
@@ -75,7 +73,11 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
         ++stream_count;
       }
       r.read += len;
+      // after every chunk, not every stream: one held-out repository can be megabytes read for many minutes
+      if (opt.progress && c0 + len < n) opt.progress((fed + double(c0 + len)) / all_tokens);
     }
+    fed += double(s.tokens.size());
+    if (opt.progress) opt.progress(fed / all_tokens);
     loss_sum += stream_sum;
     r.tokens += stream_count;
     r.stream_tokens.push_back(stream_count);

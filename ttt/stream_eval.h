@@ -16,7 +16,7 @@ struct StreamEvalOptions {
   InnerRun inner;
   int64_t chunk = 1024;   // tokens per forward pass (a multiple of the mini-batch; the state carries across chunks)
   double lr_mult = 1.0;   // ttt_lr_mult (TTT-MLP ends its warm-up at 1)
-  std::function<void(double fraction)> progress;  // optional: after each stream, the share of the tokens read
+  std::function<void(double fraction)> progress;  // optional: after each chunk, the share of the tokens read
 };
 
 // Position bins [1, 2), [2, 4), [4, 8), … up to the longest stream: a bin holds the predictions of tokens whose
