@@ -60,13 +60,19 @@ for corpus in "${corpora[@]}"; do
   # uniform-1 (each of its methods is another pass: uniform-0 alone took 10 minutes on the sotu split), and no
   # oracle frontier (each of its points is an oracle pass, more than ten uniform ones; it is searched whether or
   # not the oracle is among the methods).
-  "$ponder" compare "${models[@]}" --attention "runs/${corpus}_small_attn/checkpoint.ckpt" --out "results/${corpus}_small" \
-    --set 'compare.methods=[uniform-1]' --set 'compare.frontier_mus=[]' --set compare.oracle_bisect=0 \
-    --set streams.position_docs=32 \
-    --set streams.position_len=$position_len
-  echo "small_runs.sh: $corpus: results/${corpus}_small/report.md"
-  "$ponder" compare "${models[@]}" --out "results/${corpus}_small_oracle" \
+  # The two comparisons side by side, one thread each (two single-thread passes get more done than one on two).
+  "$ponder" --threads 1 compare "${models[@]}" --attention "runs/${corpus}_small_attn/checkpoint.ckpt" \
+    --out "results/${corpus}_small" --set 'compare.methods=[uniform-1]' --set 'compare.frontier_mus=[]' \
+    --set compare.oracle_bisect=0 --set streams.position_docs=32 --set streams.position_len=$position_len \
+    >"runs/${corpus}_small_compare.log" 2>&1 &
+  whole=$!
+  "$ponder" --threads 1 compare "${models[@]}" --out "results/${corpus}_small_oracle" \
     --set 'compare.methods=[oracle,uniform-0,uniform-1,uniform-2,uniform-4]' --set streams.max_segments=$segments \
-    --set streams.max_scored=2048 --set streams.max_adapt=2048 --set 'compare.frontier_mus=[0,0.05,0.2]'
+    --set streams.max_scored=2048 --set streams.max_adapt=2048 --set 'compare.frontier_mus=[0,0.05,0.2]' \
+    >"runs/${corpus}_small_oracle.log" 2>&1 &
+  oracle=$!
+  wait $whole || { echo "small_runs.sh: $corpus: the comparison failed (runs/${corpus}_small_compare.log)" >&2; exit 1; }
+  echo "small_runs.sh: $corpus: results/${corpus}_small/report.md"
+  wait $oracle || { echo "small_runs.sh: $corpus: the oracle comparison failed (runs/${corpus}_small_oracle.log)" >&2; exit 1; }
   echo "small_runs.sh: $corpus: results/${corpus}_small_oracle/report.md"
 done
