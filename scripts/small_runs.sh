@@ -18,6 +18,8 @@
 # On 2 cores of an AMD EPYC VM one corpus takes about 2.5 hours of training (both models at ~1,700-2,000 tokens/s on
 # one thread each; ~2,900 on two threads alone), and each comparison of sotu about 50 minutes on two threads
 # (the whole split's estimated from its parts: one pass of one schedule over its 2.58M tokens takes 4-10 minutes).
+# pycode's two comparisons side by side on one thread each: the whole split 1 h 40 min (9-15 minutes a TTT pass over
+# its 3 repositories, 25 for attention), the oracle's 48 segments 50 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ponder=./build/experiments/ponder
