@@ -70,6 +70,12 @@ int64_t scored_tokens(const std::vector<StreamTokens>& streams) {
   return n;
 }
 
+double stream_tokens(const std::vector<StreamTokens>& streams) {
+  double n = 0;
+  for (const StreamTokens& s : streams) n += double(s.tokens.size());
+  return n;
+}
+
 double unigram_entropy_bits(const std::vector<std::vector<int32_t>>& docs) {
   std::vector<int64_t> counts;
   int64_t total = 0;

@@ -39,6 +39,8 @@ std::vector<StreamTokens> segment_stream(const StreamTokens& s, int64_t max_adap
                                          int64_t max_segments);
 // Scored tokens over all streams.
 int64_t scored_tokens(const std::vector<StreamTokens>& streams);
+// Tokens over all streams, scored or not: what reading them costs (progress weights).
+double stream_tokens(const std::vector<StreamTokens>& streams);
 
 // Entropy in bits of the empirical token distribution over all of `docs`; throws std::invalid_argument when
 // there are no tokens or an id is negative.

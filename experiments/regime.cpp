@@ -177,11 +177,7 @@ std::vector<data::StreamTokens> regime_streams(RegimeResult& r, const Dataset& d
 
 }  // namespace
 
-double tokens_of(const std::vector<data::StreamTokens>& streams) {
-  double n = 0;
-  for (const data::StreamTokens& s : streams) n += double(s.tokens.size());
-  return n;
-}
+double tokens_of(const std::vector<data::StreamTokens>& streams) { return data::stream_tokens(streams); }
 
 std::vector<data::StreamTokens> held_out_streams(const Dataset& ds, const RegimeOptions& opt, int64_t& split_tokens) {
   std::vector<data::StreamTokens> streams;

@@ -45,8 +45,7 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
   StreamEvalResult r;
   double loss_sum = 0;
   FlopScope scope;
-  double all_tokens = 0;
-  for (const data::StreamTokens& s : streams) all_tokens += double(s.tokens.size());
+  const double all_tokens = data::stream_tokens(streams);
   double fed = 0;  // tokens of the streams before this one
   for (const data::StreamTokens& s : streams) {
     const int64_t n = int64_t(s.tokens.size()) - 1;  // predictions: input t predicts token t + 1
