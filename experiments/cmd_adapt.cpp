@@ -68,7 +68,9 @@ void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result =
   const policy::AdaptRollouts rollouts(job.m.model, job.adapt.rollouts);
   const CompareOptions opt = adapt_options(a, job.adapt, job.opt, job.m.model.config().mini_batch);
   CompareResult r;
-  std::printf("%s", run_compare_job(job.m, job.ds, opt, a.checkpoint, job.config_text, a.out, &r, &rollouts).c_str());
+  Journal journal;  // the cells (opened by run_compare_job), then the regime's passes
+  std::printf("%s", run_compare_job(job.m, job.ds, opt, a.checkpoint, job.config_text, a.out, &r, &rollouts, {},
+                                    &journal).c_str());
   const AdaptSummary s = summarize_adapt(r);
   nlohmann::ordered_json top = adapt_json(s, job.adapt);
   std::string md = adapt_markdown(s, job.adapt);
@@ -87,7 +89,8 @@ void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result =
     std::fprintf(stderr, "adapt: positive control %s\n", v.passed ? "passed" : "FAILED");
   }
   merge_outputs(a.out, top, md, "");
-  merge_regime(job, a.out, "ponder adapt");
+  merge_regime(job, a.out, "ponder adapt", nullptr, "", &journal);
+  journal.remove();
   std::printf("\n%sreport: %s/report.md\n", adapt_markdown(s, job.adapt, false).c_str(), a.out.c_str());
   if (result) *result = std::move(r);
 }

@@ -16,8 +16,13 @@ namespace {
 void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
   const CheckpointJob job = load_checkpoint_job(a, "compare");
   const std::optional<TrainedModel> attention = attention_baseline(job, a.attention);  // refused before any work
-  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, result).c_str());
-  merge_regime(job, a.out, "ponder compare", attention ? &*attention : nullptr, a.attention);
+  // One journal for the cells and the regime's passes, removed when both are written: an interruption during the
+  // regime (over an hour a model on a large split) loses at most the pass in progress.
+  Journal journal;  // opened by run_compare_job once the design is checked
+  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, result, nullptr, {},
+                                    &journal).c_str());
+  merge_regime(job, a.out, "ponder compare", attention ? &*attention : nullptr, a.attention, &journal);
+  journal.remove();
 }
 
 // This shard's cells of one checkpoint's comparison into a.out's journal (the regime checks are the merge's).

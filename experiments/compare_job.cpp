@@ -192,8 +192,9 @@ std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const s
 }
 
 void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title,
-                  const TrainedModel* attention, const std::string& attention_checkpoint) {
-  RegimeResult regime = run_regime(job.m, attention, job.ds, regime_options(job.streams), stderr_progress("regime"));
+                  const TrainedModel* attention, const std::string& attention_checkpoint, Journal* journal) {
+  RegimeResult regime =
+      run_regime(job.m, attention, job.ds, regime_options(job.streams), stderr_progress("regime"), journal);
   regime.attention_checkpoint = attention_checkpoint;
   write_position_plot(regime, dir);
   nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};
@@ -223,10 +224,13 @@ void check_paired_design(const CompareOptions& opt, const Dataset& ds) {
 
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
-                            CompareResult* result, const policy::Rollouts* rollouts, const CellShare& share) {
+                            CompareResult* result, const policy::Rollouts* rollouts, const CellShare& share,
+                            Journal* callers) {
   check_paired_design(opt, ds);
   const std::string label = rollouts ? "adapt" : "compare";
-  Journal journal = open_journal(dir, label, checkpoint, config_text);
+  Journal own;
+  Journal& journal = callers ? *callers : own;
+  if (!journal.enabled()) journal = open_journal(dir, label, checkpoint, config_text);  // after the checks above
   CompareResult r = rollouts ? run_compare(*rollouts, ds.valid, ds.test, opt, stderr_progress(label), &journal,
                                            &ds.test_streams, share)
                              : run_compare(m.model, ds.valid, ds.test, opt, stderr_progress(label), &journal,
@@ -235,7 +239,7 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
   if (!share.whole()) return "";  // the journal is this shard's output; the merge writes the rest
   std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder " + label), dir);
   write_compare_figures(dir);
-  journal.remove();
+  if (!callers) journal.remove();
   if (result) *result = std::move(r);
   return headline;
 }

@@ -74,10 +74,12 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
 // outputs say "ponder adapt".
 // With a `share` of the cells (experiments/shard.h) it computes only those into DIR/journal.jsonl, kept as the
 // shard's output, and writes nothing else (returns "").
+// With `journal` (the caller's, opened here unless it is already), the cells go there and the caller removes it once
+// its own later steps are journaled too (compare and adapt keep the regime's passes in it, merge_regime).
 std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const CompareOptions& opt,
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
                             CompareResult* result = nullptr, const policy::Rollouts* rollouts = nullptr,
-                            const CellShare& share = {});
+                            const CellShare& share = {}, Journal* journal = nullptr);
 
 // Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
 // each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.
@@ -98,8 +100,10 @@ CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, con
 // (under "# <title>", with the positive control's status).
 // `attention` (may be null): an attention-only model of the same corpus and vocabulary (attention_baseline), read on
 // the same streams as the baseline that shows whether a non-TTT mixer does better.
+// `journal` (may be null): the comparison's, which keeps each finished pass for a rerun (run_regime).
 void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title,
-                  const TrainedModel* attention = nullptr, const std::string& attention_checkpoint = "");
+                  const TrainedModel* attention = nullptr, const std::string& attention_checkpoint = "",
+                  Journal* journal = nullptr);
 // The attention-only model at `path` (compare --attention; nullopt when empty), refused naming the cause when it has
 // a TTT layer or was trained on another corpus or vocabulary than the job's model.
 std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const std::string& path);

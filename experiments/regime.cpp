@@ -3,12 +3,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <numbers>
 #include <sstream>
 #include <stdexcept>
 
 #include "data/ngram.h"
 #include "experiments/plots.h"
+#include "experiments/result_json.h"
 #include "experiments/result_util.h"
 
 namespace ponder::cli {
@@ -142,6 +144,18 @@ class PassProgress {
   double total_, done_ = 0;
 };
 
+// One pass, or the same pass from the journal of an interrupted run (the key names the model, schedule and streams).
+ttt::StreamEvalResult journaled(Journal* journal, const std::string& key, const std::function<ttt::StreamEvalResult()>& run) {
+  if (journal)
+    if (const nlohmann::json* rec = journal->find("regime/" + key)) {
+      std::fprintf(stderr, "regime: %s reused from %s\n", key.c_str(), journal->path().c_str());
+      return stream_result_from_json(*rec);
+    }
+  ttt::StreamEvalResult r = run();
+  if (journal) journal->add("regime/" + key, stream_result_json(r));
+  return r;
+}
+
 // The documents loss by position is read on when streams.position_docs > 0 (RegimeOptions).
 std::vector<data::StreamTokens> position_documents(RegimeResult& r, const Dataset& ds, const RegimeOptions& opt) {
   std::vector<data::StreamTokens> docs = cli::position_documents(ds, opt, r.position_candidates);
@@ -152,16 +166,19 @@ std::vector<data::StreamTokens> position_documents(RegimeResult& r, const Datase
 
 // Replaces every result's by_position with the bins of `docs` read from their start.
 void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* attention,
-                    const std::vector<data::StreamTokens>& docs, const RegimeOptions& opt, PassProgress& passes) {
+                    const std::vector<data::StreamTokens>& docs, const RegimeOptions& opt, PassProgress& passes,
+                    Journal* journal) {
   const double n = tokens_of(docs);
   for (auto& [k, res] : r.uniform) {
     const std::string what = "uniform-" + std::to_string(k) + " by position";
-    res.by_position = ttt::evaluate_streams(m.model, docs, passes.track(uniform_options(m, k, opt.chunk), what, n))
-                          .by_position;
+    const ttt::StreamEvalOptions so = passes.track(uniform_options(m, k, opt.chunk), what, n);
+    res.by_position = journaled(journal, what, [&] { return ttt::evaluate_streams(m.model, docs, so); }).by_position;
   }
   if (attention && r.attention) {
     const ttt::StreamEvalOptions so = passes.track(attention_options(opt.chunk), "attention-only by position", n);
-    r.attention->by_position = ttt::evaluate_streams(attention->model, docs, so).by_position;
+    r.attention->by_position =
+        journaled(journal, "attention-only by position", [&] { return ttt::evaluate_streams(attention->model, docs, so); })
+            .by_position;
   }
   std::fprintf(stderr, "regime: loss by position from %lld documents' first %lld tokens\n", (long long)r.position_docs,
                (long long)r.position_len);
@@ -202,7 +219,7 @@ std::vector<data::StreamTokens> position_documents(const Dataset& ds, const Regi
 }
 
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
-                        const RegimeOptions& opt, const CompareProgress& progress) {
+                        const RegimeOptions& opt, const CompareProgress& progress, Journal* journal) {
   RegimeResult r;
   r.carry_factors = m.model.carry_factors();
   r.model_layers = m.model.config().layers;
@@ -217,13 +234,14 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
   for (int k : opt.ks) {
     const double n = tokens_of(streams);
     const std::string what = "uniform-" + std::to_string(k);
-    r.uniform.push_back({k, ttt::evaluate_streams(m.model, streams, passes.track(uniform_options(m, k, opt.chunk), what, n))});
+    const ttt::StreamEvalOptions so = passes.track(uniform_options(m, k, opt.chunk), what, n);
+    r.uniform.push_back({k, journaled(journal, what, [&] { return ttt::evaluate_streams(m.model, streams, so); })});
     std::fprintf(stderr, "regime: uniform-%d on %lld streams: %.4f bits/byte (%.1f s)\n", k, (long long)r.streams,
                  r.uniform.back().second.bpb, r.uniform.back().second.seconds);
   }
   if (attention) {
     const ttt::StreamEvalOptions so = passes.track(attention_options(opt.chunk), "attention-only", tokens_of(streams));
-    r.attention = ttt::evaluate_streams(attention->model, streams, so);
+    r.attention = journaled(journal, "attention-only", [&] { return ttt::evaluate_streams(attention->model, streams, so); });
     std::fprintf(stderr, "regime: attention-only: %.4f bits/byte (%.1f s)\n", r.attention->bpb, r.attention->seconds);
   }
   for (int n = 1; n <= opt.max_ngram; ++n) {
@@ -232,7 +250,7 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
     const double bits = ngram_bits(ng, streams, tokens);
     r.ngram_bpb[n] = bits / double(tokens);
   }
-  if (!docs.empty()) read_positions(r, m, attention, docs, opt, passes);
+  if (!docs.empty()) read_positions(r, m, attention, docs, opt, passes, journal);
   return r;
 }
 

@@ -72,8 +72,11 @@ std::vector<data::StreamTokens> position_documents(const Dataset& ds, const Regi
 
 // `attention` (optional) is an attention-only model trained like `m`.
 // `progress` (optional) hears of every pass, weighted by the tokens it reads (a whole split takes minutes a pass).
+// `journal` (optional) keeps every finished pass (a schedule over the streams, over the position documents), so a
+// rerun after an interruption reads them back instead of reading the split again; the passes are deterministic, so a
+// reused pass equals a recomputed one.
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
-                        const RegimeOptions& opt, const CompareProgress& progress = {});
+                        const RegimeOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr);
 
 // results.json's top-level fields: carry_token_factor, ngram_bpb, loss_by_position, eval_tokens, and a `regime`
 // object with the per-schedule numbers and the checks.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "experiments/compare.h"
+#include "ttt/stream_eval.h"
 
 namespace ponder::rl {
 
@@ -39,5 +40,10 @@ void to_json(J& j, const FrontierPoint& p) {
         {"base_flops_per_token", p.base_per_token}, {"mean_k", p.mean_k}, {"window_bpb", p.window_bpb}};
 }
 void from_json(const nlohmann::json& j, FrontierPoint& p);
+
+// A pass over whole streams (ttt::evaluate_streams) with every field, as the regime's journal stores it: a reused pass
+// equals the recomputed one bit for bit (doubles are written with enough digits to read back exactly, NaN as null).
+nlohmann::json stream_result_json(const ttt::StreamEvalResult& r);
+ttt::StreamEvalResult stream_result_from_json(const nlohmann::json& j);
 
 }  // namespace ponder::cli

@@ -37,6 +37,16 @@ def load(path):
         return None
 
 
+def same(x, y):
+    """Two results.json values equal but for timings, which differ between runs."""
+    drop = ("seconds", "seconds_per_token", "train_seconds", "command")
+    if isinstance(x, dict):
+        return isinstance(y, dict) and x.keys() == y.keys() and all(k in drop or same(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        return isinstance(y, list) and len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
+    return x == y
+
+
 def rho_ok(v):
     return v is None or (-1 - 1e-12 <= v <= 1 + 1e-12)
 
@@ -271,15 +281,30 @@ with tempfile.TemporaryDirectory() as tmp:
     check(not os.path.exists(journal), "the resumed comparison deletes its journal when done")
     a, b = load(os.path.join(whole, "results.json")), load(os.path.join(cut, "results.json"))
     if a and b:
-        def same(x, y):  # timings differ between runs; every result must not
-            drop = ("seconds", "seconds_per_token", "train_seconds", "command")
-            if isinstance(x, dict):
-                return isinstance(y, dict) and x.keys() == y.keys() and all(
-                    k in drop or same(x[k], y[k]) for k in x)
-            if isinstance(x, list):
-                return isinstance(y, list) and len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
-            return x == y
         for key in ["methods", "comparisons", "oracle", "policy_oracle_spearman", "success_criteria"]:
             check(same(a[key], b[key]), "resumed run equals the uninterrupted one: " + key)
+
+    # ---- killed during the regime checks (after every cell): the rerun reuses the cells and the finished passes
+    late = os.path.join(tmp, "late")
+    journal = os.path.join(late, "journal.jsonl")
+    proc = subprocess.Popen([ponder, *args, "--out", late], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    in_regime = False
+    while proc.poll() is None and not in_regime:
+        if os.path.exists(journal):
+            with open(journal) as f:
+                in_regime = '"key":"regime/uniform-0"' in f.read().replace(" ", "")
+            if in_regime:
+                proc.kill()
+        time.sleep(0.002)
+    proc.wait()
+    check(in_regime and proc.returncode != 0, "the comparison was killed during the regime's passes")
+    run = ponder_run(*args, "--out", late)
+    check("regime: uniform-0 reused from " + journal in run.stderr,
+          "the rerun reads the finished regime pass from the journal: " + run.stderr[-300:])
+    check(not os.path.exists(journal), "the resumed comparison deletes its journal when done")
+    a, c = load(os.path.join(whole, "results.json")), load(os.path.join(late, "results.json"))
+    if a and c:
+        for key in ["methods", "regime", "ngram_bpb", "loss_by_position", "carry_token_factor", "eval_tokens"]:
+            check(same(a[key], c[key]), "a run resumed in the regime equals the uninterrupted one: " + key)
 
 finish()

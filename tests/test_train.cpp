@@ -944,6 +944,38 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   opt.position_len = 4096;
   CHECK(error_of([&] { cli::run_regime(m, nullptr, ds, opt); }).find("documents of at least 4096 tokens") !=
         std::string::npos);
+
+  // With a journal every pass is kept, and a rerun reads them back instead of reading the split again: the same
+  // numbers to the bit, and the measured seconds of the first run (a recomputed pass would have its own).
+  opt.position_len = 32;
+  const nlohmann::json fp = {{"test", "regime journal"}};
+  cli::Journal first(t.file("journal.jsonl"), fp);
+  const cli::RegimeResult once = cli::run_regime(m, nullptr, ds, opt, {}, &first);
+  cli::Journal again(t.file("journal.jsonl"), fp);
+  CHECK(again.reused() == 4);  // uniform-0 and uniform-1, over the streams and over the documents' starts
+  const cli::RegimeResult twice = cli::run_regime(m, nullptr, ds, opt, {}, &again);
+  for (int k : {0, 1}) {
+    INFO("uniform-" << k);
+    const ttt::StreamEvalResult &a = *once.uniform_k(k), &b = *twice.uniform_k(k);
+    CHECK(a.bpb == b.bpb);
+    CHECK(a.loss == b.loss);
+    CHECK(a.stream_bpb == b.stream_bpb);
+    CHECK(a.stream_tokens == b.stream_tokens);
+    CHECK(a.by_position.loss_sum == b.by_position.loss_sum);
+    CHECK(a.by_position.count == b.by_position.count);
+    CHECK(a.flops.n == b.flops.n);
+    CHECK(a.inner.total() == b.inner.total());
+    CHECK(a.flops_per_token == b.flops_per_token);
+    CHECK(a.seconds == b.seconds);
+  }
+  // A NaN (a stream with nothing scored) is stored as null and reads back as NaN.
+  ttt::StreamEvalResult nan_stream = *once.uniform_k(1);
+  nan_stream.stream_bpb.push_back(NAN);
+  const ttt::StreamEvalResult back = cli::stream_result_from_json(
+      nlohmann::json::parse(cli::stream_result_json(nan_stream).dump()));
+  REQUIRE(back.stream_bpb.size() == nan_stream.stream_bpb.size());
+  CHECK(std::isnan(back.stream_bpb.back()));
+  CHECK(back.stream_bpb.front() == nan_stream.stream_bpb.front());
 }
 
 TEST_CASE("train.init_from: a frozen base under a trained TTT block; the base never moves, the block trains") {
