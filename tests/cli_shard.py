@@ -21,15 +21,17 @@ import tempfile
 
 from cli_util import check, finish, same
 
-ponder = sys.argv[1]
+ponder = os.path.abspath(sys.argv[1])
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 config = os.path.join(root, "configs", "ci.yaml")
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 
 def run(*args):
+    # From the repository root, as scripts/slurm_sweep.sh runs below: a report names the positive control found under
+    # results/control of the working directory, so every run compared here must look in the same one.
     return subprocess.run([ponder, "--threads", "1", *args], capture_output=True, text=True, timeout=600,
-                          env=ENV)
+                          env=ENV, cwd=root)
 
 
 def report_text(folder):
