@@ -110,6 +110,7 @@ AdaptSummary summarize_adapt(const CompareResult& r) {
       for (size_t i = 0; i < a.size() && i < b.size(); ++i) worse += b[i] > a[i];
       s.hurt.push_back({m.name, worse});
     }
+  s.difficulty = spend_by_difficulty(r);
   return s;
 }
 
@@ -138,6 +139,7 @@ nlohmann::ordered_json adapt_json(const AdaptSummary& s, const AdaptSection& a) 
   j["adapt_summary"] = {{"skip_bpb", num(s.skip_bpb)}, {"oracle_bpb", num(s.oracle_bpb)}, {"methods", rows},
                         {"per_stream", streams}, {"streams_worse_than_skip", hurt}};
   if (!s.gap_note.empty()) j["adapt_summary"]["gap_note"] = s.gap_note;
+  j["adapt_summary"]["by_difficulty"] = difficulty_json(s.difficulty);
   return j;
 }
 
@@ -167,7 +169,7 @@ std::string adapt_markdown(const AdaptSummary& s, const AdaptSection& a, bool pe
        << " |\n";
   md << "\n";
   if (!s.gap_note.empty()) md << "The gap share is not reported: " << s.gap_note << ".\n\n";
-  if (per_stream) md << per_stream_markdown(s);
+  if (per_stream) md << per_stream_markdown(s) << difficulty_markdown(s.difficulty);
   md << "Seconds are wall-clock of one process on this machine, all methods in one run: compare their ratios, not "
         "their values across machines.\n\n";
   return md.str();

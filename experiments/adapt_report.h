@@ -4,11 +4,13 @@
 //   - wall-clock seconds per token beside total FLOPs per token, so a reader sees whether skipping an update saves
 //     time as well as FLOPs in this engine;
 //   - per stream, every method's bits/byte, and how often updating made a stream worse than never updating;
+//   - per band of chunks by the base's loss on them, where each method spends and what it buys (adapt_difficulty.h);
 //   - the fast weights and inner optimiser that produced them.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "experiments/adapt_difficulty.h"
 #include "experiments/compare.h"
 #include "experiments/config.h"
 
@@ -33,6 +35,7 @@ struct AdaptSummary {
   std::vector<std::pair<std::string, int>> hurt;
   double skip_bpb = NAN, oracle_bpb = NAN;
   std::string gap_note;  // why the gap is not reported, when it is not
+  DifficultySummary difficulty;  // where each method spends, by the base's loss on each chunk
 };
 
 // Needs uniform-0 and oracle among the methods for the gap; otherwise rows carry NaN and gap_note says why.

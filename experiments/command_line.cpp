@@ -20,12 +20,6 @@ std::string quoted(const std::string& arg) {
   return q + "'";
 }
 
-std::string joined(const std::vector<std::string>& args) {
-  std::string line = "ponder";  // not argv[0]: the same command through another path is the same
-  for (const std::string& a : args) line.append(" ").append(quoted(a));
-  return line;
-}
-
 // How many arguments from `arg` on are one of results_command_line's options: 2 for "--name value", 1 for
 // "--name=value", 0 for anything else.
 size_t placement_option(const std::string& arg) {
@@ -41,8 +35,8 @@ size_t placement_option(const std::string& arg) {
 void set_command_line(const std::vector<std::string>& args) {
   Stored& s = stored();
   s.args = args;
-  s.line = joined(args);
-  s.results = joined(results_command_args());
+  s.line = joined_command(args);
+  s.results = joined_command(results_command_args());
 }
 
 void set_command_line(int argc, char** argv) { set_command_line(std::vector<std::string>(argv + 1, argv + argc)); }
@@ -60,6 +54,12 @@ std::vector<std::string> results_command_args() {
     i += skip > 0 ? skip : 1;
   }
   return out;
+}
+
+std::string joined_command(const std::vector<std::string>& args) {
+  std::string line = "ponder";  // not argv[0]: the same command through another path is the same
+  for (const std::string& a : args) line.append(" ").append(quoted(a));
+  return line;
 }
 
 }  // namespace ponder::cli

@@ -19,5 +19,7 @@ const std::string& results_command_line();
 // records so that ponder merge can run the command whole.
 const std::vector<std::string>& command_args();
 std::vector<std::string> results_command_args();
+// "ponder" and `args` as command_line() writes them (each quoted when it holds a space or a quote).
+std::string joined_command(const std::vector<std::string>& args);
 
 }  // namespace ponder::cli

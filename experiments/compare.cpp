@@ -362,6 +362,8 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
   o.seeds.push_back(again);
   const size_t per_seed = o.unit_k.size() / size_t(s), units = u.k.size() / size_t(s);
   o.unit_k.insert(o.unit_k.end(), o.unit_k.begin(), o.unit_k.begin() + long(per_seed));
+  if (o.unit_loss.size() == per_seed * size_t(s))
+    o.unit_loss.insert(o.unit_loss.end(), o.unit_loss.begin(), o.unit_loss.begin() + long(per_seed));
   for (std::vector<double>* v : {&u.k, &u.loss, &u.entropy, &u.ttt_loss, &u.grad_norm, &u.tied, &u.first_token})
     if (v->size() >= units) v->insert(v->end(), v->begin(), v->begin() + long(units));
 }
@@ -397,6 +399,8 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
   if (const nlohmann::json* rec = jr.find(run_key(m.name, s))) {
     m.seeds.push_back(rec->at("result").get<SeedResult>());
     for (const auto& k : rec->at("unit_k")) m.unit_k.push_back(k.get<int>());
+    if (rec->contains("unit_loss"))  // journals written before it was recorded have none
+      for (const auto& l : rec->at("unit_loss")) m.unit_loss.push_back(number_or_nan(l));
     if (s == 0) m.passage_k = rec->at("passage_k").get<std::vector<int>>();
     if (s == 0 && rec->contains("passage_loss"))  // journals written before it was recorded have none
       m.passage_loss = rec->at("passage_loss").get<std::vector<double>>();
@@ -411,10 +415,15 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
   else policy::run_windows(ro, set.windows, *e.policy, e.rollout, uint64_t(s) * 7919, &eps, progress);
   m.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
   std::vector<int> unit_k;
+  std::vector<double> unit_loss;
   for (const Episode& ep : eps)
-    for (const policy::UnitRecord& r : ep.units) unit_k.push_back(r.k);
+    for (const policy::UnitRecord& r : ep.units) {
+      unit_k.push_back(r.k);
+      unit_loss.push_back(r.loss);
+    }
   m.unit_k.insert(m.unit_k.end(), unit_k.begin(), unit_k.end());
-  nlohmann::json rec{{"result", m.seeds.back()}, {"unit_k", unit_k}};
+  m.unit_loss.insert(m.unit_loss.end(), unit_loss.begin(), unit_loss.end());
+  nlohmann::json rec{{"result", m.seeds.back()}, {"unit_k", unit_k}, {"unit_loss", unit_loss}};
   if (s == 0) {
     for (const policy::UnitRecord& r : eps[0].units) m.passage_k.push_back(r.k);
     m.passage_loss = eps[0].token_loss;

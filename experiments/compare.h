@@ -88,6 +88,7 @@ struct MethodResult {
   std::vector<int> passage_k;   // K per unit of the first window of seed 0 (the per-token view)
   std::vector<double> passage_loss;  // nats per prediction of that window (position t predicts token t + 1)
   std::vector<int> unit_k;      // K of every unit, seeds and windows in order (aligned across methods of one unit size)
+  std::vector<double> unit_loss;  // mean loss (nats) of each of those units as it was scored, aligned with unit_k
   int64_t unit_tokens = 0;      // tokens per decision unit
   std::vector<rl::IterationStats> curve;  // learned methods: the training curve
   double train_seconds = 0;

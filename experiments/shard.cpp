@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "data/files.h"
+#include "experiments/command_line.h"
 #include "experiments/journal.h"
 #include "tensor/dist.h"
 
@@ -25,12 +26,6 @@ bool& whole_run() {
 std::optional<int> digits(const std::string& s) {
   if (s.empty() || s.size() > 8 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
   return std::stoi(s);
-}
-
-std::string joined(const std::vector<std::string>& args) {
-  std::string line = "ponder";
-  for (const std::string& a : args) line += " " + a;
-  return line;
 }
 
 // Every journal under `dir`, by its path relative to `dir`.
@@ -57,7 +52,7 @@ std::vector<ShardManifest> check_shards(const std::vector<std::string>& dirs, co
     const ShardManifest& m = ms[i];
     if (m.command != first.command || m.args != first.args)
       throw std::invalid_argument("merge: '" + dirs[0] + "' and '" + dirs[i] + "' are shards of different runs: '" +
-                                  joined(first.args) + "' and '" + joined(m.args) + "'");
+                                  joined_command(first.args) + "' and '" + joined_command(m.args) + "'");
     if (m.shard.count != first.shard.count)
       throw std::invalid_argument("merge: '" + dirs[0] + "' is shard " + first.shard.text() + " and '" + dirs[i] +
                                   "' is shard " + m.shard.text() + ": the shards of one run share their n");

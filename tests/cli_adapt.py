@@ -90,8 +90,24 @@ with tempfile.TemporaryDirectory() as tmp:
     worse = sum(a > b for a, b in zip(per_stream(methods["uniform-4"]), sk))
     check(res["adapt_summary"]["streams_worse_than_skip"]["uniform-4"] == worse,
           "uniform-4 scored worse than SKIP on %d streams, as counted here" % worse)
+    # Spending by difficulty: every chunk in one band by SKIP's loss; uniform-K takes K in every band, SKIP is its own
+    # reference, and the bands' K averaged by their chunk counts give the method's mean K (one seed here).
+    bd = res["adapt_summary"]["by_difficulty"]
+    bands, brows = bd["bands"], {x["method"]: x for x in bd["methods"]}
+    chunks = [b["chunks"] for b in bands]
+    check(len(bands) == 3 and min(chunks) > 0 and all(a["skip_loss_hi"] <= b["skip_loss_lo"] for a, b in zip(bands, bands[1:])),
+          "three bands of chunks, ordered by SKIP's loss: %s" % bands)
+    check(set(brows) == set(methods), "every method is in the difficulty table: %s" % sorted(brows))
+    check(brows["uniform-0"]["delta_nats_vs_skip"] == [0, 0, 0] and brows["uniform-0"]["share_worse_than_skip"] == [0, 0, 0],
+          "SKIP against itself: no difference, no chunk worse")
+    check(brows["uniform-2"]["mean_k"] == [2, 2, 2], "uniform-2 takes 2 steps in every band")
+    for name in ("oracle", "loss", "random"):
+        k = sum(x * c for x, c in zip(brows[name]["mean_k"], chunks)) / sum(chunks)
+        check(abs(k - seeds[name]["mean_k"]) < 1e-9, "%s: the bands' K, weighted by chunks, is its mean K %.4f (%.4f)" %
+              (name, seeds[name]["mean_k"], k))
     report = open(os.path.join(one, "report.md")).read()
     check("# ponder adapt" in report and "Fast weights on the frozen base" in report, "report.md has the adapt section")
+    check("Spending by difficulty" in report and "oracle K" in report, "report.md has the difficulty table")
     check("share of the SKIP" in r.stdout, "the summary is printed")
 
     head = os.path.join(tmp, "head")

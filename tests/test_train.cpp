@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "experiments/adapt_difficulty.h"
 #include "experiments/config.h"
 #include "experiments/device.h"
 #include "experiments/journal.h"
@@ -976,6 +977,44 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   REQUIRE(back.stream_bpb.size() == nan_stream.stream_bpb.size());
   CHECK(std::isnan(back.stream_bpb.back()));
   CHECK(back.stream_bpb.front() == nan_stream.stream_bpb.front());
+}
+
+TEST_CASE("spending by difficulty: chunks in equal bands by SKIP's loss, each method's K, loss against SKIP's and "
+          "share worse, per band") {
+  cli::CompareResult r;
+  auto method = [&](const std::string& name, std::vector<int> k, std::vector<double> loss) {
+    cli::MethodResult m;
+    m.name = name;
+    m.seeds.push_back({});
+    m.unit_k = std::move(k);
+    m.unit_loss = std::move(loss);
+    r.methods.push_back(m);
+  };
+  // SKIP's losses sort the chunks 0, 3 | 2, 5 | 1, 4; chunk 6 (padding only: NaN) is in no band.
+  method("uniform-0", {0, 0, 0, 0, 0, 0, 0}, {1, 5, 3, 2, 6, 4, NAN});
+  method("m", {1, 0, 2, 1, 0, 4, 4}, {1.5, 4, 3, 2, 7, 4, 9});
+  method("restored", {1, 1, 1, 1, 1, 1, 1}, {});  // from a journal written before chunk losses were kept
+  const cli::DifficultySummary d = cli::spend_by_difficulty(r, 3);
+  REQUIRE(d.bands.size() == 3);
+  CHECK(d.bands[0].lo == 1);
+  CHECK(d.bands[0].hi == 2);
+  CHECK(d.bands[2].lo == 5);
+  CHECK(d.bands[2].hi == 6);
+  for (const cli::DifficultyBand& b : d.bands) CHECK(b.chunks == 2);
+  REQUIRE(d.rows.size() == 2);
+  CHECK(d.rows[0].name == "uniform-0");
+  CHECK(d.rows[0].delta_nats == std::vector<double>{0, 0, 0});
+  CHECK(d.rows[0].worse == std::vector<double>{0, 0, 0});
+  const cli::DifficultyRow& m = d.rows[1];
+  CHECK(m.mean_k == std::vector<double>{1, 3, 0});
+  CHECK(m.delta_nats == std::vector<double>{0.25, 0, 0});
+  CHECK(m.worse == std::vector<double>{0.5, 0, 0.5});
+  CHECK(d.note.find("restored") != std::string::npos);
+  const std::string md = cli::difficulty_markdown(d);
+  CHECK(md.find("| m | K 1.00, Δ +0.2500, worse 50 % |") != std::string::npos);
+  CHECK(cli::difficulty_json(d)["methods"][1]["share_worse_than_skip"][2] == 0.5);
+  r.methods.erase(r.methods.begin());  // without SKIP there is nothing to band by, and the note says so
+  CHECK(cli::spend_by_difficulty(r).note.find("uniform-0") != std::string::npos);
 }
 
 TEST_CASE("train.init_from: a frozen base under a trained TTT block; the base never moves, the block trains") {
