@@ -372,9 +372,17 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
 std::vector<Episode> run_oracle_set(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
                                     OracleUnits& units, const policy::WindowProgress& progress) {
   std::vector<Episode> eps;
+  double all = 0, read = 0;  // progress by tokens: held-out streams differ in length by 10x and more
+  for (const Window& w : set.windows) all += double(w.first.numel());
   for (const Window& w : set.windows) {
-    if (progress && !eps.empty()) progress(double(eps.size()) / double(set.windows.size()));
-    eps.push_back(ro.oracle(w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, opt.rollout));
+    policy::RolloutOptions o = opt.rollout;
+    const double before = read, size = double(w.first.numel());
+    if (progress) {
+      progress(before / all);
+      o.progress = [&, before, size](double f) { progress((before + f * size) / all); };
+    }
+    read += size;
+    eps.push_back(ro.oracle(w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, o));
   }
   const int64_t unit = ro.model().config().mini_batch * opt.rollout.unit_batches;
   for (size_t i = 0; i < eps.size(); ++i) {

@@ -116,6 +116,7 @@ Episode AdaptRollouts::policy(const Tensor& input, const Tensor& target, Policy&
   Episode ep;
   p.begin_sequence(seed);
   for (int64_t u = 0; u < c.n; ++u) {
+    opt.report(u, c.n);
     UnitRecord rec;
     const Tensor logits = read_chunk(fw, c, u, state, rec, ep);
     FlopScope decide;  // the features of the chunk just read, then the decision
@@ -150,6 +151,7 @@ Episode AdaptRollouts::oracle(const Tensor& input, const Tensor& target, const s
   ttt::ModelState state;
   Episode ep;
   for (int64_t u = 0; u < c.n; ++u) {
+    opt.report(u, c.n);
     UnitRecord rec;
     const Tensor logits = read_chunk(fw, c, u, state, rec, ep);
     tracker.observe_logits(logits, c.tgt(u));

@@ -29,8 +29,11 @@ CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& win
   for (const Window& w : windows) all_read += double(w.first.numel());
   for (size_t i = 0; i < windows.size(); ++i) {
     if (progress && i > 0) progress(read / all_read);
-    read += double(windows[i].first.numel());
-    Episode ep = rollouts.policy(windows[i].first, windows[i].second, policy, opt, seed + i);
+    RolloutOptions o = opt;  // the window's own progress, as a share of every window's tokens
+    const double before = read, size = double(windows[i].first.numel());
+    if (progress) o.progress = [&, before, size](double f) { progress((before + f * size) / all_read); };
+    read += size;
+    Episode ep = rollouts.policy(windows[i].first, windows[i].second, policy, o, seed + i);
     tokens += double(ep.tokens());
     s.inner_per_token += double(ep.inner);
     s.base_per_token += double(ep.base);

@@ -88,6 +88,7 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
   Episode ep;
   policy.begin_sequence(seed);
   for (int64_t u = 0; u < n; ++u) {
+    opt.report(u, n);
     UnitRecord rec;
     rec.unit = u;
     FlopScope decide;
@@ -133,6 +134,7 @@ Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& t
   ttt::ModelState state;
   Episode ep;
   for (int64_t u = 0; u < n; ++u) {
+    opt.report(u, n);
     UnitRecord rec;
     rec.unit = u;
     rec.features = tracker.next(u, model, state);

@@ -1,6 +1,7 @@
 // Running a sequence unit by unit under a policy or an oracle, with exact cost accounting from the
 // engine's counters: base forward, inner TTT steps actually run, and policy overhead.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "policy/policies.h"
@@ -22,6 +23,12 @@ struct RolloutOptions {
   // weights as they are; k > 0 takes k update steps on each before reading the next, a rollout of uniform-k, so the
   // objective values a choice by what follows it under that policy rather than by frozen weights.
   int oracle_lookahead_k = 0;
+  // Optional: told the share of the sequence's units done, every 64 units (a pycode repository read as one stream
+  // is tens of thousands of units and minutes of work; run_windows and the comparison turn it into their progress).
+  std::function<void(double fraction)> progress;
+  void report(int64_t unit, int64_t units) const {
+    if (progress && unit > 0 && unit % 64 == 0) progress(double(unit) / double(units));
+  }
 };
 
 struct UnitRecord {

@@ -109,6 +109,18 @@ TEST_CASE("calibrated heuristics hit their target mean cost within 2% on the cal
   CHECK_THROWS_WITH(calibrate_budget(model, cal, Score::Loss, 1, 4, 1, 10 * target, {}), doctest::Contains("outside"));
 }
 
+TEST_CASE("run_windows reports progress inside a window too, every 64 units, as a share of all windows' tokens") {
+  ttt::Model model(test::small_hybrid(), 3, DType::F64);
+  const std::vector<Window> windows = {test::random_sequence(1, 512), test::random_sequence(2, 256)};  // 128 and 64 units of 4
+  UniformPolicy one(1);
+  std::vector<double> seen;
+  run_windows(LayerRollouts(model), windows, one, {}, 0, nullptr, [&](double f) { seen.push_back(f); });
+  // unit 64 of the first window (half of its 512 tokens), then the second window's start; a unit 0 says nothing
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] == doctest::Approx(256.0 / 768.0));
+  CHECK(seen[1] == doctest::Approx(512.0 / 768.0));
+}
+
 TEST_CASE("every-K/N refuses N = 0 (it would divide by zero) and negative K, naming the method") {
   CHECK_THROWS_WITH_AS(policy::EveryPolicy(1, 0), "every-1/0: K must be >= 0 and N >= 1 (K on every N-th unit)",
                        std::invalid_argument);
