@@ -288,11 +288,19 @@ with tempfile.TemporaryDirectory() as tmp:
     late = os.path.join(tmp, "late")
     journal = os.path.join(late, "journal.jsonl")
     proc = subprocess.Popen([ponder, *args, "--out", late], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def journaled(key):  # a whole line holding the record (a line still being written does not parse)
+        for line in open(journal).read().split("\n")[:-1]:
+            try:
+                if json.loads(line).get("key") == key:
+                    return True
+            except ValueError:
+                pass
+        return False
+
     in_regime = False
     while proc.poll() is None and not in_regime:
         if os.path.exists(journal):
-            with open(journal) as f:
-                in_regime = '"key":"regime/uniform-0"' in f.read().replace(" ", "")
+            in_regime = journaled("regime/uniform-0")
             if in_regime:
                 proc.kill()
         time.sleep(0.002)
