@@ -354,6 +354,13 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
   return streams;
 }
 
+// Appends a copy of v's first n elements (copied out first: a vector's insert may not read from the vector itself).
+template <class T>
+void append_first(std::vector<T>& v, size_t n) {
+  const std::vector<T> first(v.begin(), v.begin() + long(n));
+  v.insert(v.end(), first.begin(), first.end());
+}
+
 // Streams mode: every seed reads the same streams and the oracle draws nothing, so its later seeds repeat seed 0
 // exactly; copy it instead of rerunning the most expensive method.
 void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
@@ -361,11 +368,10 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
   again.seed = s;
   o.seeds.push_back(again);
   const size_t per_seed = o.unit_k.size() / size_t(s), units = u.k.size() / size_t(s);
-  o.unit_k.insert(o.unit_k.end(), o.unit_k.begin(), o.unit_k.begin() + long(per_seed));
-  if (o.unit_loss.size() == per_seed * size_t(s))
-    o.unit_loss.insert(o.unit_loss.end(), o.unit_loss.begin(), o.unit_loss.begin() + long(per_seed));
+  append_first(o.unit_k, per_seed);
+  if (o.unit_loss.size() == per_seed * size_t(s)) append_first(o.unit_loss, per_seed);
   for (std::vector<double>* v : {&u.k, &u.loss, &u.entropy, &u.ttt_loss, &u.grad_norm, &u.tied, &u.first_token})
-    if (v->size() >= units) v->insert(v->end(), v->begin(), v->begin() + long(units));
+    if (v->size() >= units) append_first(*v, units);
 }
 
 // The oracle on every window, with its K and the difficulty scores it saw per unit (for the oracle analysis).
