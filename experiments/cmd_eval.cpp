@@ -147,13 +147,15 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
     print_streams(r, inner, split + " split", split_tokens, positions, m.model.carry_factors());
     return;
   }
+  std::vector<std::string> names;  // the order of stream_bpb and stream_tokens
+  for (const data::StreamTokens& st : streams) names.push_back(st.name);
   nlohmann::ordered_json j = provenance(m, ds, o.checkpoint, "ponder eval --streams");
   j.update({{"trained_commit", ck.meta_value("commit")}, {"split", split}, {"schedule", inner.schedule},
             {"mode", ttt::mode_name(inner.mode)}, {"path", ttt::path_name(inner.path)},
             {"carry_token_factor", m.model.carry_factors()}, {"streams", r.streams}, {"scored_tokens", r.tokens},
             {"split_tokens", split_tokens}, {"read_tokens", r.read}, {"bpb", r.bpb},
             {"bpb_mean_over_streams", mean_over_streams(r)}, {"loss", r.loss}, {"stream_bpb", r.stream_bpb},
-            {"stream_tokens", r.stream_tokens}, {"flops_per_token", r.flops_per_token},
+            {"stream_tokens", r.stream_tokens}, {"stream_names", names}, {"flops_per_token", r.flops_per_token},
             {"inner_flops_per_token", r.inner_flops_per_token}, {"loss_by_position_source", positions},
             {"loss_by_position", position_json(r.by_position)}, {"seconds", r.seconds}});
   std::cout << j.dump() << std::endl;

@@ -116,6 +116,8 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     st = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-1", "--streams",
                            "--json").stdout)
     weighted = sum(b * n for b, n in zip(st["stream_bpb"], st["stream_tokens"])) / sum(st["stream_tokens"])
+    check(len(st["stream_names"]) == st["streams"] and len(set(st["stream_names"])) == st["streams"] and
+          all(st["stream_names"]), "eval --streams names its streams, in the order of stream_bpb: %s" % st["stream_names"])
     check(st["streams"] == len(st["stream_bpb"]) > 1 and st["scored_tokens"] == sum(st["stream_tokens"]) and
           0 < st["scored_tokens"] <= st["split_tokens"] and math.isclose(st["bpb"], weighted, rel_tol=1e-9) and
           math.isclose(st["bpb_mean_over_streams"], sum(st["stream_bpb"]) / st["streams"], rel_tol=1e-9),
