@@ -381,12 +381,9 @@ std::vector<Episode> run_oracle_set(const policy::Rollouts& ro, const EvalSet& s
   double all = 0, read = 0;  // progress by tokens: held-out streams differ in length by 10x and more
   for (const Window& w : set.windows) all += double(w.first.numel());
   for (const Window& w : set.windows) {
-    policy::RolloutOptions o = opt.rollout;
-    const double before = read, size = double(w.first.numel());
-    if (progress) {
-      progress(before / all);
-      o.progress = [&, before, size](double f) { progress((before + f * size) / all); };
-    }
+    if (progress) progress(read / all);
+    const double size = double(w.first.numel());
+    const policy::RolloutOptions o = policy::window_progress(opt.rollout, progress, read, size, all);
     read += size;
     eps.push_back(ro.oracle(w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, o));
   }

@@ -21,6 +21,11 @@ CostSummary run_windows(const ttt::Model& model, const std::vector<Window>& wind
   return run_windows(LayerRollouts(model), windows, policy, opt, seed, episodes);
 }
 
+RolloutOptions window_progress(RolloutOptions opt, const WindowProgress& progress, double before, double size, double all) {
+  if (progress) opt.progress = [&progress, before, size, all](double f) { progress((before + f * size) / all); };
+  return opt;
+}
+
 CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
                         const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes,
                         const WindowProgress& progress) {
@@ -29,9 +34,8 @@ CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& win
   for (const Window& w : windows) all_read += double(w.first.numel());
   for (size_t i = 0; i < windows.size(); ++i) {
     if (progress && i > 0) progress(read / all_read);
-    RolloutOptions o = opt;  // the window's own progress, as a share of every window's tokens
-    const double before = read, size = double(windows[i].first.numel());
-    if (progress) o.progress = [&, before, size](double f) { progress((before + f * size) / all_read); };
+    const double size = double(windows[i].first.numel());
+    const RolloutOptions o = window_progress(opt, progress, read, size, all_read);
     read += size;
     Episode ep = rollouts.policy(windows[i].first, windows[i].second, policy, o, seed + i);
     tokens += double(ep.tokens());
