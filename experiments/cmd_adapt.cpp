@@ -6,6 +6,7 @@
 
 #include "data/byte_tokenizer.h"
 #include "data/sha256.h"
+#include "experiments/adapt_models.h"
 #include "experiments/adapt_report.h"
 #include "experiments/codebench_tasks.h"
 #include "experiments/commands.h"
@@ -136,9 +137,15 @@ void register_adapt(CLI::App& app) {
       ->capture_default_str();
   sub->callback([args, bench] {
     if (args->checkpoints.size() > 1)
-      run_replicates(*args, "adapt", replicate_options(*args), [bench](const CheckpointJobArgs& one, CompareResult* r) {
-        run(one, *bench, r);
-      });
+      run_replicates(
+          *args, "adapt", replicate_options(*args),
+          [bench](const CheckpointJobArgs& one, CompareResult* r) { run(one, *bench, r); },
+          [](const std::vector<nlohmann::json>& per_model, nlohmann::ordered_json& top, std::string& section) {
+            const AdaptOverModels pooled = adapt_over_models(per_model);
+            top["cost_multiples"] = pooled.cost_multiples;
+            top["adapt_summary"] = pooled.summary;
+            section = pooled.markdown;
+          });
     else
       run(*args, *bench);
   });

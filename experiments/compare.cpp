@@ -340,6 +340,7 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
     for (data::StreamTokens& c : data::segment_stream(st, opt.stream_max_adapt, opt.stream_max_scored,
                                                       opt.stream_max_segments))
       if (c.scored() > 0) {
+        res.context_tokens += std::max<int64_t>(0, c.first_scored - 1);
         capped.push_back(std::move(c));
         doc.push_back(names.size());
         kept = true;
@@ -347,6 +348,7 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
     if (kept) names.push_back(st.name);
   }
   res.eval_tokens = data::scored_tokens(capped);
+  res.segments = int64_t(capped.size());
   int64_t pad_to = mini_batch;
   for (const Entry& e : entries) pad_to = std::lcm(pad_to, std::max<int64_t>(1, e.result.unit_tokens));
   EvalSet streams = stream_set(capped, doc, std::move(names), pad_to);

@@ -123,6 +123,9 @@ struct CompareResult {
   // Streams mode: the streams scored, their scored tokens, and the scored tokens of the whole split (no caps).
   std::vector<std::string> stream_names;
   int64_t eval_tokens = 0, split_tokens = 0;  // windows mode: over the distinct windows scored and all of the split's
+  // Streams mode: segments read, and the unscored tokens read before their scored parts (context, e.g. adaptation
+  // files; token 0, which has no prediction, not counted).
+  int64_t segments = 0, context_tokens = 0;
   int64_t windows_per_seed = 0;                // windows mode: windows scored per seed (all of them for 0)
 };
 

@@ -282,7 +282,8 @@ CompareResult compare_one(const CheckpointJobArgs& a, const std::string& dir, co
 
 // Several independently trained models: each compared on its own into OUT/model-<i>, then the statistics over
 // models × documents (experiments/replicates.h) into OUT/report.md and OUT/results.json.
-void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run) {
+void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run,
+                    const ReplicateExtra& extra) {
   check_independent(a.checkpoints, label);
   const auto model_dir = [&](size_t i) { return (std::filesystem::path(a.out) / ("model-" + std::to_string(i + 1))).string(); };
   const auto one_of = [&](size_t i) {
@@ -312,11 +313,18 @@ void run_replicates(const CheckpointJobArgs& a, const std::string& label, const 
   const nlohmann::json first = nlohmann::json::parse(*data::read_file(a.out + "/model-1/results.json"));
   if (first.contains("scored_fraction")) top["scored_fraction"] = first["scored_fraction"];
   top["replicates"] = replicates_json(s);
+  std::string section;
+  if (extra) {
+    std::vector<nlohmann::json> per_model;
+    for (size_t i = 0; i < a.checkpoints.size(); ++i)
+      per_model.push_back(nlohmann::json::parse(*data::read_file(model_dir(i) + "/results.json")));
+    extra(per_model, top, section);
+  }
   write_atomically(a.out + "/results.json", top.dump(1) + "\n");
   write_atomically(a.out + "/report.md", "# ponder " + label + " over " + std::to_string(s.models.size()) +
                                               " models\n\n" + control_status("results/control", git_commit()) +
                                               replicates_markdown(s) + "![Distance to the uniform frontier](forest.png)\n\n"
-                                              "![Pareto, model 1](pareto.png)\n");
+                                              "![Pareto, model 1](pareto.png)\n\n" + section);
   write_compare_figures(a.out);
   std::printf("%sreport: %s/report.md\n", replicates_markdown(s).c_str(), a.out.c_str());
 }

@@ -117,8 +117,13 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
 // from one config and differ in train.seed; `label` (compare, adapt) names the command in messages and outputs.
 // The models' comparisons run a.jobs at a time in child processes (experiments/parts.h; 0: as many as threads, at
 // most 4), and the statistics are then made from their finished folders.
+// `extra` (may be empty) adds fields to OUT/results.json and a section to OUT/report.md from every model's finished
+// results.json (in model order): `ponder adapt` pools its fast-weight views there (experiments/adapt_models.h).
 using RunOne = std::function<void(const CheckpointJobArgs& one, CompareResult* result)>;
-void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run);
+using ReplicateExtra =
+    std::function<void(const std::vector<nlohmann::json>& per_model, nlohmann::ordered_json& top, std::string& section)>;
+void run_replicates(const CheckpointJobArgs& a, const std::string& label, const CompareOptions& opt, const RunOne& run,
+                    const ReplicateExtra& extra = {});
 // A shard of the same (experiments/shard.h): the models' cells dealt as one list, model i's share computed by `run`
 // into DIR/model-<i> (a.jobs models at a time); models with no cell in this shard are skipped.
 using RunShare = std::function<void(const CheckpointJobArgs& one, const CellShare& share)>;

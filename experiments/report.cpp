@@ -36,10 +36,21 @@ std::string setup_text(const CompareResult& r, const CompareOptions& opt) {
            std::to_string(opt.seq_len) + " bytes = " + fmt("%.1f", 100 * scored_fraction(r)) + " % of the split's windows "
            "(a seed fixes the windows and the random policy's draws; every method sees the same windows, so comparisons "
            "are paired by window).";
+  // A cap on the context before each scored part (streams.max_adapt) does nothing when the streams are scored from
+  // their first token (a document, not a repository's adaptation files then its evaluation files): say so, since a
+  // reader of the config would expect that context to be read.
+  const std::string context =
+      r.segments == 0 ? ""
+      : r.context_tokens > 0
+          ? "; each of the " + std::to_string(r.segments) + " segments read after " +
+                fmt("%.0f", double(r.context_tokens) / double(r.segments)) + " unscored tokens of context on average"
+          : "; no segment has unscored context before its scored part" +
+                std::string(opt.stream_max_adapt > 0 ? " (streams.max_adapt has no effect: every stream is scored from "
+                                                       "its first token)" : "");
   return std::to_string(r.stream_names.size()) + " held-out streams, each read whole with its state carried, " +
          std::to_string(r.eval_tokens) + " scored tokens = " +
          fmt("%.1f", r.split_tokens > 0 ? 100.0 * double(r.eval_tokens) / double(r.split_tokens) : 0.0) +
-         " % of the split (caps in `streams:`), × " + std::to_string(opt.seeds) +
+         " % of the split (caps in `streams:`)" + context + ", × " + std::to_string(opt.seeds) +
          " seeds (a seed fixes the methods' own random draws; every method reads the same streams, so comparisons are "
          "paired by stream; per-stream bits/byte are in results.json as window_bpb).";
 }
@@ -345,6 +356,8 @@ ordered_json results_json(const CompareResult& r, const CompareOptions& opt, con
   if (opt.streams) {
     out["streams"] = r.stream_names;
     out["eval_tokens"] = r.eval_tokens;
+    out["segments"] = r.segments;
+    out["context_tokens"] = r.context_tokens;  // unscored tokens read before the segments' scored parts
   } else {  // distinct windows scored over all seeds, of all the split's non-overlapping windows
     out["scored_windows"] = r.eval_tokens / opt.seq_len;
     out["split_windows"] = r.split_tokens / opt.seq_len;

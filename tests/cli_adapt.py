@@ -46,6 +46,11 @@ with tempfile.TemporaryDirectory() as tmp:
                 "loss_by_position", "carry_token_factor", "scored_fraction"):
         check(key in res, "results.json has " + key)
     check(res["adapt"]["fast"] == "lora" and res["adapt"]["chunk"] == 64, "the adapt settings are recorded")
+    check(res["segments"] >= len(res["streams"]) and res["context_tokens"] >= 0, "segments and their context counted")
+    setup = open(os.path.join(one, "report.md")).read()
+    check(("unscored tokens of context on average" in setup) == (res["context_tokens"] > 0) and
+          ("no segment has unscored context" in setup) == (res["context_tokens"] == 0),
+          "the setup line says how much unscored context the segments had (%d tokens)" % res["context_tokens"])
     methods = {m["name"]: m for m in res["methods"]}
     for name in ("oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "every-2/2", "random", "loss", "entropy",
                  "learned-reinforce[iters=3]", "learned-ppo-pid[iters=2]", "pondernet[iters=2]"):
@@ -138,6 +143,24 @@ with tempfile.TemporaryDirectory() as tmp:
     check("loss" in rep and len(rep["loss"]["per_model"]) == 2, "the loss heuristic is compared over both models")
     check(res2["replicates"]["baseline"] == "uniform-1", "against uniform-<adapt.budget_k>, the hard budget")
     check(os.path.exists(os.path.join(two, "model-2", "results.json")), "each base has its own comparison")
+    # The fast-weight views pooled over the bases, at the top of the multi-model outputs.
+    per = [json.load(open(os.path.join(two, "model-%d" % i, "results.json")))["adapt_summary"] for i in (1, 2)]
+    pooled = {m["method"]: m for m in res2["adapt_summary"]["methods"]}
+    for name in ("oracle", "uniform-0", "uniform-1", "uniform-2", "loss"):
+        want = sum(next(m["bpb"] for m in p["methods"] if m["method"] == name) for p in per) / 2
+        check(abs(pooled[name]["bpb"] - want) < 1e-12, "%s: pooled bits/byte %s = the mean of the models' %s"
+              % (name, pooled[name]["bpb"], want))
+    check([c["k"] for c in res2["cost_multiples"]] == [0, 1, 2, 4] and
+          all(c["min"] <= c["measured_multiple"] <= c["max"] for c in res2["cost_multiples"]),
+          "cost multiples of every K, with their range over models: %s" % res2["cost_multiples"])
+    st = res2["adapt_summary"]["per_stream"]
+    check(len(st) == len(per[0]["per_stream"]) and all(abs(s["regret_vs_oracle"]["oracle"]) < 1e-12 for s in st),
+          "every stream, with each method's regret against the oracle")
+    bands = res2["adapt_summary"]["by_difficulty"]
+    check(len(bands["bands"]) == 3 and sum(b["chunks"] for b in bands["bands"]) ==
+          sum(b["chunks"] for p in per for b in p["by_difficulty"]["bands"]), "difficulty bands pooled over the bases")
+    check("## Fast weights on the frozen bases, over 2 models" in open(os.path.join(two, "report.md")).read(),
+          "the multi-model report has the pooled section")
 
     bench_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "bench")
     if os.path.exists(os.path.join(bench_dir, "HumanEval.jsonl.gz")):

@@ -15,6 +15,7 @@
 
 #include "autograd/engine.h"
 #include "experiments/adapt_difficulty.h"
+#include "experiments/adapt_models.h"
 #include "experiments/config.h"
 #include "experiments/device.h"
 #include "experiments/journal.h"
@@ -1015,6 +1016,69 @@ TEST_CASE("spending by difficulty: chunks in equal bands by SKIP's loss, each me
   CHECK(cli::difficulty_json(d)["methods"][1]["share_worse_than_skip"][2] == 0.5);
   r.methods.erase(r.methods.begin());  // without SKIP there is nothing to band by, and the note says so
   CHECK(cli::spend_by_difficulty(r).note.find("uniform-0") != std::string::npos);
+}
+
+TEST_CASE("adapt over models: means, the gap share from the means, regret per stream, bands and costs pooled") {
+  using nlohmann::json;
+  auto model = [](json methods, json streams, int hurt, json bands, json diff, double k1_cost) {
+    return json{{"cost_multiples", {{{"k", 0}, {"measured_multiple", 1.0}}, {{"k", 1}, {"measured_multiple", k1_cost}}}},
+                {"adapt_summary", {{"methods", methods}, {"per_stream", streams},
+                                   {"streams_worse_than_skip", {{"uniform-1", hurt}}},
+                                   {"by_difficulty", {{"bands", bands}, {"methods", diff}}}}}};
+  };
+  auto row = [](const char* m, double bpb) {
+    return json{{"method", m}, {"bpb", bpb}, {"total_flops_per_token", 10.0}, {"seconds_per_token", 1e-5}, {"mean_k", 1.0}};
+  };
+  auto stream = [](const char* name, double o, double s, double u) {
+    return json{{"stream", name}, {"bpb", {{"oracle", o}, {"uniform-0", s}, {"uniform-1", u}}}};
+  };
+  auto band = [](double lo, double hi, int n) { return json{{"skip_loss_lo", lo}, {"skip_loss_hi", hi}, {"chunks", n}}; };
+  auto diff = [](const char* m, json k, json d, json w) {
+    return json{{"method", m}, {"mean_k", k}, {"delta_nats_vs_skip", d}, {"share_worse_than_skip", w}};
+  };
+  // "extra" is only in model 1's rows: left out of every pooled table.
+  const std::vector<json> models = {
+      model({row("oracle", 2.0), row("uniform-0", 3.0), row("uniform-1", 2.5), row("extra", 2.2)},
+            {stream("a", 1.9, 2.9, 2.4), stream("b", 2.1, 3.1, 2.6)}, 0, {band(1, 2, 3), band(2, 3, 3)},
+            {diff("oracle", {2, 4}, {-0.1, -0.2}, {0, 0.5}), diff("extra", {1, 1}, {0, 0}, {0, 0})}, 1.2),
+      model({row("oracle", 2.2), row("uniform-0", 3.2), row("uniform-1", 2.9)},
+            {stream("a", 2.1, 3.3, 3.0), stream("b", 2.3, 3.1, 2.8)}, 1, {band(1.5, 2.5, 4), band(2.5, 4, 4)},
+            {diff("oracle", {4, 2}, {-0.3, 0}, {0.5, 0.5})}, 1.3)};
+  const cli::AdaptOverModels a = cli::adapt_over_models(models);
+  const json s = json::parse(a.summary.dump());
+  REQUIRE(s["methods"].size() == 3);
+  CHECK(s["methods"][2]["method"] == "uniform-1");
+  CHECK(s["methods"][2]["bpb"].get<double>() == doctest::Approx(2.7));
+  CHECK(s["methods"][2]["bpb_per_model"] == json{2.5, 2.9});
+  CHECK(s["methods"][2]["gap_recovered"].get<double>() == doctest::Approx(0.4));  // (3.1 − 2.7) / (3.1 − 2.1)
+  CHECK(s["methods"][2]["gap_ci"][0].get<double>() <= 0.4 + 1e-12);
+  CHECK(s["methods"][0]["gap_recovered"].get<double>() == doctest::Approx(1.0));
+  CHECK(s["per_stream"][0]["bpb"]["uniform-1"].get<double>() == doctest::Approx(2.7));
+  CHECK(s["per_stream"][0]["regret_vs_oracle"]["uniform-1"].get<double>() == doctest::Approx(0.7));
+  CHECK(s["per_stream"][1]["regret_vs_oracle"]["uniform-0"].get<double>() == doctest::Approx(0.9));
+  CHECK(s["streams_worse_than_skip"]["uniform-1"] == 1);
+  const json& d = s["by_difficulty"];
+  CHECK(d["bands"][0]["skip_loss_lo_min"] == 1.0);
+  CHECK(d["bands"][1]["skip_loss_hi_max"] == 4.0);
+  CHECK(d["bands"][1]["chunks"] == 7);
+  REQUIRE(d["methods"].size() == 1);  // "extra" is not in model 2's bands
+  CHECK(d["methods"][0]["mean_k"] == json{3.0, 3.0});
+  CHECK(d["methods"][0]["delta_nats_vs_skip"][0].get<double>() == doctest::Approx(-0.2));
+  CHECK(d["methods"][0]["share_worse_than_skip"] == json{0.25, 0.5});
+  CHECK(a.cost_multiples[1]["measured_multiple"].get<double>() == doctest::Approx(1.25));
+  CHECK(a.cost_multiples[1]["min"] == 1.2);
+  CHECK(a.cost_multiples[1]["max"] == 1.3);
+  CHECK(a.markdown.find("| **regret vs oracle** | +0.0000 | +1.0000 | +0.6000 |") != std::string::npos);
+  CHECK(a.markdown.find("K = 1: 1.250× [1.200, 1.300]") != std::string::npos);
+  CHECK(a.markdown.find("extra") == std::string::npos);
+  // Without SKIP the gap is not reported, and says why; a model without adapt_summary is refused naming it.
+  std::vector<json> no_skip = models;
+  for (json& m : no_skip) m["adapt_summary"]["methods"].erase(1);
+  const json ns = json::parse(cli::adapt_over_models(no_skip).summary.dump());
+  CHECK(ns["methods"][0]["gap_recovered"].is_null());
+  CHECK(ns["gap_note"].get<std::string>().find("uniform-0") != std::string::npos);
+  CHECK(error_of([&] { cli::adapt_over_models({models[0], json{{"methods", json::array()}}}); }).find("model 2") !=
+        std::string::npos);
 }
 
 TEST_CASE("train.init_from: a frozen base under a trained TTT block; the base never moves, the block trains") {
