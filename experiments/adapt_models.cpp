@@ -5,8 +5,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "experiments/adapt_report.h"
 #include "experiments/result_util.h"
-#include "stats/rliable.h"
+#include "stats/descriptive.h"
 
 namespace ponder::cli {
 namespace {
@@ -16,12 +17,6 @@ using OJson = nlohmann::ordered_json;
 
 double num(const Json& v) { return v.is_number() ? v.get<double>() : NAN; }
 OJson out(double v) { return std::isfinite(v) ? OJson(v) : OJson(nullptr); }
-
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? NAN : s / double(v.size());
-}
 
 // The row of `method` in a list of objects keyed by "method" (null when absent).
 const Json* row_named(const Json& rows, const std::string& method) {
@@ -49,14 +44,6 @@ std::vector<double> per_model(const std::vector<const Json*>& s, const std::stri
   return v;
 }
 
-// The gap share of `m` from means over the models in `rows` (indices), against SKIP and the oracle.
-double gap_of(const std::vector<double>& skip, const std::vector<double>& oracle, const std::vector<double>& m,
-              const std::vector<double>& rows) {
-  double s = 0, o = 0, x = 0;
-  for (double i : rows) s += skip[size_t(i)], o += oracle[size_t(i)], x += m[size_t(i)];
-  return (s - x) / (s - o);
-}
-
 OJson method_rows(const std::vector<const Json*>& s, std::string& note) {
   const std::vector<std::string> names = common_methods(s, "methods");
   const bool has_gap = std::find(names.begin(), names.end(), "uniform-0") != names.end() &&
@@ -64,24 +51,16 @@ OJson method_rows(const std::vector<const Json*>& s, std::string& note) {
   std::vector<double> skip, oracle;
   if (has_gap) skip = per_model(s, "uniform-0", "bpb"), oracle = per_model(s, "oracle", "bpb");
   if (!has_gap) note = "the gap needs uniform-0 (SKIP) and oracle among adapt.methods";
-  else if (!(mean_of(skip) - mean_of(oracle) > 1e-9)) note = "the oracle is no better than SKIP over these models";
-  stats::ScoreMatrix idx;  // models as rows: resampling rows resamples models, paired across the three means
-  for (size_t i = 0; i < s.size(); ++i) idx.push_back({double(i)});
+  else if (!(stats::mean(skip) - stats::mean(oracle) > 1e-9)) note = "the oracle is no better than SKIP over these models";
   OJson rows = OJson::array();
   for (const std::string& n : names) {
     const std::vector<double> bpb = per_model(s, n, "bpb");
-    OJson r = {{"method", n}, {"bpb", mean_of(bpb)}, {"bpb_per_model", bpb},
-               {"total_flops_per_token", mean_of(per_model(s, n, "total_flops_per_token"))},
-               {"seconds_per_token", mean_of(per_model(s, n, "seconds_per_token"))},
-               {"mean_k", mean_of(per_model(s, n, "mean_k"))}, {"gap_recovered", nullptr}, {"gap_ci", {nullptr, nullptr}}};
+    OJson r = {{"method", n}, {"bpb", stats::mean(bpb)}, {"bpb_per_model", bpb},
+               {"total_flops_per_token", stats::mean(per_model(s, n, "total_flops_per_token"))},
+               {"seconds_per_token", stats::mean(per_model(s, n, "seconds_per_token"))},
+               {"mean_k", stats::mean(per_model(s, n, "mean_k"))}, {"gap_recovered", nullptr}, {"gap_ci", {nullptr, nullptr}}};
     if (note.empty()) {
-      const stats::Interval ci = stats::stratified_bootstrap_ci(
-          idx, [&](const stats::ScoreMatrix& rs) {
-            std::vector<double> rows_drawn;
-            for (const auto& x : rs) rows_drawn.push_back(x[0]);
-            return gap_of(skip, oracle, bpb, rows_drawn);
-          },
-          {});
+      const stats::Interval ci = gap_share_ci(skip, oracle, bpb);  // models resampled
       r["gap_recovered"] = out(ci.point);
       r["gap_ci"] = {out(ci.lo), out(ci.hi)};
     }
@@ -97,13 +76,12 @@ OJson stream_rows(const std::vector<const Json*>& s, const std::vector<std::stri
   for (const Json& st : (*s.front())["per_stream"]) {
     const std::string name = st.value("stream", "");
     OJson bpb = OJson::object(), regret = OJson::object();
-    std::vector<double> oracle;
     for (const std::string& m : methods) {
       std::vector<double> v;
       for (const Json* model : s)
         for (const Json& r : (*model)["per_stream"])
           if (r.value("stream", "") == name && r["bpb"].contains(m)) v.push_back(num(r["bpb"][m]));
-      bpb[m] = v.size() == s.size() ? out(mean_of(v)) : OJson(nullptr);
+      bpb[m] = v.size() == s.size() ? out(stats::mean(v)) : OJson(nullptr);
     }
     const bool has_oracle = bpb.contains("oracle") && bpb["oracle"].is_number();
     for (const std::string& m : methods)
@@ -124,7 +102,7 @@ OJson cost_rows(const std::vector<nlohmann::json>& models) {
     for (const Json& m : models)
       for (const Json& d : m.value("cost_multiples", Json::array()))
         if (d.value("k", -1) == c.value("k", -2)) v.push_back(num(d["measured_multiple"]));
-    rows.push_back({{"k", c["k"]}, {"measured_multiple", mean_of(v)},
+    rows.push_back({{"k", c["k"]}, {"measured_multiple", stats::mean(v)},
                     {"min", *std::min_element(v.begin(), v.end())}, {"max", *std::max_element(v.begin(), v.end())}});
   }
   return rows;
@@ -171,7 +149,7 @@ OJson difficulty_over_models(const std::vector<const Json*>& s) {
       for (size_t b = 0; b < nb; ++b) {
         std::vector<double> v;
         for (const Json* l : lists) v.push_back(num((*row_named((*l)["methods"], name))[field][b]));
-        band_means.push_back(mean_of(v));
+        band_means.push_back(stats::mean(v));
       }
       row[field] = band_means;
     }

@@ -17,19 +17,6 @@ const MethodResult* find_scored(const CompareResult& r, const std::string& name)
   return nullptr;
 }
 
-double mean_at(const std::vector<double>& v, const std::vector<double>& rows) {
-  double s = 0;
-  for (double i : rows) s += v[size_t(i)];
-  return s / double(rows.size());
-}
-
-// The gap share on the streams listed in `rows` (indices into the per-stream vectors).
-double gap_share(const std::vector<double>& skip, const std::vector<double>& oracle, const std::vector<double>& m,
-                 const std::vector<double>& rows) {
-  const double s = mean_at(skip, rows);
-  return (s - mean_at(m, rows)) / (s - mean_at(oracle, rows));
-}
-
 std::string join_names(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
@@ -62,6 +49,26 @@ std::string per_stream_markdown(const AdaptSummary& s) {
 
 }  // namespace
 
+stats::Interval gap_share_ci(const std::vector<double>& skip, const std::vector<double>& oracle,
+                             const std::vector<double>& m) {
+  const auto mean_at = [](const std::vector<double>& v, const std::vector<double>& rows) {
+    double s = 0;
+    for (double i : rows) s += v[size_t(i)];
+    return s / double(rows.size());
+  };
+  stats::ScoreMatrix idx;  // one column of indices: resampling its rows resamples the observations, paired
+  for (size_t i = 0; i < m.size(); ++i) idx.push_back({double(i)});
+  return stats::stratified_bootstrap_ci(
+      idx,
+      [&](const stats::ScoreMatrix& rs) {
+        std::vector<double> rows;
+        for (const auto& x : rs) rows.push_back(x[0]);
+        const double s = mean_at(skip, rows);
+        return (s - mean_at(m, rows)) / (s - mean_at(oracle, rows));
+      },
+      {});
+}
+
 AdaptSummary summarize_adapt(const CompareResult& r) {
   AdaptSummary s;
   const MethodResult* skip = find_scored(r, "uniform-0");
@@ -78,18 +85,8 @@ AdaptSummary summarize_adapt(const CompareResult& r) {
     const SeedResult& first = m.seeds.front();
     AdaptMethodRow row{m.name, first.bpb, first.total_per_token(), first.seconds_per_token, first.mean_k};
     if (s.gap_note.empty()) {
-      const std::vector<double>& a = skip->seeds.front().window_bpb;
-      const std::vector<double>& o = oracle->seeds.front().window_bpb;
-      const std::vector<double>& b = first.window_bpb;
-      stats::ScoreMatrix idx;  // one column of stream indices: resampling its rows resamples streams, paired
-      for (size_t i = 0; i < b.size(); ++i) idx.push_back({double(i)});
-      const stats::Interval ci = stats::stratified_bootstrap_ci(
-          idx, [&](const stats::ScoreMatrix& rs) {
-            std::vector<double> rows;
-            for (const auto& x : rs) rows.push_back(x[0]);
-            return gap_share(a, o, b, rows);
-          },
-          {});
+      const stats::Interval ci =
+          gap_share_ci(skip->seeds.front().window_bpb, oracle->seeds.front().window_bpb, first.window_bpb);
       row.gap = ci.point;
       row.gap_lo = ci.lo;
       row.gap_hi = ci.hi;

@@ -13,6 +13,7 @@
 #include "experiments/adapt_difficulty.h"
 #include "experiments/compare.h"
 #include "experiments/config.h"
+#include "stats/rliable.h"
 
 namespace ponder::cli {
 
@@ -37,6 +38,12 @@ struct AdaptSummary {
   std::string gap_note;  // why the gap is not reported, when it is not
   DifficultySummary difficulty;  // where each method spends, by the base's loss on each chunk
 };
+
+// The share of the SKIP → oracle gap that `m` recovers, (mean SKIP − mean m) / (mean SKIP − mean oracle), over paired
+// observations (one model's streams, or the models of a multi-base run), with a 95 % percentile interval from
+// resampling them (one resample for the three means).
+stats::Interval gap_share_ci(const std::vector<double>& skip, const std::vector<double>& oracle,
+                             const std::vector<double>& m);
 
 // Needs uniform-0 and oracle among the methods for the gap; otherwise rows carry NaN and gap_note says why.
 AdaptSummary summarize_adapt(const CompareResult& r);
