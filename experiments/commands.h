@@ -28,6 +28,8 @@ void register_demo(CLI::App& app);
 void register_gradcheck(CLI::App& app);
 // Adds `ops` to the `bench` subcommand that register_bench created (experiments/cmd_bench_ops.cpp).
 void register_bench_ops(CLI::App& bench);
+// Adds `dual` (the fused TTT-Linear dual-form kernel, experiments/cmd_bench_dual.cpp).
+void register_bench_dual(CLI::App& bench);
 // `bench matmul --device cuda` (experiments/cmd_bench_cuda.cpp).
 void run_bench_matmul_cuda(int reps, MatmulPrecision precision, bool json);
 void register_train(CLI::App& app);

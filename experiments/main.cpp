@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   register_demo(app);
   register_gradcheck(app);
   register_bench_ops(*app.get_subcommand("bench"));
+  register_bench_dual(*app.get_subcommand("bench"));
   register_train(app);
   register_eval(app);
   register_quick(app);

@@ -10,7 +10,8 @@
 # The summary (one line per step: name, exit status, seconds) is printed and written to LOG_DIR/summary.txt.
 # GPU_CHECK_SECONDS caps the whole run (default 3600): a step gets at most what is left, and steps that no longer
 # fit are listed as skipped, so on a machine lent for minutes the most important checks run first.
-# GPU_CHECK_SKIP: space-separated step names to leave out (e.g. "bench_matmul bench_ops").
+# GPU_CHECK_SKIP: space-separated step names to leave out (e.g. "bench_matmul bench_ops"; "cpu_suites" leaves out
+# the CPU test suites).
 set -u
 build=${1:-build}
 logs=${2:-gpu_check}
@@ -46,6 +47,17 @@ step test_cuda 180 "$build/tests/test_cuda" --duration=true
 # Only when the suite failed: the same run with a synchronisation after every launch names the faulting kernel.
 grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
   step test_cuda_sync 180 env PONDER_CUDA_SYNC=1 "$build/tests/test_cuda"
+# The fused dual-form kernel alone at the 125M shape: checked against the CPU, shared against global scratch, and
+# the backward phase by phase.
+step bench_dual 90 "$ponder" bench dual --device cuda
+# The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile.
+sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
+step bench_train_125m_b32_bf16 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual --steps 2 --precision bf16
+step bench_train_125m_b32_tf32 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual --steps 2 --precision tf32
+step bench_train_125m_b32_prof 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual --steps 1 --precision bf16 --profile
 step bench_train_125m 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual,dual-composed \
   --steps 2
 step bench_train_125m_bf16 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \
@@ -65,6 +77,8 @@ step bench_ops 90 "$ponder" bench ops --device cuda
 step bench_train_small 120 "$ponder" bench train --device cuda --config configs/small.yaml \
   --variants dual,dual-composed,prefix-4 --steps 3 --profile
 # The CPU suites: four at a time, four threads each, with what is left.
+case " ${GPU_CHECK_SKIP:-} " in *" cpu_suites "*) echo "cpu_suites             skipped (GPU_CHECK_SKIP)" |
+  tee -a "$logs/summary.txt"; exit 0 ;; esac
 left=$((deadline - SECONDS))
 [ "$left" -lt 10 ] && { echo "CPU suites skipped (GPU_CHECK_SECONDS spent)" | tee -a "$logs/summary.txt"; exit 0; }
 for t in "$build"/tests/test_*; do

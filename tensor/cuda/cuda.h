@@ -48,6 +48,17 @@ CudaAllocatorStats cuda_allocator_stats();
 // Returns every cached block to the driver (tensors in use are untouched).
 void cuda_empty_cache();
 
+// How the TTT-Linear dual-form kernels run (tensor/cuda/ttt_dual.cu). shared_scratch: a head's intermediates in the
+// block's shared memory when they fit (the default), else in global memory (the reference `ponder bench dual` times
+// against). *_phases < 0 runs every phase; n >= 0 only the first n, for timing a phase by difference (the results
+// are then wrong: for benchmarks only).
+struct CudaDualOptions {
+  bool shared_scratch = true;
+  int forward_phases = -1, backward_phases = -1;
+};
+void cuda_set_dual_options(const CudaDualOptions& o);
+CudaDualOptions cuda_dual_options();
+
 // Direct library calls on the engine's buffers: the references `ponder bench` times the engine against.
 // Queued on the backend's stream like every kernel (time them with cuda_synchronize).
 // out (…, m, n) = a (…, m, k) · b (…, k, n), contiguous float32/float64 CUDA tensors with equal batch

@@ -27,5 +27,7 @@ CudaAllocatorStats cuda_allocator_stats() { no_cuda(); }
 void cuda_empty_cache() { no_cuda(); }
 void cuda_gemm_direct(const Tensor&, const Tensor&, const Tensor&) { no_cuda(); }
 void cuda_memcpy(const Tensor&, const Tensor&) { no_cuda(); }
+void cuda_set_dual_options(const CudaDualOptions&) { no_cuda(); }
+CudaDualOptions cuda_dual_options() { no_cuda(); }
 
 }  // namespace ponder

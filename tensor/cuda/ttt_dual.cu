@@ -1,12 +1,16 @@
 // TTT-Linear's dual form on one mini-batch on the GPU, forward and backward: one thread block per head, whose
 // threads run the phases of tensor/cuda/ttt_dual_body.h with a block barrier after each (one launch per call, where
-// the composition takes about a hundred). A first kernel: operands stay in global memory (cached), products are
-// plain loops and row formulas run one thread per row in double. dγ and dβ are summed per head in row order and then
-// over heads in head order by a second kernel, so results do not depend on scheduling.
+// the composition takes about a hundred). A head's intermediates live in the block's shared memory when they fit
+// (60 KB in float32 for the 125M shape, b 16 and f 64; the first kernel kept them in global memory, where every
+// phase's loops waited on L2 for what the phase before had written); otherwise, or when asked
+// (cuda_set_dual_options, for `ponder bench dual`), in global memory. Products are plain loops and row formulas run
+// one thread per row in double. dγ and dβ are summed per head in row order and then over heads in head order by a
+// second kernel, so results do not depend on scheduling.
 #include <stdexcept>
 #include <string>
 
 #include "tensor/cuda/common.cuh"
+#include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_kernels.h"
 #include "tensor/cuda/ttt_dual_body.h"
 #include "tensor/dtype.h"
@@ -15,10 +19,22 @@ namespace ponder::cuda {
 namespace {
 
 constexpr int kDualThreads = 256;
+CudaDualOptions g_dual_options;
+
+__device__ inline int phase_count(int asked, int all) { return asked >= 0 && asked < all ? asked : all; }
+
+// The block's scratch, in dynamic shared memory when the launch has some (Args::block_scratch).
+template <class T>
+__device__ inline void use_block_scratch(dual::Args<T>& a) {
+  extern __shared__ __align__(16) unsigned char dual_smem[];
+  if (a.block_scratch) a.scratch = reinterpret_cast<T*>(dual_smem);
+}
 
 template <class T>
 __global__ void dual_forward_kernel(dual::Args<T> a) {
-  for (int ph = 0; ph < dual::kForwardPhases; ++ph) {
+  use_block_scratch(a);
+  const int n = phase_count(a.phases, dual::kForwardPhases);
+  for (int ph = 0; ph < n; ++ph) {
     dual::forward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
     __syncthreads();
   }
@@ -26,10 +42,32 @@ __global__ void dual_forward_kernel(dual::Args<T> a) {
 
 template <class T>
 __global__ void dual_backward_kernel(dual::Args<T> a) {
-  for (int ph = 0; ph < dual::kBackwardPhases; ++ph) {
+  use_block_scratch(a);
+  const int n = phase_count(a.phases, dual::kBackwardPhases);
+  for (int ph = 0; ph < n; ++ph) {
     dual::backward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
     __syncthreads();
   }
+}
+
+// The most dynamic shared memory a block may ask for on this device (the opt-in limit: 227 KB on sm_90).
+int max_shared_bytes() {
+  static const int bytes = [] {
+    int dev = 0, v = 0;
+    cuda_check(cudaGetDevice(&dev));
+    cuda_check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return v;
+  }();
+  return bytes;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (above 48 KB a kernel must be allowed first); remembers the
+// largest allowed so far per kernel.
+template <class... P>
+void allow_shared(void (*kernel)(P...), size_t bytes, size_t& allowed) {
+  if (bytes <= allowed || bytes <= 48 * 1024) return;
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  allowed = bytes;
 }
 
 template <class T>
@@ -50,14 +88,23 @@ dual::RowGeom row_geom(const DualOperands& o) {
   return g;
 }
 
-// The launch's operands and its scratch (allocated here, freed when the caller returns: the stream orders reuse).
+// The launch's operands and its scratch: the block's shared memory (`smem` bytes of it) when one head's scratch
+// fits there and the options allow it, else global memory allocated here (freed when the caller returns: the
+// stream orders reuse). With shared scratch the forward keeps Z, G, zb and S there and copies them out last.
 // Only the backward has double scratch (the rows' dγ, dβ); the forward passes none.
 template <class T>
-dual::Args<T> args(const DualOperands& o, Tensor& scratch, Tensor* dscratch) {
+dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor* dscratch, size_t& smem) {
   const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2];
   if (G > int64_t(0x7fffffff))
     throw std::invalid_argument("ttt_linear_dual (CUDA): " + std::to_string(G) + " heads exceed the grid");
-  scratch = Tensor::empty({G, dual::scratch_t(b, f)}, o.xq.dtype(), Device::CUDA);
+  const bool saved_in_scratch = forward || !o.saved.defined();
+  const int64_t per_head = dual::scratch_t(b, f, !saved_in_scratch);
+  smem = size_t(per_head) * sizeof(T);
+  const bool shared = g_dual_options.shared_scratch && smem <= size_t(max_shared_bytes());
+  if (!shared) {
+    smem = 0;
+    scratch = Tensor::empty({G, dual::scratch_t(b, f, o.saved.defined())}, o.xq.dtype(), Device::CUDA);
+  }
   if (dscratch) *dscratch = Tensor::empty({G, dual::scratch_d(b, f)}, DType::F64, Device::CUDA);
   dual::Args<T> a{};
   a.W = o.W.data<T>();
@@ -69,7 +116,13 @@ dual::Args<T> args(const DualOperands& o, Tensor& scratch, Tensor* dscratch) {
   a.gamma = o.gamma.data<T>();
   a.beta = o.beta.data<T>();
   a.saved = o.saved.defined() ? o.saved.data<T>() : nullptr;
-  a.scratch = scratch.data<T>();
+  a.scratch = shared ? nullptr : scratch.data<T>();
+  a.block_scratch = shared;
+  if (shared && forward) {
+    a.saved_out = a.saved;
+    a.saved = nullptr;
+  }
+  a.phases = forward ? g_dual_options.forward_phases : g_dual_options.backward_phases;
   a.dscr = dscratch ? dscratch->data<double>() : nullptr;
   a.rows = row_geom(o);
   a.b = b;
@@ -86,9 +139,12 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] {
     Tensor scratch;
-    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, nullptr);
+    size_t smem = 0;
+    static size_t allowed = 0;
+    dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, nullptr, smem);
     a.y = y.data<scalar_t>();
-    dual_forward_kernel<scalar_t><<<G, kDualThreads, 0, stream()>>>(a);
+    allow_shared(dual_forward_kernel<scalar_t>, smem, allowed);
+    dual_forward_kernel<scalar_t><<<G, kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
     debug_sync("dual_forward_kernel", __FILE__, __LINE__);
   });
@@ -99,7 +155,9 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] {
     Tensor scratch, dscratch;
-    dual::Args<scalar_t> a = args<scalar_t>(o, scratch, &dscratch);
+    size_t smem = 0;
+    static size_t allowed = 0;
+    dual::Args<scalar_t> a = args<scalar_t>(o, false, scratch, &dscratch, smem);
     const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
     a.dy = dy.data<scalar_t>();
     a.dW = g[0].data<scalar_t>();
@@ -109,7 +167,8 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     a.dv = g[4].data<scalar_t>();
     a.deta = g[5].data<scalar_t>();
     a.parts = parts.data<double>();
-    dual_backward_kernel<scalar_t><<<unsigned(G), kDualThreads, 0, stream()>>>(a);
+    allow_shared(dual_backward_kernel<scalar_t>, smem, allowed);
+    dual_backward_kernel<scalar_t><<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);
     debug_sync("dual_backward_kernel", __FILE__, __LINE__);
     launch("gamma_sum_kernel", gamma_sum_kernel<scalar_t>, P, a.parts, G, P, g[6].data<scalar_t>(),
@@ -118,3 +177,8 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
 }
 
 }  // namespace ponder::cuda
+
+namespace ponder {
+void cuda_set_dual_options(const CudaDualOptions& o) { cuda::g_dual_options = o; }
+CudaDualOptions cuda_dual_options() { return cuda::g_dual_options; }
+}  // namespace ponder

@@ -37,18 +37,26 @@ PONDER_HD inline int64_t gamma_offset(const RowGeom& g, int64_t r) {
   return off;
 }
 
-// Scratch per head, in elements of T and in doubles.
-PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f) { return 9 * b * f + 4 * b * b + 2 * f * f; }
-PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return 2 * b * f; }
 PONDER_HD constexpr int64_t saved_size(int64_t b, int64_t f) { return 3 * b * f + b * b; }  // = kDualSaved
+// Scratch per head, in elements of T (the saved intermediates' place included unless they have their own) and in
+// doubles.
+PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f, bool saved = false) {
+  return (saved ? 0 : saved_size(b, f)) + 6 * b * f + 3 * b * b + 2 * f * f;
+}
+PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return 2 * b * f; }
 
 // All the operands of the launch (G heads), as flat arrays; the phases find head g's part.
 template <class T>
 struct Args {
   const T *W, *bias, *q, *k, *v, *eta, *gamma, *beta;
   T* saved;     // (G, saved_size): written by the forward, read by the backward; null: recomputed
-  T* scratch;   // (G, scratch_t)
+  T* scratch;   // (G, scratch_t), or one head's (scratch_t) when block_scratch
   double* dscr;  // (G, scratch_d): the backward's; null in the forward, which needs none
+  // Each block's own scratch (the GPU's shared memory): every head's pointers start at `scratch`. The forward then
+  // keeps its intermediates there too (saved null) and its last phase copies them to saved_out (G, saved_size).
+  bool block_scratch = false;
+  T* saved_out = nullptr;
+  int phases = -1;  // < 0: all; n ≥ 0: the kernels run only the first n phases (timing a phase by difference)
   RowGeom rows;
   int64_t b, f, P;  // P = γ's numel
   double eps;
@@ -85,13 +93,13 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.eta = a.eta + g * b * b;
   h.gamma = a.gamma;
   h.beta = a.beta;
-  T* sc = a.scratch + g * scratch_t(b, f);
+  T* sc = a.scratch + (a.block_scratch ? 0 : g * scratch_t(b, f, a.saved != nullptr));
   T* sv = a.saved ? a.saved + g * saved_size(b, f) : sc;  // without saved tensors, their place is the scratch's
   h.z = sv;
   h.g = sv + b * f;
   h.zb = sv + 2 * b * f;
   h.s = sv + 3 * b * f;
-  T* rest = sc + saved_size(b, f);
+  T* rest = a.saved ? sc : sc + saved_size(b, f);
   h.t = rest;
   h.e = rest + b * f;
   h.m = h.e + b * b;
@@ -495,7 +503,7 @@ PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dga
 }
 
 // ---- the phase lists: run(phase index) for phases 0 … count − 1 with a block barrier after each.
-constexpr int kForwardPhases = 4, kBackwardPhases = 12;
+constexpr int kForwardPhases = 5, kBackwardPhases = 12;
 
 template <class T>
 PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
@@ -505,6 +513,10 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, in
     case 1: fwd_inner_grad(h, a.rows, a.gamma, a.beta, tid, nt); break;
     case 2: fwd_zb(h, tid, nt); break;
     case 3: fwd_out(h, a.rows, a.gamma, a.beta, a.y + g * (a.b + a.f + 1) * a.f, tid, nt); break;
+    case 4:  // with block scratch, the intermediates (Z, G, zb, S: contiguous from z) to the saved tensor
+      if (a.saved_out)
+        for (int64_t x = tid; x < saved_size(a.b, a.f); x += nt) a.saved_out[g * saved_size(a.b, a.f) + x] = h.z[x];
+      break;
     default: break;
   }
 }
