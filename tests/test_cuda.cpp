@@ -341,9 +341,9 @@ void simulate_dual(dual::Args<double>& a, int64_t G, bool forward, int nt) {
 struct DualCase {
   Tensor W, bias, xq, xk, xv, eta, gamma, beta;  // xq (B, H, b, f); W (B, H, f, f), …
 };
-DualCase dual_case(const Shape& gamma_shape) {
+DualCase dual_case(const Shape& gamma_shape, int64_t f) {
   Generator gen(19);
-  const int64_t B = 2, H = 3, b = 4, f = 5;
+  const int64_t B = 2, H = 3, b = 4;
   auto n = [&](Shape s, double sd) { return gen.normal(s, 0, sd, DType::F64); };
   DualCase c{n({B, H, f, f}, 0.3), n({B, H, 1, f}, 0.1), n({B, H, b, f}, 1), n({B, H, b, f}, 1), n({B, H, b, f}, 1),
              gen.uniform({B, H, b, b}, 0, 0.1, DType::F64), gen.normal(gamma_shape, 1, 0.1, DType::F64),
@@ -352,61 +352,73 @@ DualCase dual_case(const Shape& gamma_shape) {
 }
 }  // namespace
 
+namespace {
+// The phases of one case, thread by thread (nt threads), with each head's scratch in its own part of one global
+// array or, as with the GPU's shared memory, in one head-sized buffer that every head reuses (block).
+void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block) {
+  const DualCase c = dual_case(gs, f);
+  const int64_t G = 6, b = 4;
+  auto [y, saved] = raw::ttt_linear_dual(c.W, c.bias, c.xq, c.xk, c.xv, c.eta, c.gamma, c.beta, 1e-5);
+  const Tensor gamma = raw::contiguous(c.gamma), beta = raw::contiguous(c.beta);
+  const Tensor ge = raw::expand(gamma, c.xq.shape());
+  dual::Args<double> a{};
+  a.W = c.W.data<double>(), a.bias = c.bias.data<double>(), a.q = c.xq.data<double>();
+  a.k = c.xk.data<double>(), a.v = c.xv.data<double>(), a.eta = c.eta.data<double>();
+  a.gamma = gamma.data<double>(), a.beta = beta.data<double>();
+  a.rows.nd = 3;
+  for (int d = 0; d < 3; ++d)
+    a.rows.size[d] = c.xq.shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
+  a.b = b, a.f = f, a.P = gamma.numel(), a.eps = 1e-5;
+  std::vector<double> sv(size_t(G * dual::saved_size(b, f))), sc(size_t((block ? 1 : G) * dual::scratch_t(b, f))),
+      sd(size_t((block ? 1 : G) * dual::scratch_d(b, f))), ys(size_t(G * (b + f + 1) * f));
+  a.scratch = sc.data(), a.dscr = sd.data(), a.y = ys.data();  // as the GPU's forward
+  a.block_scratch = block;
+  a.saved = block ? nullptr : sv.data(), a.saved_out = block ? sv.data() : nullptr;
+  simulate_dual(a, G, true, nt);
+  REQUIRE(ys.size() == size_t(y.numel()));
+  REQUIRE(sv.size() == size_t(saved.numel()));
+  test::check_close(ys, y.to_vector(), 1e-12);
+  test::check_close(sv, saved.to_vector(), 1e-12);
+  Generator gen(5);
+  const Tensor dy = gen.normal(y.shape(), 0, 1, DType::F64);
+  const auto want = raw::ttt_linear_dual_backward(c.W, c.bias, c.xq, c.xk, c.xv, c.eta, c.gamma, c.beta, saved,
+                                                  dy, 1e-5);
+  for (bool with_saved : {true, false}) {
+    CAPTURE(with_saved);
+    std::vector<std::vector<double>> got(8);
+    const Tensor* like[8] = {&c.W, &c.bias, &c.xq, &c.xk, &c.xv, &c.eta, &gamma, &beta};
+    for (size_t i = 0; i < 8; ++i) got[i].assign(size_t(like[i]->numel()), -7.0);
+    std::vector<double> parts(size_t(G * 2 * a.P), 0.0);
+    a.saved = with_saved ? sv.data() : nullptr, a.saved_out = nullptr;
+    a.dy = dy.data<double>(), a.parts = parts.data();
+    a.dW = got[0].data(), a.db = got[1].data(), a.dq = got[2].data(), a.dk = got[3].data();
+    a.dv = got[4].data(), a.deta = got[5].data();
+    simulate_dual(a, G, false, nt);
+    for (int64_t j = 0; j < a.P; ++j) dual::sum_gamma_parts(a.parts, G, a.P, got[6].data(), got[7].data(), j);
+    for (size_t i = 0; i < 8; ++i) {
+      CAPTURE(i);
+      test::check_close(got[i], want[i].to_vector(), 1e-11);
+    }
+  }
+}
+}  // namespace
+
 // The CUDA kernel's algorithm checked where there is no GPU: its phases, run thread by thread, give the CPU
 // kernel's forward (with its saved intermediates) and backward, for γ per head, shared and per row, with the
-// intermediates saved and recomputed. On a GPU the op table and the training tests below check the launches.
+// intermediates saved and recomputed, with global and with block scratch. On a GPU the op table and the training
+// tests below check the launches.
 TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CPU kernel") {
-  for (const Shape& gs : {Shape{1, 3, 1, 5}, Shape{5}, Shape{2, 3, 4, 5}})
-    for (int nt : {1, 3, 64})
-      for (bool block : {false, true}) {  // scratch per head in global memory, or one block's (shared memory's)
-        CAPTURE(shape_str(gs));
-        CAPTURE(nt);
-        CAPTURE(block);
-        const DualCase c = dual_case(gs);
-        const int64_t G = 6, b = 4, f = 5;
-        auto [y, saved] = raw::ttt_linear_dual(c.W, c.bias, c.xq, c.xk, c.xv, c.eta, c.gamma, c.beta, 1e-5);
-        const Tensor gamma = raw::contiguous(c.gamma), beta = raw::contiguous(c.beta);
-        const Tensor ge = raw::expand(gamma, c.xq.shape());
-        dual::Args<double> a{};
-        a.W = c.W.data<double>(), a.bias = c.bias.data<double>(), a.q = c.xq.data<double>();
-        a.k = c.xk.data<double>(), a.v = c.xv.data<double>(), a.eta = c.eta.data<double>();
-        a.gamma = gamma.data<double>(), a.beta = beta.data<double>();
-        a.rows.nd = 3;
-        for (int d = 0; d < 3; ++d)
-          a.rows.size[d] = c.xq.shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
-        a.b = b, a.f = f, a.P = gamma.numel(), a.eps = 1e-5;
-        std::vector<double> sv(size_t(G * dual::saved_size(b, f))), sc(size_t((block ? 1 : G) * dual::scratch_t(b, f))),
-            sd(size_t(G * dual::scratch_d(b, f))), ys(size_t(G * (b + f + 1) * f));
-        a.scratch = sc.data(), a.dscr = nullptr, a.y = ys.data();  // as the GPU's forward
-        a.block_scratch = block;
-        a.saved = block ? nullptr : sv.data(), a.saved_out = block ? sv.data() : nullptr;
-        simulate_dual(a, G, true, nt);
-        REQUIRE(ys.size() == size_t(y.numel()));
-        REQUIRE(sv.size() == size_t(saved.numel()));
-        test::check_close(ys, y.to_vector(), 1e-12);
-        test::check_close(sv, saved.to_vector(), 1e-12);
-        Generator gen(5);
-        const Tensor dy = gen.normal(y.shape(), 0, 1, DType::F64);
-        const auto want = raw::ttt_linear_dual_backward(c.W, c.bias, c.xq, c.xk, c.xv, c.eta, c.gamma, c.beta, saved,
-                                                        dy, 1e-5);
-        for (bool with_saved : {true, false}) {
-          CAPTURE(with_saved);
-          std::vector<std::vector<double>> got(8);
-          const Tensor* like[8] = {&c.W, &c.bias, &c.xq, &c.xk, &c.xv, &c.eta, &gamma, &beta};
-          for (size_t i = 0; i < 8; ++i) got[i].assign(size_t(like[i]->numel()), -7.0);
-          std::vector<double> parts(size_t(G * 2 * a.P), 0.0);
-          a.saved = with_saved ? sv.data() : nullptr, a.saved_out = nullptr;
-          a.dy = dy.data<double>(), a.parts = parts.data(), a.dscr = sd.data();
-          a.dW = got[0].data(), a.db = got[1].data(), a.dq = got[2].data(), a.dk = got[3].data();
-          a.dv = got[4].data(), a.deta = got[5].data();
-          simulate_dual(a, G, false, nt);
-          for (int64_t j = 0; j < a.P; ++j) dual::sum_gamma_parts(a.parts, G, a.P, got[6].data(), got[7].data(), j);
-          for (size_t i = 0; i < 8; ++i) {
-            CAPTURE(i);
-            test::check_close(got[i], want[i].to_vector(), 1e-11);
-          }
+  // f 5: one column chunk per row; f 19: three, the last partial (tensor/cuda/ttt_dual_rows.h).
+  for (int64_t f : {5, 19})
+    for (const Shape& gs : {Shape{1, 3, 1, f}, Shape{f}, Shape{2, 3, 4, f}})
+      for (int nt : {1, 3, 64})
+        for (bool block : {false, true}) {
+          CAPTURE(f);
+          CAPTURE(shape_str(gs));
+          CAPTURE(nt);
+          CAPTURE(block);
+          check_dual_phases(gs, f, nt, block);
         }
-      }
 }
 
 TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and gradgradcheck in f64)") {

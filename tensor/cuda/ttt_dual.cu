@@ -1,11 +1,11 @@
 // TTT-Linear's dual form on one mini-batch on the GPU, forward and backward: one thread block per head, whose
 // threads run the phases of tensor/cuda/ttt_dual_body.h with a block barrier after each (one launch per call, where
 // the composition takes about a hundred). A head's intermediates live in the block's shared memory when they fit
-// (60 KB in float32 for the 125M shape, b 16 and f 64; the first kernel kept them in global memory, where every
-// phase's loops waited on L2 for what the phase before had written); otherwise, or when asked
-// (cuda_set_dual_options, for `ponder bench dual`), in global memory. Products are plain loops and row formulas run
-// one thread per row in double. dγ and dβ are summed per head in row order and then over heads in head order by a
-// second kernel, so results do not depend on scheduling.
+// (86 KB for the backward in float32 at the 125M shape, b 16 and f 64; the first kernel kept them in global memory,
+// where every phase's loops waited on L2 for what the phase before had written); otherwise, or when asked
+// (cuda_set_dual_options, for `ponder bench dual`), in global memory. Products are plain loops; the row formulas
+// run in double over column chunks (tensor/cuda/ttt_dual_rows.h). dγ and dβ are summed per head in row order and
+// then over heads in head order by a second kernel, so results do not depend on scheduling.
 #include <stdexcept>
 #include <string>
 
@@ -23,11 +23,14 @@ CudaDualOptions g_dual_options;
 
 __device__ inline int phase_count(int asked, int all) { return asked >= 0 && asked < all ? asked : all; }
 
-// The block's scratch, in dynamic shared memory when the launch has some (Args::block_scratch).
+// The block's scratch, in dynamic shared memory when the launch has some (Args::block_scratch): the T part, then
+// the doubles.
 template <class T>
 __device__ inline void use_block_scratch(dual::Args<T>& a) {
   extern __shared__ __align__(16) unsigned char dual_smem[];
-  if (a.block_scratch) a.scratch = reinterpret_cast<T*>(dual_smem);
+  if (!a.block_scratch) return;
+  a.scratch = reinterpret_cast<T*>(dual_smem);
+  a.dscr = reinterpret_cast<double*>(dual_smem + dual::block_doubles_at(a.b, a.f, a.saved != nullptr, sizeof(T)));
 }
 
 template <class T>
@@ -91,21 +94,19 @@ dual::RowGeom row_geom(const DualOperands& o) {
 // The launch's operands and its scratch: the block's shared memory (`smem` bytes of it) when one head's scratch
 // fits there and the options allow it, else global memory allocated here (freed when the caller returns: the
 // stream orders reuse). With shared scratch the forward keeps Z, G, zb and S there and copies them out last.
-// Only the backward has double scratch (the rows' dγ, dβ); the forward passes none.
 template <class T>
-dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor* dscratch, size_t& smem) {
+dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor& dscratch, size_t& smem) {
   const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2];
   if (G > int64_t(0x7fffffff))
     throw std::invalid_argument("ttt_linear_dual (CUDA): " + std::to_string(G) + " heads exceed the grid");
   const bool saved_in_scratch = forward || !o.saved.defined();
-  const int64_t per_head = dual::scratch_t(b, f, !saved_in_scratch);
-  smem = size_t(per_head) * sizeof(T);
+  smem = size_t(dual::block_bytes(b, f, !saved_in_scratch, sizeof(T)));
   const bool shared = g_dual_options.shared_scratch && smem <= size_t(max_shared_bytes());
   if (!shared) {
     smem = 0;
     scratch = Tensor::empty({G, dual::scratch_t(b, f, o.saved.defined())}, o.xq.dtype(), Device::CUDA);
+    dscratch = Tensor::empty({G, dual::scratch_d(b, f)}, DType::F64, Device::CUDA);
   }
-  if (dscratch) *dscratch = Tensor::empty({G, dual::scratch_d(b, f)}, DType::F64, Device::CUDA);
   dual::Args<T> a{};
   a.W = o.W.data<T>();
   a.bias = o.bias.data<T>();
@@ -117,13 +118,13 @@ dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor*
   a.beta = o.beta.data<T>();
   a.saved = o.saved.defined() ? o.saved.data<T>() : nullptr;
   a.scratch = shared ? nullptr : scratch.data<T>();
+  a.dscr = shared ? nullptr : dscratch.data<double>();
   a.block_scratch = shared;
   if (shared && forward) {
     a.saved_out = a.saved;
     a.saved = nullptr;
   }
   a.phases = forward ? g_dual_options.forward_phases : g_dual_options.backward_phases;
-  a.dscr = dscratch ? dscratch->data<double>() : nullptr;
   a.rows = row_geom(o);
   a.b = b;
   a.f = f;
@@ -138,10 +139,10 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
   const unsigned G = unsigned(o.xq.shape()[0]);
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] {
-    Tensor scratch;
+    Tensor scratch, dscratch;
     size_t smem = 0;
     static size_t allowed = 0;
-    dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, nullptr, smem);
+    dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
     a.y = y.data<scalar_t>();
     allow_shared(dual_forward_kernel<scalar_t>, smem, allowed);
     dual_forward_kernel<scalar_t><<<G, kDualThreads, smem, stream()>>>(a);
@@ -157,7 +158,7 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     Tensor scratch, dscratch;
     size_t smem = 0;
     static size_t allowed = 0;
-    dual::Args<scalar_t> a = args<scalar_t>(o, false, scratch, &dscratch, smem);
+    dual::Args<scalar_t> a = args<scalar_t>(o, false, scratch, dscratch, smem);
     const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
     a.dy = dy.data<scalar_t>();
     a.dW = g[0].data<scalar_t>();

@@ -4,18 +4,14 @@
 // on the GPU (a kernel calls the phases with __syncthreads() between them) and on the CPU, where tests/test_cuda.cpp
 // runs the phases thread by thread and compares them with the CPU kernel (tensor/cpu/ttt_dual.cpp) in float64 on
 // any machine. The steps and their order are the CPU kernel's (and autograd/compose.cpp's composition, the op's
-// definition); row formulas are tensor/cpu/rows.h's, in double, one thread per row.
+// definition); the row formulas are staged over column chunks in tensor/cuda/ttt_dual_rows.h.
 //
 // Shapes per head: W (f, f), bias (1, f), q, k, v (b, f), eta (b, b); saved Z, G, zb (b, f) and S = q·kᵀ (b, b).
 #pragma once
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define PONDER_HD __host__ __device__
-#else
-#define PONDER_HD
-#endif
+#include "tensor/cuda/ttt_dual_rows.h"
 
 namespace ponder::cuda::dual {
 
@@ -43,7 +39,16 @@ PONDER_HD constexpr int64_t saved_size(int64_t b, int64_t f) { return 3 * b * f 
 PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f, bool saved = false) {
   return (saved ? 0 : saved_size(b, f)) + 6 * b * f + 3 * b * b + 2 * f * f;
 }
-PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return 2 * b * f; }
+// A block's shared memory when it holds one head's scratch: the T part, rounded up to 16 bytes, then the doubles.
+PONDER_HD constexpr int64_t block_doubles_at(int64_t b, int64_t f, bool saved, int64_t t_bytes) {
+  return (scratch_t(b, f, saved) * t_bytes + 15) / 16 * 16;
+}
+// Doubles per head: the row stages' partial sums (kSlots, b, chunks(f)), the rows' γ offsets (b), and the
+// backward's per-row dγ, dβ terms (b, f) each.
+PONDER_HD constexpr int64_t scratch_d(int64_t b, int64_t f) { return kSlots * b * chunks(f) + b + 2 * b * f; }
+PONDER_HD constexpr int64_t block_bytes(int64_t b, int64_t f, bool saved, int64_t t_bytes) {
+  return block_doubles_at(b, f, saved, t_bytes) + scratch_d(b, f) * int64_t(sizeof(double));
+}
 
 // All the operands of the launch (G heads), as flat arrays; the phases find head g's part.
 template <class T>
@@ -51,7 +56,7 @@ struct Args {
   const T *W, *bias, *q, *k, *v, *eta, *gamma, *beta;
   T* saved;     // (G, saved_size): written by the forward, read by the backward; null: recomputed
   T* scratch;   // (G, scratch_t), or one head's (scratch_t) when block_scratch
-  double* dscr;  // (G, scratch_d): the backward's; null in the forward, which needs none
+  double* dscr;  // (G, scratch_d), or one head's when block_scratch
   // Each block's own scratch (the GPU's shared memory): every head's pointers start at `scratch`. The forward then
   // keeps its intermediates there too (saved null) and its last phase copies them to saved_out (G, saved_size).
   bool block_scratch = false;
@@ -76,6 +81,7 @@ struct Head {
   T *dzb, *dm, *dg, *pk, *dp, *dz;  // backward (b, f), dm (b, b)
   T *wt, *dw2t;          // Wᵀ and dW'ᵀ (f, f): the backward's products read them along rows, so a warp's lanes
                          // read consecutive addresses instead of one cache line each
+  double *part, *roff;   // the row stages' partial sums and the rows' γ offsets (tensor/cuda/ttt_dual_rows.h)
   double *rg, *rb;       // per-row dγ, dβ contributions (b, f) each
   int64_t b, f, row0;    // row0: g·b, the first of this head's rows of xq
   double eps;
@@ -111,9 +117,11 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.dz = h.dp + b * f;
   h.wt = h.dz + b * f;
   h.dw2t = h.wt + f * f;
-  double* d = a.dscr ? a.dscr + g * scratch_d(b, f) : nullptr;
-  h.rg = d;
-  h.rb = d + b * f;
+  double* d = a.dscr + (a.block_scratch ? 0 : g * scratch_d(b, f));
+  h.part = d;
+  h.roff = d + kSlots * b * chunks(f);
+  h.rg = h.roff + b;
+  h.rb = h.rg + b * f;
   h.b = b;
   h.f = f;
   h.row0 = g * b;
@@ -121,118 +129,10 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   return h;
 }
 
-// ---- rows (tensor/cpu/rows.h's formulas, scalar, in double). One thread per row; no scratch: each pass recomputes
-// x̂ and the other per-element terms from the row's inputs, which stay in cache, instead of storing them in global
-// memory between passes (a dependent chain of global round trips per element, the first kernel's main cost).
-
+// The rows' γ, β offsets, once per launch (gamma_offset divides 64-bit integers per axis).
 template <class T>
-PONDER_HD void ln_stats(const T* p, int64_t D, double eps, double& mu, double& s) {
-  double a = 0;
-  for (int64_t i = 0; i < D; ++i) a += double(p[i]);
-  mu = a / double(D);
-  double v = 0;
-  for (int64_t i = 0; i < D; ++i) v += (double(p[i]) - mu) * (double(p[i]) - mu);
-  s = 1.0 / ::sqrt(v / double(D) + eps);  // :: : ponder::sqrt is the tensor op
-}
-
-// out = γ⊙x̂ + β + add (add: the residual q)
-template <class T>
-PONDER_HD void ln_affine(const T* p, const T* gm, const T* bt, const T* add, T* out, int64_t D, double eps) {
-  double mu, s;
-  ln_stats(p, D, eps, mu, s);
-  for (int64_t i = 0; i < D; ++i)
-    out[i] = T(double(gm[i]) * ((double(p[i]) - mu) * s) + double(bt[i])) + add[i];
-}
-
-// dx = layer_norm_backward(x, g⊙γ); ag = g⊙x̂, ab = g (this row's dγ, dβ: stored, not added)
-template <class T>
-PONDER_HD void ln_affine_backward(const T* p, const T* gm, const T* q, T* dxo, double* ag, double* ab, int64_t D,
-                                  double eps) {
-  double mu, s;
-  ln_stats(p, D, eps, mu, s);
-  double m1 = 0, m2 = 0;
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = (double(p[i]) - mu) * s, gi = double(q[i]), gg = gi * double(gm[i]);
-    ag[i] = gi * h;
-    ab[i] = gi;
-    m1 += gg;
-    m2 += gg * h;
-  }
-  m1 /= double(D);
-  m2 /= double(D);
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = (double(p[i]) - mu) * s, gg = double(q[i]) * double(gm[i]);
-    dxo[i] = T(s * (gg - m1 - h * m2));
-  }
-}
-
-// out = layer_norm_backward(z, (γ⊙x̂ + β − t)⊙γ)
-template <class T>
-PONDER_HD void ln_l2_grad(const T* p, const T* q, const T* gm, const T* bt, T* out, int64_t D, double eps) {
-  double mu, s;
-  ln_stats(p, D, eps, mu, s);
-  auto gy = [&](int64_t i, double h) { return (double(gm[i]) * h + double(bt[i]) - double(q[i])) * double(gm[i]); };
-  double m1 = 0, m2 = 0;
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = (double(p[i]) - mu) * s, y = gy(i, h);
-    m1 += y;
-    m2 += y * h;
-  }
-  m1 /= double(D);
-  m2 /= double(D);
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = (double(p[i]) - mu) * s;
-    out[i] = T(s * (gy(i, h) - m1 - h * m2));
-  }
-}
-
-// The VJP of ln_l2_grad for upstream w: dz, dt; ag += dγ, ab += dβ (this row's).
-template <class T>
-PONDER_HD void ln_l2_grad_vjp(const T* p, const T* q, const T* gm, const T* bt, const T* wr, T* dzo, T* dto,
-                              double* ag, double* ab, int64_t D, double eps) {
-  double mu, s;
-  ln_stats(p, D, eps, mu, s);
-  auto hat = [&](int64_t i) { return (double(p[i]) - mu) * s; };
-  auto res = [&](int64_t i, double h) { return double(gm[i]) * h + double(bt[i]) - double(q[i]); };  // r
-  double m1 = 0, m2 = 0, a = 0, b = 0;
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = hat(i), y = res(i, h) * double(gm[i]);
-    m1 += y;
-    m2 += y * h;
-    a += double(wr[i]);
-    b += double(wr[i]) * h;
-  }
-  m1 /= double(D);
-  m2 /= double(D);
-  a /= double(D);
-  b /= double(D);
-  double c = 0;
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = hat(i);
-    c += double(wr[i]) * (s * (res(i, h) * double(gm[i]) - m1 - h * m2));
-  }
-  c /= double(D);
-  // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²
-  auto dgy = [&](int64_t i, double h) { return s * (double(wr[i]) - a - h * b); };
-  auto dxh = [&](int64_t i, double h) {
-    const double g = double(gm[i]);
-    return -s * (m2 * double(wr[i]) + b * res(i, h) * g) + dgy(i, h) * g * g;
-  };
-  double e = 0, f = 0;
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = hat(i), x = dxh(i, h);
-    e += x;
-    f += x * h;
-  }
-  e /= double(D);
-  f /= double(D);
-  for (int64_t i = 0; i < D; ++i) {
-    const double h = hat(i), g = double(gm[i]), d = dgy(i, h);
-    dzo[i] = T(s * (dxh(i, h) - e - h * f) - s * c * h);
-    dto[i] = T(-(d * g));
-    ag[i] += d * (res(i, h) + g * h);
-    ab[i] += d * g;
-  }
+PONDER_HD void row_offsets(const Head<T>& h, const RowGeom& rg, int tid, int nt) {
+  for (int64_t i = tid; i < h.b; i += nt) h.roff[i] = double(gamma_offset(rg, h.row0 + i));
 }
 
 // ---- forward phases
@@ -277,7 +177,7 @@ PONDER_HD void diff_t(const Head<T>& h, int tid, int nt) {
   for (int64_t x = tid; x < h.b * h.f; x += nt) h.t[x] = h.v[x] - h.k[x];
 }
 
-// E, M from η and S (the backward needs them too, with S saved); G = ln_l2_grad(Z, t), one thread per row.
+// E, M from η and S (the backward needs them too, with S saved).
 template <class T>
 PONDER_HD void cheap_parts(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b;
@@ -287,16 +187,6 @@ PONDER_HD void cheap_parts(const Head<T>& h, int tid, int nt) {
     h.m[x] = h.e[x] * h.s[x] + h.e[x];
   }
 }
-template <class T>
-PONDER_HD void fwd_inner_grad(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* beta, int tid, int nt) {
-  const int64_t f = h.f;
-  cheap_parts(h, tid, nt);
-  for (int64_t i = tid; i < h.b; i += nt) {
-    const int64_t o = gamma_offset(rg, h.row0 + i);
-    ln_l2_grad(h.z + i * f, h.t + i * f, gamma + o, beta + o, h.g + i * f, f, h.eps);
-  }
-}
-
 // zb −= M·G
 template <class T>
 PONDER_HD void fwd_zb(const Head<T>& h, int tid, int nt) {
@@ -309,16 +199,12 @@ PONDER_HD void fwd_zb(const Head<T>& h, int tid, int nt) {
   }
 }
 
-// out = q + LN_{γ,β}(zb); W' = W − (ηl⊙k)ᵀ·G; bias' = bias − Σ_j ηl_j·G_j (ηl the last row of η).
+// W' = W − (ηl⊙k)ᵀ·G; bias' = bias − Σ_j ηl_j·G_j (ηl the last row of η), into y's last f + 1 rows.
 template <class T>
-PONDER_HD void fwd_out(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* beta, T* y, int tid, int nt) {
+PONDER_HD void fwd_update(const Head<T>& h, T* y, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   const T* el = h.eta + (b - 1) * b;
-  T *out = y, *W2 = y + b * f, *b2 = W2 + f * f;
-  for (int64_t i = tid; i < b; i += nt) {
-    const int64_t o = gamma_offset(rg, h.row0 + i);
-    ln_affine(h.zb + i * f, gamma + o, beta + o, h.q + i * f, out + i * f, f, h.eps);
-  }
+  T *W2 = y + b * f, *b2 = W2 + f * f;
   for (int64_t x = tid; x < f * f; x += nt) {
     const int64_t r = x / f, c = x % f;
     T acc = 0;
@@ -341,16 +227,6 @@ template <class T>
 PONDER_HD Out<T> head_out(const Args<T>& a, int64_t g) {
   const int64_t b = a.b, f = a.f;
   return {a.dW + g * f * f, a.db + g * f, a.dq + g * b * f, a.dk + g * b * f, a.dv + g * b * f, a.deta + g * b * b};
-}
-
-// dzb = ln_affine_backward(zb, γ, dO), one thread per row (the row's dγ, dβ into rg, rb).
-template <class T>
-PONDER_HD void bwd_out_norm(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* dy, int tid, int nt) {
-  const int64_t f = h.f;
-  for (int64_t i = tid; i < h.b; i += nt) {
-    const int64_t o = gamma_offset(rg, h.row0 + i);
-    ln_affine_backward(h.zb + i * f, gamma + o, dy + i * f, h.dzb + i * f, h.rg + i * f, h.rb + i * f, f, h.eps);
-  }
 }
 
 // (a·Wᵀ)[i, r] = Σ_c a[i, c]·W[r, c] for a (b, f), read through the transposed copy.
@@ -429,33 +305,25 @@ PONDER_HD void bwd_update(const Head<T>& h, const T* dW2, int tid, int nt) {
   }
 }
 
-// dG −= ηl_j·dbias'; dk += ηl_j·dP; deta[b−1, j] += Σ_c (k⊙dP − G⊙dbias') (one thread per row j for the sum).
+// dG −= ηl_j·dbias'; dk += ηl_j·dP; the sums Σ_c (k⊙dP − G⊙dbias') of rows j into slot kF, then added to
+// deta[b−1, j] by last_row_eta.
 template <class T>
 PONDER_HD void bwd_last_row(const Head<T>& h, const T* db2, const Out<T>& o, int tid, int nt) {
-  const int64_t b = h.b, f = h.f;
-  const T* el = h.eta + (b - 1) * b;
-  for (int64_t j = tid; j < b; j += nt) {
-    T del = 0;
-    for (int64_t c = 0; c < f; ++c) {
-      const int64_t jc = j * f + c;
+  const T* el = h.eta + (h.b - 1) * h.b;
+  row_items(h, tid, nt, [&](int64_t j, int64_t ch) {
+    double del = 0;
+    PONDER_CHUNK_COLUMNS(h, ch, c) {
+      const int64_t jc = j * h.f + c;
       h.dg[jc] -= el[j] * db2[c];
       o.dk[jc] += el[j] * h.dp[jc];
-      del += h.k[jc] * h.dp[jc] - h.g[jc] * db2[c];
+      del += double(h.k[jc]) * double(h.dp[jc]) - double(h.g[jc]) * double(db2[c]);
     }
-    o.deta[(b - 1) * b + j] += del;
-  }
+    part(h, kF, j, ch) = del;
+  });
 }
-
-// dz, dv = ln_l2_grad_vjp(Z, t, γ, β, dG), one thread per row (dγ, dβ added to the row's).
 template <class T>
-PONDER_HD void bwd_inner_norm(const Head<T>& h, const RowGeom& rg, const T* gamma, const T* beta, const Out<T>& o,
-                              int tid, int nt) {
-  const int64_t f = h.f;
-  for (int64_t i = tid; i < h.b; i += nt) {
-    const int64_t off = gamma_offset(rg, h.row0 + i);
-    ln_l2_grad_vjp(h.z + i * f, h.t + i * f, gamma + off, beta + off, h.dg + i * f, h.dz + i * f, o.dv + i * f,
-                   h.rg + i * f, h.rb + i * f, f, h.eps);
-  }
+PONDER_HD void last_row_eta(const Head<T>& h, const Out<T>& o, int tid, int nt) {
+  for (int64_t j = tid; j < h.b; j += nt) o.deta[(h.b - 1) * h.b + j] += T(total(h, kF, j));
 }
 
 // dk += −dv + dz·Wᵀ; dW += kᵀ·dz; dbias = dbias' + Σ_i (dzb + dz).
@@ -480,11 +348,11 @@ PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& 
 
 // This head's dγ, dβ: the rows' contributions summed in row order at their γ offsets, one thread per column.
 template <class T>
-PONDER_HD void bwd_gamma_parts(const Head<T>& h, const RowGeom& rg, int64_t P, double* parts, int tid, int nt) {
+PONDER_HD void bwd_gamma_parts(const Head<T>& h, int64_t P, double* parts, int tid, int nt) {
   const int64_t f = h.f;
   for (int64_t c = tid; c < f; c += nt)
     for (int64_t i = 0; i < h.b; ++i) {
-      const int64_t o = gamma_offset(rg, h.row0 + i) + c;
+      const int64_t o = roff(h, i) + c;
       parts[o] += h.rg[i * f + c];
       parts[P + o] += h.rb[i * f + c];
     }
@@ -503,26 +371,49 @@ PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dga
 }
 
 // ---- the phase lists: run(phase index) for phases 0 … count − 1 with a block barrier after each.
-constexpr int kForwardPhases = 5, kBackwardPhases = 12;
+constexpr int kForwardPhases = 10, kBackwardPhases = 23;
 
+// Forward phases 1–5 (the backward's too when nothing was saved): E and M, G = ln_l2_grad(Z, t) in stages, zb −= M·G.
 template <class T>
-PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
-  const Head<T> h = head(a, g);
+PONDER_HD void inner_grad_phase(const Head<T>& h, int phase, int tid, int nt) {
   switch (phase) {
-    case 0: fwd_products(h, tid, nt); break;
-    case 1: fwd_inner_grad(h, a.rows, a.gamma, a.beta, tid, nt); break;
-    case 2: fwd_zb(h, tid, nt); break;
-    case 3: fwd_out(h, a.rows, a.gamma, a.beta, a.y + g * (a.b + a.f + 1) * a.f, tid, nt); break;
-    case 4:  // with block scratch, the intermediates (Z, G, zb, S: contiguous from z) to the saved tensor
-      if (a.saved_out)
-        for (int64_t x = tid; x < saved_size(a.b, a.f); x += nt) a.saved_out[g * saved_size(a.b, a.f) + x] = h.z[x];
+    case 1:
+      cheap_parts(h, tid, nt);
+      stage_sum(h, h.z, tid, nt);
       break;
+    case 2: stage_var(h, h.z, tid, nt); break;
+    case 3: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(nullptr), tid, nt); break;
+    case 4: stage_l2_grad(h, h.z, h.t, h.g, tid, nt); break;
+    case 5: fwd_zb(h, tid, nt); break;
     default: break;
   }
 }
 
-// Without saved intermediates the backward recomputes them first (phases 0–2: the forward's 0–2); with them,
-// phase 1 only rebuilds E and M.
+template <class T>
+PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+  const Head<T> h = head(a, g);
+  T* y = a.y + g * (a.b + a.f + 1) * a.f;
+  switch (phase) {
+    case 0:
+      row_offsets(h, a.rows, tid, nt);
+      fwd_products(h, tid, nt);
+      break;
+    case 6:  // W', bias', and the output norm's statistics
+      fwd_update(h, y, tid, nt);
+      stage_sum(h, h.zb, tid, nt);
+      break;
+    case 7: stage_var(h, h.zb, tid, nt); break;
+    case 8: stage_affine(h, h.zb, h.q, y, tid, nt); break;  // out = q + LN_{γ,β}(zb)
+    case 9:  // with block scratch, the intermediates (Z, G, zb, S: contiguous from z) to the saved tensor
+      if (a.saved_out)
+        for (int64_t x = tid; x < saved_size(a.b, a.f); x += nt) a.saved_out[g * saved_size(a.b, a.f) + x] = h.z[x];
+      break;
+    default: inner_grad_phase(h, phase, tid, nt); break;
+  }
+}
+
+// Without saved intermediates the backward recomputes them first (phases 0–5: the forward's); with them, phase 1
+// only rebuilds E and M.
 template <class T>
 PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
   const Head<T> h = head(a, g);
@@ -531,20 +422,34 @@ PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, i
   const T *dy = a.dy + g * (b + f + 1) * f, *dW2 = dy + b * f, *db2 = dW2 + f * f;
   switch (phase) {
     case 0:
+      row_offsets(h, a.rows, tid, nt);
       transposes(h, dW2, tid, nt);
       a.saved ? diff_t(h, tid, nt) : fwd_products(h, tid, nt);
       break;
-    case 1: a.saved ? cheap_parts(h, tid, nt) : fwd_inner_grad(h, a.rows, a.gamma, a.beta, tid, nt); break;
-    case 2: if (!a.saved) fwd_zb(h, tid, nt); break;
-    case 3: bwd_out_norm(h, a.rows, a.gamma, dy, tid, nt); break;
-    case 4: bwd_dq_dm(h, dy, o, tid, nt); break;
-    case 5: bwd_deta(h, o, tid, nt); break;
-    case 6: bwd_products(h, dW2, o, tid, nt); break;
-    case 7: bwd_update(h, dW2, tid, nt); break;
-    case 8: bwd_last_row(h, db2, o, tid, nt); break;
-    case 9: bwd_inner_norm(h, a.rows, a.gamma, a.beta, o, tid, nt); break;
-    case 10: bwd_inner_products(h, db2, o, tid, nt); break;
-    case 11: bwd_gamma_parts(h, a.rows, a.P, a.parts + g * 2 * a.P, tid, nt); break;
+    case 1: case 2: case 3: case 4: case 5:
+      if (!a.saved) inner_grad_phase(h, phase, tid, nt);
+      else if (phase == 1) cheap_parts(h, tid, nt);
+      break;
+    case 6: stage_sum(h, h.zb, tid, nt); break;  // dzb = ln_affine_backward(zb, γ, dO), rows' dγ, dβ into rg, rb
+    case 7: stage_var(h, h.zb, tid, nt); break;
+    case 8: stage_affine_bwd_sums(h, h.zb, dy, tid, nt); break;
+    case 9: stage_affine_bwd(h, h.zb, dy, h.dzb, h.rg, h.rb, tid, nt); break;
+    case 10: bwd_dq_dm(h, dy, o, tid, nt); break;
+    case 11: bwd_deta(h, o, tid, nt); break;
+    case 12: bwd_products(h, dW2, o, tid, nt); break;
+    case 13: bwd_update(h, dW2, tid, nt); break;
+    case 14: bwd_last_row(h, db2, o, tid, nt); break;
+    case 15:  // dz, dv = ln_l2_grad_vjp(Z, t, γ, β, dG) in stages, dγ, dβ added to the rows'
+      last_row_eta(h, o, tid, nt);
+      stage_sum(h, h.z, tid, nt);
+      break;
+    case 16: stage_var(h, h.z, tid, nt); break;
+    case 17: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
+    case 18: stage_vjp_c(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
+    case 19: stage_vjp_ef(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
+    case 20: stage_vjp_out(h, h.z, h.t, static_cast<const T*>(h.dg), h.dz, o.dv, h.rg, h.rb, tid, nt); break;
+    case 21: bwd_inner_products(h, db2, o, tid, nt); break;
+    case 22: bwd_gamma_parts(h, a.P, a.parts + g * 2 * a.P, tid, nt); break;
     default: break;
   }
 }
