@@ -42,7 +42,8 @@ struct BenchDualArgs {
 };
 
 // W (B, H, f, f), bias (B, H, 1, f), xq, xk, xv (B, H, b, f), η (B, H, b, b) lower triangle, γ, β (1, H, 1, f), as a
-// TTT-Linear layer passes them; the upstream dy of the packed output.
+// TTT-Linear layer passes them (xq, xk, xv as views of (B, b, H, f) projections: rows H·f apart, as a mini-batch's
+// slice of the (B, H, N, f) heads); the upstream dy of the packed output.
 struct Operands {
   Tensor W, bias, xq, xk, xv, eta, gamma, beta, dy;
 };
@@ -51,15 +52,16 @@ Operands make(const BenchDualArgs& o) {
   Generator gen(7);
   const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim;
   auto n = [&](Shape s, double sd, double mean = 0) { return gen.normal(s, mean, sd, DType::F32); };
-  Operands x{n({B, H, f, f}, 0.02), n({B, H, 1, f}, 0.02), n({B, H, b, f}, 1), n({B, H, b, f}, 1),
-             n({B, H, b, f}, 1), gen.uniform({B, H, b, b}, 0, 1.0 / double(b), DType::F32),
+  auto proj = [&] { return raw::permute(n({B, b, H, f}, 1), {0, 2, 1, 3}); };
+  Operands x{n({B, H, f, f}, 0.02), n({B, H, 1, f}, 0.02), proj(), proj(), proj(),
+             gen.uniform({B, H, b, b}, 0, 1.0 / double(b), DType::F32),
              n({1, H, 1, f}, 0.1, 1), n({1, H, 1, f}, 0.1), Tensor()};
   x.dy = n({B, H, b + f + 1, f}, 1);
   return x;
 }
 
 Operands to(const Operands& x, Device d) {
-  auto t = [d](const Tensor& v) { return raw::to_device(v, d); };
+  auto t = [d](const Tensor& v) { return raw::to_device_keep_layout(v, d); };  // views stay views
   return {t(x.W), t(x.bias), t(x.xq), t(x.xk), t(x.xv), t(x.eta), t(x.gamma), t(x.beta), t(x.dy)};
 }
 

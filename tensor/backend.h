@@ -67,7 +67,10 @@ struct AttnGeometry {
 
 // The operands of TTT-Linear's dual form on one mini-batch, per head g of G (the map: autograd/compose.h):
 // W (G, f, f), bias (G, 1, f), xq, xk, xv (G, b, f), eta (G, b, b), contiguous; γ and β of the inner layer norm
-// as the row kernels take them (goff[r]: the offset of row r of the G·b rows of xq).
+// as the row kernels take them (goff[r]: the offset of row r of the G·b rows of xq). A backend whose
+// dual_head_views() is true gets head views instead, with no copy where the operand allows: each of W … eta a
+// (n0, n1, r, c) view with G = n0·n1 heads, unit stride along c, and for xq, xk, xv rows possibly further apart
+// than c (raw::dual_head_view), so a mini-batch's slice of the (B, H, N, f) projections reaches the kernel as it is.
 struct DualOperands {
   Tensor W, bias, xq, xk, xv, eta, gamma, beta;
   const int64_t* goff;
@@ -125,6 +128,8 @@ class Backend {
   // this says so, and as the op's differentiable composition (autograd/compose.cpp, the op's one definition)
   // everywhere else; the FLOPs counted are the composition's either way (autograd/fused.h).
   virtual bool supports(FusedOp) const { return false; }
+  // Whether the TTT dual-form kernels read head views (DualOperands) rather than contiguous heads.
+  virtual bool dual_head_views() const { return false; }
 
   // The fused kernels, run only where supports() says so (the defaults throw). Inputs are contiguous and of
   // one shape unless said; each map is stated once, in autograd/compose.cpp. Rows are the last axis (D).

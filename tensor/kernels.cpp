@@ -743,8 +743,32 @@ void check_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Ten
                   shape_str(with(f, f)) + ", " + shape_str(with(1, f)) + " and " + shape_str(with(b, b)));
 }
 
+Tensor dual_head_view(const Tensor& x, bool rows_apart) {
+  const size_t n = x.dim();
+  PONDER_NEED(n >= 2, "dual_head_view: needs (…, r, c), got " + shape_str(x.shape()));
+  const int64_t r = x.shape()[n - 2], c = x.shape()[n - 1];
+  const Shape& st = x.strides();
+  bool ok = (c == 1 || st[n - 1] == 1) && (r == 1 || rows_apart || st[n - 2] == c);
+  std::vector<std::pair<int64_t, int64_t>> lead;  // (size, stride) of the leading axes, adjacent ones merged
+  for (size_t i = 0; i + 2 < n && ok; ++i) {
+    const int64_t sz = x.shape()[i];
+    if (sz == 1) continue;
+    if (!lead.empty() && lead.back().second == sz * st[i]) {
+      lead.back() = {lead.back().first * sz, st[i]};
+    } else {
+      lead.push_back({sz, st[i]});
+    }
+  }
+  ok = ok && lead.size() <= 2;
+  if (!ok) return reshape(contiguous(x), {1, r * c != 0 ? x.numel() / (r * c) : 0, r, c});
+  while (lead.size() < 2) lead.insert(lead.begin(), {1, 0});
+  const int64_t rs = r == 1 ? c : st[n - 2];
+  return make_view(x, {lead[0].first, lead[1].first, r, c}, {lead[0].second, lead[1].second, rs, 1}, x.offset());
+}
+
 namespace {
-// The dual form's operands as contiguous (G, ·, ·) heads, with γ and β as the row kernels take them.
+// The dual form's operands as contiguous (G, ·, ·) heads, or as head views where the backend reads them, with γ
+// and β as the row kernels take them.
 struct DualHeads {
   DualOperands op;
   RowParams rp;
@@ -754,8 +778,11 @@ DualHeads dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, cons
   check_dual(W, bias, xq, xk, xv, eta);
   DualHeads h;
   h.rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
-  h.op = {heads(W), heads(bias), heads(xq), heads(xk), heads(xv), heads(eta), h.rp.gamma, h.rp.beta,
-          h.rp.goff.data(), eps, Tensor(), h.rp.sizes, h.rp.strides};  // saved: the caller attaches them
+  auto hv = [views = be(xq).dual_head_views()](const Tensor& x, bool rows_apart) {
+    return views ? dual_head_view(x, rows_apart) : heads(x);
+  };
+  h.op = {hv(W, false), hv(bias, false), hv(xq, true), hv(xk, true), hv(xv, true), hv(eta, false), h.rp.gamma,
+          h.rp.beta, h.rp.goff.data(), eps, Tensor(), h.rp.sizes, h.rp.strides};  // saved: the caller attaches them
   return h;
 }
 }  // namespace
@@ -764,7 +791,7 @@ std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, c
                                           const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                                           const Tensor& beta, double eps) {
   DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
-  const int64_t G = h.op.xq.shape()[0], b = h.op.xq.shape()[1], f = h.op.xq.shape()[2];
+  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = b * f != 0 ? xq.numel() / (b * f) : 0;
   Tensor y = Tensor::empty({G, b + f + 1, f}, xq.dtype(), xq.device());
   h.op.saved = Tensor::empty({G, kDualSaved(b, f)}, xq.dtype(), xq.device());
   be(xq).ttt_linear_dual(y, h.op);
@@ -779,7 +806,7 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                                const Tensor& dy, double eps) {
   DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
-  const int64_t b = h.op.xq.shape()[1], f = h.op.xq.shape()[2];
+  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = b * f != 0 ? xq.numel() / (b * f) : 0;
   Shape ys(xq.shape().begin(), xq.shape().end() - 2);
   ys.push_back(b + f + 1);
   ys.push_back(f);
@@ -787,7 +814,7 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
   PONDER_NEED(dy.shape() == ys, "ttt_linear_dual_backward: dy " + shape_str(dy.shape()) + " must be " + shape_str(ys));
   if (saved.defined()) {
     check_same("ttt_linear_dual_backward", xq, saved);
-    const Shape ss{h.op.xq.shape()[0], kDualSaved(b, f)};
+    const Shape ss{G, kDualSaved(b, f)};
     PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_linear_dual_backward: the saved intermediates " +
                                                                   shape_str(saved.shape()) + " must be a contiguous " +
                                                                   shape_str(ss));

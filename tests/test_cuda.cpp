@@ -353,17 +353,33 @@ DualCase dual_case(const Shape& gamma_shape, int64_t f) {
 }  // namespace
 
 namespace {
+// x (B, H, r, c) as the same values in storage laid out (H, r, B, c) (rows_apart) or (H, B, r, c): a view whose
+// heads are at two strides and, with rows_apart, whose rows are B·c apart.
+Tensor scattered(const Tensor& x, bool rows_apart) {
+  if (rows_apart) return raw::permute(raw::contiguous(raw::permute(x, {1, 2, 0, 3})), {2, 0, 1, 3});
+  return raw::permute(raw::contiguous(raw::permute(x, {1, 0, 2, 3})), {1, 0, 2, 3});
+}
+
 // The phases of one case, thread by thread (nt threads), with each head's scratch in its own part of one global
-// array or, as with the GPU's shared memory, in one head-sized buffer that every head reuses (block).
-void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block) {
+// array or, as with the GPU's shared memory, in one head-sized buffer that every head reuses (block). With views,
+// the operands are head views of scattered storage (raw::dual_head_view, as the GPU backend takes them).
+void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block, bool views) {
   const DualCase c = dual_case(gs, f);
   const int64_t G = 6, b = 4;
   auto [y, saved] = raw::ttt_linear_dual(c.W, c.bias, c.xq, c.xk, c.xv, c.eta, c.gamma, c.beta, 1e-5);
   const Tensor gamma = raw::contiguous(c.gamma), beta = raw::contiguous(c.beta);
   const Tensor ge = raw::expand(gamma, c.xq.shape());
   dual::Args<double> a{};
-  a.W = c.W.data<double>(), a.bias = c.bias.data<double>(), a.q = c.xq.data<double>();
-  a.k = c.xk.data<double>(), a.v = c.xv.data<double>(), a.eta = c.eta.data<double>();
+  auto bind = [&](const Tensor& x, bool rows_apart, const double*& ptr, dual::HeadLayout& l) {
+    const Tensor v = raw::dual_head_view(views ? scattered(x, rows_apart) : x, rows_apart);
+    if (views) CHECK(!v.same(x));
+    ptr = v.data<double>(), l = dual::layout_of(v);
+    return v;
+  };
+  const Tensor keep[6] = {bind(c.W, false, a.W, a.lW),     bind(c.bias, false, a.bias, a.lbias),
+                          bind(c.xq, true, a.q, a.lq),     bind(c.xk, true, a.k, a.lk),
+                          bind(c.xv, true, a.v, a.lv),     bind(c.eta, false, a.eta, a.leta)};
+  if (views) CHECK(a.lq.rs == 2 * f);  // rows B·f apart: the gather reads them where they are
   a.gamma = gamma.data<double>(), a.beta = beta.data<double>();
   a.rows.nd = 3;
   for (int d = 0; d < 3; ++d)
@@ -412,13 +428,15 @@ TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CP
   for (int64_t f : {5, 19})
     for (const Shape& gs : {Shape{1, 3, 1, f}, Shape{f}, Shape{2, 3, 4, f}})
       for (int nt : {1, 3, 64})
-        for (bool block : {false, true}) {
-          CAPTURE(f);
-          CAPTURE(shape_str(gs));
-          CAPTURE(nt);
-          CAPTURE(block);
-          check_dual_phases(gs, f, nt, block);
-        }
+        for (bool block : {false, true})
+          for (bool views : {false, true}) {
+            CAPTURE(f);
+            CAPTURE(shape_str(gs));
+            CAPTURE(nt);
+            CAPTURE(block);
+            CAPTURE(views);
+            check_dual_phases(gs, f, nt, block, views);
+          }
 }
 
 TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and gradgradcheck in f64)") {

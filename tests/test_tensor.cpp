@@ -31,6 +31,38 @@ TEST_CASE("views share storage and report geometry") {
   CHECK(raw::contiguous(e).to_vector() == std::vector<double>{1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2});
 }
 
+// The TTT dual form's head views (tensor/kernels.h): no copy where the leading axes merge into two and the rows are
+// as the caller allows; a contiguous copy otherwise; the same values either way.
+TEST_CASE("dual_head_view: a mini-batch's slice of (B, H, N, f) is viewed, not copied") {
+  Generator gen(3);
+  const Tensor x = gen.normal({2, 5, 3, 4}, 0, 1, DType::F64);  // (B, N, H, f)
+  const Tensor q = raw::slice(raw::permute(x, {0, 2, 1, 3}), 2, 1, 3);  // (B, H, 2, f): rows H·f apart
+  const Tensor v = raw::dual_head_view(q, true);
+  CHECK(v.shape() == Shape{2, 3, 2, 4});
+  CHECK(v.strides() == Shape{60, 4, 12, 1});
+  CHECK(&v.storage() == &x.storage());
+  CHECK(raw::contiguous(v).to_vector() == raw::contiguous(q).to_vector());
+  // Rows must be c apart when not allowed otherwise: a copy, viewed (1, G, r, c).
+  const Tensor c = raw::dual_head_view(q, false);
+  CHECK(c.shape() == Shape{1, 6, 2, 4});
+  CHECK(&c.storage() != &x.storage());
+  CHECK(raw::contiguous(c).to_vector() == raw::contiguous(q).to_vector());
+  // A contiguous operand's leading axes merge into one; a broadcast one keeps its zero stride.
+  const Tensor w = gen.normal({3, 4, 4}, 0, 1, DType::F64);
+  const Tensor we = raw::expand(w, {2, 3, 4, 4});
+  CHECK(raw::dual_head_view(w, false).strides() == Shape{0, 16, 4, 1});
+  const Tensor wv = raw::dual_head_view(we, false);
+  CHECK(wv.strides() == Shape{0, 16, 4, 1});
+  CHECK(wv.shape() == Shape{2, 3, 4, 4});
+  CHECK(&wv.storage() == &w.storage());
+  // Three leading groups that do not merge (strides 24, 8, 48 over sizes 2, 2, 5): a copy.
+  const Tensor u = raw::slice(raw::permute(gen.normal({5, 2, 3, 2, 4}, 0, 1, DType::F64), {1, 2, 0, 3, 4}), 1, 0, 2);
+  const Tensor uv = raw::dual_head_view(u, true);
+  CHECK(uv.shape() == Shape{1, 20, 2, 4});
+  CHECK(&uv.storage() != &u.storage());
+  CHECK(raw::contiguous(uv).to_vector() == raw::contiguous(u).to_vector());
+}
+
 TEST_CASE("clear errors on impossible shapes") {
   Tensor a = Tensor::zeros({2, 3});
   Tensor b = Tensor::zeros({4, 5});

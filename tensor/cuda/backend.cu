@@ -162,6 +162,7 @@ class CudaBackend final : public Backend {
   bool supports(FusedOp op) const override {
     return op == FusedOp::TttLinearDual || op == FusedOp::TttLinearDualBackward;
   }
+  bool dual_head_views() const override { return true; }
   void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {
     KernelTimer t(Kind::Fused, "ttt_linear_dual");
     cuda::ttt_linear_dual(y, o);

@@ -78,6 +78,9 @@ __global__ void gamma_sum_kernel(const double* parts, int64_t G, int64_t P, T* d
   PONDER_GRID_STRIDE(j, P) dual::sum_gamma_parts(parts, G, P, dgam, dbet, j);
 }
 
+// Heads in the launch: the operands are (n0, n1, r, c) head views (tensor/backend.h, DualOperands).
+int64_t head_count(const DualOperands& o) { return o.xq.shape()[0] * o.xq.shape()[1]; }
+
 dual::RowGeom row_geom(const DualOperands& o) {
   dual::RowGeom g;
   if (o.row_sizes.size() > size_t(dual::kMaxLead) || o.row_sizes.size() != o.row_strides.size())
@@ -96,7 +99,7 @@ dual::RowGeom row_geom(const DualOperands& o) {
 // stream orders reuse). With shared scratch the forward keeps Z, G, zb and S there and copies them out last.
 template <class T>
 dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor& dscratch, size_t& smem) {
-  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2];
+  const int64_t G = head_count(o), b = o.xq.shape()[2], f = o.xq.shape()[3];
   if (G > int64_t(0x7fffffff))
     throw std::invalid_argument("ttt_linear_dual (CUDA): " + std::to_string(G) + " heads exceed the grid");
   const bool saved_in_scratch = forward || !o.saved.defined();
@@ -114,6 +117,8 @@ dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor&
   a.k = o.xk.data<T>();
   a.v = o.xv.data<T>();
   a.eta = o.eta.data<T>();
+  a.lW = dual::layout_of(o.W), a.lbias = dual::layout_of(o.bias), a.lq = dual::layout_of(o.xq);
+  a.lk = dual::layout_of(o.xk), a.lv = dual::layout_of(o.xv), a.leta = dual::layout_of(o.eta);
   a.gamma = o.gamma.data<T>();
   a.beta = o.beta.data<T>();
   a.saved = o.saved.defined() ? o.saved.data<T>() : nullptr;
@@ -136,7 +141,7 @@ dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor&
 }  // namespace
 
 void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
-  const unsigned G = unsigned(o.xq.shape()[0]);
+  const unsigned G = unsigned(head_count(o));
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] {
     Tensor scratch, dscratch;
@@ -152,7 +157,7 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
 }
 
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) {
-  const int64_t G = o.xq.shape()[0], P = o.gamma.numel();
+  const int64_t G = head_count(o), P = o.gamma.numel();
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] {
     Tensor scratch, dscratch;

@@ -33,11 +33,25 @@ PONDER_HD inline int64_t gamma_offset(const RowGeom& g, int64_t r) {
   return off;
 }
 
+// Where head g of an operand starts, (g / n1)·s0 + (g % n1)·s1 (the operand's leading axes merged into two:
+// tensor/kernels.h's dual_head_view), and how far apart its rows are (rs; W, bias and η have rows c apart).
+struct HeadLayout {
+  int64_t n1 = 1, s0 = 0, s1 = 0, rs = 0;
+};
+PONDER_HD inline int64_t head_at(const HeadLayout& l, int64_t g) { return (g / l.n1) * l.s0 + (g % l.n1) * l.s1; }
+// Contiguous heads of r rows of c.
+PONDER_HD inline HeadLayout dense(int64_t r, int64_t c) { return {1, r * c, 0, c}; }
+// A (n0, n1, r, c) head view's layout (V: a tensor with shape() and strides()).
+template <class V>
+HeadLayout layout_of(const V& v) {
+  return {v.shape()[1], v.strides()[0], v.strides()[1], v.strides()[2]};
+}
+
 PONDER_HD constexpr int64_t saved_size(int64_t b, int64_t f) { return 3 * b * f + b * b; }  // = kDualSaved
 // Scratch per head, in elements of T (the saved intermediates' place included unless they have their own) and in
 // doubles.
 PONDER_HD constexpr int64_t scratch_t(int64_t b, int64_t f, bool saved = false) {
-  return (saved ? 0 : saved_size(b, f)) + 6 * b * f + 3 * b * b + 2 * f * f;
+  return (saved ? 0 : saved_size(b, f)) + 8 * b * f + 3 * b * b + 2 * f * (f + 1);
 }
 // A block's shared memory when it holds one head's scratch: the T part, rounded up to 16 bytes, then the doubles.
 PONDER_HD constexpr int64_t block_doubles_at(int64_t b, int64_t f, bool saved, int64_t t_bytes) {
@@ -54,6 +68,7 @@ PONDER_HD constexpr int64_t block_bytes(int64_t b, int64_t f, bool saved, int64_
 template <class T>
 struct Args {
   const T *W, *bias, *q, *k, *v, *eta, *gamma, *beta;
+  HeadLayout lW, lbias, lq, lk, lv, leta;  // where each head's part of W … eta is (q, k, v: gathered first)
   T* saved;     // (G, saved_size): written by the forward, read by the backward; null: recomputed
   T* scratch;   // (G, scratch_t), or one head's (scratch_t) when block_scratch
   double* dscr;  // (G, scratch_d), or one head's when block_scratch
@@ -75,12 +90,18 @@ struct Args {
 // Head g's pointers.
 template <class T>
 struct Head {
-  const T *W, *bias, *q, *k, *v, *eta, *gamma, *beta;
+  const T *W, *bias, *eta, *gamma, *beta;
+  const T *qsrc, *ksrc, *vsrc;  // the operands' rows, qrs … apart: gathered into q, k (and t) by phase 0
+  int64_t qrs, krs, vrs;
+  const T *q, *k;        // q, k (b, f) in the scratch
+  T *qg, *kg;            // the same, writable
   T *z, *g, *zb, *s;     // saved
   T *t, *e, *m;          // v − k (b, f); E = tril(η), M = E⊙S + E (b, b)
   T *dzb, *dm, *dg, *pk, *dp, *dz;  // backward (b, f), dm (b, b)
-  T *wt, *dw2t;          // Wᵀ and dW'ᵀ (f, f): the backward's products read them along rows, so a warp's lanes
-                         // read consecutive addresses instead of one cache line each
+  T *wt, *dw2t;          // Wᵀ and dW'ᵀ (f, f), rows f + 1 apart (ft): the backward's products read them along
+                         // rows, so a warp's lanes read consecutive addresses, and the transposing writes of
+                         // consecutive lanes fall in different shared-memory banks
+  int64_t ft;
   double *part, *roff;   // the row stages' partial sums and the rows' γ offsets (tensor/cuda/ttt_dual_rows.h)
   double *rg, *rb;       // per-row dγ, dβ contributions (b, f) each
   int64_t b, f, row0;    // row0: g·b, the first of this head's rows of xq
@@ -91,12 +112,15 @@ template <class T>
 PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   const int64_t b = a.b, f = a.f;
   Head<T> h;
-  h.W = a.W + g * f * f;
-  h.bias = a.bias + g * f;
-  h.q = a.q + g * b * f;
-  h.k = a.k + g * b * f;
-  h.v = a.v + g * b * f;
-  h.eta = a.eta + g * b * b;
+  h.W = a.W + head_at(a.lW, g);
+  h.bias = a.bias + head_at(a.lbias, g);
+  h.eta = a.eta + head_at(a.leta, g);
+  h.qsrc = a.q + head_at(a.lq, g);
+  h.ksrc = a.k + head_at(a.lk, g);
+  h.vsrc = a.v + head_at(a.lv, g);
+  h.qrs = a.lq.rs;
+  h.krs = a.lk.rs;
+  h.vrs = a.lv.rs;
   h.gamma = a.gamma;
   h.beta = a.beta;
   T* sc = a.scratch + (a.block_scratch ? 0 : g * scratch_t(b, f, a.saved != nullptr));
@@ -115,8 +139,13 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.pk = h.dg + b * f;
   h.dp = h.pk + b * f;
   h.dz = h.dp + b * f;
-  h.wt = h.dz + b * f;
-  h.dw2t = h.wt + f * f;
+  h.qg = h.dz + b * f;
+  h.kg = h.qg + b * f;
+  h.q = h.qg;
+  h.k = h.kg;
+  h.ft = f + 1;
+  h.wt = h.kg + b * f;
+  h.dw2t = h.wt + f * h.ft;
   double* d = a.dscr + (a.block_scratch ? 0 : g * scratch_d(b, f));
   h.part = d;
   h.roff = d + kSlots * b * chunks(f);
@@ -137,7 +166,7 @@ PONDER_HD void row_offsets(const Head<T>& h, const RowGeom& rg, int tid, int nt)
 
 // ---- forward phases
 
-// Z = k·W + bias, zb = q·W + bias (M·G comes off later), S = q·kᵀ, t = v − k.
+// Z = k·W + bias, zb = q·W + bias (M·G comes off later), S = q·kᵀ.
 template <class T>
 PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
@@ -150,7 +179,6 @@ PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
     }
     h.z[x] = z;
     h.zb[x] = zb;
-    h.t[x] = h.v[x] - h.k[x];
   }
   for (int64_t x = tid; x < b * b; x += nt) {
     const int64_t i = x / b, j = x % b;
@@ -166,15 +194,22 @@ PONDER_HD void transposes(const Head<T>& h, const T* dW2, int tid, int nt) {
   const int64_t f = h.f;
   for (int64_t x = tid; x < f * f; x += nt) {
     const int64_t r = x / f, c = x % f;
-    h.wt[c * f + r] = h.W[x];
-    h.dw2t[c * f + r] = dW2[x];
+    h.wt[c * h.ft + r] = h.W[x];
+    h.dw2t[c * h.ft + r] = dW2[x];
   }
 }
 
-// t = v − k alone (the backward's first phase when Z, G, zb and S were saved).
+// q, k from the operands' rows into the scratch, and t = v − k: every later phase reads q, k and t there, and the
+// operands may be views whose rows lie apart (slices of the (B, H, N, f) projections), never copied on the host.
 template <class T>
-PONDER_HD void diff_t(const Head<T>& h, int tid, int nt) {
-  for (int64_t x = tid; x < h.b * h.f; x += nt) h.t[x] = h.v[x] - h.k[x];
+PONDER_HD void gather(const Head<T>& h, int tid, int nt) {
+  for (int64_t x = tid; x < h.b * h.f; x += nt) {
+    const int64_t i = x / h.f, c = x % h.f;
+    const T kv = h.ksrc[i * h.krs + c];
+    h.qg[x] = h.qsrc[i * h.qrs + c];
+    h.kg[x] = kv;
+    h.t[x] = h.vsrc[i * h.vrs + c] - kv;
+  }
 }
 
 // E, M from η and S (the backward needs them too, with S saved).
@@ -233,7 +268,7 @@ PONDER_HD Out<T> head_out(const Args<T>& a, int64_t g) {
 template <class T>
 PONDER_HD T times_wt(const Head<T>& h, const T* a, int64_t i, int64_t r) {
   T acc = 0;
-  for (int64_t c = 0; c < h.f; ++c) acc += a[i * h.f + c] * h.wt[c * h.f + r];
+  for (int64_t c = 0; c < h.f; ++c) acc += a[i * h.f + c] * h.wt[c * h.ft + r];
   return acc;
 }
 
@@ -298,7 +333,7 @@ PONDER_HD void bwd_update(const Head<T>& h, const T* dW2, int tid, int nt) {
     T ag = 0, ap = 0;
     for (int64_t r = 0; r < f; ++r) {
       ag += h.pk[j * f + r] * dW2[r * f + c];
-      ap += h.g[j * f + r] * h.dw2t[r * f + c];
+      ap += h.g[j * f + r] * h.dw2t[r * h.ft + c];
     }
     h.dg[x] -= ag;
     h.dp[x] = -ap;
@@ -371,20 +406,20 @@ PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dga
 }
 
 // ---- the phase lists: run(phase index) for phases 0 … count − 1 with a block barrier after each.
-constexpr int kForwardPhases = 10, kBackwardPhases = 23;
+constexpr int kForwardPhases = 11, kBackwardPhases = 24;
 
-// Forward phases 1–5 (the backward's too when nothing was saved): E and M, G = ln_l2_grad(Z, t) in stages, zb −= M·G.
+// Forward phases 2–6 (the backward's too when nothing was saved): E and M, G = ln_l2_grad(Z, t) in stages, zb −= M·G.
 template <class T>
 PONDER_HD void inner_grad_phase(const Head<T>& h, int phase, int tid, int nt) {
   switch (phase) {
-    case 1:
+    case 2:
       cheap_parts(h, tid, nt);
       stage_sum(h, h.z, tid, nt);
       break;
-    case 2: stage_var(h, h.z, tid, nt); break;
-    case 3: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(nullptr), tid, nt); break;
-    case 4: stage_l2_grad(h, h.z, h.t, h.g, tid, nt); break;
-    case 5: fwd_zb(h, tid, nt); break;
+    case 3: stage_var(h, h.z, tid, nt); break;
+    case 4: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(nullptr), tid, nt); break;
+    case 5: stage_l2_grad(h, h.z, h.t, h.g, tid, nt); break;
+    case 6: fwd_zb(h, tid, nt); break;
     default: break;
   }
 }
@@ -396,15 +431,16 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, in
   switch (phase) {
     case 0:
       row_offsets(h, a.rows, tid, nt);
-      fwd_products(h, tid, nt);
+      gather(h, tid, nt);
       break;
-    case 6:  // W', bias', and the output norm's statistics
+    case 1: fwd_products(h, tid, nt); break;
+    case 7:  // W', bias', and the output norm's statistics
       fwd_update(h, y, tid, nt);
       stage_sum(h, h.zb, tid, nt);
       break;
-    case 7: stage_var(h, h.zb, tid, nt); break;
-    case 8: stage_affine(h, h.zb, h.q, y, tid, nt); break;  // out = q + LN_{γ,β}(zb)
-    case 9:  // with block scratch, the intermediates (Z, G, zb, S: contiguous from z) to the saved tensor
+    case 8: stage_var(h, h.zb, tid, nt); break;
+    case 9: stage_affine(h, h.zb, h.q, y, tid, nt); break;  // out = q + LN_{γ,β}(zb)
+    case 10:  // with block scratch, the intermediates (Z, G, zb, S: contiguous from z) to the saved tensor
       if (a.saved_out)
         for (int64_t x = tid; x < saved_size(a.b, a.f); x += nt) a.saved_out[g * saved_size(a.b, a.f) + x] = h.z[x];
       break;
@@ -412,7 +448,7 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, in
   }
 }
 
-// Without saved intermediates the backward recomputes them first (phases 0–5: the forward's); with them, phase 1
+// Without saved intermediates the backward recomputes them first (phases 1–6: the forward's); with them, phase 2
 // only rebuilds E and M.
 template <class T>
 PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
@@ -423,33 +459,36 @@ PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, i
   switch (phase) {
     case 0:
       row_offsets(h, a.rows, tid, nt);
+      gather(h, tid, nt);
       transposes(h, dW2, tid, nt);
-      a.saved ? diff_t(h, tid, nt) : fwd_products(h, tid, nt);
       break;
-    case 1: case 2: case 3: case 4: case 5:
+    case 1:
+      if (!a.saved) fwd_products(h, tid, nt);
+      break;
+    case 2: case 3: case 4: case 5: case 6:
       if (!a.saved) inner_grad_phase(h, phase, tid, nt);
-      else if (phase == 1) cheap_parts(h, tid, nt);
+      else if (phase == 2) cheap_parts(h, tid, nt);
       break;
-    case 6: stage_sum(h, h.zb, tid, nt); break;  // dzb = ln_affine_backward(zb, γ, dO), rows' dγ, dβ into rg, rb
-    case 7: stage_var(h, h.zb, tid, nt); break;
-    case 8: stage_affine_bwd_sums(h, h.zb, dy, tid, nt); break;
-    case 9: stage_affine_bwd(h, h.zb, dy, h.dzb, h.rg, h.rb, tid, nt); break;
-    case 10: bwd_dq_dm(h, dy, o, tid, nt); break;
-    case 11: bwd_deta(h, o, tid, nt); break;
-    case 12: bwd_products(h, dW2, o, tid, nt); break;
-    case 13: bwd_update(h, dW2, tid, nt); break;
-    case 14: bwd_last_row(h, db2, o, tid, nt); break;
-    case 15:  // dz, dv = ln_l2_grad_vjp(Z, t, γ, β, dG) in stages, dγ, dβ added to the rows'
+    case 7: stage_sum(h, h.zb, tid, nt); break;  // dzb = ln_affine_backward(zb, γ, dO), rows' dγ, dβ into rg, rb
+    case 8: stage_var(h, h.zb, tid, nt); break;
+    case 9: stage_affine_bwd_sums(h, h.zb, dy, tid, nt); break;
+    case 10: stage_affine_bwd(h, h.zb, dy, h.dzb, h.rg, h.rb, tid, nt); break;
+    case 11: bwd_dq_dm(h, dy, o, tid, nt); break;
+    case 12: bwd_deta(h, o, tid, nt); break;
+    case 13: bwd_products(h, dW2, o, tid, nt); break;
+    case 14: bwd_update(h, dW2, tid, nt); break;
+    case 15: bwd_last_row(h, db2, o, tid, nt); break;
+    case 16:  // dz, dv = ln_l2_grad_vjp(Z, t, γ, β, dG) in stages, dγ, dβ added to the rows'
       last_row_eta(h, o, tid, nt);
       stage_sum(h, h.z, tid, nt);
       break;
-    case 16: stage_var(h, h.z, tid, nt); break;
-    case 17: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
-    case 18: stage_vjp_c(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
-    case 19: stage_vjp_ef(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
-    case 20: stage_vjp_out(h, h.z, h.t, static_cast<const T*>(h.dg), h.dz, o.dv, h.rg, h.rb, tid, nt); break;
-    case 21: bwd_inner_products(h, db2, o, tid, nt); break;
-    case 22: bwd_gamma_parts(h, a.P, a.parts + g * 2 * a.P, tid, nt); break;
+    case 17: stage_var(h, h.z, tid, nt); break;
+    case 18: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
+    case 19: stage_vjp_c(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
+    case 20: stage_vjp_ef(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
+    case 21: stage_vjp_out(h, h.z, h.t, static_cast<const T*>(h.dg), h.dz, o.dv, h.rg, h.rb, tid, nt); break;
+    case 22: bwd_inner_products(h, db2, o, tid, nt); break;
+    case 23: bwd_gamma_parts(h, a.P, a.parts + g * 2 * a.P, tid, nt); break;
     default: break;
   }
 }
