@@ -410,7 +410,10 @@ void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block, bool view
     a.dW = got[0].data(), a.db = got[1].data(), a.dq = got[2].data(), a.dk = got[3].data();
     a.dv = got[4].data(), a.deta = got[5].data();
     simulate_dual(a, G, false, nt);
-    for (int64_t j = 0; j < a.P; ++j) dual::sum_gamma_parts(a.parts, G, a.P, got[6].data(), got[7].data(), j);
+    const int64_t chunk = 4, Q = dual::head_chunks(G, chunk);  // 6 heads: chunks of 4 and 2
+    std::vector<double> sums(size_t(Q * 2 * a.P));
+    for (int64_t x = 0; x < Q * a.P; ++x) dual::sum_gamma_chunk(a.parts, G, a.P, chunk, sums.data(), x);
+    for (int64_t j = 0; j < a.P; ++j) dual::sum_gamma_parts(sums.data(), Q, a.P, got[6].data(), got[7].data(), j);
     for (size_t i = 0; i < 8; ++i) {
       CAPTURE(i);
       test::check_close(got[i], want[i].to_vector(), 1e-11);

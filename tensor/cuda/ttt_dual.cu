@@ -1,11 +1,12 @@
 // TTT-Linear's dual form on one mini-batch on the GPU, forward and backward: one thread block per head, whose
 // threads run the phases of tensor/cuda/ttt_dual_body.h with a block barrier after each (one launch per call, where
 // the composition takes about a hundred). A head's intermediates live in the block's shared memory when they fit
-// (86 KB for the backward in float32 at the 125M shape, b 16 and f 64; the first kernel kept them in global memory,
+// (93 KB for the backward in float32 at the 125M shape, b 16 and f 64; the first kernel kept them in global memory,
 // where every phase's loops waited on L2 for what the phase before had written); otherwise, or when asked
-// (cuda_set_dual_options, for `ponder bench dual`), in global memory. Products are plain loops; the row formulas
-// run in double over column chunks (tensor/cuda/ttt_dual_rows.h). dγ and dβ are summed per head in row order and
-// then over heads in head order by a second kernel, so results do not depend on scheduling.
+// (cuda_set_dual_options, for `ponder bench dual`), in global memory. Products are loops that keep four outputs
+// in flight per thread (tensor/cuda/ttt_dual_loops.h); the row formulas run in double over column chunks (tensor/cuda/ttt_dual_rows.h). dγ and dβ are summed per head in row order and
+// then over heads in head order, 16 heads at a time and then the chunks in order (two small kernels), so results
+// do not depend on scheduling.
 #include <stdexcept>
 #include <string>
 
@@ -73,9 +74,14 @@ void allow_shared(void (*kernel)(P...), size_t bytes, size_t& allowed) {
   allowed = bytes;
 }
 
+constexpr int64_t kHeadChunk = 16;  // heads per partial sum of dγ, dβ
+
+__global__ void gamma_chunk_kernel(const double* parts, int64_t G, int64_t P, double* sums) {
+  PONDER_GRID_STRIDE(x, dual::head_chunks(G, kHeadChunk) * P) dual::sum_gamma_chunk(parts, G, P, kHeadChunk, sums, x);
+}
 template <class T>
-__global__ void gamma_sum_kernel(const double* parts, int64_t G, int64_t P, T* dgam, T* dbet) {
-  PONDER_GRID_STRIDE(j, P) dual::sum_gamma_parts(parts, G, P, dgam, dbet, j);
+__global__ void gamma_sum_kernel(const double* sums, int64_t Q, int64_t P, T* dgam, T* dbet) {
+  PONDER_GRID_STRIDE(j, P) dual::sum_gamma_parts(sums, Q, P, dgam, dbet, j);
 }
 
 // Heads in the launch: the operands are (n0, n1, r, c) head views (tensor/backend.h, DualOperands).
@@ -177,7 +183,10 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     dual_backward_kernel<scalar_t><<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);
     debug_sync("dual_backward_kernel", __FILE__, __LINE__);
-    launch("gamma_sum_kernel", gamma_sum_kernel<scalar_t>, P, a.parts, G, P, g[6].data<scalar_t>(),
+    const int64_t Q = dual::head_chunks(G, kHeadChunk);
+    const Tensor sums = Tensor::empty({Q, 2, P}, DType::F64, Device::CUDA);
+    launch("gamma_chunk_kernel", gamma_chunk_kernel, Q * P, a.parts, G, P, sums.data<double>());
+    launch("gamma_sum_kernel", gamma_sum_kernel<scalar_t>, P, sums.data<double>(), Q, P, g[6].data<scalar_t>(),
            g[7].data<scalar_t>());
   });
 }

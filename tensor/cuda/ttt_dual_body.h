@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "tensor/cuda/ttt_dual_loops.h"
 #include "tensor/cuda/ttt_dual_rows.h"
 
 namespace ponder::cuda::dual {
@@ -170,46 +171,59 @@ PONDER_HD void row_offsets(const Head<T>& h, const RowGeom& rg, int tid, int nt)
 template <class T>
 PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  for (int64_t x = tid; x < b * f; x += nt) {
-    const int64_t i = x / f, c = x % f;
-    T z = h.bias[c], zb = h.bias[c];
-    for (int64_t r = 0; r < f; ++r) {
-      z += h.k[i * f + r] * h.W[r * f + c];
-      zb += h.q[i * f + r] * h.W[r * f + c];
-    }
-    h.z[x] = z;
-    h.zb[x] = zb;
-  }
-  for (int64_t x = tid; x < b * b; x += nt) {
-    const int64_t i = x / b, j = x % b;
-    T s = 0;
-    for (int64_t c = 0; c < f; ++c) s += h.q[i * f + c] * h.k[j * f + c];
-    h.s[x] = s;
-  }
+  sums<T, 2>(
+      b, f, f, tid, nt, [&](int64_t, int64_t c, T* a) { a[0] = a[1] = h.bias[c]; },
+      [&](int64_t i, int64_t c, int64_t r, T* a) {
+        const T w = h.W[r * f + c];
+        a[0] += h.k[i * f + r] * w;
+        a[1] += h.q[i * f + r] * w;
+      },
+      [&](int64_t i, int64_t c, const T* a) {
+        h.z[i * f + c] = a[0];
+        h.zb[i * f + c] = a[1];
+      });
+  sums<T, 1>(
+      b, b, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
+      [&](int64_t i, int64_t j, int64_t c, T* a) { a[0] += h.q[i * f + c] * h.k[j * f + c]; },
+      [&](int64_t i, int64_t j, const T* a) { h.s[i * b + j] = a[0]; });
 }
 
 // Wᵀ and dW'ᵀ for the backward's products (its first phase).
 template <class T>
+struct Pair {
+  T a, b;
+};
+template <class T>
 PONDER_HD void transposes(const Head<T>& h, const T* dW2, int tid, int nt) {
   const int64_t f = h.f;
-  for (int64_t x = tid; x < f * f; x += nt) {
-    const int64_t r = x / f, c = x % f;
-    h.wt[c * h.ft + r] = h.W[x];
-    h.dw2t[c * h.ft + r] = dW2[x];
-  }
+  moves(
+      f * f, tid, nt, [&](int64_t x) { return Pair<T>{h.W[x], dW2[x]}; },
+      [&](int64_t x, const Pair<T>& v) {
+        h.wt[(x % f) * h.ft + x / f] = v.a;
+        h.dw2t[(x % f) * h.ft + x / f] = v.b;
+      });
 }
 
 // q, k from the operands' rows into the scratch, and t = v − k: every later phase reads q, k and t there, and the
 // operands may be views whose rows lie apart (slices of the (B, H, N, f) projections), never copied on the host.
 template <class T>
+struct Triple {
+  T q, k, v;
+};
+template <class T>
 PONDER_HD void gather(const Head<T>& h, int tid, int nt) {
-  for (int64_t x = tid; x < h.b * h.f; x += nt) {
-    const int64_t i = x / h.f, c = x % h.f;
-    const T kv = h.ksrc[i * h.krs + c];
-    h.qg[x] = h.qsrc[i * h.qrs + c];
-    h.kg[x] = kv;
-    h.t[x] = h.vsrc[i * h.vrs + c] - kv;
-  }
+  const int64_t f = h.f;
+  moves(
+      h.b * f, tid, nt,
+      [&](int64_t x) {
+        const int64_t i = x / f, c = x % f;
+        return Triple<T>{h.qsrc[i * h.qrs + c], h.ksrc[i * h.krs + c], h.vsrc[i * h.vrs + c]};
+      },
+      [&](int64_t x, const Triple<T>& v) {
+        h.qg[x] = v.q;
+        h.kg[x] = v.k;
+        h.t[x] = v.v - v.k;
+      });
 }
 
 // E, M from η and S (the backward needs them too, with S saved).
@@ -226,12 +240,10 @@ PONDER_HD void cheap_parts(const Head<T>& h, int tid, int nt) {
 template <class T>
 PONDER_HD void fwd_zb(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  for (int64_t x = tid; x < b * f; x += nt) {
-    const int64_t i = x / f, c = x % f;
-    T acc = 0;
-    for (int64_t j = 0; j < b; ++j) acc += h.m[i * b + j] * h.g[j * f + c];
-    h.zb[x] -= acc;
-  }
+  sums<T, 1>(
+      b, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
+      [&](int64_t i, int64_t c, int64_t j, T* a) { a[0] += h.m[i * b + j] * h.g[j * f + c]; },
+      [&](int64_t i, int64_t c, const T* a) { h.zb[i * f + c] -= a[0]; });
 }
 
 // W' = W − (ηl⊙k)ᵀ·G; bias' = bias − Σ_j ηl_j·G_j (ηl the last row of η), into y's last f + 1 rows.
@@ -240,17 +252,14 @@ PONDER_HD void fwd_update(const Head<T>& h, T* y, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   const T* el = h.eta + (b - 1) * b;
   T *W2 = y + b * f, *b2 = W2 + f * f;
-  for (int64_t x = tid; x < f * f; x += nt) {
-    const int64_t r = x / f, c = x % f;
-    T acc = 0;
-    for (int64_t j = 0; j < b; ++j) acc += el[j] * h.k[j * f + r] * h.g[j * f + c];
-    W2[x] = h.W[x] - acc;
-  }
-  for (int64_t c = tid; c < f; c += nt) {
-    T acc = 0;
-    for (int64_t j = 0; j < b; ++j) acc += el[j] * h.g[j * f + c];
-    b2[c] = h.bias[c] - acc;
-  }
+  auto zero = [](int64_t, int64_t, T* a) { a[0] = 0; };
+  sums<T, 1>(
+      f, f, b, tid, nt, zero,
+      [&](int64_t r, int64_t c, int64_t j, T* a) { a[0] += el[j] * h.k[j * f + r] * h.g[j * f + c]; },
+      [&](int64_t r, int64_t c, const T* a) { W2[r * f + c] = h.W[r * f + c] - a[0]; });
+  sums<T, 1>(
+      1, f, b, tid, nt, zero, [&](int64_t, int64_t c, int64_t j, T* a) { a[0] += el[j] * h.g[j * f + c]; },
+      [&](int64_t, int64_t c, const T* a) { b2[c] = h.bias[c] - a[0]; });
 }
 
 // ---- backward phases (tensor/cpu/ttt_dual.cpp's backward_head, step by step). Head outputs of head g:
@@ -264,27 +273,26 @@ PONDER_HD Out<T> head_out(const Args<T>& a, int64_t g) {
   return {a.dW + g * f * f, a.db + g * f, a.dq + g * b * f, a.dk + g * b * f, a.dv + g * b * f, a.deta + g * b * b};
 }
 
-// (a·Wᵀ)[i, r] = Σ_c a[i, c]·W[r, c] for a (b, f), read through the transposed copy.
-template <class T>
-PONDER_HD T times_wt(const Head<T>& h, const T* a, int64_t i, int64_t r) {
-  T acc = 0;
-  for (int64_t c = 0; c < h.f; ++c) acc += a[i * h.f + c] * h.wt[c * h.ft + r];
-  return acc;
+// out[i, r] = init[i, r] + (a·Wᵀ)[i, r] = init + Σ_c a[i, c]·W[r, c] for a (b, f), read through the transposed copy.
+template <class T, class Init, class Store>
+PONDER_HD void times_wt(const Head<T>& h, const T* a, int tid, int nt, Init init, Store store) {
+  const int64_t f = h.f;
+  sums<T, 1>(
+      h.b, f, f, tid, nt, init, [&](int64_t i, int64_t r, int64_t c, T* s) { s[0] += a[i * f + c] * h.wt[c * h.ft + r]; },
+      store);
 }
 
 // dq = dO + dzb·Wᵀ; dM = −dzb·Gᵀ.
 template <class T>
 PONDER_HD void bwd_dq_dm(const Head<T>& h, const T* dy, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  for (int64_t x = tid; x < b * f; x += nt) {
-    o.dq[x] = dy[x] + times_wt(h, h.dzb, x / f, x % f);
-  }
-  for (int64_t x = tid; x < b * b; x += nt) {
-    const int64_t i = x / b, j = x % b;
-    T acc = 0;
-    for (int64_t c = 0; c < f; ++c) acc += h.dzb[i * f + c] * h.g[j * f + c];
-    h.dm[x] = -acc;
-  }
+  times_wt(
+      h, h.dzb, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
+      [&](int64_t i, int64_t r, const T* a) { o.dq[i * f + r] = dy[i * f + r] + a[0]; });
+  sums<T, 1>(
+      b, b, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
+      [&](int64_t i, int64_t j, int64_t c, T* a) { a[0] += h.dzb[i * f + c] * h.g[j * f + c]; },
+      [&](int64_t i, int64_t j, const T* a) { h.dm[i * b + j] = -a[0]; });
 }
 
 // deta = tril(dM⊙(S + 1)); dS = dM⊙E (in dm).
@@ -303,41 +311,40 @@ template <class T>
 PONDER_HD void bwd_products(const Head<T>& h, const T* dW2, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   const T* el = h.eta + (b - 1) * b;
-  for (int64_t x = tid; x < b * f; x += nt) {
-    const int64_t i = x / f, c = x % f;
-    T aq = 0, ak = 0, ag = 0;
-    for (int64_t j = 0; j < b; ++j) {
-      aq += h.dm[i * b + j] * h.k[j * f + c];
-      ak += h.dm[j * b + i] * h.q[j * f + c];
-      ag += h.m[j * b + i] * h.dzb[j * f + c];
-    }
-    o.dq[x] += aq;
-    o.dk[x] = ak;
-    h.dg[x] = -ag;
-    h.pk[x] = el[i] * h.k[x];
-  }
-  for (int64_t x = tid; x < f * f; x += nt) {
-    const int64_t r = x / f, c = x % f;
-    T acc = 0;
-    for (int64_t i = 0; i < b; ++i) acc += h.q[i * f + r] * h.dzb[i * f + c];
-    o.dW[x] = dW2[x] + acc;
-  }
+  sums<T, 3>(
+      b, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = a[1] = a[2] = 0; },
+      [&](int64_t i, int64_t c, int64_t j, T* a) {
+        a[0] += h.dm[i * b + j] * h.k[j * f + c];
+        a[1] += h.dm[j * b + i] * h.q[j * f + c];
+        a[2] += h.m[j * b + i] * h.dzb[j * f + c];
+      },
+      [&](int64_t i, int64_t c, const T* a) {
+        const int64_t x = i * f + c;
+        o.dq[x] += a[0];
+        o.dk[x] = a[1];
+        h.dg[x] = -a[2];
+        h.pk[x] = el[i] * h.k[x];
+      });
+  sums<T, 1>(
+      f, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
+      [&](int64_t r, int64_t c, int64_t i, T* a) { a[0] += h.q[i * f + r] * h.dzb[i * f + c]; },
+      [&](int64_t r, int64_t c, const T* a) { o.dW[r * f + c] = dW2[r * f + c] + a[0]; });
 }
 
 // dG −= P·dW'; dP = −G·dW'ᵀ.
 template <class T>
 PONDER_HD void bwd_update(const Head<T>& h, const T* dW2, int tid, int nt) {
-  const int64_t b = h.b, f = h.f;
-  for (int64_t x = tid; x < b * f; x += nt) {
-    const int64_t j = x / f, c = x % f;
-    T ag = 0, ap = 0;
-    for (int64_t r = 0; r < f; ++r) {
-      ag += h.pk[j * f + r] * dW2[r * f + c];
-      ap += h.g[j * f + r] * h.dw2t[r * h.ft + c];
-    }
-    h.dg[x] -= ag;
-    h.dp[x] = -ap;
-  }
+  const int64_t f = h.f;
+  sums<T, 2>(
+      h.b, f, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = a[1] = 0; },
+      [&](int64_t j, int64_t c, int64_t r, T* a) {
+        a[0] += h.pk[j * f + r] * dW2[r * f + c];
+        a[1] += h.g[j * f + r] * h.dw2t[r * h.ft + c];
+      },
+      [&](int64_t j, int64_t c, const T* a) {
+        h.dg[j * f + c] -= a[0];
+        h.dp[j * f + c] = -a[1];
+      });
 }
 
 // dG −= ηl_j·dbias'; dk += ηl_j·dP; the sums Σ_c (k⊙dP − G⊙dbias') of rows j into slot kF, then added to
@@ -365,20 +372,20 @@ PONDER_HD void last_row_eta(const Head<T>& h, const Out<T>& o, int tid, int nt) 
 template <class T>
 PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  for (int64_t x = tid; x < b * f; x += nt) {
-    o.dk[x] = o.dk[x] - o.dv[x] + times_wt(h, h.dz, x / f, x % f);
-  }
-  for (int64_t x = tid; x < f * f; x += nt) {
-    const int64_t r = x / f, c = x % f;
-    T acc = 0;
-    for (int64_t i = 0; i < b; ++i) acc += h.k[i * f + r] * h.dz[i * f + c];
-    o.dW[x] += acc;
-  }
-  for (int64_t c = tid; c < f; c += nt) {
-    T acc = db2[c];
-    for (int64_t i = 0; i < b; ++i) acc += h.dzb[i * f + c] + h.dz[i * f + c];
-    o.db[c] = acc;
-  }
+  times_wt(
+      h, h.dz, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
+      [&](int64_t i, int64_t r, const T* a) {
+        const int64_t x = i * f + r;
+        o.dk[x] = o.dk[x] - o.dv[x] + a[0];
+      });
+  sums<T, 1>(
+      f, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
+      [&](int64_t r, int64_t c, int64_t i, T* a) { a[0] += h.k[i * f + r] * h.dz[i * f + c]; },
+      [&](int64_t r, int64_t c, const T* a) { o.dW[r * f + c] += a[0]; });
+  sums<T, 1>(
+      1, f, b, tid, nt, [&](int64_t, int64_t c, T* a) { a[0] = db2[c]; },
+      [&](int64_t, int64_t c, int64_t i, T* a) { a[0] += h.dzb[i * f + c] + h.dz[i * f + c]; },
+      [&](int64_t, int64_t c, const T* a) { o.db[c] = a[0]; });
 }
 
 // This head's dγ, dβ: the rows' contributions summed in row order at their γ offsets, one thread per column.
@@ -393,7 +400,22 @@ PONDER_HD void bwd_gamma_parts(const Head<T>& h, int64_t P, double* parts, int t
     }
 }
 
-// dγ, dβ: the heads' parts summed in head order (one thread per element of γ).
+// dγ, dβ from the heads' parts in two deterministic stages (one thread per element of γ summing all G heads in
+// order left 3 blocks of threads waiting on G loads each). Stage 1, item x = (q, j) of head_chunks(G, chunk)·P:
+// heads q·chunk … (q + 1)·chunk − 1 summed in order into sums (Q, 2, P). Stage 2, element j: the Q chunks' sums in
+// order (sum_gamma_parts on sums with G = Q).
+PONDER_HD constexpr int64_t head_chunks(int64_t G, int64_t chunk) { return (G + chunk - 1) / chunk; }
+PONDER_HD inline void sum_gamma_chunk(const double* parts, int64_t G, int64_t P, int64_t chunk, double* sums,
+                                      int64_t x) {
+  const int64_t q = x / P, j = x % P, g1 = (q + 1) * chunk < G ? (q + 1) * chunk : G;
+  double sg = 0, sb = 0;
+  for (int64_t g = q * chunk; g < g1; ++g) {
+    sg += parts[g * 2 * P + j];
+    sb += parts[g * 2 * P + P + j];
+  }
+  sums[q * 2 * P + j] = sg;
+  sums[q * 2 * P + P + j] = sb;
+}
 template <class T>
 PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dgam, T* dbet, int64_t j) {
   double sg = 0, sb = 0;

@@ -13,10 +13,12 @@
 #include <cmath>
 #include <cstdint>
 
+#ifndef PONDER_HD
 #ifdef __CUDACC__
 #define PONDER_HD __host__ __device__
 #else
 #define PONDER_HD
+#endif
 #endif
 
 namespace ponder::cuda::dual {

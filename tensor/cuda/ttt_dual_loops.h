@@ -1,0 +1,70 @@
+// The loops of the CUDA TTT-Linear dual-form kernels' products and copies (tensor/cuda/ttt_dual_body.h). A head's
+// products are 16 × 64 × 64 at the 125M shape: too small for tiles, and with one output per thread at a time each
+// thread waited on one load after another (the product phases were about 100 of the backward's 210 µs on an H200).
+// Here thread tid takes outputs x = tid, tid + nt, … kUnroll at a time: their sums advance side by side, so their
+// loads are in flight together, while each output's sum keeps its order (k = 0, 1, …), so values do not depend on
+// the number of threads. Plain C++ with PONDER_HD, as the body.
+#pragma once
+#include <cstdint>
+
+#ifndef PONDER_HD
+#ifdef __CUDACC__
+#define PONDER_HD __host__ __device__
+#else
+#define PONDER_HD
+#endif
+#endif
+#ifdef __CUDA_ARCH__  // the device pass: nvcc's host pass and other compilers do not know the pragma
+#define PONDER_UNROLL _Pragma("unroll")
+#else
+#define PONDER_UNROLL
+#endif
+
+namespace ponder::cuda::dual {
+
+constexpr int kUnroll = 4;
+
+// Outputs (i, c) of a rows × w grid, S sums each over k = 0 … K − 1: init(i, c, acc) sets output (i, c)'s sums,
+// term(i, c, k, acc) adds its term k, store(i, c, acc) writes it. acc is the output's T[S].
+template <class T, int S, class Init, class Term, class Store>
+PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
+  const int64_t n = rows * w;
+  for (int64_t x0 = tid; x0 < n; x0 += int64_t(kUnroll) * nt) {
+    T acc[kUnroll][S] = {};
+    int64_t i[kUnroll], c[kUnroll];
+    bool on[kUnroll];
+    PONDER_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t x = x0 + int64_t(u) * nt;
+      on[u] = x < n;
+      i[u] = on[u] ? x / w : 0;
+      c[u] = on[u] ? x % w : 0;
+      if (on[u]) init(i[u], c[u], acc[u]);
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      PONDER_UNROLL
+      for (int u = 0; u < kUnroll; ++u)
+        if (on[u]) term(i[u], c[u], k, acc[u]);
+    }
+    PONDER_UNROLL
+    for (int u = 0; u < kUnroll; ++u)
+      if (on[u]) store(i[u], c[u], acc[u]);
+  }
+}
+
+// x = tid, tid + nt, … of n, kUnroll at a time: load(x) for all of them, then store(x, value) for each.
+template <class Load, class Store>
+PONDER_HD void moves(int64_t n, int tid, int nt, Load load, Store store) {
+  using V = decltype(load(int64_t(0)));
+  for (int64_t x0 = tid; x0 < n; x0 += int64_t(kUnroll) * nt) {
+    V v[kUnroll];
+    PONDER_UNROLL
+    for (int u = 0; u < kUnroll; ++u)
+      if (x0 + int64_t(u) * nt < n) v[u] = load(x0 + int64_t(u) * nt);
+    PONDER_UNROLL
+    for (int u = 0; u < kUnroll; ++u)
+      if (x0 + int64_t(u) * nt < n) store(x0 + int64_t(u) * nt, v[u]);
+  }
+}
+
+}  // namespace ponder::cuda::dual
