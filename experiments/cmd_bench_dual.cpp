@@ -1,9 +1,9 @@
 // `ponder bench dual`: the fused TTT-Linear dual-form kernel on one mini-batch of every head, forward and backward,
 // at a model's shape (default: the 125M config's at batch 16: 16 × 12 heads, mini-batch 16, head dim 64), in µs per
 // call and GFLOP/s from the engine's own FLOP counts. On a GPU every result is first checked against the CPU kernel,
-// then both ways of keeping a head's intermediates are timed (the block's shared memory, global memory), and the
-// backward phase by phase: the kernel run with only its first n phases, n = 1 … all, so each phase's cost is the
-// difference of two rows measured in the same run.
+// then the kernel's variants are timed (a head's intermediates in the block's shared memory at each unroll of the
+// products, in global memory), and the backward phase by phase: the kernel run with only its first n phases,
+// n = 0 … all, so each phase's cost is the difference of two rows measured in the same run.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -125,7 +125,7 @@ void print(const Row& r, const BenchDualArgs& o, const std::string& where, bool 
   char err[16] = "-";
   if (r.err >= 0) std::snprintf(err, sizeof err, "%.1e", r.err);
   const std::string ph = r.phases < 0 ? "all" : std::to_string(r.phases);
-  std::printf("%-9s %-8s %6s %12.1f %10.1f %9s\n", r.pass.c_str(), r.mode.c_str(), ph.c_str(), r.us, r.gflops, err);
+  std::printf("%-9s %-9s %6s %12.1f %10.1f %9s\n", r.pass.c_str(), r.mode.c_str(), ph.c_str(), r.us, r.gflops, err);
   std::fflush(stdout);
 }
 
@@ -143,9 +143,10 @@ void run_bench(const BenchDualArgs& o) {
                 (long long)o.batch, (long long)o.heads, (long long)o.mini_batch, (long long)o.head_dim, where.c_str(),
                 git_commit(), build_type(), o.reps, kMinRepSeconds * 1e3, ffwd, fbwd);
     if (d == Device::CUDA)
-      std::printf("scratch: a head's intermediates in the block's shared memory or in global memory; checked: max "
-                  "error against the CPU kernel, relative to its largest value\n");
-    std::printf("\n%-9s %-8s %6s %12s %10s %9s\n", "pass", "scratch", "phases", "us/call", "GFLOP/s", "checked");
+      std::printf("scratch: a head's intermediates in the block's shared memory or in global memory, /uN: N outputs "
+                  "in flight per thread in the products; checked: max error against the CPU kernel, relative to its "
+                  "largest value\n");
+    std::printf("\n%-9s %-9s %6s %12s %10s %9s\n", "pass", "scratch", "phases", "us/call", "GFLOP/s", "checked");
   }
   auto time = [&](const std::function<void()>& fn) {
     return 1e6 / measure_on(d, fn, 1.0, o.reps, kMinRepSeconds).best;
@@ -166,11 +167,15 @@ void run_bench(const BenchDualArgs& o) {
     CudaDualOptions o;
     ~Restore() { cuda_set_dual_options(o); }
   } restore{keep};
-  for (bool shared : {true, false}) {
-    CudaDualOptions opt;
+  // Shared scratch at each unroll, then global scratch at the run's unroll; the backward phase by phase at the
+  // run's settings (cuda_dual_options: the default or PONDER_CUDA_DUAL_UNROLL).
+  const std::vector<std::pair<bool, int>> variants = {{true, 1}, {true, 2}, {true, 4}, {false, keep.unroll}};
+  for (const auto& [shared, unroll] : variants) {
+    CudaDualOptions opt = keep;
     opt.shared_scratch = shared;
+    opt.unroll = unroll;
     cuda_set_dual_options(opt);
-    const std::string mode = shared ? "shared" : "global";
+    const std::string mode = std::string(shared ? "shared" : "global") + "/u" + std::to_string(unroll);
     const Outputs got = run(x);
     const double err = check(got, want, mode);
     auto bwd = [&] {
@@ -179,14 +184,12 @@ void run_bench(const BenchDualArgs& o) {
     const double tf = time(fwd), tb = time(bwd);
     print({"forward", mode, -1, tf, ffwd / tf / 1e3, err}, o, where, o.json);
     print({"backward", mode, -1, tb, fbwd / tb / 1e3, err}, o, where, o.json);
-    if (!o.phases) continue;
+    if (!o.phases || !shared || unroll != keep.unroll) continue;
     for (int n = 0; n < cuda::dual::kBackwardPhases; ++n) {  // the backward cut after phase n (0: the launch alone)
       opt.backward_phases = n;
       cuda_set_dual_options(opt);
-      const double t = time(bwd);
-      print({"backward", mode, n, t, 0, -1}, o, where, o.json);
+      print({"backward", mode, n, time(bwd), 0, -1}, o, where, o.json);
     }
-    opt.backward_phases = -1;
   }
 }
 

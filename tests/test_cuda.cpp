@@ -331,11 +331,17 @@ TEST_CASE("to_device_keep_layout keeps a view's strides and offset") {
 namespace {
 // The CUDA dual-form kernels' phases (tensor/cuda/ttt_dual_body.h) run on the CPU: every head, every phase, every
 // thread of a block of nt in turn, the phase boundary standing for the block barrier.
-void simulate_dual(dual::Args<double>& a, int64_t G, bool forward, int nt) {
+template <int U>
+void simulate_dual_u(dual::Args<double>& a, int64_t G, bool forward, int nt) {
   for (int64_t g = 0; g < G; ++g)
     for (int ph = 0; ph < (forward ? dual::kForwardPhases : dual::kBackwardPhases); ++ph)
       for (int tid = 0; tid < nt; ++tid)
-        forward ? dual::forward_phase(a, g, ph, tid, nt) : dual::backward_phase(a, g, ph, tid, nt);
+        forward ? dual::forward_phase<U>(a, g, ph, tid, nt) : dual::backward_phase<U>(a, g, ph, tid, nt);
+}
+// unroll: the products' outputs in flight per thread (1, 2 or 4), as the kernel instantiations.
+void simulate_dual(dual::Args<double>& a, int64_t G, bool forward, int nt, int unroll) {
+  unroll == 1 ? simulate_dual_u<1>(a, G, forward, nt)
+              : unroll == 2 ? simulate_dual_u<2>(a, G, forward, nt) : simulate_dual_u<4>(a, G, forward, nt);
 }
 
 struct DualCase {
@@ -363,7 +369,7 @@ Tensor scattered(const Tensor& x, bool rows_apart) {
 // The phases of one case, thread by thread (nt threads), with each head's scratch in its own part of one global
 // array or, as with the GPU's shared memory, in one head-sized buffer that every head reuses (block). With views,
 // the operands are head views of scattered storage (raw::dual_head_view, as the GPU backend takes them).
-void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block, bool views) {
+void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block, bool views, int unroll) {
   const DualCase c = dual_case(gs, f);
   const int64_t G = 6, b = 4;
   auto [y, saved] = raw::ttt_linear_dual(c.W, c.bias, c.xq, c.xk, c.xv, c.eta, c.gamma, c.beta, 1e-5);
@@ -390,7 +396,7 @@ void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block, bool view
   a.scratch = sc.data(), a.dscr = sd.data(), a.y = ys.data();  // as the GPU's forward
   a.block_scratch = block;
   a.saved = block ? nullptr : sv.data(), a.saved_out = block ? sv.data() : nullptr;
-  simulate_dual(a, G, true, nt);
+  simulate_dual(a, G, true, nt, unroll);
   REQUIRE(ys.size() == size_t(y.numel()));
   REQUIRE(sv.size() == size_t(saved.numel()));
   test::check_close(ys, y.to_vector(), 1e-12);
@@ -409,7 +415,7 @@ void check_dual_phases(const Shape& gs, int64_t f, int nt, bool block, bool view
     a.dy = dy.data<double>(), a.parts = parts.data();
     a.dW = got[0].data(), a.db = got[1].data(), a.dq = got[2].data(), a.dk = got[3].data();
     a.dv = got[4].data(), a.deta = got[5].data();
-    simulate_dual(a, G, false, nt);
+    simulate_dual(a, G, false, nt, unroll);
     const int64_t chunk = 4, Q = dual::head_chunks(G, chunk);  // 6 heads: chunks of 4 and 2
     std::vector<double> sums(size_t(Q * 2 * a.P));
     for (int64_t x = 0; x < Q * a.P; ++x) dual::sum_gamma_chunk(a.parts, G, a.P, chunk, sums.data(), x);
@@ -432,14 +438,16 @@ TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CP
     for (const Shape& gs : {Shape{1, 3, 1, f}, Shape{f}, Shape{2, 3, 4, f}})
       for (int nt : {1, 3, 64})
         for (bool block : {false, true})
-          for (bool views : {false, true}) {
-            CAPTURE(f);
-            CAPTURE(shape_str(gs));
-            CAPTURE(nt);
-            CAPTURE(block);
-            CAPTURE(views);
-            check_dual_phases(gs, f, nt, block, views);
-          }
+          for (bool views : {false, true})
+            for (int unroll : {1, 2, 4}) {
+              CAPTURE(f);
+              CAPTURE(shape_str(gs));
+              CAPTURE(nt);
+              CAPTURE(block);
+              CAPTURE(views);
+              CAPTURE(unroll);
+              check_dual_phases(gs, f, nt, block, views, unroll);
+            }
 }
 
 TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and gradgradcheck in f64)") {

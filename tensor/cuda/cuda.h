@@ -50,10 +50,12 @@ void cuda_empty_cache();
 
 // How the TTT-Linear dual-form kernels run (tensor/cuda/ttt_dual.cu). shared_scratch: a head's intermediates in the
 // block's shared memory when they fit (the default), else in global memory (the reference `ponder bench dual` times
-// against). *_phases < 0 runs every phase; n >= 0 only the first n, for timing a phase by difference (the results
-// are then wrong: for benchmarks only).
+// against). unroll: outputs each thread keeps in flight in the products, 1, 2 or 4 (default 1, or the environment's
+// PONDER_CUDA_DUAL_UNROLL). *_phases < 0 runs every phase; n >= 0 only the first n, for timing a phase by difference
+// (the results are then wrong: for benchmarks only).
 struct CudaDualOptions {
   bool shared_scratch = true;
+  int unroll = 1;
   int forward_phases = -1, backward_phases = -1;
 };
 void cuda_set_dual_options(const CudaDualOptions& o);

@@ -7,6 +7,8 @@
 // in flight per thread (tensor/cuda/ttt_dual_loops.h); the row formulas run in double over column chunks (tensor/cuda/ttt_dual_rows.h). dγ and dβ are summed per head in row order and
 // then over heads in head order, 16 heads at a time and then the chunks in order (two small kernels), so results
 // do not depend on scheduling.
+#include <cstdlib>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -20,37 +22,47 @@ namespace ponder::cuda {
 namespace {
 
 constexpr int kDualThreads = 256;
-CudaDualOptions g_dual_options;
+// PONDER_CUDA_DUAL_UNROLL sets the products' unroll for a whole run (checked at the first launch).
+CudaDualOptions options_from_env() {
+  CudaDualOptions o;
+  if (const char* u = std::getenv("PONDER_CUDA_DUAL_UNROLL")) o.unroll = std::atoi(u);
+  return o;
+}
+CudaDualOptions g_dual_options = options_from_env();
 
 __device__ inline int phase_count(int asked, int all) { return asked >= 0 && asked < all ? asked : all; }
 
-// The block's scratch, in dynamic shared memory when the launch has some (Args::block_scratch): the T part, then
-// the doubles.
-template <class T>
-__device__ inline void use_block_scratch(dual::Args<T>& a) {
-  extern __shared__ __align__(16) unsigned char dual_smem[];
-  if (!a.block_scratch) return;
-  a.scratch = reinterpret_cast<T*>(dual_smem);
-  a.dscr = reinterpret_cast<double*>(dual_smem + dual::block_doubles_at(a.b, a.f, a.saved != nullptr, sizeof(T)));
-}
-
-template <class T>
-__global__ void dual_forward_kernel(dual::Args<T> a) {
-  use_block_scratch(a);
+// Every thread block holds one head; at most 128 registers a thread, so two blocks fit on a multiprocessor as their
+// shared memory does (93 KB each in float32 at b 16, f 64). U: outputs in flight per thread in the products
+// (tensor/cuda/ttt_dual_loops.h), chosen at run time among the instantiations (pick below).
+template <class T, int U>
+__global__ void __launch_bounds__(kDualThreads, 2) dual_forward_kernel(dual::Args<T> a) {
   const int n = phase_count(a.phases, dual::kForwardPhases);
   for (int ph = 0; ph < n; ++ph) {
-    dual::forward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    dual::forward_phase<U>(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
     __syncthreads();
   }
 }
 
-template <class T>
-__global__ void dual_backward_kernel(dual::Args<T> a) {
-  use_block_scratch(a);
+template <class T, int U>
+__global__ void __launch_bounds__(kDualThreads, 2) dual_backward_kernel(dual::Args<T> a) {
   const int n = phase_count(a.phases, dual::kBackwardPhases);
   for (int ph = 0; ph < n; ++ph) {
-    dual::backward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    dual::backward_phase<U>(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
     __syncthreads();
+  }
+}
+
+// The instantiation for the options' unroll: 1, 2 or 4.
+template <class K>
+K pick(int unroll, K k1, K k2, K k4) {
+  switch (unroll) {
+    case 1: return k1;
+    case 2: return k2;
+    case 4: return k4;
+    default:
+      throw std::invalid_argument("ttt_linear_dual (CUDA): unroll " + std::to_string(unroll) +
+                                  " (PONDER_CUDA_DUAL_UNROLL or cuda_set_dual_options) must be 1, 2 or 4");
   }
 }
 
@@ -66,12 +78,14 @@ int max_shared_bytes() {
 }
 
 // Lets `kernel` take `bytes` of dynamic shared memory (above 48 KB a kernel must be allowed first); remembers the
-// largest allowed so far per kernel.
+// largest allowed so far per kernel. Called from the one stream's host thread only.
 template <class... P>
-void allow_shared(void (*kernel)(P...), size_t bytes, size_t& allowed) {
-  if (bytes <= allowed || bytes <= 48 * 1024) return;
+void allow_shared(void (*kernel)(P...), size_t bytes) {
+  static std::map<const void*, size_t> allowed;
+  size_t& done = allowed[reinterpret_cast<const void*>(kernel)];
+  if (bytes <= done || bytes <= 48 * 1024) return;
   cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  allowed = bytes;
+  done = bytes;
 }
 
 constexpr int64_t kHeadChunk = 16;  // heads per partial sum of dγ, dβ
@@ -152,11 +166,12 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] {
     Tensor scratch, dscratch;
     size_t smem = 0;
-    static size_t allowed = 0;
     dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
     a.y = y.data<scalar_t>();
-    allow_shared(dual_forward_kernel<scalar_t>, smem, allowed);
-    dual_forward_kernel<scalar_t><<<G, kDualThreads, smem, stream()>>>(a);
+    const auto kernel = pick(g_dual_options.unroll, dual_forward_kernel<scalar_t, 1>,
+                             dual_forward_kernel<scalar_t, 2>, dual_forward_kernel<scalar_t, 4>);
+    allow_shared(kernel, smem);
+    kernel<<<G, kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
     debug_sync("dual_forward_kernel", __FILE__, __LINE__);
   });
@@ -168,7 +183,6 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] {
     Tensor scratch, dscratch;
     size_t smem = 0;
-    static size_t allowed = 0;
     dual::Args<scalar_t> a = args<scalar_t>(o, false, scratch, dscratch, smem);
     const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
     a.dy = dy.data<scalar_t>();
@@ -179,8 +193,10 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     a.dv = g[4].data<scalar_t>();
     a.deta = g[5].data<scalar_t>();
     a.parts = parts.data<double>();
-    allow_shared(dual_backward_kernel<scalar_t>, smem, allowed);
-    dual_backward_kernel<scalar_t><<<unsigned(G), kDualThreads, smem, stream()>>>(a);
+    const auto kernel = pick(g_dual_options.unroll, dual_backward_kernel<scalar_t, 1>,
+                             dual_backward_kernel<scalar_t, 2>, dual_backward_kernel<scalar_t, 4>);
+    allow_shared(kernel, smem);
+    kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);
     debug_sync("dual_backward_kernel", __FILE__, __LINE__);
     const int64_t Q = dual::head_chunks(G, kHeadChunk);

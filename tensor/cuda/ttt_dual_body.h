@@ -88,6 +88,29 @@ struct Args {
   double* parts;  // (G, 2, P): dγ, dβ of each head, zeroed by the caller
 };
 
+// The block's own scratch (Args::block_scratch): on the GPU the launch's dynamic shared memory, the T part and then
+// the doubles at block_doubles_at; on the CPU (the tests) the buffers Args points at. Read here rather than written
+// into Args by the kernel, which would copy the kernel's parameters to local memory.
+template <class T>
+PONDER_HD T* block_t(const Args<T>& a) {
+#ifdef __CUDA_ARCH__
+  extern __shared__ __align__(16) unsigned char dual_smem[];
+  (void)a;
+  return reinterpret_cast<T*>(dual_smem);
+#else
+  return a.scratch;
+#endif
+}
+template <class T>
+PONDER_HD double* block_d(const Args<T>& a) {
+#ifdef __CUDA_ARCH__
+  extern __shared__ __align__(16) unsigned char dual_smem[];
+  return reinterpret_cast<double*>(dual_smem + block_doubles_at(a.b, a.f, a.saved != nullptr, int64_t(sizeof(T))));
+#else
+  return a.dscr;
+#endif
+}
+
 // Head g's pointers.
 template <class T>
 struct Head {
@@ -124,7 +147,7 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.vrs = a.lv.rs;
   h.gamma = a.gamma;
   h.beta = a.beta;
-  T* sc = a.scratch + (a.block_scratch ? 0 : g * scratch_t(b, f, a.saved != nullptr));
+  T* sc = a.block_scratch ? block_t(a) : a.scratch + g * scratch_t(b, f, a.saved != nullptr);
   T* sv = a.saved ? a.saved + g * saved_size(b, f) : sc;  // without saved tensors, their place is the scratch's
   h.z = sv;
   h.g = sv + b * f;
@@ -147,7 +170,7 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   h.ft = f + 1;
   h.wt = h.kg + b * f;
   h.dw2t = h.wt + f * h.ft;
-  double* d = a.dscr + (a.block_scratch ? 0 : g * scratch_d(b, f));
+  double* d = a.block_scratch ? block_d(a) : a.dscr + g * scratch_d(b, f);
   h.part = d;
   h.roff = d + kSlots * b * chunks(f);
   h.rg = h.roff + b;
@@ -168,10 +191,10 @@ PONDER_HD void row_offsets(const Head<T>& h, const RowGeom& rg, int tid, int nt)
 // ---- forward phases
 
 // Z = k·W + bias, zb = q·W + bias (M·G comes off later), S = q·kᵀ.
-template <class T>
+template <int U, class T>
 PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  sums<T, 2>(
+  sums<U, T, 2>(
       b, f, f, tid, nt, [&](int64_t, int64_t c, T* a) { a[0] = a[1] = h.bias[c]; },
       [&](int64_t i, int64_t c, int64_t r, T* a) {
         const T w = h.W[r * f + c];
@@ -182,7 +205,7 @@ PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
         h.z[i * f + c] = a[0];
         h.zb[i * f + c] = a[1];
       });
-  sums<T, 1>(
+  sums<U, T, 1>(
       b, b, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
       [&](int64_t i, int64_t j, int64_t c, T* a) { a[0] += h.q[i * f + c] * h.k[j * f + c]; },
       [&](int64_t i, int64_t j, const T* a) { h.s[i * b + j] = a[0]; });
@@ -237,27 +260,27 @@ PONDER_HD void cheap_parts(const Head<T>& h, int tid, int nt) {
   }
 }
 // zb −= M·G
-template <class T>
+template <int U, class T>
 PONDER_HD void fwd_zb(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  sums<T, 1>(
+  sums<U, T, 1>(
       b, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
       [&](int64_t i, int64_t c, int64_t j, T* a) { a[0] += h.m[i * b + j] * h.g[j * f + c]; },
       [&](int64_t i, int64_t c, const T* a) { h.zb[i * f + c] -= a[0]; });
 }
 
 // W' = W − (ηl⊙k)ᵀ·G; bias' = bias − Σ_j ηl_j·G_j (ηl the last row of η), into y's last f + 1 rows.
-template <class T>
+template <int U, class T>
 PONDER_HD void fwd_update(const Head<T>& h, T* y, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   const T* el = h.eta + (b - 1) * b;
   T *W2 = y + b * f, *b2 = W2 + f * f;
   auto zero = [](int64_t, int64_t, T* a) { a[0] = 0; };
-  sums<T, 1>(
+  sums<U, T, 1>(
       f, f, b, tid, nt, zero,
       [&](int64_t r, int64_t c, int64_t j, T* a) { a[0] += el[j] * h.k[j * f + r] * h.g[j * f + c]; },
       [&](int64_t r, int64_t c, const T* a) { W2[r * f + c] = h.W[r * f + c] - a[0]; });
-  sums<T, 1>(
+  sums<U, T, 1>(
       1, f, b, tid, nt, zero, [&](int64_t, int64_t c, int64_t j, T* a) { a[0] += el[j] * h.g[j * f + c]; },
       [&](int64_t, int64_t c, const T* a) { b2[c] = h.bias[c] - a[0]; });
 }
@@ -274,22 +297,22 @@ PONDER_HD Out<T> head_out(const Args<T>& a, int64_t g) {
 }
 
 // out[i, r] = init[i, r] + (a·Wᵀ)[i, r] = init + Σ_c a[i, c]·W[r, c] for a (b, f), read through the transposed copy.
-template <class T, class Init, class Store>
+template <int U, class T, class Init, class Store>
 PONDER_HD void times_wt(const Head<T>& h, const T* a, int tid, int nt, Init init, Store store) {
   const int64_t f = h.f;
-  sums<T, 1>(
+  sums<U, T, 1>(
       h.b, f, f, tid, nt, init, [&](int64_t i, int64_t r, int64_t c, T* s) { s[0] += a[i * f + c] * h.wt[c * h.ft + r]; },
       store);
 }
 
 // dq = dO + dzb·Wᵀ; dM = −dzb·Gᵀ.
-template <class T>
+template <int U, class T>
 PONDER_HD void bwd_dq_dm(const Head<T>& h, const T* dy, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  times_wt(
+  times_wt<U>(
       h, h.dzb, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
       [&](int64_t i, int64_t r, const T* a) { o.dq[i * f + r] = dy[i * f + r] + a[0]; });
-  sums<T, 1>(
+  sums<U, T, 1>(
       b, b, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
       [&](int64_t i, int64_t j, int64_t c, T* a) { a[0] += h.dzb[i * f + c] * h.g[j * f + c]; },
       [&](int64_t i, int64_t j, const T* a) { h.dm[i * b + j] = -a[0]; });
@@ -307,11 +330,11 @@ PONDER_HD void bwd_deta(const Head<T>& h, const Out<T>& o, int tid, int nt) {
 }
 
 // dq += dS·k; dk = dSᵀ·q; dW = dW' + qᵀ·dzb; dG = −Mᵀ·dzb; P = ηl⊙k.
-template <class T>
+template <int U, class T>
 PONDER_HD void bwd_products(const Head<T>& h, const T* dW2, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   const T* el = h.eta + (b - 1) * b;
-  sums<T, 3>(
+  sums<U, T, 3>(
       b, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = a[1] = a[2] = 0; },
       [&](int64_t i, int64_t c, int64_t j, T* a) {
         a[0] += h.dm[i * b + j] * h.k[j * f + c];
@@ -325,17 +348,17 @@ PONDER_HD void bwd_products(const Head<T>& h, const T* dW2, const Out<T>& o, int
         h.dg[x] = -a[2];
         h.pk[x] = el[i] * h.k[x];
       });
-  sums<T, 1>(
+  sums<U, T, 1>(
       f, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
       [&](int64_t r, int64_t c, int64_t i, T* a) { a[0] += h.q[i * f + r] * h.dzb[i * f + c]; },
       [&](int64_t r, int64_t c, const T* a) { o.dW[r * f + c] = dW2[r * f + c] + a[0]; });
 }
 
 // dG −= P·dW'; dP = −G·dW'ᵀ.
-template <class T>
+template <int U, class T>
 PONDER_HD void bwd_update(const Head<T>& h, const T* dW2, int tid, int nt) {
   const int64_t f = h.f;
-  sums<T, 2>(
+  sums<U, T, 2>(
       h.b, f, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = a[1] = 0; },
       [&](int64_t j, int64_t c, int64_t r, T* a) {
         a[0] += h.pk[j * f + r] * dW2[r * f + c];
@@ -369,20 +392,20 @@ PONDER_HD void last_row_eta(const Head<T>& h, const Out<T>& o, int tid, int nt) 
 }
 
 // dk += −dv + dz·Wᵀ; dW += kᵀ·dz; dbias = dbias' + Σ_i (dzb + dz).
-template <class T>
+template <int U, class T>
 PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  times_wt(
+  times_wt<U>(
       h, h.dz, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
       [&](int64_t i, int64_t r, const T* a) {
         const int64_t x = i * f + r;
         o.dk[x] = o.dk[x] - o.dv[x] + a[0];
       });
-  sums<T, 1>(
+  sums<U, T, 1>(
       f, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
       [&](int64_t r, int64_t c, int64_t i, T* a) { a[0] += h.k[i * f + r] * h.dz[i * f + c]; },
       [&](int64_t r, int64_t c, const T* a) { o.dW[r * f + c] += a[0]; });
-  sums<T, 1>(
+  sums<U, T, 1>(
       1, f, b, tid, nt, [&](int64_t, int64_t c, T* a) { a[0] = db2[c]; },
       [&](int64_t, int64_t c, int64_t i, T* a) { a[0] += h.dzb[i * f + c] + h.dz[i * f + c]; },
       [&](int64_t, int64_t c, const T* a) { o.db[c] = a[0]; });
@@ -431,7 +454,7 @@ PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dga
 constexpr int kForwardPhases = 11, kBackwardPhases = 24;
 
 // Forward phases 2–6 (the backward's too when nothing was saved): E and M, G = ln_l2_grad(Z, t) in stages, zb −= M·G.
-template <class T>
+template <int U, class T>
 PONDER_HD void inner_grad_phase(const Head<T>& h, int phase, int tid, int nt) {
   switch (phase) {
     case 2:
@@ -441,12 +464,12 @@ PONDER_HD void inner_grad_phase(const Head<T>& h, int phase, int tid, int nt) {
     case 3: stage_var(h, h.z, tid, nt); break;
     case 4: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(nullptr), tid, nt); break;
     case 5: stage_l2_grad(h, h.z, h.t, h.g, tid, nt); break;
-    case 6: fwd_zb(h, tid, nt); break;
+    case 6: fwd_zb<U>(h, tid, nt); break;
     default: break;
   }
 }
 
-template <class T>
+template <int U, class T>
 PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
   const Head<T> h = head(a, g);
   T* y = a.y + g * (a.b + a.f + 1) * a.f;
@@ -455,9 +478,9 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, in
       row_offsets(h, a.rows, tid, nt);
       gather(h, tid, nt);
       break;
-    case 1: fwd_products(h, tid, nt); break;
+    case 1: fwd_products<U>(h, tid, nt); break;
     case 7:  // W', bias', and the output norm's statistics
-      fwd_update(h, y, tid, nt);
+      fwd_update<U>(h, y, tid, nt);
       stage_sum(h, h.zb, tid, nt);
       break;
     case 8: stage_var(h, h.zb, tid, nt); break;
@@ -466,13 +489,13 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, in
       if (a.saved_out)
         for (int64_t x = tid; x < saved_size(a.b, a.f); x += nt) a.saved_out[g * saved_size(a.b, a.f) + x] = h.z[x];
       break;
-    default: inner_grad_phase(h, phase, tid, nt); break;
+    default: inner_grad_phase<U>(h, phase, tid, nt); break;
   }
 }
 
 // Without saved intermediates the backward recomputes them first (phases 1–6: the forward's); with them, phase 2
 // only rebuilds E and M.
-template <class T>
+template <int U, class T>
 PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
   const Head<T> h = head(a, g);
   const Out<T> o = head_out(a, g);
@@ -485,20 +508,20 @@ PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, i
       transposes(h, dW2, tid, nt);
       break;
     case 1:
-      if (!a.saved) fwd_products(h, tid, nt);
+      if (!a.saved) fwd_products<U>(h, tid, nt);
       break;
     case 2: case 3: case 4: case 5: case 6:
-      if (!a.saved) inner_grad_phase(h, phase, tid, nt);
+      if (!a.saved) inner_grad_phase<U>(h, phase, tid, nt);
       else if (phase == 2) cheap_parts(h, tid, nt);
       break;
     case 7: stage_sum(h, h.zb, tid, nt); break;  // dzb = ln_affine_backward(zb, γ, dO), rows' dγ, dβ into rg, rb
     case 8: stage_var(h, h.zb, tid, nt); break;
     case 9: stage_affine_bwd_sums(h, h.zb, dy, tid, nt); break;
     case 10: stage_affine_bwd(h, h.zb, dy, h.dzb, h.rg, h.rb, tid, nt); break;
-    case 11: bwd_dq_dm(h, dy, o, tid, nt); break;
+    case 11: bwd_dq_dm<U>(h, dy, o, tid, nt); break;
     case 12: bwd_deta(h, o, tid, nt); break;
-    case 13: bwd_products(h, dW2, o, tid, nt); break;
-    case 14: bwd_update(h, dW2, tid, nt); break;
+    case 13: bwd_products<U>(h, dW2, o, tid, nt); break;
+    case 14: bwd_update<U>(h, dW2, tid, nt); break;
     case 15: bwd_last_row(h, db2, o, tid, nt); break;
     case 16:  // dz, dv = ln_l2_grad_vjp(Z, t, γ, β, dG) in stages, dγ, dβ added to the rows'
       last_row_eta(h, o, tid, nt);
@@ -509,7 +532,7 @@ PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, i
     case 19: stage_vjp_c(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
     case 20: stage_vjp_ef(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
     case 21: stage_vjp_out(h, h.z, h.t, static_cast<const T*>(h.dg), h.dz, o.dv, h.rg, h.rb, tid, nt); break;
-    case 22: bwd_inner_products(h, db2, o, tid, nt); break;
+    case 22: bwd_inner_products<U>(h, db2, o, tid, nt); break;
     case 23: bwd_gamma_parts(h, a.P, a.parts + g * 2 * a.P, tid, nt); break;
     default: break;
   }

@@ -22,19 +22,19 @@
 
 namespace ponder::cuda::dual {
 
-constexpr int kUnroll = 4;
+constexpr int kUnroll = 4;  // moves(); sums() takes its own (the kernels are built for 1, 2 and 4)
 
-// Outputs (i, c) of a rows × w grid, S sums each over k = 0 … K − 1: init(i, c, acc) sets output (i, c)'s sums,
+// Outputs (i, c) of a rows × w grid, U at a time, S sums each over k = 0 … K − 1: init(i, c, acc) sets output (i, c)'s sums,
 // term(i, c, k, acc) adds its term k, store(i, c, acc) writes it. acc is the output's T[S].
-template <class T, int S, class Init, class Term, class Store>
+template <int U, class T, int S, class Init, class Term, class Store>
 PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
   const int64_t n = rows * w;
-  for (int64_t x0 = tid; x0 < n; x0 += int64_t(kUnroll) * nt) {
-    T acc[kUnroll][S] = {};
-    int64_t i[kUnroll], c[kUnroll];
-    bool on[kUnroll];
+  for (int64_t x0 = tid; x0 < n; x0 += int64_t(U) * nt) {
+    T acc[U][S] = {};
+    int64_t i[U], c[U];
+    bool on[U];
     PONDER_UNROLL
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t x = x0 + int64_t(u) * nt;
       on[u] = x < n;
       i[u] = on[u] ? x / w : 0;
@@ -43,11 +43,11 @@ PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init in
     }
     for (int64_t k = 0; k < K; ++k) {
       PONDER_UNROLL
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < U; ++u)
         if (on[u]) term(i[u], c[u], k, acc[u]);
     }
     PONDER_UNROLL
-    for (int u = 0; u < kUnroll; ++u)
+    for (int u = 0; u < U; ++u)
       if (on[u]) store(i[u], c[u], acc[u]);
   }
 }
