@@ -38,6 +38,7 @@ struct BenchDualArgs {
   int64_t batch = 16, heads = 12, mini_batch = 16, head_dim = 64;
   int reps = 5;
   bool phases = true;
+  bool check_only = false;
   bool json = false;
 };
 
@@ -178,6 +179,10 @@ void run_bench(const BenchDualArgs& o) {
     const std::string mode = std::string(shared ? "shared" : "global") + "/u" + std::to_string(unroll);
     const Outputs got = run(x);
     const double err = check(got, want, mode);
+    if (o.check_only) {  // under compute-sanitizer, say: each variant run once, no timing
+      print({"checked", mode, -1, 0, 0, err}, o, where, o.json);
+      continue;
+    }
     auto bwd = [&] {
       raw::ttt_linear_dual_backward(x.W, x.bias, x.xq, x.xk, x.xv, x.eta, x.gamma, x.beta, got.saved, x.dy, kEps);
     };
@@ -214,6 +219,8 @@ void register_bench_dual(CLI::App& bench) {
       ->check(kPositive)
       ->capture_default_str();
   sub->add_flag("!--no-phases", opts->phases, "Leave out the backward's phase-by-phase rows (GPU)");
+  sub->add_flag("--check-only", opts->check_only,
+                "Run each GPU variant once against the CPU kernel, without timing (for compute-sanitizer)");
   sub->add_flag("--json", opts->json, "One JSON object per line instead of a table");
   sub->callback([opts] { run_bench(*opts); });
 }

@@ -2,7 +2,7 @@
 """`ponder bench train` through the CLI on configs/ci.yaml: --variants picks and orders the rows and rejects
 unknown names with one line; a variant whose estimated step memory exceeds --mem-limit-mb is reported as
 skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times; --precision
-bf16 runs (on the CPU, rounded operands) and its rows say so, an unknown precision is refused, and --device cuda runs on a GPU or says in one line why it cannot. No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
+bf16 runs (on the CPU, rounded operands) and its rows say so, an unknown precision is refused, and --device cuda runs on a GPU or says in one line why it cannot. `bench dual` gives its rows (checked against the CPU kernel on a GPU). No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
 import json
 import os
 import subprocess
@@ -75,3 +75,22 @@ if r.returncode == 0:  # a GPU machine: the row is the GPU's, with MFU where the
 else:
     check("--device cuda: no CUDA device" in r.stderr.strip().splitlines()[-1],
           "--device cuda without a usable GPU is one line naming why")
+
+# `bench dual`: the dual-form kernel alone. On the CPU two rows (forward, backward) with the FLOPs of the op's rules
+# (GFLOP/s > 0 means they were counted); on a GPU every variant is checked against the CPU kernel first.
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--batch", "1", "--heads", "2", "--reps", "1",
+                    "--json"], capture_output=True, text=True)
+check(r.returncode == 0, "bench dual --device cpu runs")
+rows = [json.loads(l) for l in r.stdout.splitlines()]
+check([x["pass"] for x in rows] == ["forward", "backward"] and all(x["us_per_call"] > 0 and x["gflops"] > 0 and
+      x["heads"] == 2 and x["mini_batch"] == 16 and x["head_dim"] == 64 for x in rows),
+      "bench dual on the CPU: forward and backward rows with µs per call and counted GFLOP/s")
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cuda", "--batch", "1", "--heads", "2", "--reps", "1",
+                    "--no-phases", "--json"], capture_output=True, text=True)
+if r.returncode == 0:
+    rows = [json.loads(l) for l in r.stdout.splitlines()]
+    check(len(rows) == 8 and all(x["max_rel_err"] is not None and x["max_rel_err"] < 1e-3 for x in rows),
+          "bench dual --device cuda: every variant checked against the CPU kernel")
+else:
+    check("--device cuda: no CUDA device" in r.stderr.strip().splitlines()[-1],
+          "bench dual --device cuda without a usable GPU is one line naming why")

@@ -7,18 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#ifndef PONDER_HD
-#ifdef __CUDACC__
-#define PONDER_HD __host__ __device__
-#else
-#define PONDER_HD
-#endif
-#endif
-#ifdef __CUDA_ARCH__  // the device pass: nvcc's host pass and other compilers do not know the pragma
-#define PONDER_UNROLL _Pragma("unroll")
-#else
-#define PONDER_UNROLL
-#endif
+#include "tensor/cuda/host_device.h"
 
 namespace ponder::cuda::dual {
 

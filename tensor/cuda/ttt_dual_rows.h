@@ -13,13 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifndef PONDER_HD
-#ifdef __CUDACC__
-#define PONDER_HD __host__ __device__
-#else
-#define PONDER_HD
-#endif
-#endif
+#include "tensor/cuda/host_device.h"
 
 namespace ponder::cuda::dual {
 
