@@ -3,10 +3,11 @@
 // the composition takes about a hundred). A head's intermediates live in the block's shared memory when they fit
 // (93 KB for the backward in float32 at the 125M shape, b 16 and f 64; the first kernel kept them in global memory,
 // where every phase's loops waited on L2 for what the phase before had written); otherwise, or when asked
-// (cuda_set_dual_options, for `ponder bench dual`), in global memory. Products are loops that keep four outputs
-// in flight per thread (tensor/cuda/ttt_dual_loops.h); the row formulas run in double over column chunks (tensor/cuda/ttt_dual_rows.h). dγ and dβ are summed per head in row order and
-// then over heads in head order, 16 heads at a time and then the chunks in order (two small kernels), so results
-// do not depend on scheduling.
+// (cuda_set_dual_options, for `ponder bench dual`), in global memory. Copies keep four loads in flight per thread
+// and the products 1, 2 or 4 outputs (tensor/cuda/ttt_dual_loops.h; one measured fastest); the row formulas run in
+// double over column chunks (tensor/cuda/ttt_dual_rows.h). dγ and dβ are summed per head in row order and then over
+// heads in head order, 16 heads at a time and then the chunks in order (two small kernels), so results do not
+// depend on scheduling.
 #include <cstdlib>
 #include <map>
 #include <stdexcept>

@@ -1,9 +1,9 @@
-// The loops of the CUDA TTT-Linear dual-form kernels' products and copies (tensor/cuda/ttt_dual_body.h). A head's
-// products are 16 × 64 × 64 at the 125M shape: too small for tiles, and with one output per thread at a time each
-// thread waited on one load after another (the product phases were about 100 of the backward's 210 µs on an H200).
-// Here thread tid takes outputs x = tid, tid + nt, … kUnroll at a time: their sums advance side by side, so their
-// loads are in flight together, while each output's sum keeps its order (k = 0, 1, …), so values do not depend on
-// the number of threads. Plain C++ with PONDER_HD, as the body.
+// The loops of the CUDA TTT-Linear dual-form kernels' products and copies (tensor/cuda/ttt_dual_body.h). Thread tid
+// takes items x = tid, tid + nt, … several at a time. moves() loads four before storing any, so their loads are in
+// flight together: the gather and transposes of phase 0 fell from 28 to 2 µs on an H200. sums() advances U outputs'
+// sums side by side, each sum keeping its order (k = 0, 1, …), so values do not depend on U or the number of
+// threads; with the kernels held to 128 registers, U = 1 measured fastest (bench dual: backward 147, 185 and 193 µs
+// at U = 1, 2, 4), and the kernels are built for all three. Plain C++ with PONDER_HD, as the body.
 #pragma once
 #include <cstdint>
 
