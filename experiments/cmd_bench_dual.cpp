@@ -131,6 +131,8 @@ void print(const Row& r, const BenchDualArgs& o, const std::string& where, bool 
 }
 
 void run_bench(const BenchDualArgs& o) {
+  if (o.check_only && o.device != "cuda")
+    throw std::invalid_argument("bench dual: --check-only needs --device cuda (on the CPU the kernel is the reference)");
   const Device d = use_device(o.device);
   const std::string where = describe_device(d);
   const Operands host = make(o), x = to(host, d);

@@ -85,6 +85,9 @@ rows = [json.loads(l) for l in r.stdout.splitlines()]
 check([x["pass"] for x in rows] == ["forward", "backward"] and all(x["us_per_call"] > 0 and x["gflops"] > 0 and
       x["heads"] == 2 and x["mini_batch"] == 16 and x["head_dim"] == 64 for x in rows),
       "bench dual on the CPU: forward and backward rows with µs per call and counted GFLOP/s")
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--check-only"], capture_output=True, text=True)
+check(r.returncode != 0 and "--check-only needs --device cuda" in r.stderr.strip().splitlines()[-1],
+      "bench dual --check-only on the CPU is refused in one line")
 r = subprocess.run([PONDER, "bench", "dual", "--device", "cuda", "--batch", "1", "--heads", "2", "--reps", "1",
                     "--no-phases", "--json"], capture_output=True, text=True)
 if r.returncode == 0:
