@@ -693,10 +693,14 @@ void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const At
 }
 
 namespace {
+// G of x (…, r, f): the number of (r, f) heads (0 when a head is empty).
+int64_t head_count(const Tensor& x) {
+  const int64_t rf = x.shape()[x.dim() - 2] * x.shape().back();
+  return rf != 0 ? x.numel() / rf : 0;
+}
 // x (…, r, f) as a contiguous (G, r, f).
 Tensor heads(const Tensor& x) {
-  const int64_t r = x.shape()[x.dim() - 2], f = x.shape().back();
-  return reshape(contiguous(x), {r * f != 0 ? x.numel() / (r * f) : 0, r, f});
+  return reshape(contiguous(x), {head_count(x), x.shape()[x.dim() - 2], x.shape().back()});
 }
 }  // namespace
 
@@ -760,7 +764,7 @@ Tensor dual_head_view(const Tensor& x, bool rows_apart) {
     }
   }
   ok = ok && lead.size() <= 2;
-  if (!ok) return reshape(contiguous(x), {1, r * c != 0 ? x.numel() / (r * c) : 0, r, c});
+  if (!ok) return reshape(contiguous(x), {1, head_count(x), r, c});
   while (lead.size() < 2) lead.insert(lead.begin(), {1, 0});
   const int64_t rs = r == 1 ? c : st[n - 2];
   return make_view(x, {lead[0].first, lead[1].first, r, c}, {lead[0].second, lead[1].second, rs, 1}, x.offset());
@@ -791,7 +795,7 @@ std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, c
                                           const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                                           const Tensor& beta, double eps) {
   DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
-  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = b * f != 0 ? xq.numel() / (b * f) : 0;
+  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
   Tensor y = Tensor::empty({G, b + f + 1, f}, xq.dtype(), xq.device());
   h.op.saved = Tensor::empty({G, kDualSaved(b, f)}, xq.dtype(), xq.device());
   be(xq).ttt_linear_dual(y, h.op);
@@ -806,7 +810,7 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                                const Tensor& dy, double eps) {
   DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
-  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = b * f != 0 ? xq.numel() / (b * f) : 0;
+  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
   Shape ys(xq.shape().begin(), xq.shape().end() - 2);
   ys.push_back(b + f + 1);
   ys.push_back(f);
