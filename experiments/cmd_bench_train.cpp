@@ -56,8 +56,18 @@ struct Variant {
   ttt::InnerPath path;
   ttt::StepMode mode;
   int k;
-  bool composed = false;  // "dual-composed": the TTT mini-batch as its composition of ops, not the fused kernel
+  // Fused ops run as their compositions in this variant: "dual-composed" the TTT mini-batch's kernels (the
+  // reference), "dual-only" every other one (norms, gated products, AdamW: what their kernels save).
+  std::vector<FusedOp> composed = {};
 };
+
+std::vector<FusedOp> dual_ops() { return {FusedOp::TttLinearDual, FusedOp::TttLinearDualBackward}; }
+std::vector<FusedOp> all_but_dual() {
+  std::vector<FusedOp> ops;
+  for (int i = 0; i < int(FusedOp::Count); ++i)
+    if (FusedOp(i) != FusedOp::TttLinearDual && FusedOp(i) != FusedOp::TttLinearDualBackward) ops.push_back(FusedOp(i));
+  return ops;
+}
 
 // "dual" (dual form, K = 1), "iter-K" or "iterative" (iterative path, carry mode, K steps; "iterative"
 // is iter-1) and "prefix-K" (iterative path, prefix mode, K steps).
@@ -77,14 +87,16 @@ Variant parse_variant(const std::string& text) {
     return v;
   };
   if (text == "dual") return {"dual", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1};
-  if (text == "dual-composed" || text == "dual-comp") return {"dual-comp", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, true};
+  if (text == "dual-composed" || text == "dual-comp")
+    return {"dual-comp", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, dual_ops()};
+  if (text == "dual-only") return {"dual-only", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, all_but_dual()};
   if (text == "iterative") return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1};
   if (text.rfind("iter-", 0) == 0)
     return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, steps_after("iter-")};
   if (text.rfind("prefix-", 0) == 0)
     return {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, steps_after("prefix-")};
   throw std::invalid_argument("bench train: unknown variant '" + text +
-                              "' in --variants (expected dual, dual-composed, iterative, iter-K or prefix-K)");
+                              "' in --variants (expected dual, dual-composed, dual-only, iterative, iter-K or prefix-K)");
 }
 
 // GFLOP/s of one 512³ cblas_sgemm at the current thread count: the machine's attainable GEMM rate.
@@ -174,14 +186,12 @@ double estimate_step_mb(const RunConfig& cfg, const Dataset& ds, const Variant& 
 
 Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int threads, int64_t steps, Device dev) {
   const ttt::TrainConfig tc = variant_config(cfg, v, steps);
-  struct Composed {  // the dual form's kernel off for this variant only
-    bool on;
-    explicit Composed(bool c) : on(c) { set(!on); }
+  struct Composed {  // the variant's fused ops as their compositions, for this variant only
+    const std::vector<FusedOp>& ops;
+    explicit Composed(const std::vector<FusedOp>& o) : ops(o) { set(false); }
     ~Composed() { set(true); }
     void set(bool k) const {
-      if (!on) return;
-      raw::set_fused_kernel(FusedOp::TttLinearDual, k);
-      raw::set_fused_kernel(FusedOp::TttLinearDualBackward, k);
+      for (FusedOp op : ops) raw::set_fused_kernel(op, k);
     }
   } composed(v.composed);
   reset_peak_rss();
@@ -401,7 +411,8 @@ void register_bench_train(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--variants", opts->variants,
                   "Comma-separated variants to run: dual, dual-composed (the dual form with the fused TTT mini-batch "
-                  "kernel off: its composition of ops, the reference), iter-K (iterative path, carry mode; "
+                  "kernel off: its composition of ops, the reference), dual-only (the dual form's kernels alone fused: the norms, "
+                  "gated products and AdamW as compositions), iter-K (iterative path, carry mode; "
                   "iterative = iter-1), prefix-K (iterative path, prefix mode)")
       ->delimiter(',')
       ->capture_default_str();

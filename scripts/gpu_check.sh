@@ -50,6 +50,14 @@ grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
 # The fused dual-form kernel alone at the 125M shape: checked against the CPU, shared against global scratch, and
 # the backward phase by phase.
 step bench_dual 90 "$ponder" bench dual --device cuda
+# The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile.
+sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
+step bench_train_125m_b32_bf16 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual,dual-only --steps 2 --precision bf16
+step bench_train_125m_b32_tf32 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual --steps 2 --precision tf32
+step bench_train_125m_b32_prof 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual --steps 1 --precision bf16 --profile
 # compute-sanitizer on the dual-form kernels at a small shape, each variant run once: memcheck (out-of-bounds and
 # misaligned accesses) and racecheck (shared-memory hazards between a block's threads).
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -n 1)
@@ -58,15 +66,10 @@ if [ -n "$cs" ]; then
     --heads 2 --check-only
   step racecheck_dual 150 "$cs" --tool racecheck --error-exitcode 9 "$ponder" bench dual --device cuda --batch 1 \
     --heads 2 --check-only
+  # memcheck on the fused norm, gated-product and AdamW kernels, through their test against the CPU kernels.
+  step memcheck_fused 120 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: the fused norm*'
 fi
-# The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile.
-sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
-step bench_train_125m_b32_bf16 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
-  --variants dual --steps 2 --precision bf16
-step bench_train_125m_b32_tf32 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
-  --variants dual --steps 2 --precision tf32
-step bench_train_125m_b32_prof 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
-  --variants dual --steps 1 --precision bf16 --profile
 step bench_train_125m 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual,dual-composed \
   --steps 2
 step bench_train_125m_bf16 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual \

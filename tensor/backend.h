@@ -58,6 +58,13 @@ struct AdamWCoeffs {
 enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
 #undef PONDER_ENUM_ID
 
+// Where each row of a row kernel's x (its last axis, D) finds its γ and β: row r reads γ[goff[r] … + D). sizes and
+// strides are x's leading axes and γ's strides along them when broadcast to x, so that goff[r] is r's index over
+// sizes (row-major) dotted with strides: a device backend computes the offsets from them instead of copying goff.
+struct RowOffsets {
+  std::vector<int64_t> goff, sizes, strides;
+};
+
 // Which keys each query of a causal attention sees. Query i stands at position t0 + i and key j at first + j;
 // key j is seen when 0 ≤ (t0 + i) − (first + j) < window (window 0: no bound). Scores are scale·q·k.
 struct AttnGeometry {
@@ -138,7 +145,7 @@ class Backend {
   //   layer_norm_vjp(dx, dv, x, v, dz): the VJP of (x, v) ↦ layer_norm_backward(x, v) for upstream dz
   //   rms_norm_rows(out, x):            y = x·r, r = 1/sqrt(mean(x²) + eps)
   //   rms_norm_backward(out, x, g):     r·(g − y·mean(g⊙y))              (the VJP of x ↦ y for upstream g)
-  // With per-element γ, β (contiguous, shape P; row r of x uses γ[goff[r] .. goff[r] + D)):
+  // With per-element γ, β (contiguous, shape P; row r of x uses γ[goff[r] .. goff[r] + D), RowOffsets):
   //   layer_norm_affine:          out = γ⊙x̂ + β
   //   layer_norm_affine_backward: dx = layer_norm_backward(x, g⊙γ), dγ = Σ_rows g⊙x̂, dβ = Σ_rows g
   //   rms_norm_affine:            out = w⊙y;  rms_norm_affine_backward: dx = rms_norm_backward(x, g⊙w), dw = Σ_rows g⊙y
@@ -156,26 +163,26 @@ class Backend {
   virtual void rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, double) {
     unsupported(FusedOp::RmsNormBackward);
   }
-  virtual void layer_norm_affine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
+  virtual void layer_norm_affine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const RowOffsets&, double) {
     unsupported(FusedOp::LayerNormAffine);
   }
   virtual void layer_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                          const Tensor&, const int64_t*, double) {
+                                          const Tensor&, const RowOffsets&, double) {
     unsupported(FusedOp::LayerNormAffineBackward);
   }
-  virtual void rms_norm_affine(const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
+  virtual void rms_norm_affine(const Tensor&, const Tensor&, const Tensor&, const RowOffsets&, double) {
     unsupported(FusedOp::RmsNormAffine);
   }
   virtual void rms_norm_affine_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                        const int64_t*, double) {
+                                        const RowOffsets&, double) {
     unsupported(FusedOp::RmsNormAffineBackward);
   }
-  virtual void ln_l2_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int64_t*,
+  virtual void ln_l2_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const RowOffsets&,
                           double) {
     unsupported(FusedOp::LnL2Grad);
   }
   virtual void ln_l2_grad_vjp(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                              const Tensor&, const Tensor&, const Tensor&, const int64_t*, double) {
+                              const Tensor&, const Tensor&, const Tensor&, const RowOffsets&, double) {
     unsupported(FusedOp::LnL2GradVjp);
   }
   // Gated products on contiguous tensors of one shape: out = act(a)⊙b, and for upstream g

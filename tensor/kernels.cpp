@@ -486,22 +486,21 @@ Tensor rows_like(const Tensor& t, const Tensor& x, const char* op) {
 // shape must keep the last axis (size D, unit stride after the copy).
 struct RowParams {
   Tensor gamma, beta;
-  std::vector<int64_t> goff;
-  std::vector<int64_t> sizes, strides;  // x's leading axes and γ's strides along them (DualOperands::row_sizes)
+  RowOffsets rows;
 };
 RowParams row_params(const Tensor& x, const Tensor& gamma, const Tensor& beta, const char* op) {
   check_row_params(op, x, gamma, beta);
-  RowParams rp{contiguous(gamma), contiguous(beta), {}, {}, {}};
+  RowParams rp{contiguous(gamma), contiguous(beta), {}};
   const Tensor ge = expand(rp.gamma, x.shape());
   const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
-  rp.goff.resize(size_t(rows));
+  rp.rows.goff.resize(size_t(rows));
   const int nd = int(x.dim()) - 1;
-  rp.sizes.assign(x.shape().begin(), x.shape().begin() + std::max(nd, 0));
-  rp.strides.assign(ge.strides().begin(), ge.strides().begin() + std::max(nd, 0));
+  rp.rows.sizes.assign(x.shape().begin(), x.shape().begin() + std::max(nd, 0));
+  rp.rows.strides.assign(ge.strides().begin(), ge.strides().begin() + std::max(nd, 0));
   std::vector<int64_t> idx(size_t(std::max(nd, 0)), 0);
   int64_t off = 0;
   for (int64_t r = 0; r < rows; ++r) {  // odometer over the leading axes
-    rp.goff[size_t(r)] = off;
+    rp.rows.goff[size_t(r)] = off;
     for (int d = nd - 1; d >= 0; --d) {
       off += ge.strides()[size_t(d)];
       if (++idx[size_t(d)] < x.shape()[size_t(d)]) break;
@@ -578,7 +577,7 @@ Tensor layer_norm_affine(const Tensor& x, const Tensor& gamma, const Tensor& bet
   Tensor c = rows_input(x, "layer_norm_affine");
   RowParams rp = row_params(c, gamma, beta, "layer_norm_affine");
   Tensor out = empty_like(c);
-  be(c).layer_norm_affine(out, c, rp.gamma, rp.beta, rp.goff.data(), eps);
+  be(c).layer_norm_affine(out, c, rp.gamma, rp.beta, rp.rows, eps);
   return out;
 }
 
@@ -586,7 +585,7 @@ std::array<Tensor, 3> layer_norm_affine_backward(const Tensor& x, const Tensor& 
   Tensor c = rows_input(x, "layer_norm_affine_backward"), gc = rows_like(g, c, "layer_norm_affine_backward");
   RowParams rp = row_params(c, gamma, gamma, "layer_norm_affine_backward");
   Tensor dx = empty_like(c), dg = empty_like(rp.gamma), db = empty_like(rp.gamma);
-  be(c).layer_norm_affine_backward(dx, dg, db, c, rp.gamma, gc, rp.goff.data(), eps);
+  be(c).layer_norm_affine_backward(dx, dg, db, c, rp.gamma, gc, rp.rows, eps);
   return {dx, dg, db};
 }
 
@@ -594,7 +593,7 @@ Tensor rms_norm_affine(const Tensor& x, const Tensor& weight, double eps) {
   Tensor c = rows_input(x, "rms_norm_affine");
   RowParams rp = row_params(c, weight, weight, "rms_norm_affine");
   Tensor out = empty_like(c);
-  be(c).rms_norm_affine(out, c, rp.gamma, rp.goff.data(), eps);
+  be(c).rms_norm_affine(out, c, rp.gamma, rp.rows, eps);
   return out;
 }
 
@@ -602,7 +601,7 @@ std::array<Tensor, 2> rms_norm_affine_backward(const Tensor& x, const Tensor& we
   Tensor c = rows_input(x, "rms_norm_affine_backward"), gc = rows_like(g, c, "rms_norm_affine_backward");
   RowParams rp = row_params(c, weight, weight, "rms_norm_affine_backward");
   Tensor dx = empty_like(c), dw = empty_like(rp.gamma);
-  be(c).rms_norm_affine_backward(dx, dw, c, rp.gamma, gc, rp.goff.data(), eps);
+  be(c).rms_norm_affine_backward(dx, dw, c, rp.gamma, gc, rp.rows, eps);
   return {dx, dw};
 }
 
@@ -610,7 +609,7 @@ Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const T
   Tensor c = rows_input(z, "ln_l2_grad"), tc = rows_like(t, c, "ln_l2_grad");
   RowParams rp = row_params(c, gamma, beta, "ln_l2_grad");
   Tensor out = empty_like(c);
-  be(c).ln_l2_grad(out, c, tc, rp.gamma, rp.beta, rp.goff.data(), eps);
+  be(c).ln_l2_grad(out, c, tc, rp.gamma, rp.beta, rp.rows, eps);
   return out;
 }
 
@@ -620,7 +619,7 @@ std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Ten
          wc = rows_like(w, c, "ln_l2_grad_vjp");
   RowParams rp = row_params(c, gamma, beta, "ln_l2_grad_vjp");
   Tensor dz = empty_like(c), dt = empty_like(c), dg = empty_like(rp.gamma), db = empty_like(rp.gamma);
-  be(c).ln_l2_grad_vjp(dz, dt, dg, db, c, tc, rp.gamma, rp.beta, wc, rp.goff.data(), eps);
+  be(c).ln_l2_grad_vjp(dz, dt, dg, db, c, tc, rp.gamma, rp.beta, wc, rp.rows, eps);
   return {dz, dt, dg, db};
 }
 
@@ -786,7 +785,7 @@ DualHeads dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, cons
     return views ? dual_head_view(x, rows_apart) : heads(x);
   };
   h.op = {hv(W, false), hv(bias, false), hv(xq, true), hv(xk, true), hv(xv, true), hv(eta, false), h.rp.gamma,
-          h.rp.beta, h.rp.goff.data(), eps, Tensor(), h.rp.sizes, h.rp.strides};  // saved: the caller attaches them
+          h.rp.beta, h.rp.rows.goff.data(), eps, Tensor(), h.rp.rows.sizes, h.rp.rows.strides};  // saved: the caller attaches them
   return h;
 }
 }  // namespace

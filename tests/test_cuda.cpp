@@ -490,6 +490,58 @@ TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and 
   }
 }
 
+// The fused kernels CUDA has besides the dual form (tensor/cuda/rows.cu, fused.cu) against the CPU's, through the
+// raw kernels: rows narrower and wider than a warp and than a block of columns, γ shared, per head and per row
+// (offsets computed on the device), runs of rows sharing a γ that cross the parameter sums' chunks, more rows than
+// 1,024 chunks of 16, and no rows at all.
+TEST_CASE("cuda: the fused norm, gated-product and AdamW kernels match the CPU's") {
+  if (!gpu()) return;
+  for (FusedOp op : {FusedOp::LayerNormAffine, FusedOp::LayerNormAffineBackward, FusedOp::RmsNormAffine,
+                     FusedOp::RmsNormAffineBackward, FusedOp::ActMul, FusedOp::ActMulBackward, FusedOp::AdamwStep})
+    CHECK_MESSAGE(backend(Device::CUDA).supports(op), fused_op_name(op));
+  const std::vector<std::pair<Shape, Shape>> rows = {{{3, 5}, {5}},           {{2, 3, 32}, {1, 3, 32}},
+                                                     {{2, 3, 4, 37}, {2, 3, 4, 37}}, {{4, 300}, {300}},
+                                                     {{17000, 33}, {33}},     {{2, 70, 8}, {2, 1, 8}},
+                                                     {{0, 6}, {6}}};
+  for (DType dt : {DType::F64, DType::F32}) {
+    const double t = dt == DType::F64 ? 1e-12 : 2e-6;
+    for (const auto& [xs, gs] : rows) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(shape_str(xs));
+      CAPTURE(shape_str(gs));
+      const std::vector<Tensor> in = {rnd(xs, -2, 3, dt, 1), rnd(gs, 0.5, 1.5, dt, 2), rnd(gs, -0.5, 0.5, dt, 3),
+                                      rnd(xs, -1, 1, dt, 4)};  // x, γ, β, upstream g
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::layer_norm_affine(v[0], v[1], v[2], 1e-5); }, in) <= t);
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::rms_norm_affine(v[0], v[1], 1e-5); }, in) <= t);
+      for (size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);  // dx, dγ, dβ; dx, dw
+        CHECK(cuda_vs_cpu([i](auto& v) { return raw::layer_norm_affine_backward(v[0], v[1], v[3], 1e-5)[i]; }, in) <= t);
+        if (i < 2)
+          CHECK(cuda_vs_cpu([i](auto& v) { return raw::rms_norm_affine_backward(v[0], v[1], v[3], 1e-5)[i]; }, in) <= t);
+      }
+    }
+    for (const GateAct act : {GateAct::Silu, GateAct::GeluTanh})
+      for (const Shape& s : {Shape{7}, Shape{3, 1000}}) {
+        CAPTURE(shape_str(s));
+        const std::vector<Tensor> in = {rnd(s, -4, 4, dt, 5), rnd(s, -2, 2, dt, 6), rnd(s, -1, 1, dt, 7)};
+        CHECK(cuda_vs_cpu([act](auto& v) { return raw::act_mul(act, v[0], v[1]); }, in) <= tol(dt));
+        CHECK(cuda_vs_cpu([act](auto& v) { return raw::act_mul_backward(act, v[0], v[1], v[2]).first; }, in) <= tol(dt));
+        CHECK(cuda_vs_cpu([act](auto& v) { return raw::act_mul_backward(act, v[0], v[1], v[2]).second; }, in) <= tol(dt));
+      }
+    // Three AdamW steps in place on each device from the same state: p, m and v agree.
+    const AdamWCoeffs c{1e-2, 0.9, 0.999, 1e-8, 0.1, 0.19, 0.002};
+    std::vector<Tensor> cpu = {rnd({5, 301}, -1, 1, dt, 8), rnd({5, 301}, -0.1, 0.1, dt, 9),
+                               rnd({5, 301}, 0, 0.01, dt, 10)};
+    std::vector<Tensor> dev = {on_gpu(cpu[0]), on_gpu(cpu[1]), on_gpu(cpu[2])};
+    for (uint64_t step = 0; step < 3; ++step) {
+      const Tensor g = rnd({5, 301}, -1, 1, dt, 11 + step);
+      raw::adamw_step_(cpu[0], cpu[1], cpu[2], g, c);
+      raw::adamw_step_(dev[0], dev[1], dev[2], on_gpu(g), c);
+    }
+    for (size_t i = 0; i < 3; ++i) CHECK(rel_diff(dev[i], cpu[i]) <= tol(dt));
+  }
+}
+
 TEST_CASE("cuda: every unary op matches the CPU on strided inputs") {
   if (!gpu()) return;
   struct U {
@@ -876,8 +928,8 @@ TEST_CASE("cuda: a tiny model's forward and backward on the GPU match the CPU in
   }
 }
 
-// The CUDA backend has no fused kernels yet, so there each fused op is one node whose values come from its
-// composition. The same path on the CPU, with the kernels hidden: the FLOPs counted are the kernels' (a GPU run and
+// On CUDA the fused ops without a kernel there (supports()) are one node each whose values come from its
+// composition. That path on the CPU, for every fused op, with the kernels hidden: the FLOPs counted are the kernels' (a GPU run and
 // a CPU run of one config report the same costs), and the steps follow the kernels' steps to rounding.
 TEST_CASE("fused ops without their kernels (as on CUDA): training steps count the same FLOPs and follow the same losses") {
   const ttt::ModelConfig m = gpu_model({"ttt", "attention"}, "mamba", "linear");

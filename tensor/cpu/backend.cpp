@@ -172,35 +172,35 @@ class CpuBackend final : public Backend {
     prof::Scope t(Kind::Fused, act == GateAct::Silu ? "silu_mul_backward" : "gelu_tanh_mul_backward");
     cpu::act_mul_backward(act, da, db, a, b, g);
   }
-  void layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const int64_t* goff,
+  void layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const RowOffsets& ro,
                          double eps) override {
     prof::Scope t(Kind::Fused, "layer_norm_affine");
-    cpu::layer_norm_affine(o, x, gm, bt, goff, eps);
+    cpu::layer_norm_affine(o, x, gm, bt, ro.goff.data(), eps);
   }
   void layer_norm_affine_backward(const Tensor& dx, const Tensor& dg, const Tensor& db, const Tensor& x,
-                                  const Tensor& gm, const Tensor& g, const int64_t* goff, double eps) override {
+                                  const Tensor& gm, const Tensor& g, const RowOffsets& ro, double eps) override {
     prof::Scope t(Kind::Fused, "layer_norm_affine_backward");
-    cpu::layer_norm_affine_backward(dx, dg, db, x, gm, g, goff, eps);
+    cpu::layer_norm_affine_backward(dx, dg, db, x, gm, g, ro.goff.data(), eps);
   }
-  void rms_norm_affine(const Tensor& o, const Tensor& x, const Tensor& w, const int64_t* goff, double eps) override {
+  void rms_norm_affine(const Tensor& o, const Tensor& x, const Tensor& w, const RowOffsets& ro, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_affine");
-    cpu::rms_norm_affine(o, x, w, goff, eps);
+    cpu::rms_norm_affine(o, x, w, ro.goff.data(), eps);
   }
   void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
-                                const int64_t* goff, double eps) override {
+                                const RowOffsets& ro, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_affine_backward");
-    cpu::rms_norm_affine_backward(dx, dw, x, w, g, goff, eps);
+    cpu::rms_norm_affine_backward(dx, dw, x, w, g, ro.goff.data(), eps);
   }
   void ln_l2_grad(const Tensor& o, const Tensor& z, const Tensor& tg, const Tensor& gm, const Tensor& bt,
-                  const int64_t* goff, double eps) override {
+                  const RowOffsets& ro, double eps) override {
     prof::Scope t(Kind::Fused, "ln_l2_grad");
-    cpu::ln_l2_grad(o, z, tg, gm, bt, goff, eps);
+    cpu::ln_l2_grad(o, z, tg, gm, bt, ro.goff.data(), eps);
   }
   void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dg, const Tensor& db, const Tensor& z,
-                      const Tensor& tg, const Tensor& gm, const Tensor& bt, const Tensor& w, const int64_t* goff,
+                      const Tensor& tg, const Tensor& gm, const Tensor& bt, const Tensor& w, const RowOffsets& ro,
                       double eps) override {
     prof::Scope t(Kind::Fused, "ln_l2_grad_vjp");
-    cpu::ln_l2_grad_vjp(dz, dt, dg, db, z, tg, gm, bt, w, goff, eps);
+    cpu::ln_l2_grad_vjp(dz, dt, dg, db, z, tg, gm, bt, w, ro.goff.data(), eps);
   }
   void rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
     prof::Scope t(Kind::Fused, "rms_norm_backward");

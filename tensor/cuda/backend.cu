@@ -156,11 +156,53 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Copy, "rng");
     cuda::rng_normal(out, seed, counter, mean, std);
   }
-  // The TTT dual form's two kernels; every other fused op is one node whose values come from its composition of
-  // the kernels above (autograd/fused.h), which `ponder bench ops --device cuda` shows as separate launches.
-  // (`bench train --variants dual,dual-composed` times the kernels against the composition.)
+  // The fused kernels it has: the TTT dual form (ttt_dual.cu), the norms with γ (rows.cu), the gated products and
+  // AdamW (fused.cu). Every other fused op is one node whose values come from its composition of the kernels above
+  // (autograd/fused.h), which `ponder bench ops --device cuda` shows as separate launches; sum_squares stays a
+  // composition on purpose: clipping adds the parameters' sums on the device and reads them once per step, where a
+  // kernel returning a host number would wait for the device once per parameter.
   bool supports(FusedOp op) const override {
-    return op == FusedOp::TttLinearDual || op == FusedOp::TttLinearDualBackward;
+    switch (op) {
+      case FusedOp::TttLinearDual: case FusedOp::TttLinearDualBackward:
+      case FusedOp::LayerNormAffine: case FusedOp::LayerNormAffineBackward:
+      case FusedOp::RmsNormAffine: case FusedOp::RmsNormAffineBackward:
+      case FusedOp::ActMul: case FusedOp::ActMulBackward: case FusedOp::AdamwStep:
+        return true;
+      default:
+        return false;
+    }
+  }
+  void layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const RowOffsets& ro,
+                         double eps) override {
+    KernelTimer t(Kind::Fused, "layer_norm_affine");
+    cuda::layer_norm_affine(o, x, gm, bt, ro, eps);
+  }
+  void layer_norm_affine_backward(const Tensor& dx, const Tensor& dg, const Tensor& db, const Tensor& x,
+                                  const Tensor& gm, const Tensor& g, const RowOffsets& ro, double eps) override {
+    KernelTimer t(Kind::Fused, "layer_norm_affine_backward");
+    cuda::layer_norm_affine_backward(dx, dg, db, x, gm, g, ro, eps);
+  }
+  void rms_norm_affine(const Tensor& o, const Tensor& x, const Tensor& w, const RowOffsets& ro, double eps) override {
+    KernelTimer t(Kind::Fused, "rms_norm_affine");
+    cuda::rms_norm_affine(o, x, w, ro, eps);
+  }
+  void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
+                                const RowOffsets& ro, double eps) override {
+    KernelTimer t(Kind::Fused, "rms_norm_affine_backward");
+    cuda::rms_norm_affine_backward(dx, dw, x, w, g, ro, eps);
+  }
+  void act_mul(GateAct act, const Tensor& o, const Tensor& a, const Tensor& b) override {
+    KernelTimer t(Kind::Fused, act == GateAct::Silu ? "silu_mul" : "gelu_tanh_mul");
+    cuda::act_mul(act, o, a, b);
+  }
+  void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
+                        const Tensor& g) override {
+    KernelTimer t(Kind::Fused, act == GateAct::Silu ? "silu_mul_backward" : "gelu_tanh_mul_backward");
+    cuda::act_mul_backward(act, da, db, a, b, g);
+  }
+  void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) override {
+    KernelTimer t(Kind::Fused, "adamw_step");
+    cuda::adamw_step(p, m, v, g, c);
   }
   bool dual_head_views() const override { return true; }
   void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {

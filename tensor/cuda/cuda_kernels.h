@@ -21,6 +21,19 @@ void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& s
 void one_hot(const Tensor& out, const Tensor& idx);
 void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi);
 void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std);
+// Fused (tensor/backend.h states each map): layer and RMS norms with per-element γ (rows.cu); gated products and
+// the AdamW step (fused.cu).
+void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const RowOffsets& ro, double eps);
+void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& x,
+                                const Tensor& gamma, const Tensor& g, const RowOffsets& ro, double eps);
+void rms_norm_affine(const Tensor& out, const Tensor& x, const Tensor& w, const RowOffsets& ro, double eps);
+void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
+                              const RowOffsets& ro, double eps);
+void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
+void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
+                      const Tensor& g);
+void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
 // Fused: TTT-Linear's dual form (tensor/backend.h's DualOperands; tensor/cuda/ttt_dual.cu).
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy);

@@ -102,19 +102,6 @@ __global__ void gamma_sum_kernel(const double* sums, int64_t Q, int64_t P, T* dg
 // Heads in the launch: the operands are (n0, n1, r, c) head views (tensor/backend.h, DualOperands).
 int64_t head_count(const DualOperands& o) { return o.xq.shape()[0] * o.xq.shape()[1]; }
 
-dual::RowGeom row_geom(const DualOperands& o) {
-  dual::RowGeom g;
-  if (o.row_sizes.size() > size_t(dual::kMaxLead) || o.row_sizes.size() != o.row_strides.size())
-    throw std::invalid_argument("ttt_linear_dual (CUDA): xq has " + std::to_string(o.row_sizes.size() + 1) +
-                                " axes; the kernel takes at most " + std::to_string(dual::kMaxLead + 1));
-  g.nd = int(o.row_sizes.size());
-  for (int d = 0; d < g.nd; ++d) {
-    g.size[d] = o.row_sizes[size_t(d)];
-    g.stride[d] = o.row_strides[size_t(d)];
-  }
-  return g;
-}
-
 // The launch's operands and its scratch: the block's shared memory (`smem` bytes of it) when one head's scratch
 // fits there and the options allow it, else global memory allocated here (freed when the caller returns: the
 // stream orders reuse). With shared scratch the forward keeps Z, G, zb and S there and copies them out last.
@@ -151,7 +138,7 @@ dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor&
     a.saved = nullptr;
   }
   a.phases = forward ? g_dual_options.forward_phases : g_dual_options.backward_phases;
-  a.rows = row_geom(o);
+  a.rows = row_geom(o.row_sizes, o.row_strides, "ttt_linear_dual");
   a.b = b;
   a.f = f;
   a.P = o.gamma.numel();

@@ -11,28 +11,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "tensor/cuda/row_geom.h"
 #include "tensor/cuda/ttt_dual_loops.h"
 #include "tensor/cuda/ttt_dual_rows.h"
 
 namespace ponder::cuda::dual {
 
-constexpr int kMaxLead = 8;  // leading axes of xq (all but the last) the γ offsets can be computed over
-
-// Where row r of xq's rows finds its γ and β: r decomposed over xq's leading axes (row-major) times γ's strides
-// when broadcast to xq's shape (tensor/kernels.cpp's row_params, as offsets computed on the device).
-struct RowGeom {
-  int nd = 0;
-  int64_t size[kMaxLead] = {}, stride[kMaxLead] = {};
-};
-PONDER_HD inline int64_t gamma_offset(const RowGeom& g, int64_t r) {
-  int64_t off = 0;
-  for (int d = g.nd - 1; d >= 0; --d) {
-    const int64_t q = r / g.size[d];
-    off += (r - q * g.size[d]) * g.stride[d];
-    r = q;
-  }
-  return off;
-}
+using cuda::RowGeom;  // tensor/cuda/row_geom.h
+using cuda::gamma_offset;
 
 // Where head g of an operand starts, (g / n1)·s0 + (g % n1)·s1 (the operand's leading axes merged into two:
 // tensor/kernels.h's dual_head_view), and how far apart its rows are (rs; W, bias and η have rows c apart).
