@@ -52,7 +52,10 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
           if (need[i]) out[i] = g[i];
         return out;
       });
-  return {slice(packed, r, 0, b), slice(packed, r, b, b + f), slice(packed, r, b + f, b + f + 1)};
+  // One split, not three slices: the pieces' gradients come back as one concatenation instead of three zero-padded
+  // copies of the packed shape added together (a fill, a copy and an add fewer per piece, per mini-batch).
+  const std::vector<Tensor> parts = split(packed, {b, f, 1}, r);
+  return {parts[0], parts[1], parts[2]};
 }
 
 }  // namespace ponder
