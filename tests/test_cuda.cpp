@@ -617,6 +617,17 @@ TEST_CASE("cuda: reductions, cumulative sums and triangular masks match the CPU"
           double d = cuda_vs_cpu([&](const auto& v) { return raw::reduce(op, v[0], axes, false); }, {in});
           CHECK(d <= (op == ReduceOp::Sum ? tol(dt) : 0.0));
         }
+    // Few outputs over a long extent go in chunks, then over the chunks' partials (reduce.cu): all of it, two
+    // axes of three (3 outputs), strided; one axis of 2,100 with 510 outputs stays one block per output.
+    const Tensor y = raw::to_dtype(rnd({2100, 3, 170}, -9, 9, DType::F64, 63), dt);
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+      for (std::vector<int64_t> axes : {std::vector<int64_t>{}, {0, 2}, {0}})
+        for (const Tensor& in : {y, raw::permute(y, {2, 1, 0})}) {
+          INFO("long: op ", int(op), " axes ", shape_str(axes));
+          double d = cuda_vs_cpu([&](const auto& v) { return raw::reduce(op, v[0], axes, false); }, {in});
+          // float64: a million terms added in another order than the CPU's loop, relative to a sum that cancels
+          CHECK(d <= (op != ReduceOp::Sum ? 0.0 : dt == DType::F64 ? 1e-12 : tol(dt)));
+        }
     for (int axis : {0, 1, 2})
       for (bool rev : {false, true})
         CHECK(cuda_vs_cpu([&](const auto& v) { return raw::cumsum(v[0], axis, rev); }, {xt}) <= tol(dt));
@@ -706,6 +717,12 @@ TEST_CASE("cuda: index kernels match the CPU and reject out-of-range indices wit
     CHECK(cuda_vs_cpu([](const auto& v) { return raw::index_select(v[0], 0, v[1]); }, {x, idx}) == 0.0);
     CHECK(cuda_vs_cpu([](const auto& v) { return raw::index_add({5, 3, 2}, 0, v[0], v[1]); },
                       {idx, raw::to_dtype(rnd({4, 3, 2}, -9, 9, DType::F64, 92), dt)}) <= tol(dt));
+    // Many indices into few lines (an embedding's gradient) go in chunks added in chunk order (index.cu).
+    std::vector<int64_t> many(3000);
+    for (size_t j = 0; j < many.size(); ++j) many[j] = int64_t((j * 7919) % 40);
+    CHECK(cuda_vs_cpu([](const auto& v) { return raw::index_add({40, 7}, 0, v[0], v[1]); },
+                      {Tensor::from_ints(many, {3000}), raw::to_dtype(rnd({3000, 7}, -9, 9, DType::F64, 95), dt)}) <=
+          (dt == DType::F32 ? 1e-5 : tol(dt)));
     Tensor gi = Tensor::from_ints({0, 2, 2, 1, 1, 0, 2, 2, 0, 1, 1, 1}, {2, 3, 2});
     CHECK(cuda_vs_cpu([](const auto& v) { return raw::gather(v[0], 1, v[1]); },
                       {raw::slice(x, 0, 0, 2), gi}) == 0.0);
