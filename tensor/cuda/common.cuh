@@ -66,6 +66,15 @@ __device__ inline void offsets(const Geometry<N>& g, int64_t i, int64_t (&off)[N
     return;
   }
   for (int k = 0; k < N; ++k) off[k] = 0;
+  if (g.numel <= 0x7fffffff) {  // 32-bit division, several times cheaper than 64-bit on a GPU: most spaces fit
+    uint32_t j = uint32_t(i);
+    for (int d = g.ndim - 1; d >= 0; --d) {
+      const uint32_t s = uint32_t(g.size[d]), q = j / s;
+      for (int k = 0; k < N; ++k) off[k] += int64_t(j - q * s) * g.stride[k][d];
+      j = q;
+    }
+    return;
+  }
   for (int d = g.ndim - 1; d >= 0; --d) {
     const int64_t q = i / g.size[d], r = i - q * g.size[d];
     i = q;
