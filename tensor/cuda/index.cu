@@ -1,6 +1,7 @@
 // Index kernels on contiguous tensors with int64 indices, mirroring tensor/cpu/index.cpp. Adds that
 // may hit the same slot are owned by one thread each (a thread walks one line in index order), so
 // index_add and scatter_add are deterministic without atomics.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +60,27 @@ __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64
   }
 }
 
+// The same over chunk c of C (indices [c·n, (c + 1)·n)) into part (C, outer, len, inner), zeroed; then out += the
+// chunks' partials added in chunk order. One thread per (c, outer, inner) and then per element of out.
+template <class T>
+__global__ void index_add_chunk_kernel(T* part, const T* src, const int64_t* idx, int64_t C, int64_t outer_inner,
+                                       int64_t ni, int64_t n, int64_t len, int64_t inner) {
+  PONDER_GRID_STRIDE(x, C * outer_inner) {
+    const int64_t c = x / outer_inner, oi = x % outer_inner, o = oi / inner, i = oi % inner;
+    T* pc = part + c * (outer_inner / inner) * len * inner;
+    const int64_t j1 = (c + 1) * n < ni ? (c + 1) * n : ni;
+    for (int64_t j = c * n; j < j1; ++j) pc[(o * len + idx[j]) * inner + i] += src[(o * ni + j) * inner + i];
+  }
+}
+template <class T>
+__global__ void add_chunks_kernel(T* out, const T* part, int64_t C, int64_t total) {
+  PONDER_GRID_STRIDE(e, total) {
+    T a = out[e];
+    for (int64_t c = 0; c < C; ++c) a += part[c * total + e];
+    out[e] = a;
+  }
+}
+
 // out (outer, len, inner) = x (outer, xlen, inner) at idx (outer, len, inner) along the middle axis.
 template <class T>
 __global__ void gather_kernel(T* out, const T* x, const int64_t* idx, int64_t total, int64_t len, int64_t xlen,
@@ -104,9 +126,24 @@ void index_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src
   int64_t outer, len, inner;
   split_dims(out.shape(), axis, outer, len, inner);
   check_indices(idx, len, "index_add");
+  // Few lines over many indices (an embedding's gradient: one line per column, every token in it) keep most of the
+  // GPU idle: the indices go in C chunks, each into its own zeroed copy of out, added in chunk order afterwards.
+  // C depends only on the shapes (at least 256 indices a chunk, copies of out within kIndexAddParts elements).
+  const int64_t ni = idx.numel(), lines = outer * inner;
+  constexpr int64_t kIndexAddParts = int64_t(1) << 24, kFewLines = 16384;
+  const int64_t C = lines >= kFewLines || out.numel() == 0 ? 1
+                    : std::min({int64_t(256), ni / 256, kIndexAddParts / out.numel()});
   PONDER_DISPATCH_ALL(out.dtype(), "index_add", [&] {
-    launch("index_add", index_add_kernel<scalar_t>, outer * inner, out.data<scalar_t>(), src.data<scalar_t>(),
-           idx.data<int64_t>(), outer * inner, idx.numel(), len, inner);
+    if (C < 2) {
+      launch("index_add", index_add_kernel<scalar_t>, lines, out.data<scalar_t>(), src.data<scalar_t>(),
+             idx.data<int64_t>(), lines, ni, len, inner);
+      return;
+    }
+    const Tensor part = Tensor::zeros({C, out.numel()}, out.dtype(), Device::CUDA);
+    launch("index_add_chunk", index_add_chunk_kernel<scalar_t>, C * lines, part.data<scalar_t>(),
+           src.data<scalar_t>(), idx.data<int64_t>(), C, lines, ni, (ni + C - 1) / C, len, inner);
+    launch("add_chunks", add_chunks_kernel<scalar_t>, out.numel(), out.data<scalar_t>(), part.data<scalar_t>(), C,
+           out.numel());
   });
 }
 
