@@ -109,8 +109,10 @@ Tensor planned_matmul(const Tensor& a, const Tensor& b) {
   const double *A = eb.data<double>(), *B = ea.data<double>();
   double* C = out.data<double>();
   for (int64_t bi = 0; bi < p.batch; ++bi) {
-    const int64_t oa = p.uniform ? bi * p.stride_a : p.offset_a[size_t(bi)];
-    const int64_t ob = p.uniform ? bi * p.stride_b : p.offset_b[size_t(bi)];
+    // one call of p.inner entries per listed offset (or the whole batch at one stride)
+    const int64_t call = bi / p.inner, j = bi % p.inner;
+    const int64_t oa = (p.uniform ? 0 : p.offset_a[size_t(call)]) + j * p.stride_a;
+    const int64_t ob = (p.uniform ? 0 : p.offset_b[size_t(call)]) + j * p.stride_b;
     emulated_gemm(p, A + oa, B + ob, C + bi * p.stride_c);
   }
   return out;
@@ -281,19 +283,28 @@ TEST_CASE("cuda plan: operand layouts and the cuBLAS calls of matmul reproduce t
     const char* name;
     Tensor a, b;
     bool uniform;
+    size_t calls;  // cuBLAS calls issued
   };
   const Case cases[] = {
-      {"plain", rnd({3, 5}, -1, 1, DType::F64, 1), rnd({5, 4}, -1, 1, DType::F64, 2), true},
-      {"transposed views", T(rnd({5, 3}, -1, 1, DType::F64, 3)), T(rnd({4, 5}, -1, 1, DType::F64, 4)), true},
-      {"vector products", rnd({1, 4}, -1, 1, DType::F64, 5), rnd({4, 1}, -1, 1, DType::F64, 6), true},
-      {"batched", rnd({2, 3, 4}, -1, 1, DType::F64, 7), rnd({2, 4, 5}, -1, 1, DType::F64, 8), true},
-      {"shared right operand", rnd({2, 3, 4}, -1, 1, DType::F64, 9), rnd({4, 5}, -1, 1, DType::F64, 10), true},
-      {"shared left operand", rnd({3, 4}, -1, 1, DType::F64, 11), rnd({2, 4, 5}, -1, 1, DType::F64, 12), true},
-      {"batched transposed", T(rnd({2, 4, 3}, -1, 1, DType::F64, 13)), T(rnd({2, 5, 4}, -1, 1, DType::F64, 14)), true},
+      {"plain", rnd({3, 5}, -1, 1, DType::F64, 1), rnd({5, 4}, -1, 1, DType::F64, 2), true, 1},
+      {"transposed views", T(rnd({5, 3}, -1, 1, DType::F64, 3)), T(rnd({4, 5}, -1, 1, DType::F64, 4)), true, 1},
+      {"vector products", rnd({1, 4}, -1, 1, DType::F64, 5), rnd({4, 1}, -1, 1, DType::F64, 6), true, 1},
+      {"batched", rnd({2, 3, 4}, -1, 1, DType::F64, 7), rnd({2, 4, 5}, -1, 1, DType::F64, 8), true, 1},
+      {"shared right operand", rnd({2, 3, 4}, -1, 1, DType::F64, 9), rnd({4, 5}, -1, 1, DType::F64, 10), true, 1},
+      {"shared left operand", rnd({3, 4}, -1, 1, DType::F64, 11), rnd({2, 4, 5}, -1, 1, DType::F64, 12), true, 1},
+      {"batched transposed", T(rnd({2, 4, 3}, -1, 1, DType::F64, 13)), T(rnd({2, 5, 4}, -1, 1, DType::F64, 14)), true,
+       1},
+      // batch (2, 3): a walks (12, 0), b (0, 8); the last axis is one call of 3, issued twice
       {"batch broadcast (not uniform)", rnd({2, 1, 3, 4}, -1, 1, DType::F64, 15), rnd({3, 4, 2}, -1, 1, DType::F64, 16),
-       false},
+       false, 2},
       {"permuted batch axes (not uniform)", raw::permute(rnd({3, 2, 4, 5}, -1, 1, DType::F64, 17), {1, 0, 2, 3}),
-       rnd({2, 3, 5, 2}, -1, 1, DType::F64, 18), false},
+       rnd({2, 3, 5, 2}, -1, 1, DType::F64, 18), false, 2},
+      // batch (2, 3, 5) with a broadcast along the last: six calls of five, not thirty of one
+      {"one operand broadcast along the last batch axis", rnd({2, 3, 1, 1, 4}, -1, 1, DType::F64, 19),
+       rnd({2, 3, 5, 4, 6}, -1, 1, DType::F64, 20), false, 6},
+      // broadcast along the first: a single trailing run of 15 entries, issued twice
+      {"one operand broadcast along the first batch axis", rnd({1, 3, 5, 2, 4}, -1, 1, DType::F64, 21),
+       rnd({2, 3, 5, 4, 6}, -1, 1, DType::F64, 22), false, 2},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -306,8 +317,10 @@ TEST_CASE("cuda plan: operand layouts and the cuBLAS calls of matmul reproduce t
     Shape sa = batch, sb = batch;
     sa.insert(sa.end(), {c.a.shape()[c.a.dim() - 2], c.a.shape().back()});
     sb.insert(sb.end(), {c.b.shape()[c.b.dim() - 2], c.b.shape().back()});
-    CHECK(cuda::plan_gemm(Tensor::empty(so, DType::F64), raw::expand(c.a, sa), raw::expand(c.b, sb)).uniform ==
-          c.uniform);
+    const cuda::GemmPlan p = cuda::plan_gemm(Tensor::empty(so, DType::F64), raw::expand(c.a, sa), raw::expand(c.b, sb));
+    CHECK(p.uniform == c.uniform);
+    CHECK((p.uniform ? size_t(1) : p.offset_a.size()) == c.calls);
+    CHECK(p.inner * int64_t(c.calls) == p.batch);
   }
 }
 

@@ -71,15 +71,15 @@ const __nv_bfloat16* bf16_operand(const Tensor& t, Tensor& buf) {
   return y;
 }
 
-// Issues the products of plan p (uniform batch, or one call per batch entry at its offsets).
+// Issues the products of plan p (uniform batch, or one call of p.inner entries at each listed offset).
 template <class TA, class TC>
 void gemm_plan(const GemmPlan& p, const TA* A, const TA* B, TC* C) {
   if (p.uniform) {
     gemm(p, A, B, C, p.batch);
     return;
   }
-  for (int64_t bi = 0; bi < p.batch; ++bi)
-    gemm(p, A + p.offset_a[size_t(bi)], B + p.offset_b[size_t(bi)], C + bi * p.stride_c, 1);
+  for (size_t ci = 0; ci < p.offset_a.size(); ++ci)
+    gemm(p, A + p.offset_a[ci], B + p.offset_b[ci], C + int64_t(ci) * p.inner * p.stride_c, p.inner);
 }
 
 // cuBLAS's math mode follows matmul_precision(): TF32 tensor cores only when asked for (bf16 GEMMs use the

@@ -90,19 +90,31 @@ GemmPlan plan_gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
   // cuBLAS's A walks b's batch entries and its B walks a's.
   const Shape sa = cpu::broadcast_strides(b, out.shape()), sb = cpu::broadcast_strides(a, out.shape());
   p.uniform = linear_batch(batch, sa, p.stride_a) && linear_batch(batch, sb, p.stride_b);
+  p.inner = p.batch;
   if (p.uniform) return p;
-  p.offset_a.resize(size_t(p.batch));
-  p.offset_b.resize(size_t(p.batch));
-  for (int64_t bi = 0; bi < p.batch; ++bi) {
-    int64_t r = bi, oa = 0, ob = 0;
-    for (size_t ax = batch.size(); ax-- > 0;) {
+  // The first s0 whose trailing axes batch[s0…] both operands walk linearly (the empty tail always does).
+  size_t s0 = 1;
+  for (; s0 < batch.size(); ++s0) {
+    const Shape tail(batch.begin() + long(s0), batch.end());
+    const Shape ta(sa.begin() + long(s0), sa.begin() + long(batch.size())),
+        tb(sb.begin() + long(s0), sb.begin() + long(batch.size()));
+    if (linear_batch(tail, ta, p.stride_a) && linear_batch(tail, tb, p.stride_b)) break;
+  }
+  if (s0 == batch.size()) p.stride_a = p.stride_b = 0;
+  p.inner = shape_numel(Shape(batch.begin() + long(s0), batch.end()));
+  const int64_t calls = p.batch / p.inner;
+  p.offset_a.resize(size_t(calls));
+  p.offset_b.resize(size_t(calls));
+  for (int64_t ci = 0; ci < calls; ++ci) {
+    int64_t r = ci, oa = 0, ob = 0;
+    for (size_t ax = s0; ax-- > 0;) {
       const int64_t i = r % batch[ax];
       r /= batch[ax];
       oa += i * sa[ax];
       ob += i * sb[ax];
     }
-    p.offset_a[size_t(bi)] = oa;
-    p.offset_b[size_t(bi)] = ob;
+    p.offset_a[size_t(ci)] = oa;
+    p.offset_b[size_t(ci)] = ob;
   }
   return p;
 }

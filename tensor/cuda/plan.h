@@ -62,14 +62,18 @@ MatLayout mat_layout(const Tensor& t);
 // so out = a·b is issued as outᵀ = bᵀ·aᵀ: cuBLAS's A is the engine's b, its B is the engine's a, and its
 // m × n result is out's n × m. Batch axes of a and b are broadcast to out's (stride 0 where broadcast)
 // and out is contiguous. When each batch entry of a and of b is a fixed stride from the previous one
-// the batch is one strided-batched call; otherwise one call per entry at the listed offsets.
+// the batch is one strided-batched call. Otherwise the longest run of trailing batch axes that a and b each
+// walk with one stride is one strided-batched call of `inner` entries, issued once per entry of the leading
+// axes at the listed offsets (a batch broadcast along one axis, as the prefix path's per-position weights
+// against their inputs, is a few calls, not one per entry).
 struct GemmPlan {
   bool transa = false, transb = false;  // CUBLAS_OP_T, else CUBLAS_OP_N
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   int64_t batch = 0;
   bool uniform = true;
-  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batch entries
-  std::vector<int64_t> offset_a, offset_b;           // per batch entry, when not uniform
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batch entries (within a call)
+  int64_t inner = 0;                                 // batch entries per call
+  std::vector<int64_t> offset_a, offset_b;           // per call, when not uniform
 };
 GemmPlan plan_gemm(const Tensor& out, const Tensor& a, const Tensor& b);
 
