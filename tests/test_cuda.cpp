@@ -507,10 +507,11 @@ TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and 
 // raw kernels: rows narrower and wider than a warp and than a block of columns, γ shared, per head and per row
 // (offsets computed on the device), runs of rows sharing a γ that cross the parameter sums' chunks, more rows than
 // 1,024 chunks of 16, and no rows at all.
-TEST_CASE("cuda: the fused norm, gated-product and AdamW kernels match the CPU's") {
+TEST_CASE("cuda: the fused norm, inner-gradient, gated-product and AdamW kernels match the CPU's") {
   if (!gpu()) return;
   for (FusedOp op : {FusedOp::LayerNormAffine, FusedOp::LayerNormAffineBackward, FusedOp::RmsNormAffine,
-                     FusedOp::RmsNormAffineBackward, FusedOp::ActMul, FusedOp::ActMulBackward, FusedOp::AdamwStep})
+                     FusedOp::RmsNormAffineBackward, FusedOp::LnL2Grad, FusedOp::LnL2GradVjp, FusedOp::ActMul,
+                     FusedOp::ActMulBackward, FusedOp::AdamwStep})
     CHECK_MESSAGE(backend(Device::CUDA).supports(op), fused_op_name(op));
   const std::vector<std::pair<Shape, Shape>> rows = {{{3, 5}, {5}},           {{2, 3, 32}, {1, 3, 32}},
                                                      {{2, 3, 4, 37}, {2, 3, 4, 37}}, {{4, 300}, {300}},
@@ -523,7 +524,7 @@ TEST_CASE("cuda: the fused norm, gated-product and AdamW kernels match the CPU's
       CAPTURE(shape_str(xs));
       CAPTURE(shape_str(gs));
       const std::vector<Tensor> in = {rnd(xs, -2, 3, dt, 1), rnd(gs, 0.5, 1.5, dt, 2), rnd(gs, -0.5, 0.5, dt, 3),
-                                      rnd(xs, -1, 1, dt, 4)};  // x, γ, β, upstream g
+                                      rnd(xs, -1, 1, dt, 4), rnd(xs, -1, 1, dt, 5)};  // x, γ, β, upstream g, w
       CHECK(cuda_vs_cpu([](auto& v) { return raw::layer_norm_affine(v[0], v[1], v[2], 1e-5); }, in) <= t);
       CHECK(cuda_vs_cpu([](auto& v) { return raw::rms_norm_affine(v[0], v[1], 1e-5); }, in) <= t);
       for (size_t i = 0; i < 3; ++i) {
@@ -531,6 +532,13 @@ TEST_CASE("cuda: the fused norm, gated-product and AdamW kernels match the CPU's
         CHECK(cuda_vs_cpu([i](auto& v) { return raw::layer_norm_affine_backward(v[0], v[1], v[3], 1e-5)[i]; }, in) <= t);
         if (i < 2)
           CHECK(cuda_vs_cpu([i](auto& v) { return raw::rms_norm_affine_backward(v[0], v[1], v[3], 1e-5)[i]; }, in) <= t);
+      }
+      // the inner loss gradient with x as z and the upstream as its target t, and its VJP for upstream w
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::ln_l2_grad(v[0], v[3], v[1], v[2], 1e-5); }, in) <= t);
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);  // dz, dt, dγ, dβ
+        CHECK(cuda_vs_cpu([i](auto& v) { return raw::ln_l2_grad_vjp(v[0], v[3], v[1], v[2], v[4], 1e-5)[i]; }, in) <=
+              t);
       }
     }
     for (const GateAct act : {GateAct::Silu, GateAct::GeluTanh})

@@ -156,7 +156,8 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Copy, "rng");
     cuda::rng_normal(out, seed, counter, mean, std);
   }
-  // The fused kernels it has: the TTT dual form (ttt_dual.cu), the norms with γ (rows.cu), the gated products and
+  // The fused kernels it has: the TTT dual form (ttt_dual.cu), the norms with γ and the inner loss gradient with its
+  // VJP (rows.cu), the gated products and
   // AdamW (fused.cu). Every other fused op is one node whose values come from its composition of the kernels above
   // (autograd/fused.h), which `ponder bench ops --device cuda` shows as separate launches; sum_squares stays a
   // composition on purpose: clipping adds the parameters' sums on the device and reads them once per step, where a
@@ -166,6 +167,7 @@ class CudaBackend final : public Backend {
       case FusedOp::TttLinearDual: case FusedOp::TttLinearDualBackward:
       case FusedOp::LayerNormAffine: case FusedOp::LayerNormAffineBackward:
       case FusedOp::RmsNormAffine: case FusedOp::RmsNormAffineBackward:
+      case FusedOp::LnL2Grad: case FusedOp::LnL2GradVjp:
       case FusedOp::ActMul: case FusedOp::ActMulBackward: case FusedOp::AdamwStep:
         return true;
       default:
@@ -190,6 +192,17 @@ class CudaBackend final : public Backend {
                                 const RowOffsets& ro, double eps) override {
     KernelTimer t(Kind::Fused, "rms_norm_affine_backward");
     cuda::rms_norm_affine_backward(dx, dw, x, w, g, ro, eps);
+  }
+  void ln_l2_grad(const Tensor& o, const Tensor& z, const Tensor& tg, const Tensor& gm, const Tensor& bt,
+                  const RowOffsets& ro, double eps) override {
+    KernelTimer t(Kind::Fused, "ln_l2_grad");
+    cuda::ln_l2_grad(o, z, tg, gm, bt, ro, eps);
+  }
+  void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dg, const Tensor& db, const Tensor& z,
+                      const Tensor& tg, const Tensor& gm, const Tensor& bt, const Tensor& w, const RowOffsets& ro,
+                      double eps) override {
+    KernelTimer t(Kind::Fused, "ln_l2_grad_vjp");
+    cuda::ln_l2_grad_vjp(dz, dt, dg, db, z, tg, gm, bt, w, ro, eps);
   }
   void act_mul(GateAct act, const Tensor& o, const Tensor& a, const Tensor& b) override {
     KernelTimer t(Kind::Fused, act == GateAct::Silu ? "silu_mul" : "gelu_tanh_mul");

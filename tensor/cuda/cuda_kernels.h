@@ -21,7 +21,8 @@ void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& s
 void one_hot(const Tensor& out, const Tensor& idx);
 void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi);
 void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std);
-// Fused (tensor/backend.h states each map): layer and RMS norms with per-element γ (rows.cu); gated products and
+// Fused (tensor/backend.h states each map): layer and RMS norms with per-element γ, the inner loss gradient and
+// its VJP (rows.cu); gated products and
 // the AdamW step (fused.cu).
 void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const RowOffsets& ro, double eps);
@@ -30,6 +31,11 @@ void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Te
 void rms_norm_affine(const Tensor& out, const Tensor& x, const Tensor& w, const RowOffsets& ro, double eps);
 void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
                               const RowOffsets& ro, double eps);
+void ln_l2_grad(const Tensor& out, const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
+                const RowOffsets& ro, double eps);
+void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, const Tensor& dbeta, const Tensor& z,
+                    const Tensor& t, const Tensor& gamma, const Tensor& beta, const Tensor& w, const RowOffsets& ro,
+                    double eps);
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
                       const Tensor& g);
