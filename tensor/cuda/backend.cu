@@ -156,12 +156,11 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Copy, "rng");
     cuda::rng_normal(out, seed, counter, mean, std);
   }
-  // The fused kernels it has: the TTT dual form (ttt_dual.cu), the norms with γ and the inner loss gradient with its
-  // VJP (rows.cu), the gated products and
-  // AdamW (fused.cu). Every other fused op is one node whose values come from its composition of the kernels above
-  // (autograd/fused.h), which `ponder bench ops --device cuda` shows as separate launches; sum_squares stays a
-  // composition on purpose: clipping adds the parameters' sums on the device and reads them once per step, where a
-  // kernel returning a host number would wait for the device once per parameter.
+  // The fused kernels it has: the TTT dual form (ttt_dual.cu), the norms with γ and the inner loss gradient with
+  // its VJP (rows.cu), the gated products and AdamW (fused.cu). Every other fused op is one node whose values come
+  // from its composition of the kernels above (autograd/fused.h), which `ponder bench ops --device cuda` shows as
+  // launches; sum_squares on purpose: clipping adds the parameters' sums on the device and reads them once per
+  // step, where a kernel returning a host number would wait for the device once per parameter.
   bool supports(FusedOp op) const override {
     switch (op) {
       case FusedOp::TttLinearDual: case FusedOp::TttLinearDualBackward:
