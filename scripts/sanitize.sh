@@ -30,7 +30,14 @@ if [[ ! -f build-san/meson-private/coredata.dat ]]; then
     -Db_lundef=false -Dcuda=disabled -Dfuzz=true -Dunity=on -Dunity_size=8 \
     '-Dcpp_args=-gline-tables-only -Wno-pass-failed' >/dev/null
 fi
-meson compile -C build-san >/dev/null
+# Quiet when it builds; the compiler's messages when it does not (a failure here must say why).
+build_log=$(mktemp)
+meson compile -C build-san >"$build_log" 2>&1 || {
+  grep -E -B2 -A12 'error|FAILED' "$build_log" | head -n 80
+  echo "sanitize.sh: the sanitized build (clang) failed; its messages are above" >&2
+  exit 1
+}
+rm -f "$build_log"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export PONDER_SANITIZED=1

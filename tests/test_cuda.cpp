@@ -519,7 +519,8 @@ TEST_CASE("cuda: the fused norm, inner-gradient, gated-product and AdamW kernels
                                                      {{0, 6}, {6}}};
   for (DType dt : {DType::F64, DType::F32}) {
     const double t = dt == DType::F64 ? 1e-12 : 2e-6;
-    for (const auto& [xs, gs] : rows) {
+    for (const auto& shapes : rows) {
+      const Shape &xs = shapes.first, &gs = shapes.second;  // not a structured binding: CAPTURE's lambda reads them
       CAPTURE(dtype_name(dt));
       CAPTURE(shape_str(xs));
       CAPTURE(shape_str(gs));
