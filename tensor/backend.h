@@ -60,7 +60,8 @@ enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
 
 // Where each row of a row kernel's x (its last axis, D) finds its γ and β: row r reads γ[goff[r] … + D). sizes and
 // strides are x's leading axes and γ's strides along them when broadcast to x, so that goff[r] is r's index over
-// sizes (row-major) dotted with strides: a device backend computes the offsets from them instead of copying goff.
+// sizes (row-major) dotted with strides: a device backend computes the offsets from them, and goff is left empty
+// for a backend whose row_offset_table() is false (one entry per row is host work on every call).
 struct RowOffsets {
   std::vector<int64_t> goff, sizes, strides;
 };
@@ -74,20 +75,17 @@ struct AttnGeometry {
 
 // The operands of TTT-Linear's dual form on one mini-batch, per head g of G (the map: autograd/compose.h):
 // W (G, f, f), bias (G, 1, f), xq, xk, xv (G, b, f), eta (G, b, b), contiguous; γ and β of the inner layer norm
-// as the row kernels take them (goff[r]: the offset of row r of the G·b rows of xq). A backend whose
+// as the row kernels take them (rows: RowOffsets over the G·b rows of xq). A backend whose
 // dual_head_views() is true gets head views instead, with no copy where the operand allows: each of W … eta a
 // (n0, n1, r, c) view with G = n0·n1 heads, unit stride along c, and for xq, xk, xv rows possibly further apart
 // than c (raw::dual_head_view), so a mini-batch's slice of the (B, H, N, f) projections reaches the kernel as it is.
 struct DualOperands {
   Tensor W, bias, xq, xk, xv, eta, gamma, beta;
-  const int64_t* goff;
+  RowOffsets rows;
   double eps;
   // Optional (G, kDualSaved(b, f)): the forward's intermediates per head, Z, G and zb (b × f each) and S = xq·xkᵀ
   // (b × b), written by the forward kernel and read by the backward's instead of recomputing them.
   Tensor saved;
-  // xq's leading axes (all but the last) and γ's strides along them when broadcast to xq: goff[r] is row r's
-  // index over those axes (row-major) dotted with the strides, for backends that compute offsets on the device.
-  std::vector<int64_t> row_sizes, row_strides;
 };
 constexpr int64_t kDualSaved(int64_t b, int64_t f) { return 3 * b * f + b * b; }
 
@@ -137,6 +135,8 @@ class Backend {
   virtual bool supports(FusedOp) const { return false; }
   // Whether the TTT dual-form kernels read head views (DualOperands) rather than contiguous heads.
   virtual bool dual_head_views() const { return false; }
+  // Whether the row kernels read RowOffsets::goff (else only its sizes and strides, and goff stays empty).
+  virtual bool row_offset_table() const { return true; }
 
   // The fused kernels, run only where supports() says so (the defaults throw). Inputs are contiguous and of
   // one shape unless said; each map is stated once, in autograd/compose.cpp. Rows are the last axis (D).

@@ -493,10 +493,11 @@ RowParams row_params(const Tensor& x, const Tensor& gamma, const Tensor& beta, c
   RowParams rp{contiguous(gamma), contiguous(beta), {}};
   const Tensor ge = expand(rp.gamma, x.shape());
   const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
-  rp.rows.goff.resize(size_t(rows));
   const int nd = int(x.dim()) - 1;
   rp.rows.sizes.assign(x.shape().begin(), x.shape().begin() + std::max(nd, 0));
   rp.rows.strides.assign(ge.strides().begin(), ge.strides().begin() + std::max(nd, 0));
+  if (!be(x).row_offset_table()) return rp;
+  rp.rows.goff.resize(size_t(rows));
   std::vector<int64_t> idx(size_t(std::max(nd, 0)), 0);
   int64_t off = 0;
   for (int64_t r = 0; r < rows; ++r) {  // odometer over the leading axes
@@ -772,43 +773,38 @@ Tensor dual_head_view(const Tensor& x, bool rows_apart) {
 namespace {
 // The dual form's operands as contiguous (G, ·, ·) heads, or as head views where the backend reads them, with γ
 // and β as the row kernels take them.
-struct DualHeads {
-  DualOperands op;
-  RowParams rp;
-};
-DualHeads dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
-                     const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps) {
+DualOperands dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                        const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps) {
   check_dual(W, bias, xq, xk, xv, eta);
-  DualHeads h;
-  h.rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
+  RowParams rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
   auto hv = [views = be(xq).dual_head_views()](const Tensor& x, bool rows_apart) {
     return views ? dual_head_view(x, rows_apart) : heads(x);
   };
-  h.op = {hv(W, false), hv(bias, false), hv(xq, true), hv(xk, true), hv(xv, true), hv(eta, false), h.rp.gamma,
-          h.rp.beta, h.rp.rows.goff.data(), eps, Tensor(), h.rp.rows.sizes, h.rp.rows.strides};  // saved: the caller attaches them
-  return h;
+  return {hv(W, false), hv(bias, false), hv(xq, true), hv(xk, true), hv(xv, true), hv(eta, false),
+          rp.gamma,     rp.beta,         std::move(rp.rows), eps,
+          Tensor()};  // saved: the caller attaches them
 }
 }  // namespace
 
 std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
                                           const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                                           const Tensor& beta, double eps) {
-  DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
   const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
   Tensor y = Tensor::empty({G, b + f + 1, f}, xq.dtype(), xq.device());
-  h.op.saved = Tensor::empty({G, kDualSaved(b, f)}, xq.dtype(), xq.device());
-  be(xq).ttt_linear_dual(y, h.op);
+  o.saved = Tensor::empty({G, kDualSaved(b, f)}, xq.dtype(), xq.device());
+  be(xq).ttt_linear_dual(y, o);
   Shape s(xq.shape().begin(), xq.shape().end() - 2);
   s.push_back(b + f + 1);
   s.push_back(f);
-  return {reshape(y, s), h.op.saved};
+  return {reshape(y, s), o.saved};
 }
 
 std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                                const Tensor& dy, double eps) {
-  DualHeads h = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
   const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
   Shape ys(xq.shape().begin(), xq.shape().end() - 2);
   ys.push_back(b + f + 1);
@@ -821,9 +817,8 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
     PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_linear_dual_backward: the saved intermediates " +
                                                                   shape_str(saved.shape()) + " must be a contiguous " +
                                                                   shape_str(ss));
-    h.op.saved = saved;
+    o.saved = saved;
   }
-  const DualOperands& o = h.op;
   std::array<Tensor, 8> g{empty_like(o.W),  empty_like(o.bias), empty_like(o.xq),    empty_like(o.xk),
                           empty_like(o.xv), empty_like(o.eta),  empty_like(o.gamma), empty_like(o.gamma)};
   be(xq).ttt_linear_dual_backward(g, o, heads(dy));

@@ -29,7 +29,7 @@ Head<T> head(const DualOperands& o, int64_t g) {
   const int64_t b = o.xq.shape()[1], f = o.xq.shape()[2];
   return {o.W.data<T>() + g * f * f, o.bias.data<T>() + g * f, o.xq.data<T>() + g * b * f,
           o.xk.data<T>() + g * b * f,  o.xv.data<T>() + g * b * f, o.eta.data<T>() + g * b * b,
-          o.gamma.data<T>(),           o.beta.data<T>(),           o.goff + g * b,
+          o.gamma.data<T>(),           o.beta.data<T>(),           o.rows.goff.data() + g * b,
           b,                           f,                          o.eps};
 }
 

@@ -217,6 +217,7 @@ class CudaBackend final : public Backend {
     cuda::adamw_step(p, m, v, g, c);
   }
   bool dual_head_views() const override { return true; }
+  bool row_offset_table() const override { return false; }  // offsets from the geometry (row_geom.h)
   void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {
     KernelTimer t(Kind::Fused, "ttt_linear_dual");
     cuda::ttt_linear_dual(y, o);

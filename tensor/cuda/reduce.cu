@@ -123,12 +123,12 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& x) {
     reduce_kernel<Acc, scalar_t, Acc><<<unsigned(std::min<int64_t>(p.kept.numel * C, kMaxBlocks)), kReduceThreads,
                                         0, stream()>>>(parts.data<Acc>(), x.data<scalar_t>(), p, op, init, C, len, true);
     cuda_check_at(cudaGetLastError(), "reduce_kernel (chunks)", __FILE__, __LINE__);
-      debug_sync("reduce_kernel (chunks)", __FILE__, __LINE__);
+    debug_sync("reduce_kernel (chunks)", __FILE__, __LINE__);
     const unsigned blocks = unsigned(std::min<int64_t>(p.kept.numel, kMaxBlocks));
     reduce_kernel<scalar_t, Acc, Acc><<<blocks, threads_for(C), 0, stream()>>>(
         out.data<scalar_t>(), parts.data<Acc>(), parts_plan(p, C), op, init, 1, C, false);
     cuda_check_at(cudaGetLastError(), "reduce_kernel (partials)", __FILE__, __LINE__);
-      debug_sync("reduce_kernel (partials)", __FILE__, __LINE__);
+    debug_sync("reduce_kernel (partials)", __FILE__, __LINE__);
   });
 }
 

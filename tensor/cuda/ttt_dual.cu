@@ -138,7 +138,7 @@ dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor&
     a.saved = nullptr;
   }
   a.phases = forward ? g_dual_options.forward_phases : g_dual_options.backward_phases;
-  a.rows = row_geom(o.row_sizes, o.row_strides, "ttt_linear_dual");
+  a.rows = row_geom(o.rows.sizes, o.rows.strides, "ttt_linear_dual");
   a.b = b;
   a.f = f;
   a.P = o.gamma.numel();
