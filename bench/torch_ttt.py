@@ -28,9 +28,53 @@ import subprocess
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+
+def blas_core_override():
+    """The OPENBLAS_CORETYPE that `ponder` sets for itself (tensor/cpu/runtime.h), so both sides of the comparison
+    run the same GEMM kernels: where Debian's OpenBLAS falls back to its SSE3 "Prescott" kernels on a CPU model it
+    does not know, the kernels the CPU has (SkylakeX for AVX-512, Haswell for AVX2 and FMA). OpenBLAS reads the
+    variable when it loads, so this asks a child process, before torch loads it here."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return None
+    probe = "import ctypes; f = ctypes.CDLL('libblas.so.3').openblas_get_corename; f.restype = ctypes.c_char_p; print(f().decode())"
+    try:
+        core = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if core != "Prescott":
+        return None
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        return "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    return None
+
+
+def loaded_blas_core():
+    """The kernels the OpenBLAS that torch loaded runs (the same library: dlopen returns the loaded copy)."""
+    import ctypes
+    try:
+        f = ctypes.CDLL("libblas.so.3").openblas_get_corename
+    except (OSError, AttributeError):
+        return "unknown"
+    f.restype = ctypes.c_char_p
+    return f().decode()
+
+
+_core = blas_core_override()
+if _core:
+    os.environ["OPENBLAS_CORETYPE"] = _core
+
+import torch  # noqa: E402  (after OPENBLAS_CORETYPE is settled)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 CONFIGS = {
     # d, layers, heads, seq_len, batch  (issue 3, configs/tiny.yaml and configs/small.yaml)
@@ -318,6 +362,7 @@ def main():
                 "warmup": args.warmup,
                 "python": platform.python_version(),
                 "load_avg_1m": os.getloadavg()[0],
+                "blas_core": loaded_blas_core(),
             }
         )
     )

@@ -11,6 +11,7 @@
 #include <new>
 #include <string>
 
+#include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
 #include "experiments/commands.h"
@@ -29,14 +30,18 @@ int fail(std::string message) {
   return 1;
 }
 
-// OpenMP threads that spin while waiting steal the cores from anything else running, and a busy
-// neighbour makes them crawl (a comparison took 6.7 s instead of 0.66 s on a loaded 2-core machine).
-// libgomp reads OMP_WAIT_POLICY when it loads, before main, so ponder re-executes itself once with
-// passive waiting unless the user chose a policy.
-void prefer_passive_waiting(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY")) return;
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+// Two libraries read settings from the environment when they load, before main, so ponder re-executes itself once
+// with them set unless the user set them:
+// - OpenMP threads that spin while waiting steal the cores from anything else running, and a busy neighbour makes
+//   them crawl (a comparison took 6.7 s instead of 0.66 s on a loaded 2-core machine): OMP_WAIT_POLICY=passive.
+// - OpenBLAS runs a CPU model it does not know on its SSE3 kernels (cpu::blas_core_override says when, and what):
+//   OPENBLAS_CORETYPE names the kernels this CPU can run.
+void reexec_with_library_settings(char** argv) {
+  bool changed = false;
+  if (!std::getenv("OMP_WAIT_POLICY")) changed = setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+  if (const std::string core = ponder::cpu::blas_core_override(); !core.empty())
+    changed = setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0 || changed;
+  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 
 // OpenBLAS reserves a buffer of about 128 MiB of address space per thread that calls it, and when an address-space
@@ -99,7 +104,7 @@ int fail_everywhere(const std::string& message) {
 int main(int argc, char** argv) {
   using namespace ponder_main;
   using namespace ponder::cli;
-  prefer_passive_waiting(argv);
+  reexec_with_library_settings(argv);
   set_command_line(argc, argv);
   CLI::App app{"PonderTTT: a C++ research engine for adaptive test-time training", "ponder"};
   app.require_subcommand(1);
@@ -107,7 +112,7 @@ int main(int argc, char** argv) {
   // A function, so CUDA is probed only when --version is asked for.
   app.set_version_flag("--version", [] {
     return std::string("ponder ") + version() + " (commit " + git_commit() + ", " + build_type() + " build)\n" +
-           cuda_status() + "\n" + ponder::dist::mpi_status() + "\n" + ponder::dist::nccl_status();
+           "BLAS: " + machine_info().blas + "\n" + cuda_status() + "\n" + ponder::dist::mpi_status() + "\n" + ponder::dist::nccl_status();
   });
   const int default_threads = ponder::cpu::num_threads(), fitting = threads_within_address_limit(default_threads);
   if (fitting < default_threads) ponder::cpu::set_num_threads(fitting);

@@ -1,12 +1,15 @@
 // The tensor layer: views share storage, strides, broadcasting, kernels vs references, RNG.
+#include <cblas.h>
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/runtime.h"
 #include "tensor/kernels.h"
 #include "tensor/precision.h"
 #include "tensor/profile.h"
@@ -385,4 +388,27 @@ TEST_CASE("kernel profile: labels with the same text are one entry, and a diff s
   CHECK(since_mid[0].calls == 1);
   CHECK(since_mid[0].seconds == 4.0);
   CHECK(entry(prof::label_diff(prof::label_snapshot(), before)).at(0).calls == 3);
+}
+
+// What the CPU can run, in OPENBLAS_CORETYPE's names: the rule blas_core_override applies, written out again.
+static std::string kernels_this_cpu_runs() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell" : "";
+}
+
+TEST_CASE("OpenBLAS runs kernels this CPU has, not its SSE3 fallback, and a user's OPENBLAS_CORETYPE stands") {
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  const std::string forced = set ? set : "", best = kernels_this_cpu_runs(), core = openblas_get_corename();
+  CAPTURE(forced);
+  CAPTURE(best);
+  CAPTURE(core);
+  // The test binary re-executed itself (tests/main.cpp) unless the user chose kernels.
+  if (!best.empty() && (forced.empty() || forced == best)) CHECK(core != "Prescott");
+  CHECK(cpu::blas_core_override().empty());  // now that OpenBLAS runs them, or the variable is set, nothing to change
+  setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+  CHECK(cpu::blas_core_override().empty());  // the user's choice, even the fallback, is kept
+  if (set) setenv("OPENBLAS_CORETYPE", set, 1); else unsetenv("OPENBLAS_CORETYPE");
 }

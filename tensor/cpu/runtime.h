@@ -2,6 +2,7 @@
 // Code that only sets threads (the CLI, the experiment drivers) includes this, not cpu_kernels.h.
 #pragma once
 #include <cstddef>
+#include <string>
 
 namespace ponder::cpu {
 
@@ -16,5 +17,14 @@ void release_alloc_cache();
 // pool, so setting it once prevents oversubscription).
 void set_num_threads(int n);
 int num_threads();
+
+// OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels from the CPU's model number when it loads, and runs
+// an Intel model it has no entry for on its SSE3 "Prescott" kernels. Debian 12's OpenBLAS 0.3.21 has no entry for
+// Sapphire or Emerald Rapids, where sgemm then ran at 32 GFLOP/s a core instead of 149 with the AVX-512 kernels
+// (`ponder bench matmul`, 512^3, one thread). Returns the OPENBLAS_CORETYPE that names the kernels this CPU runs
+// (SkylakeX for AVX-512, Haswell for AVX2 and FMA) when OpenBLAS fell back and the CPU has them; "" when OpenBLAS's
+// choice stands (it knew the CPU, nothing better runs here, or OPENBLAS_CORETYPE is already set). OpenBLAS reads
+// the variable only when it loads, so a program applies it by re-executing itself (experiments/main.cpp).
+std::string blas_core_override();
 
 }  // namespace ponder::cpu
