@@ -74,11 +74,12 @@ struct AttnGeometry {
 };
 
 // The operands of TTT-Linear's dual form on one mini-batch, per head g of G (the map: autograd/compose.h):
-// W (G, f, f), bias (G, 1, f), xq, xk, xv (G, b, f), eta (G, b, b), contiguous; γ and β of the inner layer norm
-// as the row kernels take them (rows: RowOffsets over the G·b rows of xq). A backend whose
-// dual_head_views() is true gets head views instead, with no copy where the operand allows: each of W … eta a
-// (n0, n1, r, c) view with G = n0·n1 heads, unit stride along c, and for xq, xk, xv rows possibly further apart
-// than c (raw::dual_head_view), so a mini-batch's slice of the (B, H, N, f) projections reaches the kernel as it is.
+// W (G, f, f), bias (G, 1, f), xq, xk, xv (G, b, f), eta (G, b, b) as head views, with no copy where the operand
+// allows: each a (n0, n1, r, c) view with G = n0·n1 heads (head g = g0·n1 + g1), unit stride along c, rows c apart
+// but for xq, xk, xv, whose rows may be further apart (raw::dual_head_view). So a mini-batch's slice of the
+// (B, H, N, f) projections, the previous unit's W' and bias' inside its packed output and η's slice reach the
+// kernel as they lie. γ and β of the inner layer norm as the row kernels take them (rows: RowOffsets over the G·b
+// rows of xq).
 struct DualOperands {
   Tensor W, bias, xq, xk, xv, eta, gamma, beta;
   RowOffsets rows;
@@ -133,8 +134,6 @@ class Backend {
   // this says so, and as the op's differentiable composition (autograd/compose.cpp, the op's one definition)
   // everywhere else; the FLOPs counted are the composition's either way (autograd/fused.h).
   virtual bool supports(FusedOp) const { return false; }
-  // Whether the TTT dual-form kernels read head views (DualOperands) rather than contiguous heads.
-  virtual bool dual_head_views() const { return false; }
   // Whether the row kernels read RowOffsets::goff (else only its sizes and strides, and goff stays empty).
   virtual bool row_offset_table() const { return true; }
 

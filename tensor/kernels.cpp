@@ -771,17 +771,13 @@ Tensor dual_head_view(const Tensor& x, bool rows_apart) {
 }
 
 namespace {
-// The dual form's operands as contiguous (G, ·, ·) heads, or as head views where the backend reads them, with γ
-// and β as the row kernels take them.
+// The dual form's operands as head views, with γ and β as the row kernels take them.
 DualOperands dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
                         const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps) {
   check_dual(W, bias, xq, xk, xv, eta);
   RowParams rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
-  auto hv = [views = be(xq).dual_head_views()](const Tensor& x, bool rows_apart) {
-    return views ? dual_head_view(x, rows_apart) : heads(x);
-  };
-  return {hv(W, false), hv(bias, false), hv(xq, true), hv(xk, true), hv(xv, true), hv(eta, false),
-          rp.gamma,     rp.beta,         std::move(rp.rows), eps,
+  return {dual_head_view(W, false), dual_head_view(bias, false), dual_head_view(xq, true), dual_head_view(xk, true),
+          dual_head_view(xv, true), dual_head_view(eta, false), rp.gamma, rp.beta, std::move(rp.rows), eps,
           Tensor()};  // saved: the caller attaches them
 }
 }  // namespace

@@ -111,7 +111,7 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                                const Tensor& dy, double eps);
 // x (…, r, c) as a (n0, n1, r, c) view of the same storage: its leading axes merged into at most two with unit
 // stride along c, and rows c apart unless rows_apart allows any row stride; a contiguous copy, viewed so, where the
-// strides do not allow it. The head views of DualOperands for backends that read them.
+// strides do not allow it. The head views of DualOperands.
 Tensor dual_head_view(const Tensor& x, bool rows_apart);
 // The checks the dual form's kernel and composition share: floating operands on one device and dtype, shaped as
 // above, b ≥ 1.

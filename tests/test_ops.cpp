@@ -9,6 +9,7 @@
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/profile.h"
 #include "tensor/rng.h"
 #include "test_util.h"
 
@@ -202,6 +203,54 @@ TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward
       const auto without = raw::ttt_linear_dual_backward(We, be, xq, xk, xv, eta, gam, bet, Tensor(), dy, 1e-6);
       for (size_t i = 0; i < with.size(); ++i) CHECK(with[i].to_vector() == without[i].to_vector());
     }
+}
+
+// The scan hands the kernel its operands where they lie: a mini-batch's slice of q and k, v's slice with its rows H·f
+// apart, W broadcast over the batch, the previous unit's W' and bias' inside its packed output, η's slice. The CPU
+// kernel reads those views (raw::dual_head_view) and must give the bits it gives on contiguous copies, copying
+// nothing.
+TEST_CASE("the CPU dual-form kernel reads head views in place: the bits of contiguous operands, no copies") {
+  Generator g(61);
+  NoGradGuard ng;
+  for (DType dt : {DType::F64, DType::F32}) {
+    const int64_t B = 2, H = 3, N = 12, b = 4, f = 5, u = 1;  // unit u of N / b
+    const Tensor q = raw::slice(g.normal({B, H, N, f}, 0, 1, dt), 2, u * b, u * b + b);
+    const Tensor k = raw::slice(g.normal({B, H, N, f}, 0, 1, dt), 2, u * b, u * b + b);
+    const Tensor v = raw::slice(raw::permute(g.normal({B, N, H, f}, 0, 1, dt), {0, 2, 1, 3}), 2, u * b, u * b + b);
+    const Tensor W = raw::expand(g.normal({1, H, f, f}, 0, 0.3, dt), {B, H, f, f});
+    const Tensor packed = g.normal({B, H, b + f + 1, f}, 0, 0.1, dt);  // {out; W'; bias'} of a previous unit
+    const Tensor bias = raw::slice(packed, 2, b + f, b + f + 1), W2 = raw::slice(packed, 2, b, b + f);
+    const Tensor eta = raw::squeeze(raw::slice(g.uniform({B, H, N / b, b, b}, 0, 0.1, dt), 2, u, u + 1), 2);
+    const Tensor gam = g.normal({1, H, 1, f}, 1, 0.1, dt), bet = g.normal({1, H, 1, f}, 0, 0.1, dt);
+    for (const Tensor* t : {&q, &k, &v, &W, &bias, &W2, &eta}) REQUIRE(!t->is_contiguous());
+    const Tensor dy = g.normal({B, H, b + f + 1, f}, 0, 1, dt);
+    auto run = [&](const Tensor& w, const Tensor& c, bool copies) {
+      auto in = [&](const Tensor& t) { return copies ? raw::contiguous(t) : t; };
+      const Tensor wq = in(w), cq = in(c), qq = in(q), kq = in(k), vq = in(v), eq = in(eta);
+      prof::set_enabled(true);
+      const auto l0 = prof::label_snapshot();
+      auto [y, saved] = raw::ttt_linear_dual(wq, cq, qq, kq, vq, eq, gam, bet, 1e-6);
+      auto d = raw::ttt_linear_dual_backward(wq, cq, qq, kq, vq, eq, gam, bet, saved, dy, 1e-6);
+      int64_t copied = 0;
+      for (const prof::LabelTotal& l : prof::label_diff(prof::label_snapshot(), l0))
+        if (l.label == "copy") copied += l.calls;
+      prof::set_enabled(false);
+      std::vector<std::vector<double>> out{y.to_vector()};
+      for (const Tensor& t : d) out.push_back(t.to_vector());
+      return std::make_pair(out, copied);
+    };
+    for (const Tensor* w : {&W, &W2}) {
+      CAPTURE(dtype_name(dt));
+      auto [viewed, copied] = run(*w, bias, false);
+      auto [packed_in, unused] = run(*w, bias, true);
+      CHECK(copied == 0);
+      REQUIRE(viewed.size() == packed_in.size());
+      for (size_t i = 0; i < viewed.size(); ++i) {
+        CAPTURE(i);
+        CHECK(viewed[i] == packed_in[i]);
+      }
+    }
+  }
 }
 
 TEST_CASE("the attention kernel equals its composition across query blocks, with a cache and a window") {

@@ -1,7 +1,9 @@
 // TTT-Linear's dual form on one mini-batch (tensor/backend.h, DualOperands), forward and backward, one head per
 // task: every product of a head is a small GEMM on buffers that stay in cache, and the row steps (the inner
 // gradient through LN + L2, the output layer norm and their VJPs) are the row functions the fused row kernels use
-// (tensor/cpu/rows.h). Its definition is the composition in autograd/compose.cpp, which tests/test_ops.cpp and the
+// (tensor/cpu/rows.h). The operands arrive as head views (raw::dual_head_view): a mini-batch's slice of the
+// projections, the previous unit's W' and bias' inside its packed output and η's slice are read where they lie, with
+// no copy; only xq, xk and xv may have rows further apart than f. Its definition is the composition in autograd/compose.cpp, which tests/test_ops.cpp and the
 // op table compare it with. Heads run in parallel; dγ and dβ are summed per head and then over heads in order, so
 // results do not depend on the thread count.
 #include <algorithm>
@@ -19,19 +21,29 @@ template <class T>
 struct Head {
   const T *W, *bias, *q, *k, *v, *eta;
   const T *gamma, *beta;
-  const int64_t* goff;  // this head's b row offsets into γ, β
+  const int64_t* goff;     // this head's b row offsets into γ, β
   int64_t b, f;
+  int64_t lq, lk, lv;      // row strides of q, k, v (f where the rows are packed)
   double eps;
 };
 
+// Head g of an (n0, n1, r, c) head view: g = g0·n1 + g1.
+template <class T>
+const T* head_at(const Tensor& v, int64_t g) {
+  const int64_t n1 = v.shape()[1];
+  return v.data<T>() + (g / n1) * v.strides()[0] + (g % n1) * v.strides()[1];
+}
+
 template <class T>
 Head<T> head(const DualOperands& o, int64_t g) {
-  const int64_t b = o.xq.shape()[1], f = o.xq.shape()[2];
-  return {o.W.data<T>() + g * f * f, o.bias.data<T>() + g * f, o.xq.data<T>() + g * b * f,
-          o.xk.data<T>() + g * b * f,  o.xv.data<T>() + g * b * f, o.eta.data<T>() + g * b * b,
-          o.gamma.data<T>(),           o.beta.data<T>(),           o.rows.goff.data() + g * b,
-          b,                           f,                          o.eps};
+  const int64_t b = o.xq.shape()[2], f = o.xq.shape()[3];
+  return {head_at<T>(o.W, g),  head_at<T>(o.bias, g), head_at<T>(o.xq, g), head_at<T>(o.xk, g),
+          head_at<T>(o.xv, g), head_at<T>(o.eta, g),  o.gamma.data<T>(),   o.beta.data<T>(),
+          o.rows.goff.data() + g * b, b, f, o.xq.strides()[2], o.xk.strides()[2], o.xv.strides()[2], o.eps};
 }
+
+// (n0, n1, b, f) head views: G = n0·n1 heads of b rows of f.
+inline int64_t head_total(const Tensor& v) { return v.shape()[0] * v.shape()[1]; }
 
 // The forward's intermediates of one head: t = v − k, E = tril(η), M = E⊙S + E (b, b) in own buffers; Z, G, zb
 // (b, f) and S = q·kᵀ (b, b) either in own buffers or in the forward's saved tensor (DualOperands::saved), so the
@@ -63,7 +75,8 @@ struct Parts {
 template <class T>
 void cheap_parts(const Head<T>& h, Parts<T>& p) {
   const int64_t b = h.b, f = h.f;
-  for (int64_t x = 0; x < b * f; ++x) p.t[size_t(x)] = h.v[x] - h.k[x];
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t c = 0; c < f; ++c) p.t[size_t(i * f + c)] = h.v[i * h.lv + c] - h.k[i * h.lk + c];
   for (int64_t i = 0; i < b; ++i)
     for (int64_t j = 0; j < b; ++j) {
       const size_t ij = size_t(i * b + j);
@@ -78,19 +91,19 @@ void forward_parts(const Head<T>& h, Parts<T>& p) {
   const int64_t b = h.b, f = h.f;
   for (int64_t i = 0; i < b; ++i)
     for (int64_t c = 0; c < f; ++c) p.z[i * f + c] = p.zb[i * f + c] = h.bias[c];
-  gemm(false, false, b, f, f, h.k, f, h.W, f, T(1), p.z, f);
-  gemm(false, true, b, b, f, h.q, f, h.k, f, T(0), p.s, b);
+  gemm(false, false, b, f, f, h.k, h.lk, h.W, f, T(1), p.z, f);
+  gemm(false, true, b, b, f, h.q, h.lq, h.k, h.lk, T(0), p.s, b);
   cheap_parts(h, p);
   for (int64_t i = 0; i < b; ++i)
     rows::ln_l2_grad(p.z + i * f, p.t.data() + i * f, h.gamma + h.goff[i], h.beta + h.goff[i], p.g + i * f, f, h.eps,
                      p.scratch.data());
-  gemm(false, false, b, f, f, h.q, f, h.W, f, T(1), p.zb, f);
+  gemm(false, false, b, f, f, h.q, h.lq, h.W, f, T(1), p.zb, f);
   gemm(false, false, b, f, b, p.m.data(), b, p.g, f, T(1), p.zb, f, T(-1));
 }
 
 template <class T>
 void forward_t(const Tensor& y, const DualOperands& o) {
-  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2];
+  const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3];
   T* yp = y.data<T>();
 #pragma omp parallel
   {
@@ -104,12 +117,12 @@ void forward_t(const Tensor& y, const DualOperands& o) {
       T *out = yp + g * (b + f + 1) * f, *W2 = out + b * f, *b2 = W2 + f * f;
       for (int64_t i = 0; i < b; ++i) {  // out = q + LN(zb)
         rows::ln_affine(p.zb + i * f, h.gamma + h.goff[i], h.beta + h.goff[i], out + i * f, f, h.eps);
-        for (int64_t c = 0; c < f; ++c) out[i * f + c] += h.q[i * f + c];
+        for (int64_t c = 0; c < f; ++c) out[i * f + c] += h.q[i * h.lq + c];
       }
       // W' = W − (ηl⊙k)ᵀ·G and bias' = bias − Σ_j ηl_j·G_j, ηl the last row of η (p.t reused for ηl⊙k)
       const T* el = h.eta + (b - 1) * b;
       for (int64_t j = 0; j < b; ++j)
-        for (int64_t c = 0; c < f; ++c) p.t[size_t(j * f + c)] = el[j] * h.k[j * f + c];
+        for (int64_t c = 0; c < f; ++c) p.t[size_t(j * f + c)] = el[j] * h.k[j * h.lk + c];
       std::copy(h.W, h.W + f * f, W2);
       gemm(true, false, f, f, b, p.t.data(), f, p.g, f, T(1), W2, f, T(-1));
       for (int64_t c = 0; c < f; ++c) {
@@ -159,14 +172,14 @@ void backward_head(const Head<T>& h, const T* dy, const HeadOut<T>& o, Parts<T>&
       o.deta[ij] = j <= i ? d.dm[ij] * (p.s[ij] + T(1)) : T(0);
       d.dm[ij] *= p.e[ij];  // dS
     }
-  gemm(false, false, b, f, b, d.dm.data(), b, h.k, f, T(1), o.dq, f);
-  gemm(true, false, b, f, b, d.dm.data(), b, h.q, f, T(0), o.dk, f);
+  gemm(false, false, b, f, b, d.dm.data(), b, h.k, h.lk, T(1), o.dq, f);
+  gemm(true, false, b, f, b, d.dm.data(), b, h.q, h.lq, T(0), o.dk, f);
   std::copy(dW2, dW2 + f * f, o.dW);
-  gemm(true, false, f, f, b, h.q, f, d.dzb.data(), f, T(1), o.dW, f);
+  gemm(true, false, f, f, b, h.q, h.lq, d.dzb.data(), f, T(1), o.dW, f);
   gemm(true, false, b, f, b, p.m.data(), b, d.dzb.data(), f, T(0), d.dg.data(), f, T(-1));
   // W' = W − Pᵀ·G with P = ηl⊙k, bias' = bias − Σ_j ηl_j·G_j
   for (int64_t j = 0; j < b; ++j)
-    for (int64_t c = 0; c < f; ++c) d.pk[size_t(j * f + c)] = el[j] * h.k[j * f + c];
+    for (int64_t c = 0; c < f; ++c) d.pk[size_t(j * f + c)] = el[j] * h.k[j * h.lk + c];
   gemm(false, false, b, f, f, d.pk.data(), f, dW2, f, T(1), d.dg.data(), f, T(-1));
   gemm(false, true, b, f, f, p.g, f, dW2, f, T(0), d.dp.data(), f, T(-1));
   for (int64_t j = 0; j < b; ++j) {
@@ -175,7 +188,7 @@ void backward_head(const Head<T>& h, const T* dy, const HeadOut<T>& o, Parts<T>&
       const size_t jc = size_t(j * f + c);
       d.dg[jc] -= el[j] * db2[c];
       o.dk[jc] += el[j] * d.dp[jc];
-      del += h.k[jc] * d.dp[jc] - p.g[jc] * db2[c];
+      del += h.k[j * h.lk + c] * d.dp[jc] - p.g[jc] * db2[c];
     }
     o.deta[(b - 1) * b + j] += del;
   }
@@ -186,7 +199,7 @@ void backward_head(const Head<T>& h, const T* dy, const HeadOut<T>& o, Parts<T>&
                          h.eps, p.scratch.data());
   for (int64_t x = 0; x < b * f; ++x) o.dk[x] -= o.dv[x];
   gemm(false, true, b, f, f, d.dz.data(), f, h.W, f, T(1), o.dk, f);
-  gemm(true, false, f, f, b, h.k, f, d.dz.data(), f, T(1), o.dW, f);
+  gemm(true, false, f, f, b, h.k, h.lk, d.dz.data(), f, T(1), o.dW, f);
   for (int64_t c = 0; c < f; ++c) {
     T acc = db2[c];
     for (int64_t i = 0; i < b; ++i) acc += d.dzb[size_t(i * f + c)] + d.dz[size_t(i * f + c)];
@@ -196,7 +209,7 @@ void backward_head(const Head<T>& h, const T* dy, const HeadOut<T>& o, Parts<T>&
 
 template <class T>
 void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const Tensor& dy) {
-  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], P = o.gamma.numel();
+  const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3], P = o.gamma.numel();
   std::vector<double> parts(size_t(G * 2 * P), 0.0);  // dγ, dβ of each head
   const T* dyp = dy.data<T>();
 #pragma omp parallel

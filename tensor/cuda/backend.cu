@@ -216,7 +216,6 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Fused, "adamw_step");
     cuda::adamw_step(p, m, v, g, c);
   }
-  bool dual_head_views() const override { return true; }
   bool row_offset_table() const override { return false; }  // offsets from the geometry (row_geom.h)
   void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {
     KernelTimer t(Kind::Fused, "ttt_linear_dual");
