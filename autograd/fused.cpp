@@ -343,13 +343,10 @@ std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const
 std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
-                                               const Tensor& dy, double eps) {
-  if (!kernel_now(FusedOp::TttLinearDualBackward, xq, {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta, &dy})) {
-    const int r = int(xq.dim()) - 2;
-    const int64_t b = xq.shape()[size_t(r)], f = xq.shape().back();
-    return compose::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, slice(dy, r, 0, b),
-                                             slice(dy, r, b, b + f), slice(dy, r, b + f, b + f + 1), eps);
-  }
+                                               const std::array<Tensor, 3>& dy, double eps) {
+  if (!kernel_now(FusedOp::TttLinearDualBackward, xq,
+                  {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta, &dy[0], &dy[1], &dy[2]}))
+    return compose::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, dy[0], dy[1], dy[2], eps);
   auto out = raw::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, saved, dy, eps);
   fused::count(FusedOp::TttLinearDualBackward, fused::dual_sizes(xq), gamma.shape() != xq.shape());
   return out;

@@ -87,12 +87,12 @@ void adamw_step_(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor
 // recomputes what it needs and ignores them).
 std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                                          const Tensor& lse, const Tensor& dy, const AttnGeometry& geo);
-// {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ} of ttt_linear_dual (autograd/ops.h) for upstream dy of its packed
-// result (…, b + f + 1, f) ({dout; dW'; dbias'}), W and bias already of xq's leading shape. saved: the forward
-// kernel's intermediates (raw::ttt_linear_dual), or undefined.
+// {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ} of ttt_linear_dual (autograd/ops.h) for the upstream of its three
+// results, dy = {dout (…, b, f), dW' (…, f, f), dbias' (…, 1, f)}, W and bias already of xq's leading shape.
+// saved: the forward kernel's intermediates (raw::ttt_linear_dual), or undefined.
 std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
-                                               const Tensor& dy, double eps);
+                                               const std::array<Tensor, 3>& dy, double eps);
 
 }  // namespace ponder

@@ -150,7 +150,7 @@ std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grads, const 
   saved.reserve(saved_.size());
   auto self = shared_from_this();
   for (const SavedTensor& s : saved_) saved.push_back(s.unpack(self, op_name(op_)));
-  return fn_(grads[0], saved, needs);
+  return multi_ ? multi_(grads, saved, needs) : fn_(grads[0], saved, needs);
 }
 
 void FunctionNode::release() {
@@ -209,6 +209,32 @@ Tensor OpRecorder::done(Tensor out, std::vector<Tensor> saved, BackwardFn fn, bo
   node->forward_flops = scope_.counts().total();
   m->grad_fn = std::move(node);
   return out;
+}
+
+std::vector<Tensor> OpRecorder::done(std::vector<Tensor> outs, std::vector<Tensor> saved, MultiBackwardFn fn) {
+  if (!active_) return outs;
+  std::vector<SavedTensor> st;
+  st.reserve(saved.size());
+  for (const Tensor& s : saved) {
+    bool is_out = false;  // as above: a saved result would keep its own node alive
+    for (const Tensor& o : outs) is_out = is_out || (s.defined() && s.impl() == o.impl());
+    st.emplace_back(is_out ? s.alias() : s, false);
+  }
+  auto node = std::make_shared<FunctionNode>(op_, std::move(st), std::move(fn));
+  for (const Tensor& t : inputs_) node->next.push_back(gradient_edge(t));
+  node->seq = next_node_seq();
+  node->forward_flops = scope_.counts().total();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Tensor& out = outs[i];
+    if (out.impl()->autograd) out = out.alias();
+    node->outputs.push_back({out.shape(), out.dtype(), out.device()});
+    auto m = std::make_shared<AutogradMeta>();
+    m->requires_grad = true;
+    m->grad_fn = node;
+    m->output_nr = uint32_t(i);
+    out.impl()->autograd = std::move(m);
+  }
+  return outs;
 }
 
 }  // namespace ponder

@@ -74,11 +74,17 @@ class SavedTensor {
 // inputs need a gradient → one gradient per input.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<Tensor>& saved,
                                                      const std::vector<bool>& needs)>;
+// The same for an op with several outputs: one gradient per output (zeros where an output got none).
+using MultiBackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads,
+                                                          const std::vector<Tensor>& saved,
+                                                          const std::vector<bool>& needs)>;
 
 class FunctionNode final : public Node {
  public:
   FunctionNode(Op op, std::vector<SavedTensor> saved, BackwardFn fn)
       : op_(op), saved_(std::move(saved)), fn_(std::move(fn)) {}
+  FunctionNode(Op op, std::vector<SavedTensor> saved, MultiBackwardFn fn)
+      : op_(op), saved_(std::move(saved)), multi_(std::move(fn)) {}
   ~FunctionNode() override;
   std::vector<Tensor> apply(const std::vector<Tensor>& grads, const std::vector<bool>& needs) override;
   void release() override;
@@ -86,7 +92,8 @@ class FunctionNode final : public Node {
  private:
   Op op_;
   std::vector<SavedTensor> saved_;
-  BackwardFn fn_;
+  BackwardFn fn_;       // one output
+  MultiBackwardFn multi_;  // several
   bool released_ = false;
 };
 
@@ -134,6 +141,9 @@ class OpRecorder {
   OpRecorder(Op op, std::vector<Tensor> inputs);
   bool active() const { return active_; }
   Tensor done(Tensor out, std::vector<Tensor> saved, BackwardFn fn, bool save_output = false);
+  // An op with several results (each a tensor of its own, views of one buffer allowed): one node, output i of
+  // which is outs[i]; its rule gets a gradient for each.
+  std::vector<Tensor> done(std::vector<Tensor> outs, std::vector<Tensor> saved, MultiBackwardFn fn);
  private:
   Op op_;
   std::vector<Tensor> inputs_;

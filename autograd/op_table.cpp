@@ -524,6 +524,30 @@ void add_dual_cases(std::vector<OpCase>& t) {
                  return cat({y[0], y[1], y[2]}, -2);
                },
                dual_ref, {}});
+  // Two of the node's three outputs used: the third gets no gradient, and the engine gives the backward zeros.
+  t.push_back({"ttt_linear_dual (bias' unused)", {Op::TttLinearDual},
+               [](DType dt) {
+                 return Ins{U({2, 3, 3}, -0.5, 0.5, 131, dt),    U({2, 1, 3}, -0.3, 0.3, 132, dt),
+                            U({2, 2, 4, 3}, -1, 1, 133, dt),     U({2, 2, 4, 3}, -1, 1, 134, dt),
+                            U({2, 2, 4, 3}, -1, 1, 135, dt),     U({2, 2, 4, 4}, 0.05, 0.4, 136, dt),
+                            U({3}, 0.5, 1.5, 137, dt),           U({3}, -0.5, 0.5, 138, dt)};
+               },
+               {true, true, true, true, true, true, true, true},
+               [](const Ins& x) {
+                 auto y = ttt_linear_dual(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], kLnEps);
+                 return cat({y[0], y[1]}, -2);
+               },
+               [](const Refs& r) {  // the packed reference without its last row (bias') per head
+                 const Dense packed = dual_ref(r);
+                 const size_t nd = packed.shape.size();
+                 const int64_t R = packed.shape[nd - 2], f = packed.shape[nd - 1], G = packed.numel() / (R * f);
+                 Dense o{packed.shape, {}};
+                 o.shape[nd - 2] = R - 1;
+                 for (int64_t g = 0; g < G; ++g)
+                   o.v.insert(o.v.end(), packed.v.begin() + g * R * f, packed.v.begin() + (g * R + R - 1) * f);
+                 return o;
+               },
+               {}});
 }
 
 // ---- shape and layout

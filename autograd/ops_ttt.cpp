@@ -1,7 +1,7 @@
 // TTT-Linear's dual form on one mini-batch as one differentiable op: a node (autograd/fused.h) around the
-// backend's kernel, or around the composition of autograd/compose.cpp where the backend has none. The node has one
-// output, the three results packed along the second-to-last axis ({out; W'; bias'}, as the kernel writes them),
-// which the front end hands back as three views. The node also saves the kernel's intermediates (Z, G, zb, xq·xkᵀ
+// backend's kernel, or around the composition of autograd/compose.cpp where the backend has none. The kernel writes
+// the three results packed along the second-to-last axis ({out; W'; bias'}); the node's three outputs are views of
+// them, and its backward takes their three gradients where they lie. The node also saves the kernel's intermediates (Z, G, zb, xq·xkᵀ
 // per head), so the backward kernel recomputes none of them (undefined when the composition ran). Its backward
 // is one kernel at first order and the recorded composition of the VJP under create_graph, so gradients of any
 // order flow.
@@ -43,18 +43,19 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
     fused::count(FusedOp::TttLinearDual, fused::dual_sizes(xq), bcast, p);
     if (mark) mark(p);
   }
-  Tensor packed = rec.done(
-      y, {We, be, xq, xk, xv, eta, gamma, beta, saved},
-      [eps](const Tensor& dy, const std::vector<Tensor>& s, const std::vector<bool>& need) {
-        auto g = ttt_linear_dual_backward(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], dy, eps);
+  // Three outputs of one node, views of the packed buffer: their gradients reach the backward as they are, where a
+  // split of one packed output would concatenate them (three copies per mini-batch) for the kernel to read.
+  std::vector<Tensor> parts = rec.done(
+      {raw::slice(y, r, 0, b), raw::slice(y, r, b, b + f), raw::slice(y, r, b + f, b + f + 1)},
+      {We, be, xq, xk, xv, eta, gamma, beta, saved},
+      [eps](const std::vector<Tensor>& dy, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+        auto g = ttt_linear_dual_backward(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], {dy[0], dy[1], dy[2]},
+                                          eps);
         std::vector<Tensor> out(g.size());
         for (size_t i = 0; i < g.size(); ++i)
           if (need[i]) out[i] = g[i];
         return out;
       });
-  // One split, not three slices: the pieces' gradients come back as one concatenation instead of three zero-padded
-  // copies of the packed shape added together (a fill, a copy and an add fewer per piece, per mini-batch).
-  const std::vector<Tensor> parts = split(packed, {b, f, 1}, r);
   return {parts[0], parts[1], parts[2]};
 }
 

@@ -209,11 +209,13 @@ class Backend {
     unsupported(FusedOp::AttentionBackward);
   }
   // TTT-Linear's dual form on one mini-batch, each head on its own (DualOperands): y (G, b + f + 1, f) packs the
-  // outputs (rows 0 … b−1), the next W (rows b … b+f−1) and the next bias (row b+f). The backward, for upstream
-  // dy of that packed shape, writes {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ} (dγ, dβ shaped like γ, summed over
-  // heads in a fixed order).
+  // outputs (rows 0 … b−1), the next W (rows b … b+f−1) and the next bias (row b+f). The backward, for the
+  // upstream of those three pieces as head views dy = {dout (·, ·, b, f), dW' (·, ·, f, f), dbias' (·, ·, 1, f)}
+  // (dout's rows may be further apart than f), writes {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ} (dγ, dβ shaped like
+  // γ, summed over heads in a fixed order).
   virtual void ttt_linear_dual(const Tensor&, const DualOperands&) { unsupported(FusedOp::TttLinearDual); }
-  virtual void ttt_linear_dual_backward(const std::array<Tensor, 8>&, const DualOperands&, const Tensor&) {
+  virtual void ttt_linear_dual_backward(const std::array<Tensor, 8>&, const DualOperands&,
+                                        const std::array<Tensor, 3>&) {
     unsupported(FusedOp::TttLinearDualBackward);
   }
 

@@ -799,14 +799,19 @@ std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, c
 std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
-                                               const Tensor& dy, double eps) {
+                                               const std::array<Tensor, 3>& dy, double eps) {
   DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
   const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
-  Shape ys(xq.shape().begin(), xq.shape().end() - 2);
-  ys.push_back(b + f + 1);
-  ys.push_back(f);
-  check_same("ttt_linear_dual_backward", xq, dy);
-  PONDER_NEED(dy.shape() == ys, "ttt_linear_dual_backward: dy " + shape_str(dy.shape()) + " must be " + shape_str(ys));
+  const int64_t rows[3] = {b, f, 1};
+  const char* names[3] = {"dout", "dW'", "dbias'"};
+  for (size_t i = 0; i < 3; ++i) {
+    check_same("ttt_linear_dual_backward", xq, dy[i]);
+    Shape want(xq.shape().begin(), xq.shape().end() - 2);
+    want.push_back(rows[i]);
+    want.push_back(f);
+    PONDER_NEED(dy[i].shape() == want, std::string("ttt_linear_dual_backward: ") + names[i] + " " +
+                                           shape_str(dy[i].shape()) + " must be " + shape_str(want));
+  }
   if (saved.defined()) {
     check_same("ttt_linear_dual_backward", xq, saved);
     const Shape ss{G, kDualSaved(b, f)};
@@ -817,10 +822,49 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
   }
   std::array<Tensor, 8> g{empty_like(o.W),  empty_like(o.bias), empty_like(o.xq),    empty_like(o.xk),
                           empty_like(o.xv), empty_like(o.eta),  empty_like(o.gamma), empty_like(o.gamma)};
-  be(xq).ttt_linear_dual_backward(g, o, heads(dy));
+  be(xq).ttt_linear_dual_backward(g, o, {dual_head_view(dy[0], true), dual_head_view(dy[1], false),
+                                         dual_head_view(dy[2], false)});
   const Tensor* shapes[8] = {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta};
   for (size_t i = 0; i < 8; ++i) g[i] = reshape(g[i], shapes[i]->shape());
   return g;
+}
+
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                               const Tensor& dy, double eps) {
+  PONDER_NEED(dy.dim() == xq.dim() && dy.dim() >= 2, "ttt_linear_dual_backward: dy " + shape_str(dy.shape()) +
+                                                         " must be the packed (…, b + f + 1, f) of xq " +
+                                                         shape_str(xq.shape()));
+  const int r = int(xq.dim()) - 2;
+  const int64_t b = xq.shape()[size_t(r)], f = xq.shape().back();
+  Shape ys(xq.shape().begin(), xq.shape().end() - 2);
+  ys.push_back(b + f + 1);
+  ys.push_back(f);
+  PONDER_NEED(dy.shape() == ys, "ttt_linear_dual_backward: dy " + shape_str(dy.shape()) + " must be " + shape_str(ys));
+  return ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, saved,
+                                  {slice(dy, r, 0, b), slice(dy, r, b, b + f), slice(dy, r, b + f, b + f + 1)}, eps);
+}
+
+Tensor dual_packed_grad(const std::array<Tensor, 3>& dy) {
+  // Each piece an (n0, n1, r, f) head view, n0·n1 = G; the three may split G differently.
+  const int64_t b = dy[0].shape()[2], f = dy[0].shape()[3], R = b + f + 1, G = dy[0].shape()[0] * dy[0].shape()[1];
+  const int64_t first[3] = {0, b, b + f};
+  auto part = [&](const Tensor& t, int64_t row) {  // t is rows row… of one packed (G, R, f) buffer
+    const Shape &sh = t.shape(), &st = t.strides();
+    return &t.storage() == &dy[0].storage() && t.offset() == dy[0].offset() + row * f &&
+           (sh[0] == 1 || st[0] == sh[1] * R * f) && (sh[1] == 1 || st[1] == R * f) && (sh[2] == 1 || st[2] == f) &&
+           st[3] == 1;
+  };
+  if (part(dy[0], 0) && part(dy[1], b) && part(dy[2], b + f))
+    return make_view(dy[0], {G, R, f}, {R * f, f, 1}, dy[0].offset());
+  Tensor out = Tensor::empty({G, R, f}, dy[0].dtype(), dy[0].device());
+  for (size_t i = 0; i < 3; ++i) {
+    const Tensor& t = dy[i];
+    const Tensor rows = slice(reshape(out, {t.shape()[0], t.shape()[1], R, f}), 2, first[i], first[i] + t.shape()[2]);
+    copy_(rows, t);
+  }
+  return out;
 }
 
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {

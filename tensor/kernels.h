@@ -99,16 +99,24 @@ void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const At
 // TTT-Linear's dual form on one mini-batch (autograd/compose.h states it): W (…, f, f), bias (…, 1, f), xq, xk,
 // xv (…, b, f), eta (…, b, b) with one leading shape, γ, β broadcasting to (…, b, f). Returns the packed
 // (…, b + f + 1, f) (the outputs, then the next W, then the next bias) and the intermediates the backward reads
-// ((G, kDualSaved(b, f)), tensor/backend.h). The backward takes the upstream of the packed tensor and those
-// intermediates (undefined: recomputed) and returns {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ}, each shaped like its
-// operand.
+// ((G, kDualSaved(b, f)), tensor/backend.h). The backward takes the upstream of the three pieces, dout (…, b, f),
+// dW' (…, f, f) and dbias' (…, 1, f), read where they lie (or of the packed tensor, split into them), and those
+// intermediates (undefined: recomputed), and returns {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ}, each shaped like
+// its operand.
 std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
                                           const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                                           const Tensor& beta, double eps);
 std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                               const std::array<Tensor, 3>& dy, double eps);
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                                const Tensor& dy, double eps);
+// The dual backward's upstream pieces (head views, tensor/backend.h) packed as one contiguous (G, b + f + 1, f),
+// for a kernel that reads them so: their own storage where they are already its three consecutive parts.
+Tensor dual_packed_grad(const std::array<Tensor, 3>& dy);
 // x (…, r, c) as a (n0, n1, r, c) view of the same storage: its leading axes merged into at most two with unit
 // stride along c, and rows c apart unless rows_apart allows any row stride; a contiguous copy, viewed so, where the
 // strides do not allow it. The head views of DualOperands.

@@ -162,9 +162,9 @@ TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward
         Shape fb = xs;
         fb[2] = 1;
         FlopScope back;
-        // Upstream of the packed result; the kernel recomputes the intermediates here (none saved)
+        // Upstream of the three results; the kernel recomputes the intermediates here (none saved)
         auto d = ttt_linear_dual_backward(expand(W, full), expand(bias, fb), xq, xk, xv, eta, gam, bet, Tensor(),
-                                          cat({dout, dW, dbias}, 2), 1e-6);
+                                          {dout, dW, dbias}, 1e-6);
         phase.push_back(back.counts());
         raw::set_fused_kernels(true);
         std::vector<Tensor> out(y.begin(), y.end());
@@ -206,9 +206,10 @@ TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward
 }
 
 // The scan hands the kernel its operands where they lie: a mini-batch's slice of q and k, v's slice with its rows H·f
-// apart, W broadcast over the batch, the previous unit's W' and bias' inside its packed output, η's slice. The CPU
-// kernel reads those views (raw::dual_head_view) and must give the bits it gives on contiguous copies, copying
-// nothing.
+// apart, W broadcast over the batch, the previous unit's W' and bias' inside its packed output, η's slice; and the
+// backward its upstream: dout a slice of the sequence's gradient with rows H·f apart, dW' and dbias' as the next
+// unit's backward returned them. The CPU kernel reads those views (raw::dual_head_view) and must give the bits it
+// gives on contiguous copies, copying nothing.
 TEST_CASE("the CPU dual-form kernel reads head views in place: the bits of contiguous operands, no copies") {
   Generator g(61);
   NoGradGuard ng;
@@ -223,14 +224,18 @@ TEST_CASE("the CPU dual-form kernel reads head views in place: the bits of conti
     const Tensor eta = raw::squeeze(raw::slice(g.uniform({B, H, N / b, b, b}, 0, 0.1, dt), 2, u, u + 1), 2);
     const Tensor gam = g.normal({1, H, 1, f}, 1, 0.1, dt), bet = g.normal({1, H, 1, f}, 0, 0.1, dt);
     for (const Tensor* t : {&q, &k, &v, &W, &bias, &W2, &eta}) REQUIRE(!t->is_contiguous());
-    const Tensor dy = g.normal({B, H, b + f + 1, f}, 0, 1, dt);
+    const Tensor dout = raw::slice(raw::permute(g.normal({B, N, H, f}, 0, 1, dt), {0, 2, 1, 3}), 2, u * b, u * b + b);
+    const Tensor dW2 = g.normal({B, H, f, f}, 0, 1, dt);
+    const Tensor db2 = raw::slice(g.normal({B, H, 2, f}, 0, 1, dt), 2, 1, 2);
+    const Tensor dy = raw::cat({dout, dW2, db2}, 2);  // packed, for the copies' run
     auto run = [&](const Tensor& w, const Tensor& c, bool copies) {
       auto in = [&](const Tensor& t) { return copies ? raw::contiguous(t) : t; };
       const Tensor wq = in(w), cq = in(c), qq = in(q), kq = in(k), vq = in(v), eq = in(eta);
       prof::set_enabled(true);
       const auto l0 = prof::label_snapshot();
       auto [y, saved] = raw::ttt_linear_dual(wq, cq, qq, kq, vq, eq, gam, bet, 1e-6);
-      auto d = raw::ttt_linear_dual_backward(wq, cq, qq, kq, vq, eq, gam, bet, saved, dy, 1e-6);
+      auto d = copies ? raw::ttt_linear_dual_backward(wq, cq, qq, kq, vq, eq, gam, bet, saved, dy, 1e-6)
+                      : raw::ttt_linear_dual_backward(wq, cq, qq, kq, vq, eq, gam, bet, saved, {dout, dW2, db2}, 1e-6);
       int64_t copied = 0;
       for (const prof::LabelTotal& l : prof::label_diff(prof::label_snapshot(), l0))
         if (l.label == "copy") copied += l.calls;

@@ -222,7 +222,8 @@ class CpuBackend final : public Backend {
     prof::Scope t(Kind::Fused, "ttt_linear_dual");
     cpu::ttt_linear_dual(y, o);
   }
-  void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) override {
+  void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o,
+                                const std::array<Tensor, 3>& dy) override {
     prof::Scope t(Kind::Fused, "ttt_linear_dual_backward");
     cpu::ttt_linear_dual_backward(g, o, dy);
   }

@@ -53,6 +53,6 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                         const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy, const AttnGeometry& g);
 // TTT-Linear's dual form on one mini-batch, head by head (tensor/backend.h; cpu/ttt_dual.cpp).
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
-void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy);
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy);
 
 }  // namespace ponder::cpu

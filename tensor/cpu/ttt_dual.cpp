@@ -150,20 +150,27 @@ struct HeadOut {
   T *dW, *db, *dq, *dk, *dv, *deta;
 };
 
+// One head's upstream: dout (b rows ld apart), dW' (f × f) and dbias' (f).
+template <class T>
+struct HeadUp {
+  const T *dO, *dW2, *db2;
+  int64_t ld;
+};
+
 // One head's backward (autograd/compose.cpp's ttt_linear_dual_backward states each step); ag, ab: this head's
 // dγ, dβ accumulators.
 template <class T>
-void backward_head(const Head<T>& h, const T* dy, const HeadOut<T>& o, Parts<T>& p, Grads<T>& d, double* ag,
+void backward_head(const Head<T>& h, const HeadUp<T>& up, const HeadOut<T>& o, Parts<T>& p, Grads<T>& d, double* ag,
                    double* ab) {
   // p holds Z, G, zb and S (saved by the forward or recomputed by the caller); t, E, M are cheap
 
   const int64_t b = h.b, f = h.f;
-  const T *dO = dy, *dW2 = dy + b * f, *db2 = dW2 + f * f, *el = h.eta + (b - 1) * b;
+  const T *dO = up.dO, *dW2 = up.dW2, *db2 = up.db2, *el = h.eta + (b - 1) * b;
   for (int64_t i = 0; i < b; ++i)
-    rows::ln_affine_backward(p.zb + i * f, h.gamma + h.goff[i], dO + i * f, d.dzb.data() + i * f,
+    rows::ln_affine_backward(p.zb + i * f, h.gamma + h.goff[i], dO + i * up.ld, d.dzb.data() + i * f,
                              ag + h.goff[i], ab + h.goff[i], f, h.eps, p.scratch.data());
   // zb = q·W + bias − M·G, M = E⊙S + E
-  std::copy(dO, dO + b * f, o.dq);
+  for (int64_t i = 0; i < b; ++i) std::copy(dO + i * up.ld, dO + i * up.ld + f, o.dq + i * f);
   gemm(false, true, b, f, f, d.dzb.data(), f, h.W, f, T(1), o.dq, f);
   gemm(false, true, b, b, f, d.dzb.data(), f, p.g, f, T(0), d.dm.data(), b, T(-1));  // dM
   for (int64_t i = 0; i < b; ++i)
@@ -208,10 +215,9 @@ void backward_head(const Head<T>& h, const T* dy, const HeadOut<T>& o, Parts<T>&
 }
 
 template <class T>
-void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const Tensor& dy) {
+void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const std::array<Tensor, 3>& dy) {
   const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3], P = o.gamma.numel();
   std::vector<double> parts(size_t(G * 2 * P), 0.0);  // dγ, dβ of each head
-  const T* dyp = dy.data<T>();
 #pragma omp parallel
   {
     Parts<T> p;
@@ -231,7 +237,8 @@ void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const T
         p.bind(nullptr);
         forward_parts(h, p);
       }
-      backward_head(h, dyp + g * (b + f + 1) * f, ho, p, d, acc, acc + P);
+      const HeadUp<T> up{head_at<T>(dy[0], g), head_at<T>(dy[1], g), head_at<T>(dy[2], g), dy[0].strides()[2]};
+      backward_head(h, up, ho, p, d, acc, acc + P);
     }
   }
   T *dgam = out[6].data<T>(), *dbet = out[7].data<T>();
@@ -248,7 +255,7 @@ void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const T
 
 }  // namespace
 
-void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) {
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy) {
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] { backward_t<scalar_t>(g, o, dy); });
 }
 

@@ -13,6 +13,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_kernels.h"
 #include "tensor/cuda/timing.h"
+#include "tensor/kernels.h"
 
 namespace ponder {
 namespace cuda {
@@ -221,9 +222,12 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Fused, "ttt_linear_dual");
     cuda::ttt_linear_dual(y, o);
   }
-  void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) override {
+  void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o,
+                                const std::array<Tensor, 3>& dy) override {
+    // The kernel reads the upstream packed: no copy where the pieces are already one packed tensor's parts.
+    const Tensor packed = raw::dual_packed_grad(dy);
     KernelTimer t(Kind::Fused, "ttt_linear_dual_backward");
-    cuda::ttt_linear_dual_backward(g, o, dy);
+    cuda::ttt_linear_dual_backward(g, o, packed);
   }
 };
 
