@@ -1,6 +1,8 @@
 #include "experiments/bench_util.h"
 
 #include <cblas.h>
+
+#include <cstdlib>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -83,6 +85,11 @@ MachineInfo machine_info() {
   info.nproc = int(sysconf(_SC_NPROCESSORS_ONLN));
   info.blas = openblas_get_config();
   while (!info.blas.empty() && info.blas.back() == ' ') info.blas.pop_back();
+  info.blas_core = openblas_get_corename();
+  for (const char* var : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+    if (const char* v = std::getenv(var); v && *v)
+      info.omp_wait += (info.omp_wait.empty() ? "" : " ") + std::string(var) + "=" + v;
+  if (info.omp_wait.empty()) info.omp_wait = "libgomp default";
   return info;
 }
 

@@ -12,6 +12,8 @@ struct MachineInfo {
   std::string cpu_model;  // first "model name" in /proc/cpuinfo, "unknown" where absent
   int nproc = 0;          // logical CPUs online
   std::string blas;       // OpenBLAS build configuration
+  std::string blas_core;  // the kernels OpenBLAS runs (SkylakeX, Haswell, Prescott, …)
+  std::string omp_wait;   // how idle OpenMP threads wait: OMP_WAIT_POLICY / GOMP_SPINCOUNT as set, else libgomp's default
 };
 MachineInfo machine_info();
 // max |got − want| / max |want|: how far a kernel under test is from its reference, checked before it is timed.

@@ -251,6 +251,9 @@ void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, dou
       {"loss", r.loss}, {"other_cpus", r.other_cpus}, {"commit", git_commit()}, {"build_type", build_type()},
       {"device", r.dev == Device::CUDA ? "cuda" : "cpu"}, {"matmul_precision", precision_name(matmul_precision())},
       {"reference_gemm", r.dev == Device::CUDA ? "cublas f32 4096^3" : "cblas_sgemm 512^3"}};
+  const MachineInfo mi = machine_info();
+  j["blas_core"] = mi.blas_core;
+  j["omp_wait"] = mi.omp_wait;
   if (peak_bf16 > 0) {
     j["peak_bf16_dense_gflops"] = peak_bf16;
     j["mfu_bf16_dense"] = r.gflops() / peak_bf16;
@@ -335,10 +338,11 @@ void print_skip(const BenchTrainArgs& o, const RunConfig& cfg, const Variant& v,
 void print_header(const BenchTrainArgs& o, const RunConfig& cfg, Device dev) {
   const MachineInfo mi = machine_info();
   std::printf("bench train: %s (d %lld, %lld layers, %lld heads, inner %s), batch %lld x seq %lld, %lld timed "
-              "steps after 1 warm-up, on %s (%d CPUs); commit %s, %s build\n",
+              "steps after 1 warm-up, on %s (%d CPUs; OpenBLAS %s kernels; OpenMP %s); commit %s, %s build\n",
               cfg.source.c_str(), (long long)cfg.model.d, (long long)cfg.model.layers, (long long)cfg.model.heads,
               cfg.model.inner.c_str(), (long long)cfg.train.batch_size, (long long)cfg.train.seq_len,
-              (long long)o.steps, mi.cpu_model.c_str(), mi.nproc, git_commit(), build_type());
+              (long long)o.steps, mi.cpu_model.c_str(), mi.nproc, mi.blas_core.c_str(), mi.omp_wait.c_str(),
+              git_commit(), build_type());
   if (dev == Device::CUDA)
     std::printf("device %s; %%sgemm = of a cuBLAS f32 %d^3 GEMM, peak MB = the GPU's tensor peak\n",
                 describe_device(dev).c_str(), kCublasN);

@@ -114,7 +114,7 @@ nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, cons
   const MachineInfo mi = machine_info();
   return {{"produced_by", produced_by}, {"command", command_line()}, {"version", version()}, {"commit", git_commit()},
           {"build_type", build_type()}, {"machine", mi.cpu_model},
-          {"threads", cpu::num_threads()}, {"blas", mi.blas}, {"device", describe_device(m.model.device())},
+          {"threads", cpu::num_threads()}, {"blas", mi.blas}, {"omp_wait", mi.omp_wait}, {"device", describe_device(m.model.device())},
           {"checkpoint", checkpoint},
           {"trained_steps", m.step}, {"config", m.config.text},
           {"data", ds.corpus.name}, {"data_sha256", ds.corpus.sha256}};

@@ -32,13 +32,19 @@ int fail(std::string message) {
 
 // Two libraries read settings from the environment when they load, before main, so ponder re-executes itself once
 // with them set unless the user set them:
-// - OpenMP threads that spin while waiting steal the cores from anything else running, and a busy neighbour makes
-//   them crawl (a comparison took 6.7 s instead of 0.66 s on a loaded 2-core machine): OMP_WAIT_POLICY=passive.
+// - How long an idle OpenMP thread spins before it sleeps. libgomp's default (300,000 spins) and
+//   OMP_WAIT_POLICY=active steal the cores from anything else running, and a busy neighbour makes them crawl (a
+//   comparison took 6.7 s instead of 0.66 s on a loaded 2-core machine); passive waiting (no spin) pays a wake-up
+//   at every parallel region, which a model of tiny's size has ~400 of per step. GOMP_SPINCOUNT=3000 keeps the
+//   quick hand-over without the crawl: tiny, 2 threads, 25,578 tokens/s against 19,556 passive on a quiet 2-core
+//   machine and 10,084 against 9,804 beside one busy process (30,000 spins: 4,876); small 6,613 against 5,967
+//   quiet, 3,182 against 3,460 loaded (`ponder bench train --variants dual`, one run each).
 // - OpenBLAS runs a CPU model it does not know on its SSE3 kernels (cpu::blas_core_override says when, and what):
 //   OPENBLAS_CORETYPE names the kernels this CPU can run.
 void reexec_with_library_settings(char** argv) {
   bool changed = false;
-  if (!std::getenv("OMP_WAIT_POLICY")) changed = setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT"))
+    changed = setenv("GOMP_SPINCOUNT", "3000", 1) == 0;
   if (const std::string core = ponder::cpu::blas_core_override(); !core.empty())
     changed = setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0 || changed;
   if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are

@@ -2,7 +2,8 @@
 """`ponder bench train` through the CLI on configs/ci.yaml: --variants picks and orders the rows and rejects
 unknown names with one line; a variant whose estimated step memory exceeds --mem-limit-mb is reported as
 skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times; --precision
-bf16 runs (on the CPU, rounded operands) and its rows say so, an unknown precision is refused, and --device cuda runs on a GPU or says in one line why it cannot. `bench dual` gives its rows (checked against the CPU kernel on a GPU). No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
+bf16 runs (on the CPU, rounded operands) and its rows say so, an unknown precision is refused, and --device cuda runs on a GPU or says in one line why it cannot. `bench dual` gives its rows (checked against the CPU kernel on a GPU). The rows say how OpenMP threads waited
+(ponder's short spin unless the user chose) and which OpenBLAS kernels ran. No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
 import json
 import os
 import subprocess
@@ -28,6 +29,25 @@ def check(cond, what):
         sys.exit("FAIL: " + what)
     print("ok:", what)
 
+
+def bench_env(env, *args):
+    r = subprocess.run([PONDER, "bench", "train", "--config", CONFIG, "--threads-list", "1", "--steps", "1", "--json",
+                        *args], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: bench train {' '.join(args)} exited {r.returncode}\n{r.stderr}")
+    return json.loads(r.stdout.splitlines()[0])
+
+
+# How idle OpenMP threads wait: ponder picks a short spin unless the user set either variable, and says what ran.
+bare = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+row = bench_env(bare, "--variants", "dual-only")
+check((row["variant"], row["path"]) == ("dual-only", "dual"), "dual-only: every fused op but the dual form composed")
+check(row["omp_wait"] == "GOMP_SPINCOUNT=3000", "with neither variable set, ponder spins 3000 times: " + row["omp_wait"])
+check(bench_env(dict(bare, GOMP_SPINCOUNT="123"), "--variants", "dual")["omp_wait"] == "GOMP_SPINCOUNT=123",
+      "a user's GOMP_SPINCOUNT stands")
+check(bench_env(dict(bare, OMP_WAIT_POLICY="passive"), "--variants", "dual")["omp_wait"] == "OMP_WAIT_POLICY=passive",
+      "a user's OMP_WAIT_POLICY stands, with no spin count added")
+check(row["blas_core"] not in ("", "unknown"), "the row names the OpenBLAS kernels: " + row["blas_core"])
 
 rows = [json.loads(l) for l in bench("--variants", "iter-2,dual,dual-composed", "--json", "--profile").stdout.splitlines()]
 check([(r["variant"], r["mode"], r["path"], r["K"]) for r in rows] ==
