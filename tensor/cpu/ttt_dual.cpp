@@ -71,6 +71,19 @@ struct Parts {
   }
 };
 
+// A thread's buffers of type B sized for (b, f), kept between calls: the kernel runs once per mini-batch per layer,
+// and allocating them anew each time cost more than some of its products at small sizes.
+template <class B>
+B& thread_buffers(int64_t b, int64_t f) {
+  thread_local B buf;
+  thread_local int64_t sized_b = -1, sized_f = -1;
+  if (b != sized_b || f != sized_f) {
+    buf.size(b, f);
+    sized_b = b, sized_f = f;
+  }
+  return buf;
+}
+
 // t, E and M from the inputs and S.
 template <class T>
 void cheap_parts(const Head<T>& h, Parts<T>& p) {
@@ -107,8 +120,7 @@ void forward_t(const Tensor& y, const DualOperands& o) {
   T* yp = y.data<T>();
 #pragma omp parallel
   {
-    Parts<T> p;
-    p.size(b, f);
+    Parts<T>& p = thread_buffers<Parts<T>>(b, f);
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < G; ++g) {
       const Head<T> h = head<T>(o, g);
@@ -217,13 +229,14 @@ void backward_head(const Head<T>& h, const HeadUp<T>& up, const HeadOut<T>& o, P
 template <class T>
 void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const std::array<Tensor, 3>& dy) {
   const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3], P = o.gamma.numel();
-  std::vector<double> parts(size_t(G * 2 * P), 0.0);  // dγ, dβ of each head
+  // dγ, dβ of each head: 128 KiB at 32 heads of 4 × 64, where glibc would map and unmap fresh pages every call
+  thread_local std::vector<double> own_parts;
+  std::vector<double>& parts = own_parts;  // the calling thread's, shared with the workers (a name, not a thread_local)
+  parts.assign(size_t(G * 2 * P), 0.0);
 #pragma omp parallel
   {
-    Parts<T> p;
-    Grads<T> d;
-    p.size(b, f);
-    d.size(b, f);
+    Parts<T>& p = thread_buffers<Parts<T>>(b, f);
+    Grads<T>& d = thread_buffers<Grads<T>>(b, f);
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < G; ++g) {
       const HeadOut<T> ho{out[0].data<T>() + g * f * f, out[1].data<T>() + g * f, out[2].data<T>() + g * b * f,
