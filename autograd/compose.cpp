@@ -134,6 +134,15 @@ Tensor act_grad(GateAct a, const Tensor& x) { return a == GateAct::Silu ? silu_g
 
 Tensor act_mul(GateAct a, const Tensor& x, const Tensor& b) { return mul(act(a, x), b); }  // b may broadcast
 
+Tensor rope_rotate(const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  raw::check_rope(x, cs, sn);
+  const int64_t f = x.shape().back();
+  Tensor a = slice(x, -1, 0, f, 2), b = slice(x, -1, 1, f, 2);  // (…, N, f/2)
+  Tensor even = sub(mul(a, cs), mul(b, sn));
+  Tensor odd = add(mul(a, sn), mul(b, cs));
+  return reshape(stack({even, odd}, int(x.dim())), x.shape());
+}
+
 std::pair<Tensor, Tensor> act_mul_backward(GateAct a, const Tensor& x, const Tensor& b, const Tensor& g) {
   raw::check_gate("act_mul_backward", x, b);
   raw::check_gate("act_mul_backward", x, g);

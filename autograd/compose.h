@@ -35,6 +35,9 @@ Tensor ln_l2_grad(const Tensor& z, const Tensor& t, const Tensor& gamma, const T
 std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
                                      const Tensor& w, double eps);
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);  // act(a)⊙b
+// Rotary position embedding: x (…, N, f), cs, sn (N, f/2); pair i of row t turned by the angle whose cosine and
+// sine are cs[t, i], sn[t, i] (tensor/backend.h states the map).
+Tensor rope_rotate(const Tensor& x, const Tensor& cs, const Tensor& sn);
 // {da, db} = {(g⊙b)⊙act'(a), g⊙act(a)}
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
 // Σ t², t converted to float64 first: a float64 scalar on t's device, and that scalar read to the host.

@@ -95,6 +95,11 @@ void run_composition(FusedOp op, int variant, const Sizes& s, bool bcast) {
     case FusedOp::ActMul: compose::act_mul(act, x, v); break;
     case FusedOp::ActMulBackward: compose::act_mul_backward(act, x, v, w); break;
     case FusedOp::SumSquares: compose::sum_squares(x); break;
+    case FusedOp::Rope: {  // sizes: rows R and pairs D (f = 2D), so every probe has an even f
+      const Tensor cs = gen.normal({R, D}, 0, 1, DType::F64), sn = gen.normal({R, D}, 0, 1, DType::F64);
+      compose::rope_rotate(gen.normal({R, 2 * D}, 0, 1, DType::F64), cs, sn);
+      break;
+    }
     case FusedOp::AdamwStep:
       compose::adamw_step_(rows(), rows(), gen.uniform({R, D}, 0, 1e-3, DType::F64), x,
                            AdamWCoeffs{1e-3, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05});

@@ -25,7 +25,8 @@ namespace ponder {
   X(LayerNorm, "layer_norm") X(LayerNormBackward, "layer_norm_backward") X(RmsNorm, "rms_norm")                \
   X(RmsNormBackward, "rms_norm_backward") X(GeluTanhGrad, "gelu_tanh_grad") X(SiluGrad, "silu_grad")           \
   X(Split, "split") X(ActMul, "act_mul") X(LayerNormAffine, "layer_norm_affine") X(LnL2Grad, "ln_l2_grad")     \
-  X(RmsNormAffine, "rms_norm_affine") X(Attention, "attention") X(TttLinearDual, "ttt_linear_dual")
+  X(RmsNormAffine, "rms_norm_affine") X(Attention, "attention") X(TttLinearDual, "ttt_linear_dual")    \
+  X(Rope, "rope")
 
 #define PONDER_OP_ID(id, name) id,
 enum class Op : uint8_t { PONDER_OPS(PONDER_OP_ID) Count };

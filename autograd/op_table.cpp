@@ -369,6 +369,27 @@ void add_fused_activation_cases(std::vector<OpCase>& t) {
   t.push_back({"gelu_tanh_mul", {Op::ActMul},
                [](DType dt) { return Ins{U({2, 3, 4}, -2, 2, 101, dt), U({2, 3, 4}, -1, 1, 102, dt)}; }, {true, true},
                [](const Ins& x) { return gelu_tanh_mul(x[0], x[1]); }, act_mul_ref(false), {}});
+  // Rotary embedding: x (2, N 3, f 6) as a transposed view, the angles' cos and sin constants (N, f/2).
+  t.push_back({"rope (non-contiguous x)", {Op::Rope},
+               [](DType dt) {
+                 return Ins{raw::transpose(U({2, 6, 3}, -1, 1, 103, dt), 1, 2), U({3, 3}, -1, 1, 104, dt),
+                            U({3, 3}, -1, 1, 105, dt)};
+               },
+               {true, false, false}, [](const Ins& x) { return rope_rotate(x[0], x[1], x[2]); },
+               [](const Refs& r) {
+                 const Dense &x = r[0], &c = r[1], &s = r[2];
+                 const int64_t f = x.shape.back(), h = f / 2, N = x.shape[x.shape.size() - 2];
+                 Dense o{x.shape, std::vector<double>(x.v.size())};
+                 for (int64_t row = 0; row < x.numel() / f; ++row)
+                   for (int64_t i = 0; i < h; ++i) {
+                     const double a = x.v[size_t(row * f + 2 * i)], b = x.v[size_t(row * f + 2 * i + 1)];
+                     const double ci = c.v[size_t((row % N) * h + i)], si = s.v[size_t((row % N) * h + i)];
+                     o.v[size_t(row * f + 2 * i)] = a * ci - b * si;
+                     o.v[size_t(row * f + 2 * i + 1)] = a * si + b * ci;
+                   }
+                 return o;
+               },
+               {}});
 }
 
 // ---- matmul

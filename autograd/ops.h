@@ -35,6 +35,9 @@ Tensor silu_grad(const Tensor& x);       // d/dx silu(x) = σ(x)·(1 + x·(1 −
 // (the TTT output gate). Operands of different shapes fall back to the two ops.
 Tensor silu_mul(const Tensor& a, const Tensor& b);
 Tensor gelu_tanh_mul(const Tensor& a, const Tensor& b);
+// Rotary position embedding as one op: x (…, N, f), constant cos and sin tables cs, sn (N, f/2); pair i of row t,
+// (x₂ᵢ, x₂ᵢ₊₁) → (x₂ᵢ·c − x₂ᵢ₊₁·s, x₂ᵢ·s + x₂ᵢ₊₁·c) with c, s = cs[t, i], sn[t, i].
+Tensor rope_rotate(const Tensor& x, const Tensor& cs, const Tensor& sn);
 
 // ---- element-wise, two inputs (NumPy broadcasting)
 Tensor add(const Tensor& a, const Tensor& b);

@@ -124,6 +124,20 @@ Tensor act_mul_op(GateAct act, const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
+Tensor rope_rotate(const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  // The angles are constants: with a differentiable cos or sin, the composition gives their gradients too.
+  if (requires_grad(cs) || requires_grad(sn) || !fused::node(FusedOp::Rope, x)) return compose::rope_rotate(x, cs, sn);
+  raw::check_rope(x, cs, sn);
+  OpRecorder r(Op::Rope, {x});
+  Tensor y = fused::forward(FusedOp::Rope, x, [&] { return raw::rope_rotate(x, cs, sn); },
+                            [&] { return compose::rope_rotate(x, cs, sn); });
+  fused::count(FusedOp::Rope, {x.numel() / x.shape().back(), x.shape().back() / 2});
+  // The map is a rotation, so its VJP is the rotation the other way: the op itself with −sin (any order).
+  return r.done(y, {}, [cs, sn](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
+    return std::vector<Tensor>{rope_rotate(g, cs, neg(sn))};
+  });
+}
+
 Tensor silu_mul(const Tensor& a, const Tensor& b) { return act_mul_op(GateAct::Silu, a, b); }
 Tensor gelu_tanh_mul(const Tensor& a, const Tensor& b) { return act_mul_op(GateAct::GeluTanh, a, b); }
 

@@ -52,7 +52,7 @@ struct AdamWCoeffs {
   X(LnL2Grad, "ln_l2_grad") X(LnL2GradVjp, "ln_l2_grad_vjp") X(ActMul, "act_mul")                              \
   X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")              \
   X(Attention, "attention") X(AttentionBackward, "attention_backward")                                        \
-  X(TttLinearDual, "ttt_linear_dual") X(TttLinearDualBackward, "ttt_linear_dual_backward")
+  X(TttLinearDual, "ttt_linear_dual") X(TttLinearDualBackward, "ttt_linear_dual_backward") X(Rope, "rope")
 
 #define PONDER_ENUM_ID(id, ...) id,
 enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
@@ -190,6 +190,9 @@ class Backend {
   virtual void act_mul_backward(GateAct, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
     unsupported(FusedOp::ActMulBackward);
   }
+  // Rotary position embedding on contiguous x (…, N, f) with cos, sin (N, f/2): pair i of row t,
+  // (x₂ᵢ, x₂ᵢ₊₁) → (x₂ᵢ·c − x₂ᵢ₊₁·s, x₂ᵢ·s + x₂ᵢ₊₁·c) with c, s = cos[t, i], sin[t, i].
+  virtual void rope(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { unsupported(FusedOp::Rope); }
   // Σ x² of a contiguous floating tensor in float64, as the sum of all elements of x converted to float64
   // and squared would give it (gradient clipping).
   virtual double sum_squares(const Tensor&) { unsupported(FusedOp::SumSquares); }

@@ -638,6 +638,26 @@ Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+void check_rope(const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  check_same("rope", x, cs);
+  check_same("rope", x, sn);
+  PONDER_NEED(is_float(x.dtype()), "rope: needs floating tensors");
+  const size_t n = x.dim();
+  PONDER_NEED(n >= 2 && x.shape()[n - 1] % 2 == 0, "rope: x " + shape_str(x.shape()) +
+                                                        " must be (…, N, f) with f even");
+  const Shape want{x.shape()[n - 2], x.shape()[n - 1] / 2};
+  PONDER_NEED(cs.shape() == want && sn.shape() == want, "rope: cos " + shape_str(cs.shape()) + " and sin " +
+                                                            shape_str(sn.shape()) + " must be " + shape_str(want) +
+                                                            " for x " + shape_str(x.shape()));
+}
+
+Tensor rope_rotate(const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  check_rope(x, cs, sn);
+  Tensor xc = contiguous(x), out = empty_like(xc);
+  be(xc).rope(out, xc, contiguous(cs), contiguous(sn));
+  return out;
+}
+
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g) {
   check_gate("act_mul_backward", a, b);
   check_gate("act_mul_backward", a, g);

@@ -82,6 +82,7 @@ std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Ten
                                      const Tensor& w, double eps);
 // a, b (and g) of one shape; {da, db}.
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);
+Tensor rope_rotate(const Tensor& x, const Tensor& cs, const Tensor& sn);  // compose::rope_rotate's map
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);
 double sum_squares(const Tensor& t);
 // p, m, v contiguous, updated in place (versions bumped).
@@ -144,6 +145,8 @@ void set_fused_kernels_hidden(bool on);
 // a, b of one floating shape; AdamW's p, m, v, g of one shape.
 void check_row_params(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta);
 void check_gate(const char* op, const Tensor& a, const Tensor& b);
+// x (…, N, f) with f even and at least two axes, cs and sn (N, f/2), one dtype and device.
+void check_rope(const Tensor& x, const Tensor& cs, const Tensor& sn);
 void check_adamw(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g);
 
 // Throws std::invalid_argument naming `op` when devices or dtypes of the operands differ.

@@ -97,6 +97,8 @@ std::vector<Tensor> run_fused_ops(const Tensor& x, const Tensor& v, const Tensor
     out.push_back(da);
     out.push_back(db);
   }
+  // RoPE on x's first 36 columns (5, 3, 36): rows of 3 positions, cos and sin (3, 18) from dz and a.
+  out.push_back(rope_rotate(slice(x, 2, 0, 36), slice(dz, 1, 0, 18), slice(squeeze(slice(a, 0, 0, 1), 0), 1, 0, 18)));
   return out;
 }
 }  // namespace

@@ -27,10 +27,7 @@ Tensor rope(const Tensor& x, int64_t period, double theta, int64_t offset) {
   }
   Tensor cs = raw::to_device(Tensor::from_vector(c, {N, half}, x.dtype()), x.device());  // (N, f/2)
   Tensor sn = raw::to_device(Tensor::from_vector(s, {N, half}, x.dtype()), x.device());
-  Tensor a = slice(x, 3, 0, f, 2), b = slice(x, 3, 1, f, 2);  // (B, H, N, f/2)
-  Tensor even = sub(mul(a, cs), mul(b, sn));
-  Tensor odd = add(mul(a, sn), mul(b, cs));
-  return reshape(stack({even, odd}, 4), x.shape());
+  return rope_rotate(x, cs, sn);  // one fused op (autograd/ops.h)
 }
 
 }  // namespace ponder::ttt

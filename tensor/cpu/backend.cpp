@@ -218,6 +218,10 @@ class CpuBackend final : public Backend {
     prof::Scope t(Kind::Fused, "attention_backward");
     cpu::attention_backward(dq, dk, dv, q, k, v, y, lse, dy, g);
   }
+  void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn) override {
+    prof::Scope t(Kind::Fused, "rope");
+    cpu::rope(out, x, cs, sn);
+  }
   void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {
     prof::Scope t(Kind::Fused, "ttt_linear_dual");
     cpu::ttt_linear_dual(y, o);

@@ -45,6 +45,7 @@ void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, co
 void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
 // Gated products on contiguous tensors of one shape (tensor/backend.h; cpu/elementwise.cpp).
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
+void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn);
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b, const Tensor& g);
 // Causal attention per head on contiguous (G, ·, f) tensors (tensor/backend.h; cpu/attention.cpp).
 void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,

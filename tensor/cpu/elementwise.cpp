@@ -275,6 +275,33 @@ void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b) {
   PONDER_DISPATCH_FLOAT(out.dtype(), "act_mul", [&] { act_mul_t<scalar_t>(act, out, a, b); });
 }
 
+namespace {
+// Row r of x is position r mod N. Each product rounded on its own, then their difference or sum, as the
+// composition's separate kernels do: "+ zero" keeps the compiler from contracting a product into the subtraction
+// (an FMA would round once), so float32 gives the composition's bits.
+template <class T>
+void rope_t(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  const int64_t f = x.shape().back(), h = f / 2, N = x.shape()[x.dim() - 2], rows = x.numel() / std::max<int64_t>(f, 1);
+  const T *px = x.data<T>(), *pc = cs.data<T>(), *ps = sn.data<T>();
+  T* py = out.data<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= (int64_t(1) << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = px + r * f, *c = pc + (r % N) * h, *s = ps + (r % N) * h;
+    T* yr = py + r * f;
+    for (int64_t i = 0; i < h; ++i) {
+      const T a = xr[2 * i], b = xr[2 * i + 1], zero = T(0);
+      const T ac = a * c[i] + zero, bs = b * s[i] + zero, as = a * s[i] + zero, bc = b * c[i] + zero;
+      yr[2 * i] = ac - bs;
+      yr[2 * i + 1] = as + bc;
+    }
+  }
+}
+}  // namespace
+
+void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  PONDER_DISPATCH_FLOAT(x.dtype(), "rope", [&] { rope_t<scalar_t>(out, x, cs, sn); });
+}
+
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
                       const Tensor& g) {
   PONDER_DISPATCH_FLOAT(da.dtype(), "act_mul_backward", [&] { act_mul_backward_t<scalar_t>(act, da, db, a, b, g); });
