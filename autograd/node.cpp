@@ -224,6 +224,11 @@ std::vector<Tensor> OpRecorder::done(std::vector<Tensor> outs, std::vector<Tenso
   for (const Tensor& t : inputs_) node->next.push_back(gradient_edge(t));
   node->seq = next_node_seq();
   node->forward_flops = scope_.counts().total();
+  attach_outputs(node, outs);
+  return outs;
+}
+
+void attach_outputs(const std::shared_ptr<Node>& node, std::vector<Tensor>& outs) {
   for (size_t i = 0; i < outs.size(); ++i) {
     Tensor& out = outs[i];
     if (out.impl()->autograd) out = out.alias();
@@ -234,7 +239,6 @@ std::vector<Tensor> OpRecorder::done(std::vector<Tensor> outs, std::vector<Tenso
     m->output_nr = uint32_t(i);
     out.impl()->autograd = std::move(m);
   }
-  return outs;
 }
 
 }  // namespace ponder

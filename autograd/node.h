@@ -128,6 +128,10 @@ Tensor detach(const Tensor& t);
 // The node and slot where gradient for t enters the graph (creates a leaf's accumulator).
 Edge gradient_edge(const Tensor& t);
 
+// Makes outs[i] output i of node (each with an impl of its own, so a view keeps its base's graph) and records
+// the outputs' shapes on the node: for nodes with several outputs (split, OpRecorder::done with a list).
+void attach_outputs(const std::shared_ptr<Node>& node, std::vector<Tensor>& outs);
+
 // A fresh creation-order number for a new node (the engine runs later nodes first).
 uint64_t next_node_seq();
 // The number the next node will get: nodes made between two reads belong to the code run between them.

@@ -143,15 +143,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   if (!GradMode::enabled() || !requires_grad(x)) return out;
   auto node = std::make_shared<SplitNode>(ax);
   node->next.push_back(gradient_edge(x));
-  for (const Tensor& p : out) node->outputs.push_back({p.shape(), p.dtype(), p.device()});
   node->seq = next_node_seq();
-  for (size_t i = 0; i < out.size(); ++i) {
-    auto m = std::make_shared<AutogradMeta>();
-    m->requires_grad = true;
-    m->grad_fn = node;
-    m->output_nr = uint32_t(i);
-    out[i].impl()->autograd = std::move(m);
-  }
+  attach_outputs(node, out);
   return out;
 }
 

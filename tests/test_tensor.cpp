@@ -419,18 +419,9 @@ TEST_CASE("kernel profile: labels with the same text are one entry, and a diff s
   CHECK(entry(prof::label_diff(prof::label_snapshot(), before)).at(0).calls == 3);
 }
 
-// What the CPU can run, in OPENBLAS_CORETYPE's names: the rule blas_core_override applies, written out again.
-static std::string kernels_this_cpu_runs() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    return "SkylakeX";
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell" : "";
-}
-
 TEST_CASE("OpenBLAS runs kernels this CPU has, not its SSE3 fallback, and a user's OPENBLAS_CORETYPE stands") {
   const char* set = std::getenv("OPENBLAS_CORETYPE");
-  const std::string forced = set ? set : "", best = kernels_this_cpu_runs(), core = openblas_get_corename();
+  const std::string forced = set ? set : "", best = cpu::blas_core_for_this_cpu(), core = openblas_get_corename();
   CAPTURE(forced);
   CAPTURE(best);
   CAPTURE(core);

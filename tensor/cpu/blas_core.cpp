@@ -9,11 +9,7 @@
 
 namespace ponder::cpu {
 
-std::string blas_core_override() {
-  if (std::getenv("OPENBLAS_CORETYPE")) return "";  // the user's choice stands
-  // Prescott is what a DYNAMIC_ARCH build runs on an Intel model it has no entry for; on any CPU that really is
-  // that old, the feature tests below fail and nothing changes.
-  if (std::strcmp(openblas_get_corename(), "Prescott") != 0) return "";
+std::string blas_core_for_this_cpu() {
   __builtin_cpu_init();
   // SkylakeX's kernels need AVX-512 F, CD, BW, DQ and VL; Haswell's need AVX2 and FMA.
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
@@ -21,6 +17,14 @@ std::string blas_core_override() {
     return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return "";
+}
+
+std::string blas_core_override() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return "";  // the user's choice stands
+  // Prescott is what a DYNAMIC_ARCH build runs on an Intel model it has no entry for; on any CPU that really is
+  // that old, blas_core_for_this_cpu finds nothing better and nothing changes.
+  if (std::strcmp(openblas_get_corename(), "Prescott") != 0) return "";
+  return blas_core_for_this_cpu();
 }
 
 }  // namespace ponder::cpu

@@ -26,5 +26,7 @@ int num_threads();
 // choice stands (it knew the CPU, nothing better runs here, or OPENBLAS_CORETYPE is already set). OpenBLAS reads
 // the variable only when it loads, so a program applies it by re-executing itself (experiments/main.cpp).
 std::string blas_core_override();
+// The kernels this CPU can run, by its features alone: "SkylakeX", "Haswell" or "".
+std::string blas_core_for_this_cpu();
 
 }  // namespace ponder::cpu
