@@ -52,7 +52,7 @@ struct BenchTrainArgs {
 constexpr double kCacheMb = 1024;  // the CPU block cache's default limit (tensor/cpu/backend.cpp)
 
 struct Variant {
-  std::string name;  // "dual", "iterative" or "prefix" (the table's variant column)
+  std::string name;  // "dual", "iterative", "prefix" or "pfx-closed" (the table's variant column)
   ttt::InnerPath path;
   ttt::StepMode mode;
   int k;
@@ -70,7 +70,8 @@ std::vector<FusedOp> all_but_dual() {
 }
 
 // "dual" (dual form, K = 1), "iter-K" or "iterative" (iterative path, carry mode, K steps; "iterative"
-// is iter-1) and "prefix-K" (iterative path, prefix mode, K steps).
+// is iter-1), "prefix-K" (iterative path, prefix mode, K steps) and "prefix-closed-K" (prefix mode on the dual
+// path: the same steps with closed-form inner gradients).
 Variant parse_variant(const std::string& text) {
   auto steps_after = [&](const std::string& prefix) {
     const std::string k = text.substr(prefix.size());
@@ -93,10 +94,13 @@ Variant parse_variant(const std::string& text) {
   if (text == "iterative") return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1};
   if (text.rfind("iter-", 0) == 0)
     return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, steps_after("iter-")};
+  if (text.rfind("prefix-closed-", 0) == 0)
+    return {"pfx-closed", ttt::InnerPath::Dual, ttt::StepMode::Prefix, steps_after("prefix-closed-")};
   if (text.rfind("prefix-", 0) == 0)
     return {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, steps_after("prefix-")};
   throw std::invalid_argument("bench train: unknown variant '" + text +
-                              "' in --variants (expected dual, dual-composed, dual-only, iterative, iter-K or prefix-K)");
+                              "' in --variants (expected dual, dual-composed, dual-only, iterative, iter-K, prefix-K "
+                              "or prefix-closed-K)");
 }
 
 // GFLOP/s of one 512³ cblas_sgemm at the current thread count: the machine's attainable GEMM rate.
@@ -417,7 +421,8 @@ void register_bench_train(CLI::App& bench) {
                   "Comma-separated variants to run: dual, dual-composed (the dual form with the fused TTT mini-batch "
                   "kernel off: its composition of ops, the reference), dual-only (the dual form's kernels alone fused: the norms, "
                   "gated products and AdamW as compositions), iter-K (iterative path, carry mode; "
-                  "iterative = iter-1), prefix-K (iterative path, prefix mode)")
+                  "iterative = iter-1), prefix-K (iterative path, prefix mode), prefix-closed-K (prefix mode, dual path: "
+                  "closed-form inner gradients)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--mem-limit-mb", opts->mem_limit_mb,

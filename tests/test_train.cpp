@@ -408,8 +408,7 @@ TEST_CASE("config errors name the file, the line and the key") {
   CHECK(err("model:\n  heads: 3\n").find("bad.yaml: model config: d = 128 must split into 3 heads") == 0);
   CHECK(err("train:\n  seq_len: 100\n").find("train.seq_len = 100 must be a positive multiple of model.mini_batch") !=
         std::string::npos);
-  CHECK(err("train:\n  step_options: [1, 2]\n  mode: prefix\n").find("train.path must be 'iterative'") !=
-        std::string::npos);
+  CHECK_NOTHROW(cli::parse_config("train:\n  step_options: [1, 2]\n  mode: prefix\n", src));  // closed-form steps
   // Hardening: duplicates, out-of-range step counts, silently replaced values, non-finite rates, folders.
   CHECK(err("train:\n  lr: 1e-3\n  lr: 2e-3\n") == "bad.yaml:3: train.lr: duplicate key (a YAML mapping names each key once)");
   CHECK(err("train:\n  lr: 1e-3\ntrain:\n  steps: 3\n") == "bad.yaml:3: section 'train' appears twice");
@@ -624,8 +623,11 @@ TEST_CASE("evaluation: FLOPs per token grow with K, bits per byte are finite, pe
   CHECK(std::isfinite(prefix.bpb));
   eo.inner = {"uniform-2", StepMode::Carry, InnerPath::Iterative};
   CHECK(prefix.inner_flops_per_token > evaluate(t.model(), windows, eo).inner_flops_per_token);
+  // The dual path takes prefix mode's K > 1 in closed form: the same values, fewer FLOPs than the engine's grads.
   eo.inner = {"uniform-2", StepMode::Prefix, InnerPath::Dual};
-  CHECK_THROWS_WITH(evaluate(t.model(), windows, eo), doctest::Contains("needs the iterative path"));
+  const EvalResult closed = evaluate(t.model(), windows, eo);
+  CHECK(closed.bpb == doctest::Approx(prefix.bpb).epsilon(1e-5));
+  CHECK(closed.inner_flops_per_token < prefix.inner_flops_per_token);
 }
 
 TEST_CASE("the learn: section sets the learners and rejects bad values naming the key") {

@@ -141,6 +141,28 @@ TEST_CASE("closed-form and engine carry steps agree under a schedule with skips"
   }
 }
 
+TEST_CASE("closed-form and engine prefix steps agree (outputs, state, outer gradients; K > 1 with skips)") {
+  for (bool mlp : {false, true}) {
+    INFO("mlp ", mlp);
+    Generator gen(8);
+    TTTLayer layer(tiny(mlp), 0, gen, DType::F64);
+    Tensor u = gen.normal({2, 16, 8}, 0, 1, DType::F64), r = gen.normal({2, 16, 8}, 0, 1, DType::F64);
+    FixedSchedule sched({2, 0, 3, 1});
+    TTTRun closed, engine;
+    closed.schedule = engine.schedule = &sched;
+    closed.mode = engine.mode = StepMode::Prefix;
+    engine.path = InnerPath::Iterative;
+    const RunResult a = run_layer(layer, u, r, closed), b = run_layer(layer, u, r, engine);
+    check_same(a, b, 1e-11);
+    CHECK(nonzero_grads(a) >= layer.parameters().size() - 1);
+    // the steps are taken: prefix mode's extra steps change the unit's own outputs
+    UniformSchedule one(1);
+    TTTRun plain;
+    plain.schedule = &one;
+    CHECK(max_diff(raw::slice(run_layer(layer, u, r, plain).out, 1, 0, 4), raw::slice(a.out, 1, 0, 4)) > 1e-6);
+  }
+}
+
 TEST_CASE("rematerialised groups give the same outputs and gradients") {
   Generator gen(3);
   TTTLayer layer(tiny(true), 0, gen, DType::F64);
@@ -199,29 +221,30 @@ TEST_CASE("outer gradients through K = 1, 2, 3 inner steps match finite differen
 TEST_CASE("causality: later tokens never change earlier outputs") {
   for (int64_t b : {1, 16, 64})
     for (StepMode mode : {StepMode::Carry, StepMode::Prefix})
-      for (bool mlp : {false, true}) {
-        INFO("b ", b, " prefix ", mode == StepMode::Prefix, " mlp ", mlp);
-        Generator gen(uint64_t(b) + 7);
-        TTTLayer layer(tiny(mlp, b), 0, gen, DType::F64);
-        const int64_t N = b == 1 ? 12 : 2 * b;
-        Tensor u = gen.normal({1, N, 8}, 0, 1, DType::F64);
-        std::vector<int> ks;
-        for (int64_t i = 0; i < N / b; ++i) ks.push_back(int(gen.uniform01() * 4));  // zeros included
-        FixedSchedule sched(ks);
-        TTTRun run;
-        run.path = InnerPath::Iterative;
-        run.mode = mode;
-        run.prefix_path_at_one = true;
-        run.schedule = &sched;
-        NoGradGuard ng;
-        Tensor y0 = layer.forward(u, run);
-        const int64_t t = N / 2 + (b > 2 ? b / 3 : 0) - 1;  // a position inside a unit
-        auto v = u.to_vector();
-        for (int64_t i = (t + 1) * 8; i < N * 8; ++i) v[size_t(i)] += 1.0;
-        Tensor y1 = layer.forward(Tensor::from_vector(v, u.shape(), DType::F64), run);
-        CHECK(max_diff(raw::slice(y0, 1, 0, t + 1), raw::slice(y1, 1, 0, t + 1)) < 1e-12);
-        CHECK(max_diff(raw::slice(y0, 1, t + 1, N), raw::slice(y1, 1, t + 1, N)) > 1e-6);  // later ones do change
-      }
+      for (bool mlp : {false, true})
+        for (InnerPath path : {InnerPath::Iterative, InnerPath::Dual}) {
+          INFO("b ", b, " prefix ", mode == StepMode::Prefix, " mlp ", mlp, " closed ", path == InnerPath::Dual);
+          Generator gen(uint64_t(b) + 7);
+          TTTLayer layer(tiny(mlp, b), 0, gen, DType::F64);
+          const int64_t N = b == 1 ? 12 : 2 * b;
+          Tensor u = gen.normal({1, N, 8}, 0, 1, DType::F64);
+          std::vector<int> ks;
+          for (int64_t i = 0; i < N / b; ++i) ks.push_back(int(gen.uniform01() * 4));  // zeros included
+          FixedSchedule sched(ks);
+          TTTRun run;
+          run.path = path;
+          run.mode = mode;
+          run.prefix_path_at_one = true;
+          run.schedule = &sched;
+          NoGradGuard ng;
+          Tensor y0 = layer.forward(u, run);
+          const int64_t t = N / 2 + (b > 2 ? b / 3 : 0) - 1;  // a position inside a unit
+          auto v = u.to_vector();
+          for (int64_t i = (t + 1) * 8; i < N * 8; ++i) v[size_t(i)] += 1.0;
+          Tensor y1 = layer.forward(Tensor::from_vector(v, u.shape(), DType::F64), run);
+          CHECK(max_diff(raw::slice(y0, 1, 0, t + 1), raw::slice(y1, 1, 0, t + 1)) < 1e-12);
+          CHECK(max_diff(raw::slice(y0, 1, t + 1, N), raw::slice(y1, 1, t + 1, N)) > 1e-6);  // later ones do change
+        }
 }
 
 TEST_CASE("inner-loop FLOPs equal docs/ttt.md §4.2: 6bf² + 6b²f (linear), 56bf² + 30b²f (MLP) per head per unit") {
@@ -246,6 +269,29 @@ TEST_CASE("inner-loop FLOPs equal docs/ttt.md §4.2: 6bf² + 6b²f (linear), 56b
     CHECK(scope.counts().category(FlopCat::Matmul) == B * H * want);
     CHECK(cost.total() == scope.counts().total());  // the phases partition the unit's work
     CHECK(cost.inner_forward > 0);
+    CHECK(cost.inner_grad > 0);
+    CHECK(cost.update > 0);
+    CHECK(cost.output > 0);
+  }
+}
+
+TEST_CASE("prefix mode's dual form spends 6bf² + 2b²f, and 2b²f + (K − 1)·2b³f more for K > 1, in matmuls") {
+  const uint64_t B = 2, H = 2, b = 16, f = 32;
+  Generator gen(9);
+  InnerState s{gen.normal({2, 2, 32, 32}, 0, 0.1), gen.normal({2, 2, 1, 32}, 0, 0.1), {}, {}};
+  Tensor xq = gen.normal({2, 2, 16, 32}, 0, 1), xk = gen.normal({2, 2, 16, 32}, 0, 1);
+  Tensor xv = gen.normal({2, 2, 16, 32}, 0, 1), eta = gen.uniform({2, 2, 16, 16}, 0, 0.1);
+  InnerNorm n{Tensor::full({1, 2, 1, 32}, 1.0), Tensor::zeros({1, 2, 1, 32}), 1e-6};
+  for (uint64_t K : {1, 2, 4}) {
+    INFO("K ", K);
+    InnerState next;
+    UnitCost cost;
+    CostMeter meter(&cost);
+    FlopScope scope;
+    prefix_dual(s, xq, xk, xv, eta, n, int(K), next, &meter);
+    const uint64_t want = 6 * b * f * f + 2 * b * b * f + (K > 1 ? 2 * b * b * f + (K - 1) * 2 * b * b * b * f : 0);
+    CHECK(scope.counts().category(FlopCat::Matmul) == B * H * want);
+    CHECK(cost.total() == scope.counts().total());
     CHECK(cost.inner_grad > 0);
     CHECK(cost.update > 0);
     CHECK(cost.output > 0);

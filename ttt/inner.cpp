@@ -232,6 +232,56 @@ InnerState prefix_step(const InnerState& per_pos, const Tensor& xk, const Tensor
   return minus(per_pos, engine_grad(per_pos, loss, meter), meter);
 }
 
+InnerState prefix_step_closed(const InnerState& per_pos, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                              const InnerNorm& n5, CostMeter* meter) {
+  // Position i's step is a carry step on the unit's rows with weights η[i, ·] masked to j ≤ i: the rows
+  // broadcast over positions (axis 2) and the weights over features.
+  return carry_step_closed(per_pos, unsqueeze(xk, 2), unsqueeze(xv, 2), unsqueeze(tril(eta), -1), n5, meter);
+}
+
+namespace {
+// Σ_m p[i, m]·a[m, i, :] for every i: p (B, H, b, b), a (B, H, b(m), b(i), f) → (B, H, b(i), f).
+Tensor diagonal_apply(const Tensor& p, const Tensor& a) {
+  return sum(mul(unsqueeze(transpose(p, -1, -2), -1), a), {2});
+}
+}  // namespace
+
+Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                   const InnerNorm& n, int steps, InnerState& next, CostMeter* meter) {
+  // W_i = W − XKᵀ·A_i and b_i = b − 1ᵀ·A_i, where A_i (b × f) sums position i's weighted per-token gradients
+  // over the steps taken. So Z_i = XK·W_i + b_i = Z0 − M·A_i with M = XK·XKᵀ + 1 shared by every position:
+  // one (b × b)·(b × b·f) product a step instead of b products with (f × f) weights (docs/ttt.md §3.3).
+  const int64_t B = xk.shape()[0], H = xk.shape()[1], b = xk.shape()[2], f = xk.shape()[3];
+  const Tensor xkt = transpose(xk, -1, -2);
+  const Tensor z0 = unsqueeze(add(matmul(xk, s.W1), s.b1), 3);  // (B, H, b(j), 1, f)
+  const Tensor m = steps > 1 ? affine(matmul(xk, xkt), 1, 1) : Tensor();  // (B, H, b, b); one step needs none
+  const Tensor target = unsqueeze(sub(xv, xk), 3);
+  const Tensor w = unsqueeze(transpose(tril(eta), -1, -2), -1);  // (B, H, b(j), b(i), 1): η[i, j] for j ≤ i
+  const InnerNorm n5{unsqueeze(n.gamma, 3), unsqueeze(n.beta, 3), n.eps};
+  if (meter) meter->charge(&UnitCost::inner_forward);
+  Tensor a;  // (B, H, b(j), b(i), f): A_i's row j at [j, i]
+  for (int k = 0; k < steps; ++k) {
+    Tensor z = z0;
+    if (a.defined()) {
+      z = sub(z0, reshape(matmul(m, reshape(a, {B, H, b, b * f})), {B, H, b, b, f}));
+      if (meter) meter->charge(&UnitCost::inner_forward);
+    }
+    Tensor g = mul(w, ln_l2_grad(z, target, n5));
+    if (meter) meter->charge(&UnitCost::inner_grad);
+    a = a.defined() ? add(a, g) : g;
+    if (meter) meter->charge(&UnitCost::update);
+  }
+  // Outputs: XQ_i·W_i + b_i = XQ_i·W + b − Σ_m (XQ_i·XK_m + 1)·A_i[m].
+  const Tensor p = affine(matmul(xq, xkt), 1, 1);
+  const Tensor zq = sub(add(matmul(xq, s.W1), s.b1), diagonal_apply(p, a));
+  Tensor out = add(xq, inner_ln(zq, n));
+  if (meter) meter->charge(&UnitCost::output);
+  const Tensor a_last = squeeze(slice(a, 3, b - 1, b), 3);  // (B, H, b, f): the last position's A
+  next = InnerState{sub(s.W1, matmul(xkt, a_last)), sub(s.b1, sum(a_last, {-2}, true)), {}, {}};
+  if (meter) meter->charge(&UnitCost::update);
+  return out;
+}
+
 Tensor prefix_output(const InnerState& per_pos, const Tensor& xq, const InnerNorm& n5) {
   Tensor q = unsqueeze(xq, 3);  // (B, H, b, 1, f)
   return squeeze(inner_output(per_pos, q, n5), 3);

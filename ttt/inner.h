@@ -83,6 +83,13 @@ InnerState carry_step_autograd(const InnerState& s, const Tensor& xk, const Tens
 // against (B, H, b, b, f).
 InnerState prefix_step(const InnerState& per_pos, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                        const InnerNorm& n5, CostMeter* meter = nullptr);
+// The same step with the gradient in closed form (carry_step_closed on every position at once).
+InnerState prefix_step_closed(const InnerState& per_pos, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                              const InnerNorm& n5, CostMeter* meter = nullptr);
+// A whole prefix-mode unit of TTT-Linear, K ≥ 1 steps, in the dual form: the outputs and, in `next`, W_{b−1}.
+// The same values as per_position + K × prefix_step_closed + prefix_output without the b weight copies.
+Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                   const InnerNorm& n, int steps, InnerState& next, CostMeter* meter = nullptr);
 // Per-position weights all equal to s: (B, H, …) → (B, H, b, …).
 InnerState per_position(const InnerState& s, int64_t b);
 // Weights of position i: (B, H, b, …) → (B, H, …).

@@ -135,11 +135,7 @@ void TrainConfig::validate(const ModelConfig& model) const {
   need(eps > 0, "eps", "must be positive, got " + num(eps));
   need(weight_decay >= 0, "weight_decay", "must be >= 0, got " + num(weight_decay));
   need(grad_clip >= 0, "grad_clip", "must be >= 0, got " + num(grad_clip));
-  for (int k : step_options) {
-    need(k >= 0, "step_options", "must hold step counts >= 0, got " + std::to_string(k));
-    need(!(mode == StepMode::Prefix && path == InnerPath::Dual && k > 1), "path",
-         "must be 'iterative' for prefix mode with K = " + std::to_string(k) + " > 1");
-  }
+  for (int k : step_options) need(k >= 0, "step_options", "must hold step counts >= 0, got " + std::to_string(k));
   need(remat_group >= 0, "remat_group", "must be >= 0, got " + std::to_string(remat_group));
   need(ttt_lr_mult_init > 0 && ttt_lr_mult_init <= 1, "ttt_lr_mult_init",
        "must lie in (0, 1], got " + num(ttt_lr_mult_init));

@@ -92,16 +92,23 @@ Tensor TTTLayer::unit_step(InnerState& state, const Tensor& xq, const Tensor& xk
     meter.charge(&UnitCost::output);
     return out;
   }
+  const bool dual = run.path == InnerPath::Dual;
+  if (run.mode == StepMode::Prefix && (steps > 1 || run.prefix_path_at_one) && dual && !state.mlp()) {
+    InnerState next;
+    Tensor out = prefix_dual(state, xq, xk, xv, eta, n4, steps, next, &meter);
+    state = next;
+    return out;
+  }
   if (run.mode == StepMode::Prefix && (steps > 1 || run.prefix_path_at_one)) {
     InnerNorm n5{reshape(gamma, {1, H, 1, 1, f}), reshape(beta, {1, H, 1, 1, f})};
     InnerState per = per_position(state, b);
-    for (int s = 0; s < steps; ++s) per = prefix_step(per, xk, xv, eta, n5, &meter);
+    for (int s = 0; s < steps; ++s)
+      per = dual ? prefix_step_closed(per, xk, xv, eta, n5, &meter) : prefix_step(per, xk, xv, eta, n5, &meter);
     Tensor out = prefix_output(per, xq, n5);
     meter.charge(&UnitCost::output);
     state = position(per, b - 1);
     return out;
   }
-  const bool dual = run.path == InnerPath::Dual;
   InnerState next;
   Tensor out = dual ? dual_step(state, xq, xk, xv, eta, n4, next, &meter)
                     : dual_step_autograd(state, xq, xk, xv, eta, n4, next, &meter);
@@ -131,8 +138,6 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
     } else {
       if (run.schedule) steps = run.schedule->steps({layer_, u, u * b, b});
       if (steps < 0) throw std::invalid_argument("step schedule gave " + std::to_string(steps) + " steps");
-      if (run.mode == StepMode::Prefix && run.path == InnerPath::Dual && steps > 1)
-        throw std::invalid_argument("prefix mode with more than one step needs the iterative path");
       decided.push_back(steps);
     }
     UnitCost cost{layer_, u, steps, 0, 0, 0, 0};
