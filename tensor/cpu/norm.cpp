@@ -18,6 +18,7 @@ namespace {
 using rows::ld;
 using rows::st;
 using rows::vsum;
+using rows::vsums;
 using rows::vfor;
 using rows::ln_stats;
 using rows::acc_add;
@@ -52,8 +53,11 @@ void layer_norm_backward_t(const Tensor& out, const Tensor& x, const Tensor& v, 
     const T *p = px + o, *q = pv + o;
     double mu, s;
     ln_stats(p, D, eps, mu, s);
-    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t); }) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t) * ((ld(p, i, t) - mu) * s); }) / double(D);
+    const auto m = vsums<2>(D, [&](int64_t i, auto t) {
+      const auto qi = ld(q, i, t);
+      return std::array<decltype(qi), 2>{qi, qi * ((ld(p, i, t) - mu) * s)};
+    });
+    const double m1 = m[0] / double(D), m2 = m[1] / double(D);
     vfor(D, [&](int64_t i, auto t) { st(po + o, i, s * (ld(q, i, t) - m1 - (ld(p, i, t) - mu) * s * m2), t); });
   });
 }
@@ -68,16 +72,20 @@ void layer_norm_vjp_t(const Tensor& dx, const Tensor& dv, const Tensor& x, const
     double mu, s;
     ln_stats(p, D, eps, mu, s);
     auto xh = [&](int64_t i, auto t) { return (ld(p, i, t) - mu) * s; };
-    const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t); }) / double(D);
-    const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(q, i, t) * xh(i, t); }) / double(D);
+    const auto m = vsums<4>(D, [&](int64_t i, auto t) {  // the means of v, v⊙x̂, dz and dz⊙x̂
+      const auto h = xh(i, t), qi = ld(q, i, t), gi = ld(g, i, t);
+      return std::array<decltype(h), 4>{qi, qi * h, gi, gi * h};
+    });
+    const double m1 = m[0] / double(D), m2 = m[1] / double(D), a = m[2] / double(D), b = m[3] / double(D);
     auto z = [&](int64_t i, auto t) { return s * (ld(q, i, t) - m1 - xh(i, t) * m2); };
-    const double a = vsum(D, [&](int64_t i, auto t) { return ld(g, i, t); }) / double(D);
-    const double b = vsum(D, [&](int64_t i, auto t) { return ld(g, i, t) * xh(i, t); }) / double(D);
     const double c = vsum(D, [&](int64_t i, auto t) { return ld(g, i, t) * z(i, t); }) / double(D);
     // dv = s·(dz − a − x̂·b);  dx̂ = −s·(m2·dz + b·v);  dx = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂
     auto dxh = [&](int64_t i, auto t) { return -s * (m2 * ld(g, i, t) + b * ld(q, i, t)); };
-    const double e = vsum(D, dxh) / double(D);
-    const double f = vsum(D, [&](int64_t i, auto t) { return dxh(i, t) * xh(i, t); }) / double(D);
+    const auto ef = vsums<2>(D, [&](int64_t i, auto t) {
+      const auto d = dxh(i, t);
+      return std::array<decltype(d), 2>{d, d * xh(i, t)};
+    });
+    const double e = ef[0] / double(D), f = ef[1] / double(D);
     vfor(D, [&](int64_t i, auto t) {
       const auto h = xh(i, t);
       st(pdv + o, i, s * (ld(g, i, t) - a - h * b), t);

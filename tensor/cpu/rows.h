@@ -2,6 +2,7 @@
 // (tensor/cpu/ttt_dual.cpp): one home for each row formula, in double precision over interleaved lanes with a fixed
 // order of summation, so results do not depend on the thread count or on which kernel calls them.
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -63,6 +64,38 @@ double vsum(int64_t D, F f) {
   return t;
 }
 
+// N sums in one pass over a row, each added in vsum's order (so each equals vsum of its own terms): f(i, Vec{})
+// returns the N terms of elements i..i+3 as std::array<vd, N>, f(i, One{}) those of element i as
+// std::array<double, N>; f may also write element i's outputs. Rows are short (the head size), so reading them
+// once instead of once per sum is what makes a row kernel fast.
+template <size_t N, class F>
+std::array<double, N> vsums(int64_t D, F f) {
+  vd a[N], b[N];
+  for (size_t k = 0; k < N; ++k) a[k] = b[k] = vd{0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8) {
+    const auto x = f(i, Vec{}), y = f(i + 4, Vec{});
+    for (size_t k = 0; k < N; ++k) {
+      a[k] += x[k];
+      b[k] += y[k];
+    }
+  }
+  for (; i + 4 <= D; i += 4) {
+    const auto x = f(i, Vec{});
+    for (size_t k = 0; k < N; ++k) a[k] += x[k];
+  }
+  std::array<double, N> t;
+  for (size_t k = 0; k < N; ++k) {
+    a[k] += b[k];
+    t[k] = (a[k][0] + a[k][1]) + (a[k][2] + a[k][3]);
+  }
+  for (; i < D; ++i) {
+    const auto x = f(i, One{});
+    for (size_t k = 0; k < N; ++k) t[k] += x[k];
+  }
+  return t;
+}
+
 // f(i, Vec{}) and f(i, One{}) over a row, for writes.
 template <class F>
 void vfor(int64_t D, F f) {
@@ -111,15 +144,15 @@ void ln_affine_backward(const T* p, const T* gm, const T* q, T* dxo, double* ag,
   double mu, s;
   ln_stats(p, D, eps, mu, s);
   // x̂ and g⊙γ kept; dγ += g⊙x̂, dβ += g
-  vfor(D, [&](int64_t i, auto t) {
-    const auto h = (ld(p, i, t) - mu) * s, gi = ld(q, i, t);
+  const auto m = vsums<2>(D, [&](int64_t i, auto t) {  // and the means of g⊙γ and g⊙γ⊙x̂
+    const auto h = (ld(p, i, t) - mu) * s, gi = ld(q, i, t), y = gi * ld(gm, i, t);
     st(xh, i, h, t);
-    st(gg, i, gi * ld(gm, i, t), t);
+    st(gg, i, y, t);
     acc_add(ag, i, gi * h, t);
     acc_add(ab, i, gi, t);
+    return std::array<decltype(h), 2>{y, y * h};
   });
-  const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t); }) / double(D);
-  const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gg, i, t) * ld(xh, i, t); }) / double(D);
+  const double m1 = m[0] / double(D), m2 = m[1] / double(D);
   vfor(D, [&](int64_t i, auto t) { st(dxo, i, s * (ld(gg, i, t) - m1 - ld(xh, i, t) * m2), t); });
 }
 
@@ -129,13 +162,14 @@ void ln_l2_grad(const T* p, const T* q, const T* gm, const T* bt, T* out, int64_
   double* gy = xh + D;
   double mu, s;
   ln_stats(p, D, eps, mu, s);
-  vfor(D, [&](int64_t i, auto t) {  // x̂ and gy = (γ⊙x̂ + β − t)⊙γ
+  const auto m = vsums<2>(D, [&](int64_t i, auto t) {  // x̂ and gy = (γ⊙x̂ + β − t)⊙γ; Σ gy, Σ gy⊙x̂
     const auto h = (ld(p, i, t) - mu) * s, g = ld(gm, i, t);
+    const auto y = (g * h + ld(bt, i, t) - ld(q, i, t)) * g;
     st(xh, i, h, t);
-    st(gy, i, (g * h + ld(bt, i, t) - ld(q, i, t)) * g, t);
+    st(gy, i, y, t);
+    return std::array<decltype(h), 2>{y, y * h};
   });
-  const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
-  const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
+  const double m1 = m[0] / double(D), m2 = m[1] / double(D);
   vfor(D, [&](int64_t i, auto t) { st(out, i, s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2), t); });
 }
 
@@ -147,30 +181,31 @@ void ln_l2_grad_vjp(const T* p, const T* q, const T* gm, const T* bt, const T* w
   double mu, s;
   ln_stats(p, D, eps, mu, s);
   // x̂, r = γ⊙x̂ + β − t and gy = r⊙γ, kept for the passes below
-  vfor(D, [&](int64_t i, auto t) {
+  // and the means of gy, gy⊙x̂, w and w⊙x̂
+  const auto m = vsums<4>(D, [&](int64_t i, auto t) {
     const auto h = (ld(p, i, t) - mu) * s;
     const auto ri = ld(gm, i, t) * h + ld(bt, i, t) - ld(q, i, t);
+    const auto y = ri * ld(gm, i, t), wi = ld(wr, i, t);
     st(xh, i, h, t);
     st(rr, i, ri, t);
-    st(gy, i, ri * ld(gm, i, t), t);
+    st(gy, i, y, t);
+    return std::array<decltype(h), 4>{y, y * h, wi, wi * h};
   });
-  const double m1 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t); }) / double(D);
-  const double m2 = vsum(D, [&](int64_t i, auto t) { return ld(gy, i, t) * ld(xh, i, t); }) / double(D);
-  const double a = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t); }) / double(D);
-  const double b = vsum(D, [&](int64_t i, auto t) { return ld(wr, i, t) * ld(xh, i, t); }) / double(D);
+  const double m1 = m[0] / double(D), m2 = m[1] / double(D), a = m[2] / double(D), b = m[3] / double(D);
   // c = mean(w⊙out), out = s·(gy − m1 − x̂·m2) the forward result
   const double c = vsum(D, [&](int64_t i, auto t) {
                      return ld(wr, i, t) * (s * (ld(gy, i, t) - m1 - ld(xh, i, t) * m2));
                    }) / double(D);
   // dgy = s·(w − a − x̂·b); dx̂ = −s·(m2·w + b·gy) + dgy⊙γ²
-  vfor(D, [&](int64_t i, auto t) {
-    const auto g = ld(gm, i, t), wi = ld(wr, i, t);
-    const auto d = s * (wi - a - ld(xh, i, t) * b);
+  const auto ef = vsums<2>(D, [&](int64_t i, auto t) {  // and the means of dx̂ and dx̂⊙x̂
+    const auto g = ld(gm, i, t), wi = ld(wr, i, t), h = ld(xh, i, t);
+    const auto d = s * (wi - a - h * b);
+    const auto x = -s * (m2 * wi + b * ld(gy, i, t)) + d * g * g;
     st(dg, i, d, t);
-    st(dx, i, -s * (m2 * wi + b * ld(gy, i, t)) + d * g * g, t);
+    st(dx, i, x, t);
+    return std::array<decltype(h), 2>{x, x * h};
   });
-  const double e = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t); }) / double(D);
-  const double f = vsum(D, [&](int64_t i, auto t) { return ld(dx, i, t) * ld(xh, i, t); }) / double(D);
+  const double e = ef[0] / double(D), f = ef[1] / double(D);
   // dz = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂; dt = −dgy⊙γ; dγ += dgy⊙(r + γ⊙x̂); dβ += dgy⊙γ
   vfor(D, [&](int64_t i, auto t) {
     const auto h = ld(xh, i, t), g = ld(gm, i, t), d = ld(dg, i, t);
