@@ -1,5 +1,6 @@
 // Index kernels on contiguous tensors with int64 indices. Adds that may hit the same slot run in a
 // fixed sequential order per slot, so scatter/index adds are deterministic.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -53,10 +54,18 @@ void index_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& src
   PONDER_DISPATCH_ALL(out.dtype(), "index_add", [&] {
     const scalar_t* s = src.data<scalar_t>();
     scalar_t* y = out.data<scalar_t>();
+    // Blocks of a row's elements, each adding the source rows in index order: the same sum for every element
+    // whatever the thread count, with whole row segments read and written at a time.
+    constexpr int64_t kBlock = 64;
+    const int64_t nb = (inner + kBlock - 1) / kBlock;
 _Pragma("omp parallel for schedule(static) if (src.numel() >= kParallelMin)")
-    for (int64_t oi = 0; oi < outer * inner; ++oi) {
-      int64_t o = oi / inner, i = oi % inner;
-      for (int64_t j = 0; j < ni; ++j) y[(o * len + pi[j]) * inner + i] += s[(o * ni + j) * inner + i];
+    for (int64_t ob = 0; ob < outer * nb; ++ob) {
+      const int64_t o = ob / nb, c0 = (ob % nb) * kBlock, c1 = std::min(inner, c0 + kBlock);
+      for (int64_t j = 0; j < ni; ++j) {
+        scalar_t* yr = y + (o * len + pi[j]) * inner;
+        const scalar_t* sr = s + (o * ni + j) * inner;
+        for (int64_t c = c0; c < c1; ++c) yr[c] += sr[c];
+      }
     }
   });
 }
