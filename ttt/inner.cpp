@@ -1,5 +1,7 @@
 #include "ttt/inner.h"
 
+#include <vector>
+
 #include "autograd/engine.h"
 
 namespace ponder::ttt {
@@ -240,9 +242,32 @@ InnerState prefix_step_closed(const InnerState& per_pos, const Tensor& xk, const
 }
 
 namespace {
-// Σ_m p[i, m]·a[m, i, :] for every i: p (B, H, b, b), a (B, H, b(m), b(i), f) → (B, H, b(i), f).
-Tensor diagonal_apply(const Tensor& p, const Tensor& a) {
-  return sum(mul(unsqueeze(transpose(p, -1, -2), -1), a), {2});
+// The pairs (j, i) with j ≤ i of a unit of b positions, j-major: row j of position i's weighted gradients. Only
+// these are non-zero (η is causal), so the per-token LN+L2 gradients are taken on b(b + 1)/2 rows, not b².
+struct PrefixPairs {
+  Tensor flat;  // (P): j·b + i, a row of the (b·b) grid of all pairs
+  Tensor j, i;  // (P): each pair's j and i
+  Tensor last;  // (b): the pairs of the last position (j, b − 1), in the order of j
+};
+
+PrefixPairs prefix_pairs(int64_t b) {
+  std::vector<double> flat, j, i, last;
+  for (int64_t jj = 0; jj < b; ++jj)
+    for (int64_t ii = jj; ii < b; ++ii) {
+      if (ii == b - 1) last.push_back(double(flat.size()));
+      flat.push_back(double(jj * b + ii));
+      j.push_back(double(jj));
+      i.push_back(double(ii));
+    }
+  const int64_t P = int64_t(flat.size());
+  return {Tensor::from_vector(flat, {P}, DType::I64), Tensor::from_vector(j, {P}, DType::I64),
+          Tensor::from_vector(i, {P}, DType::I64), Tensor::from_vector(last, {b}, DType::I64)};
+}
+
+// x (B, H, b(i), b(j)) read at the pairs: x[i, j] for j ≤ i, as (B, H, P, 1).
+Tensor at_pairs(const Tensor& x, const PrefixPairs& pp) {
+  const Shape& sh = x.shape();
+  return unsqueeze(index_select(reshape(transpose(x, -1, -2), {sh[0], sh[1], sh[2] * sh[3]}), 2, pp.flat), -1);
 }
 }  // namespace
 
@@ -251,32 +276,37 @@ Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, cons
   // W_i = W − XKᵀ·A_i and b_i = b − 1ᵀ·A_i, where A_i (b × f) sums position i's weighted per-token gradients
   // over the steps taken. So Z_i = XK·W_i + b_i = Z0 − M·A_i with M = XK·XKᵀ + 1 shared by every position:
   // one (b × b)·(b × b·f) product a step instead of b products with (f × f) weights (docs/ttt.md §3.3).
+  // A is kept packed, one row per pair (j ≤ i), and spread to the full grid only for that product.
   const int64_t B = xk.shape()[0], H = xk.shape()[1], b = xk.shape()[2], f = xk.shape()[3];
+  const PrefixPairs pp = prefix_pairs(b);
   const Tensor xkt = transpose(xk, -1, -2);
-  const Tensor z0 = unsqueeze(add(matmul(xk, s.W1), s.b1), 3);  // (B, H, b(j), 1, f)
+  const Tensor z0 = add(matmul(xk, s.W1), s.b1), target = sub(xv, xk);  // (B, H, b, f)
   const Tensor m = steps > 1 ? affine(matmul(xk, xkt), 1, 1) : Tensor();  // (B, H, b, b); one step needs none
-  const Tensor target = unsqueeze(sub(xv, xk), 3);
-  const Tensor w = unsqueeze(transpose(tril(eta), -1, -2), -1);  // (B, H, b(j), b(i), 1): η[i, j] for j ≤ i
-  const InnerNorm n5{unsqueeze(n.gamma, 3), unsqueeze(n.beta, 3), n.eps};
+  const Tensor w = at_pairs(eta, pp);                                       // (B, H, P, 1): η[i, j]
+  const Tensor z0p = steps > 1 ? index_select(z0, 2, pp.j) : Tensor(), tp = index_select(target, 2, pp.j);
   if (meter) meter->charge(&UnitCost::inner_forward);
-  Tensor a;  // (B, H, b(j), b(i), f): A_i's row j at [j, i]
+  Tensor a;  // (B, H, P, f): A_i's row j at pair (j, i)
   for (int k = 0; k < steps; ++k) {
-    Tensor z = z0;
-    if (a.defined()) {
-      z = sub(z0, reshape(matmul(m, reshape(a, {B, H, b, b * f})), {B, H, b, b, f}));
+    Tensor g;
+    if (!a.defined()) {  // every position starts from W: the b rows' gradients, read at the pairs
+      g = index_select(ln_l2_grad(z0, target, n), 2, pp.j);
+    } else {
+      const Tensor grid = reshape(index_add({B, H, b * b, f}, 2, pp.flat, a), {B, H, b, b * f});
+      const Tensor z = sub(z0p, index_select(reshape(matmul(m, grid), {B, H, b * b, f}), 2, pp.flat));
       if (meter) meter->charge(&UnitCost::inner_forward);
+      g = ln_l2_grad(z, tp, n);
     }
-    Tensor g = mul(w, ln_l2_grad(z, target, n5));
+    g = mul(w, g);
     if (meter) meter->charge(&UnitCost::inner_grad);
     a = a.defined() ? add(a, g) : g;
     if (meter) meter->charge(&UnitCost::update);
   }
-  // Outputs: XQ_i·W_i + b_i = XQ_i·W + b − Σ_m (XQ_i·XK_m + 1)·A_i[m].
-  const Tensor p = affine(matmul(xq, xkt), 1, 1);
-  const Tensor zq = sub(add(matmul(xq, s.W1), s.b1), diagonal_apply(p, a));
+  // Outputs: XQ_i·W_i + b_i = XQ_i·W + b − Σ_{j ≤ i} (XQ_i·XK_j + 1)·A_i[j].
+  const Tensor pq = at_pairs(affine(matmul(xq, xkt), 1, 1), pp);  // (B, H, P, 1)
+  const Tensor zq = sub(add(matmul(xq, s.W1), s.b1), index_add({B, H, b, f}, 2, pp.i, mul(pq, a)));
   Tensor out = add(xq, inner_ln(zq, n));
   if (meter) meter->charge(&UnitCost::output);
-  const Tensor a_last = squeeze(slice(a, 3, b - 1, b), 3);  // (B, H, b, f): the last position's A
+  const Tensor a_last = index_select(a, 2, pp.last);  // (B, H, b, f): the last position's A
   next = InnerState{sub(s.W1, matmul(xkt, a_last)), sub(s.b1, sum(a_last, {-2}, true)), {}, {}};
   if (meter) meter->charge(&UnitCost::update);
   return out;
