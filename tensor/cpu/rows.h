@@ -10,11 +10,12 @@
 
 namespace ponder::cpu::rows {
 
-// Rows are processed four elements at a time in double-precision vectors (AVX2: one instruction each),
-// with a scalar tail; a lambda written for `auto` operands serves both. Sums keep two vector
-// accumulators and fold them in a fixed order.
-using vd = double __attribute__((vector_size(32)));
-using vf4 = float __attribute__((vector_size(16)));
+// Rows are processed kLanes = 8 elements at a time in double-precision vectors (AVX-512: one instruction each;
+// two AVX2 ones elsewhere, with the same results), with a scalar tail; a lambda written for `auto` operands
+// serves both. Sums keep two vector accumulators and fold them in a fixed order.
+constexpr int64_t kLanes = 8;
+using vd = double __attribute__((vector_size(8 * kLanes)));
+using vf = float __attribute__((vector_size(4 * kLanes)));
 struct Vec {};
 struct One {};
 
@@ -25,7 +26,7 @@ vd ld(const T* p, int64_t i, Vec) {
     std::memcpy(&v, p + i, sizeof v);
     return v;
   } else {
-    vf4 f;
+    vf f;
     std::memcpy(&f, p + i, sizeof f);
     return __builtin_convertvector(f, vd);
   }
@@ -39,7 +40,7 @@ void st(T* p, int64_t i, vd v, Vec) {
   if constexpr (std::is_same_v<T, double>) {
     std::memcpy(p + i, &v, sizeof v);
   } else {
-    const vf4 f = __builtin_convertvector(v, vf4);
+    const vf f = __builtin_convertvector(v, vf);
     std::memcpy(p + i, &f, sizeof f);
   }
 }
@@ -48,47 +49,46 @@ void st(T* p, int64_t i, double v, One) {
   p[i] = T(v);
 }
 
-// Σ_i f(i) over a row, f(i, Vec{}) giving elements i..i+3 and f(i, One{}) element i.
+// The lanes of a vector added in a fixed tree.
+inline double fold(vd a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+
+// Σ_i f(i) over a row, f(i, Vec{}) giving elements i..i+kLanes−1 and f(i, One{}) element i.
 template <class F>
 double vsum(int64_t D, F f) {
-  vd a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+  vd a = {}, b = {};
   int64_t i = 0;
-  for (; i + 8 <= D; i += 8) {
+  for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
     a += f(i, Vec{});
-    b += f(i + 4, Vec{});
+    b += f(i + kLanes, Vec{});
   }
-  for (; i + 4 <= D; i += 4) a += f(i, Vec{});
-  a += b;
-  double t = (a[0] + a[1]) + (a[2] + a[3]);
+  for (; i + kLanes <= D; i += kLanes) a += f(i, Vec{});
+  double t = fold(a + b);
   for (; i < D; ++i) t += f(i, One{});
   return t;
 }
 
 // N sums in one pass over a row, each added in vsum's order (so each equals vsum of its own terms): f(i, Vec{})
-// returns the N terms of elements i..i+3 as std::array<vd, N>, f(i, One{}) those of element i as
+// returns the N terms of elements i..i+kLanes−1 as std::array<vd, N>, f(i, One{}) those of element i as
 // std::array<double, N>; f may also write element i's outputs. Rows are short (the head size), so reading them
 // once instead of once per sum is what makes a row kernel fast.
 template <size_t N, class F>
 std::array<double, N> vsums(int64_t D, F f) {
   vd a[N], b[N];
-  for (size_t k = 0; k < N; ++k) a[k] = b[k] = vd{0, 0, 0, 0};
+  for (size_t k = 0; k < N; ++k) a[k] = b[k] = vd{};
   int64_t i = 0;
-  for (; i + 8 <= D; i += 8) {
-    const auto x = f(i, Vec{}), y = f(i + 4, Vec{});
+  for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
+    const auto x = f(i, Vec{}), y = f(i + kLanes, Vec{});
     for (size_t k = 0; k < N; ++k) {
       a[k] += x[k];
       b[k] += y[k];
     }
   }
-  for (; i + 4 <= D; i += 4) {
+  for (; i + kLanes <= D; i += kLanes) {
     const auto x = f(i, Vec{});
     for (size_t k = 0; k < N; ++k) a[k] += x[k];
   }
   std::array<double, N> t;
-  for (size_t k = 0; k < N; ++k) {
-    a[k] += b[k];
-    t[k] = (a[k][0] + a[k][1]) + (a[k][2] + a[k][3]);
-  }
+  for (size_t k = 0; k < N; ++k) t[k] = fold(a[k] + b[k]);
   for (; i < D; ++i) {
     const auto x = f(i, One{});
     for (size_t k = 0; k < N; ++k) t[k] += x[k];
@@ -100,7 +100,7 @@ std::array<double, N> vsums(int64_t D, F f) {
 template <class F>
 void vfor(int64_t D, F f) {
   int64_t i = 0;
-  for (; i + 4 <= D; i += 4) f(i, Vec{});
+  for (; i + kLanes <= D; i += kLanes) f(i, Vec{});
   for (; i < D; ++i) f(i, One{});
 }
 
