@@ -127,30 +127,32 @@ void rms_norm_backward_t(const Tensor& out, const Tensor& x, const Tensor& g, do
 }
 
 // ---- with per-row γ, β (row r reads γ[goff[r] ...]); sums over rows into γ-shaped outputs go through
-// fixed blocks of kRowBlock rows, each with its own double accumulators, added up in block order.
+// fixed blocks of rows, each with its own double accumulators, added up in block order. Blocks hold at least
+// kRowBlock rows and number at most kMaxBlocks (their accumulators are zeroed and added up on every call);
+// both depend on the shape only, never on the thread count.
 
-constexpr int64_t kRowBlock = 32;
+constexpr int64_t kRowBlock = 32, kMaxBlocks = 64;
 
 // fn(row offset o, D, row r, acc) for every row, acc = n_acc·P doubles of the row's block; then
 // outs[k][j] = Σ_blocks acc_block[k·P + j].
 template <class T, class Fn>
 void rows_into(const Tensor& x, int64_t P, std::initializer_list<T*> outs, Fn fn) {
   const int64_t D = x.shape().back(), rows = D ? x.numel() / D : 0;
-  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock, n_acc = int64_t(outs.size());
+  const int64_t per = std::max(kRowBlock, (rows + kMaxBlocks - 1) / kMaxBlocks);
+  const int64_t blocks = (rows + per - 1) / per, n_acc = int64_t(outs.size());
   std::vector<double> part(size_t(std::max<int64_t>(blocks, 1) * n_acc * P), 0.0);
 #pragma omp parallel for schedule(static) if (blocks > 1 && x.numel() >= kParallelMin)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     double* acc = part.data() + blk * n_acc * P;
-    for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) fn(r * D, D, r, acc);
+    for (int64_t r = blk * per; r < std::min(rows, (blk + 1) * per); ++r) fn(r * D, D, r, acc);
   }
-  int64_t k = 0;
-  for (T* out : outs) {
-    for (int64_t j = 0; j < P; ++j) {
-      double sum = 0;
-      for (int64_t blk = 0; blk < blocks; ++blk) sum += part[size_t((blk * n_acc + k) * P + j)];
-      out[j] = T(sum);
-    }
-    ++k;
+  T* const* out = outs.begin();
+#pragma omp parallel for schedule(static) if (n_acc * P * blocks >= kParallelMin)
+  for (int64_t kj = 0; kj < n_acc * P; ++kj) {
+    const int64_t k = kj / P, j = kj % P;
+    double sum = 0;
+    for (int64_t blk = 0; blk < blocks; ++blk) sum += part[size_t((blk * n_acc + k) * P + j)];
+    out[k][j] = T(sum);
   }
 }
 
