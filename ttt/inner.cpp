@@ -281,7 +281,9 @@ Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, cons
   const PrefixPairs pp = prefix_pairs(b);
   const Tensor xkt = transpose(xk, -1, -2);
   const Tensor z0 = add(matmul(xk, s.W1), s.b1), target = sub(xv, xk);  // (B, H, b, f)
-  const Tensor m = steps > 1 ? affine(matmul(xk, xkt), 1, 1) : Tensor();  // (B, H, b, b); one step needs none
+  // −M and −(XQ·XKᵀ + 1) rather than M and a subtraction: the same values, and no negation of (B, H, P, f)
+  // gradients in the backward.
+  const Tensor neg_m = steps > 1 ? affine(matmul(xk, xkt), -1, -1) : Tensor();  // (B, H, b, b); K = 1: none
   const Tensor w = at_pairs(eta, pp);                                       // (B, H, P, 1): η[i, j]
   const Tensor z0p = steps > 1 ? index_select(z0, 2, pp.j) : Tensor(), tp = index_select(target, 2, pp.j);
   if (meter) meter->charge(&UnitCost::inner_forward);
@@ -292,7 +294,7 @@ Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, cons
       g = index_select(ln_l2_grad(z0, target, n), 2, pp.j);
     } else {
       const Tensor grid = reshape(index_add({B, H, b * b, f}, 2, pp.flat, a), {B, H, b, b * f});
-      const Tensor z = sub(z0p, index_select(reshape(matmul(m, grid), {B, H, b * b, f}), 2, pp.flat));
+      const Tensor z = add(z0p, index_select(reshape(matmul(neg_m, grid), {B, H, b * b, f}), 2, pp.flat));
       if (meter) meter->charge(&UnitCost::inner_forward);
       g = ln_l2_grad(z, tp, n);
     }
@@ -302,8 +304,8 @@ Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, cons
     if (meter) meter->charge(&UnitCost::update);
   }
   // Outputs: XQ_i·W_i + b_i = XQ_i·W + b − Σ_{j ≤ i} (XQ_i·XK_j + 1)·A_i[j].
-  const Tensor pq = at_pairs(affine(matmul(xq, xkt), 1, 1), pp);  // (B, H, P, 1)
-  const Tensor zq = sub(add(matmul(xq, s.W1), s.b1), index_add({B, H, b, f}, 2, pp.i, mul(pq, a)));
+  const Tensor neg_pq = at_pairs(affine(matmul(xq, xkt), -1, -1), pp);  // (B, H, P, 1)
+  const Tensor zq = add(add(matmul(xq, s.W1), s.b1), index_add({B, H, b, f}, 2, pp.i, mul(neg_pq, a)));
   Tensor out = add(xq, inner_ln(zq, n));
   if (meter) meter->charge(&UnitCost::output);
   const Tensor a_last = index_select(a, 2, pp.last);  // (B, H, b, f): the last position's A
