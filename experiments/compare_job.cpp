@@ -193,8 +193,9 @@ std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const s
 
 void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title,
                   const TrainedModel* attention, const std::string& attention_checkpoint, Journal* journal) {
-  RegimeResult regime =
-      run_regime(job.m, attention, job.ds, regime_options(job.streams), stderr_progress("regime"), journal);
+  RegimeOptions ro = regime_options(job.streams);
+  ro.mode = job.opt.rollout.mode;
+  RegimeResult regime = run_regime(job.m, attention, job.ds, ro, stderr_progress("regime"), journal);
   regime.attention_checkpoint = attention_checkpoint;
   write_position_plot(regime, dir);
   nlohmann::ordered_json top = {{"corpus", corpus_json(job.ds)}};

@@ -115,13 +115,18 @@ ttt::StreamEvalOptions attention_options(int64_t chunk) {
   return so;
 }
 
-// uniform-K read with the state carried, at the model's own inner step size.
-ttt::StreamEvalOptions uniform_options(const TrainedModel& m, int k, int64_t chunk) {
+// uniform-K read with the state carried, at the model's own inner step size, in the comparison's mode.
+ttt::StreamEvalOptions uniform_options(const TrainedModel& m, int k, const RegimeOptions& opt) {
   ttt::StreamEvalOptions so;
-  so.inner = {"uniform-" + std::to_string(k), ttt::StepMode::Carry, ttt::InnerPath::Dual};
-  so.chunk = chunk;
+  so.inner = {"uniform-" + std::to_string(k), opt.mode, ttt::InnerPath::Dual};
+  so.chunk = opt.chunk;
   so.lr_mult = eval_options(m, so.inner).lr_mult;
   return so;
+}
+
+// A uniform pass's name in progress lines and the journal (carry mode's as before prefix mode was read here).
+std::string uniform_name(int k, const RegimeOptions& opt) {
+  return "uniform-" + std::to_string(k) + (opt.mode == ttt::StepMode::Prefix ? " (prefix mode)" : "");
 }
 
 // The regime's passes as one progress line: each pass weighs the tokens it reads, its own progress (a share of
@@ -170,8 +175,8 @@ void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* 
                     Journal* journal) {
   const double n = tokens_of(docs);
   for (auto& [k, res] : r.uniform) {
-    const std::string what = "uniform-" + std::to_string(k) + " by position";
-    const ttt::StreamEvalOptions so = passes.track(uniform_options(m, k, opt.chunk), what, n);
+    const std::string what = uniform_name(k, opt) + " by position";
+    const ttt::StreamEvalOptions so = passes.track(uniform_options(m, k, opt), what, n);
     res.by_position = journaled(journal, what, [&] { return ttt::evaluate_streams(m.model, docs, so); }).by_position;
   }
   if (attention && r.attention) {
@@ -221,6 +226,7 @@ std::vector<data::StreamTokens> position_documents(const Dataset& ds, const Regi
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
                         const RegimeOptions& opt, const CompareProgress& progress, Journal* journal) {
   RegimeResult r;
+  r.mode = opt.mode;
   r.carry_factors = m.model.carry_factors();
   r.model_layers = m.model.config().layers;
   if (attention) {
@@ -233,10 +239,10 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
   PassProgress passes(progress, passes_each * (tokens_of(streams) + tokens_of(docs)));
   for (int k : opt.ks) {
     const double n = tokens_of(streams);
-    const std::string what = "uniform-" + std::to_string(k);
-    const ttt::StreamEvalOptions so = passes.track(uniform_options(m, k, opt.chunk), what, n);
+    const std::string what = uniform_name(k, opt);
+    const ttt::StreamEvalOptions so = passes.track(uniform_options(m, k, opt), what, n);
     r.uniform.push_back({k, journaled(journal, what, [&] { return ttt::evaluate_streams(m.model, streams, so); })});
-    std::fprintf(stderr, "regime: uniform-%d on %lld streams: %.4f bits/byte (%.1f s)\n", k, (long long)r.streams,
+    std::fprintf(stderr, "regime: %s on %lld streams: %.4f bits/byte (%.1f s)\n", what.c_str(), (long long)r.streams,
                  r.uniform.back().second.bpb, r.uniform.back().second.seconds);
   }
   if (attention) {
@@ -277,7 +283,7 @@ void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j) {
                                                    {"documents", r.position_docs}, {"tokens_each", r.position_len},
                                                    {"documents_that_long", r.position_candidates}}
                           : nlohmann::ordered_json{{"read", "the streams above, every prediction"}};
-  nlohmann::ordered_json reg = {{"streams", r.streams}, {"split_tokens", r.split_tokens},
+  nlohmann::ordered_json reg = {{"mode", ttt::mode_name(r.mode)}, {"streams", r.streams}, {"split_tokens", r.split_tokens},
                                 {"stream_tokens", r.uniform.front().second.stream_tokens},  // scored, per stream
                                 {"loss_by_position_source", source},
                                 {"scored_fraction", r.scored_fraction()}, {"carry_alive", r.carry_alive()},
@@ -318,7 +324,11 @@ std::string regime_markdown(const RegimeResult& r) {
      << r.eval_tokens << " scored tokens = " << fmt("%.1f", 100 * r.scored_fraction()) << " % of the split's "
      << r.split_tokens << ". Bits/byte here are over the scored tokens, each counted once, so a long stream weighs "
      << "by its length; the comparison's tables average per stream, so the two differ when the streams' lengths and "
-     << "losses go together.\n\n";
+     << "losses go together.";
+  if (r.mode == ttt::StepMode::Prefix)
+    md << " The uniform schedules take their inner steps in `prefix` mode, as the comparison does: K ≥ 1 change each "
+       << "unit's own outputs, whatever the carry factor.";
+  md << "\n\n";
   std::string factors;
   for (double f : r.carry_factors) factors += (factors.empty() ? "" : ", ") + fmt("%.4g", f);
   md << "- Carry factor per TTT layer (η's last-row token factor; 0 = the carried state never moves): " << factors

@@ -23,12 +23,16 @@ struct RegimeOptions {
   int max_ngram = 5;                   // count n-grams of orders 1 … max_ngram, fitted on the training split
   std::string split = "test";
   int64_t position_docs = 0, position_len = 1024;  // StreamsConfig: loss by position from documents' starts
+  // The comparison's inner-step mode: in prefix mode K ≥ 1 also change a unit's own outputs (the dual path reads
+  // it in closed form; docs/ttt.md §3.3).
+  ttt::StepMode mode = ttt::StepMode::Carry;
 };
 
 // The options the config's streams: section sets (quick, compare, adapt read the streams the same way).
 RegimeOptions regime_options(const StreamsConfig& streams);
 
 struct RegimeResult {
+  ttt::StepMode mode = ttt::StepMode::Carry;     // how the uniform passes took their inner steps
   std::vector<double> carry_factors;             // per TTT layer
   std::vector<std::pair<int, ttt::StreamEvalResult>> uniform;  // K → result
   std::optional<ttt::StreamEvalResult> attention;  // the attention-only baseline, when given

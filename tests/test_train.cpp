@@ -980,6 +980,26 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   REQUIRE(back.stream_bpb.size() == nan_stream.stream_bpb.size());
   CHECK(std::isnan(back.stream_bpb.back()));
   CHECK(back.stream_bpb.front() == nan_stream.stream_bpb.front());
+
+  // In prefix mode the uniform passes take their steps as a prefix-mode comparison does (K ≥ 1 change a unit's own
+  // outputs), and are journaled under their own names: carry mode's passes are never read back for them.
+  opt.mode = ttt::StepMode::Prefix;
+  opt.ks = {1, 2};
+  opt.position_docs = 0;
+  cli::Journal third(t.file("journal.jsonl"), fp);
+  const cli::RegimeResult pr = cli::run_regime(m, nullptr, ds, opt, {}, &third);
+  CHECK(cli::Journal(t.file("journal.jsonl"), fp).reused() == 6);  // two passes more, none read back
+  int64_t split_tokens = 0;
+  ttt::StreamEvalOptions ps;
+  ps.inner = {"uniform-2", ttt::StepMode::Prefix, ttt::InnerPath::Iterative};  // the reference path
+  ps.chunk = 16;
+  const ttt::StreamEvalResult want = ttt::evaluate_streams(m.model, cli::held_out_streams(ds, opt, split_tokens), ps);
+  CHECK(pr.uniform_k(2)->bpb == doctest::Approx(want.bpb).epsilon(1e-9));
+  CHECK(pr.uniform_k(2)->bpb != pr.uniform_k(1)->bpb);
+  nlohmann::ordered_json pj;
+  cli::add_regime_json(pr, pj);
+  CHECK(pj["regime"]["mode"] == "prefix");
+  CHECK(cli::regime_markdown(pr).find("in `prefix` mode") != std::string::npos);
 }
 
 TEST_CASE("spending by difficulty: chunks in equal bands by SKIP's loss, each method's K, loss against SKIP's and "
