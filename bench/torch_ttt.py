@@ -144,11 +144,59 @@ def apply_rope(x, cos, sin):
     return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
 
 
-class TTTLinear(nn.Module):
-    """TTT-Linear, Transformer backbone, GELU gate, dual form (docs/ttt.md §1.7)."""
+def prefix_pairs(b):
+    """The causal pairs (j, i), j <= i, j-major: their index j*b + i in the b x b grid, j, i, and the pairs of i = b-1."""
+    flat, jj, ii, last = [], [], [], []
+    for j in range(b):
+        for i in range(j, b):
+            if i == b - 1:
+                last.append(len(flat))
+            flat.append(j * b + i)
+            jj.append(j)
+            ii.append(i)
+    return [torch.tensor(v, dtype=torch.long) for v in (flat, jj, ii, last)]
 
-    def __init__(self, d, heads):
+
+def at_pairs(x, flat):
+    """x (B, H, b(i), b(j)) read at the pairs: x[i, j] for j <= i, as (B, H, P, 1)."""
+    B, H, b, _ = x.shape
+    return x.transpose(-2, -1).reshape(B, H, b * b)[:, :, flat].unsqueeze(-1)
+
+
+def prefix_unit(W, bias, xq, xk, xv, e, gamma, beta, K, pairs):
+    """Prefix mode, K steps, in the dual form (docs/ttt.md §3.3): position i's weights are W - XK^T A_i and
+    bias - 1^T A_i, so Z_i = Z0 - (XK XK^T + 1) A_i; A is kept at the causal pairs only. Returns the outputs and
+    the state the next mini-batch starts from."""
+    flat, jj, ii, last = pairs
+    B, H, b, f = xk.shape
+    z0, target = xk @ W + bias, xv - xk
+    w = at_pairs(e, flat)  # (B, H, P, 1): eta[i, j]
+    neg_m = -(xk @ xk.transpose(-2, -1) + 1.0)
+    z0p, tp = z0[:, :, jj], target[:, :, jj]
+    A = None
+    for _ in range(K):
+        if A is None:
+            G = ln_fused_l2_bwd(z0, target, gamma, beta)[:, :, jj]
+        else:
+            grid = A.new_zeros(B, H, b * b, f).index_add(2, flat, A).reshape(B, H, b, b * f)
+            Z = z0p + (neg_m @ grid).reshape(B, H, b * b, f)[:, :, flat]
+            G = ln_fused_l2_bwd(Z, tp, gamma, beta)
+        G = w * G
+        A = G if A is None else A + G
+    neg_p = at_pairs(-(xq @ xk.transpose(-2, -1) + 1.0), flat)
+    zq = xq @ W + bias + A.new_zeros(B, H, b, f).index_add(2, ii, neg_p * A)
+    a_last = A[:, :, last]
+    return xq + ln_fwd(zq, gamma, beta), W - xk.transpose(-2, -1) @ a_last, bias - a_last.sum(dim=-2, keepdim=True)
+
+
+class TTTLinear(nn.Module):
+    """TTT-Linear, Transformer backbone, GELU gate, dual form (docs/ttt.md §1.7); with prefix_k > 1, prefix mode
+    with that many steps in every mini-batch (docs/ttt.md §3.3)."""
+
+    def __init__(self, d, heads, prefix_k=1):
         super().__init__()
+        self.prefix_k = prefix_k
+        self.pairs = prefix_pairs(MINI_BATCH)
         self.d, self.H, self.f = d, heads, d // heads
         f = self.f
         self.wq = nn.Linear(d, d, bias=False)
@@ -202,6 +250,10 @@ class TTTLinear(nn.Module):
         outs = []
         for m in range(n):
             xq, xk, xv, e = XQ[m], XK[m], XV[m], eta[m]
+            if self.prefix_k > 1:
+                out_m, W, bias = prefix_unit(W, bias, xq, xk, xv, e, gamma, beta, self.prefix_k, self.pairs)
+                outs.append(out_m)
+                continue
             Z1 = xk @ W + bias
             G1 = ln_fused_l2_bwd(Z1, xv - xk, gamma, beta)  # dl/dZ1 at the start-of-mini-batch weights
             e_tril = torch.tril(e)
@@ -234,10 +286,10 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, prefix_k=1):
         super().__init__()
         self.seq_norm = RMSNorm(d)
-        self.ttt = TTTLinear(d, heads)
+        self.ttt = TTTLinear(d, heads, prefix_k)
         self.ffn_norm = RMSNorm(d)
         self.ffn = SwiGLU(d, swiglu_hidden(d))
 
@@ -247,11 +299,11 @@ class Block(nn.Module):
 
 
 class TTTModel(nn.Module):
-    def __init__(self, d, layers, heads, seq_len):
+    def __init__(self, d, layers, heads, seq_len, prefix_k=1):
         super().__init__()
         self.emb = nn.Embedding(VOCAB, d)
         normal_(self.emb.weight)
-        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, heads, prefix_k) for _ in range(layers))
         self.final_norm = RMSNorm(d)
         cos, sin = rope_tables(seq_len, d // heads)
         self.register_buffer("cos", cos, persistent=False)
@@ -304,12 +356,20 @@ def main():
     ap.add_argument("--data", choices=["moby_dick", "random"], default="moby_dick")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--variant", default="dual",
+                    help="dual (K = 1), or prefix-K: prefix mode with K >= 2 steps in every mini-batch, the algorithm "
+                    "of ponder's prefix-closed-K variant")
     args = ap.parse_args()
+    prefix_k = 1
+    if args.variant != "dual":
+        if not args.variant.startswith("prefix-") or not args.variant[7:].isdigit() or int(args.variant[7:]) < 2:
+            ap.error("--variant: expected dual or prefix-K with K >= 2, got '%s'" % args.variant)
+        prefix_k = int(args.variant[7:])
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     c = CONFIGS[args.config]
-    model = TTTModel(c["d"], c["layers"], c["heads"], c["seq_len"])
+    model = TTTModel(c["d"], c["layers"], c["heads"], c["seq_len"], prefix_k)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     tokens = load_tokens(args.data)
@@ -343,8 +403,8 @@ def main():
                 "framework": "pytorch " + torch_version(),
                 "torch_version": torch.__version__,
                 "config": args.config,
-                "variant": "dual",
-                "K": 1,
+                "variant": "dual" if prefix_k == 1 else "prefix",
+                "K": prefix_k,
                 "threads": args.threads,
                 "tokens_per_s": tokens_per_step / best,
                 "step_ms": best * 1e3,
