@@ -66,6 +66,9 @@ struct LayerCase {
   bool mlp = false;
   ttt::StepMode mode = ttt::StepMode::Carry;
   std::vector<int> ks;  // K of units 0, 1, 2
+  // Iterative: inner gradients by the engine, so their derivatives are the engine's too. Dual: prefix mode's
+  // closed-form steps (docs/ttt.md §3.3), whose derivatives go through the fused LN+L2 gradient's rules.
+  ttt::InnerPath path = ttt::InnerPath::Iterative;
 };
 
 std::vector<LayerCase> layer_cases() {
@@ -80,6 +83,9 @@ std::vector<LayerCase> layer_cases() {
         }
         out.push_back({std::string("ttt-") + (mlp ? "mlp " : "linear ") + ttt::mode_name(mode) + " K=" + k, mlp, mode, ks});
       }
+  for (bool mlp : {false, true})
+    out.push_back({std::string("ttt-") + (mlp ? "mlp" : "linear") + " prefix K=2,0,3 closed form", mlp,
+                   ttt::StepMode::Prefix, {2, 0, 3}, ttt::InnerPath::Dual});
   return out;
 }
 
@@ -97,7 +103,7 @@ std::pair<CheckResult, CheckResult> run_layer_case(const LayerCase& c) {
   auto fn = [&](const std::vector<Tensor>& xs) {
     ttt::FixedSchedule sched(c.ks);
     ttt::TTTRun run;
-    run.path = ttt::InnerPath::Iterative;  // inner gradients by the engine, so their derivatives are the engine's too
+    run.path = c.path;
     run.mode = c.mode;
     run.schedule = &sched;
     return sum(mul(layer.forward(xs[0], run), r));
