@@ -242,10 +242,12 @@ else:
 # Whole TTT layers are gradient-checked from the command line too: first and second order through inner steps.
 r = ponder("gradcheck", "--op", "ttt-linear")
 rows = [l for l in r.stdout.splitlines() if l.startswith("ttt-linear ")]
-check(len(rows) == 4 and all(l.rstrip().endswith(" ok") for l in rows) and "4 TTT layer cases: ok" in r.stdout,
-      "gradcheck --op ttt-linear checks 4 layer cases (carry and prefix, K=1,1,1 and 2,0,3), first and second order")
+check(len(rows) == 5 and all(l.rstrip().endswith(" ok") for l in rows) and "5 TTT layer cases: ok" in r.stdout,
+      "gradcheck --op ttt-linear checks 5 layer cases (carry and prefix, K=1,1,1 and 2,0,3; prefix's closed form), "
+      "first and second order")
 r = ponder("gradcheck", "--list")
-check("ttt-mlp prefix K=2,0,3" in r.stdout.splitlines(), "gradcheck --list names the TTT layer cases")
+check("ttt-mlp prefix K=2,0,3" in r.stdout.splitlines() and "ttt-linear prefix K=2,0,3 closed form" in r.stdout.splitlines(),
+      "gradcheck --list names the TTT layer cases")
 r = ponder("gradcheck", "--op", "no-such-op", ok=False)
 check("no op matches 'no-such-op'" in error_line(r), "gradcheck of an unknown op is one line naming it")
 print("all CLI training checks passed")
