@@ -122,45 +122,31 @@ TEST_CASE("prefix mode with K = 1 is charged as the dual form, its cheapest path
   }
 }
 
-TEST_CASE("closed-form and engine carry steps agree under a schedule with skips") {
-  for (bool mlp : {false, true}) {
-    Generator gen(2);
-    TTTLayer layer(tiny(mlp), 0, gen, DType::F64);
-    Tensor u = gen.normal({2, 16, 8}, 0, 1, DType::F64), r = gen.normal({2, 16, 8}, 0, 1, DType::F64);
-    FixedSchedule sched({2, 0, 3, 1});
-    TTTRun dual, iter;
-    dual.schedule = iter.schedule = &sched;
-    iter.path = InnerPath::Iterative;
-    RunResult a = run_layer(layer, u, r, dual), b = run_layer(layer, u, r, iter);
-    check_same(a, b, 1e-11);
-    // extra carry steps change the state handed on (and so later outputs), SKIP keeps it
-    UniformSchedule one(1);
-    TTTRun plain;
-    plain.schedule = &one;
-    CHECK(max_diff(run_layer(layer, u, r, plain).out, a.out) > 1e-6);
-  }
-}
-
-TEST_CASE("closed-form and engine prefix steps agree (outputs, state, outer gradients; K > 1 with skips)") {
-  for (bool mlp : {false, true}) {
-    INFO("mlp ", mlp);
-    Generator gen(8);
-    TTTLayer layer(tiny(mlp), 0, gen, DType::F64);
-    Tensor u = gen.normal({2, 16, 8}, 0, 1, DType::F64), r = gen.normal({2, 16, 8}, 0, 1, DType::F64);
-    FixedSchedule sched({2, 0, 3, 1});
-    TTTRun closed, engine;
-    closed.schedule = engine.schedule = &sched;
-    closed.mode = engine.mode = StepMode::Prefix;
-    engine.path = InnerPath::Iterative;
-    const RunResult a = run_layer(layer, u, r, closed), b = run_layer(layer, u, r, engine);
-    check_same(a, b, 1e-11);
-    CHECK(nonzero_grads(a) >= layer.parameters().size() - 1);
-    // the steps are taken: prefix mode's extra steps change the unit's own outputs
-    UniformSchedule one(1);
-    TTTRun plain;
-    plain.schedule = &one;
-    CHECK(max_diff(raw::slice(run_layer(layer, u, r, plain).out, 1, 0, 4), raw::slice(a.out, 1, 0, 4)) > 1e-6);
-  }
+TEST_CASE("closed-form and engine steps agree under a schedule with skips (outputs, state, outer gradients), in carry "
+          "and prefix mode") {
+  for (StepMode mode : {StepMode::Carry, StepMode::Prefix})
+    for (bool mlp : {false, true}) {
+      INFO("mlp ", mlp, " prefix ", mode == StepMode::Prefix);
+      Generator gen(2);
+      TTTLayer layer(tiny(mlp), 0, gen, DType::F64);
+      Tensor u = gen.normal({2, 16, 8}, 0, 1, DType::F64), r = gen.normal({2, 16, 8}, 0, 1, DType::F64);
+      FixedSchedule sched({2, 0, 3, 1});
+      TTTRun closed, engine;
+      closed.schedule = engine.schedule = &sched;
+      closed.mode = engine.mode = mode;
+      engine.path = InnerPath::Iterative;
+      const RunResult a = run_layer(layer, u, r, closed), b = run_layer(layer, u, r, engine);
+      check_same(a, b, 1e-11);
+      CHECK(nonzero_grads(a) >= layer.parameters().size() - 1);
+      // The extra steps are taken: in carry mode they change the state handed on (and so later outputs), in prefix
+      // mode the unit's own outputs (the first unit's, K = 2); SKIP keeps the state.
+      UniformSchedule one(1);
+      TTTRun plain;
+      plain.schedule = &one;
+      plain.mode = mode;
+      const int64_t upto = mode == StepMode::Prefix ? 4 : 16;
+      CHECK(max_diff(raw::slice(run_layer(layer, u, r, plain).out, 1, 0, upto), raw::slice(a.out, 1, 0, upto)) > 1e-6);
+    }
 }
 
 TEST_CASE("rematerialised groups give the same outputs and gradients") {
