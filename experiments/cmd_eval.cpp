@@ -61,7 +61,9 @@ void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std:
   std::printf("schedule %s, mode %s, path %s: mean K %.2f\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
               ttt::path_name(inner.path), r.mean_k);
   std::printf("loss %.4f nats/token, %.4f bits/byte\n", r.loss, r.bpb);
-  std::printf("carry factor per TTT layer (0: the carried state never moves, every K >= 1 alike):");
+  // In carry mode a dead carry makes every K ≥ 1 give the same outputs; prefix mode's steps change a unit's own.
+  std::printf("carry factor per TTT layer (0: the carried state never moves%s):",
+              inner.mode == ttt::StepMode::Carry ? ", every K >= 1 alike" : "");
   for (double f : carry) std::printf(" %.4g", f);
   std::printf("%s\n", carry.empty() ? " none (no TTT layer)" : "");
   std::printf("FLOPs/token: %.4g total, %.4g inner TTT (inner forward %.3g, inner grad %.3g, update %.3g, "

@@ -111,6 +111,10 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     r = ponder("eval", "--checkpoint", ckpt, "--max-windows", "4")
     check("bits/byte" in r.stdout and "loss by position" in r.stdout, "text report")
     check(r.stdout.startswith("device cpu: "), "eval prints the device first")
+    rp = ponder("eval", "--checkpoint", ckpt, "--max-windows", "4", "--schedule", "uniform-2", "--mode", "prefix")
+    check("mode prefix, path dual" in rp.stdout and "every K >= 1 alike" not in rp.stdout and
+          "every K >= 1 alike" in r.stdout,
+          "prefix mode's K = 2 runs on the dual path, and only carry mode says a dead carry makes K >= 1 alike")
 
     # --streams: the held-out streams read whole with the state carried; the whole and per-stream numbers agree.
     st = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-1", "--streams",
