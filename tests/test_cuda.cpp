@@ -921,11 +921,14 @@ TEST_CASE("cuda: a tiny model's forward and backward on the GPU match the CPU in
     const char* name;
     ttt::ModelConfig cfg;
     ttt::InnerPath path;
+    ttt::StepMode mode = ttt::StepMode::Carry;
   };
   const std::vector<Variant> variants = {
       {"ttt-linear + attention, mamba backbone, pre-conv, iterative path",
        gpu_model({"ttt", "attention"}, "mamba", "linear"), ttt::InnerPath::Iterative},
-      {"ttt-mlp, transformer backbone, dual path", gpu_model({"ttt"}, "transformer", "mlp"), ttt::InnerPath::Dual}};
+      {"ttt-mlp, transformer backbone, dual path", gpu_model({"ttt"}, "transformer", "mlp"), ttt::InnerPath::Dual},
+      {"ttt-linear, transformer backbone, prefix mode on the dual path (prefix_dual: index ops on the device)",
+       gpu_model({"ttt"}, "transformer", "linear"), ttt::InnerPath::Dual, ttt::StepMode::Prefix}};
   for (const Variant& v : variants) {
     INFO(v.name);
     ttt::Model cpu(v.cfg, 11, DType::F64), dev(v.cfg, 11, DType::F64);
@@ -940,6 +943,7 @@ TEST_CASE("cuda: a tiny model's forward and backward on the GPU match the CPU in
     ttt::FixedSchedule sched({1, 2, 0, 2});  // K = 2 on the iterative path: second-order gradients
     ttt::TTTRun run;
     run.path = v.path;
+    run.mode = v.mode;
     run.schedule = &sched;
     const Tensor loss_cpu = mean(cpu.token_losses(ids, targets, run));
     const Tensor loss_dev = mean(dev.token_losses(ids, targets, run));  // host ids and targets follow the model

@@ -250,7 +250,7 @@ struct PrefixPairs {
   Tensor last;  // (b): the pairs of the last position (j, b − 1), in the order of j
 };
 
-PrefixPairs prefix_pairs(int64_t b) {
+PrefixPairs prefix_pairs(int64_t b, Device device) {
   std::vector<double> flat, j, i, last;
   for (int64_t jj = 0; jj < b; ++jj)
     for (int64_t ii = jj; ii < b; ++ii) {
@@ -259,9 +259,10 @@ PrefixPairs prefix_pairs(int64_t b) {
       j.push_back(double(jj));
       i.push_back(double(ii));
     }
-  const int64_t P = int64_t(flat.size());
-  return {Tensor::from_vector(flat, {P}, DType::I64), Tensor::from_vector(j, {P}, DType::I64),
-          Tensor::from_vector(i, {P}, DType::I64), Tensor::from_vector(last, {b}, DType::I64)};
+  auto index = [&](const std::vector<double>& v) {  // on the data's device: index ops take indices from there
+    return raw::to_device(Tensor::from_vector(v, {int64_t(v.size())}, DType::I64), device);
+  };
+  return {index(flat), index(j), index(i), index(last)};
 }
 
 // x (B, H, b(i), b(j)) read at the pairs: x[i, j] for j ≤ i, as (B, H, P, 1).
@@ -278,7 +279,7 @@ Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, cons
   // one (b × b)·(b × b·f) product a step instead of b products with (f × f) weights (docs/ttt.md §3.3).
   // A is kept packed, one row per pair (j ≤ i), and spread to the full grid only for that product.
   const int64_t B = xk.shape()[0], H = xk.shape()[1], b = xk.shape()[2], f = xk.shape()[3];
-  const PrefixPairs pp = prefix_pairs(b);
+  const PrefixPairs pp = prefix_pairs(b, xk.device());
   const Tensor xkt = transpose(xk, -1, -2);
   const Tensor z0 = add(matmul(xk, s.W1), s.b1), target = sub(xv, xk);  // (B, H, b, f)
   // −M and −(XQ·XKᵀ + 1) rather than M and a subtraction: the same values, and no negation of (B, H, P, f)
