@@ -282,11 +282,15 @@ Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, cons
   const PrefixPairs pp = prefix_pairs(b, xk.device());
   const Tensor xkt = transpose(xk, -1, -2);
   const Tensor z0 = add(matmul(xk, s.W1), s.b1), target = sub(xv, xk);  // (B, H, b, f)
-  // −M and −(XQ·XKᵀ + 1) rather than M and a subtraction: the same values, and no negation of (B, H, P, f)
-  // gradients in the backward.
-  const Tensor neg_m = steps > 1 ? affine(matmul(xk, xkt), -1, -1) : Tensor();  // (B, H, b, b); K = 1: none
-  const Tensor w = at_pairs(eta, pp);                                       // (B, H, P, 1): η[i, j]
-  const Tensor z0p = steps > 1 ? index_select(z0, 2, pp.j) : Tensor(), tp = index_select(target, 2, pp.j);
+  const Tensor w = at_pairs(eta, pp);  // (B, H, P, 1): η[i, j]
+  // What steps after the first read: −M (−M and −(XQ·XKᵀ + 1) rather than M and a subtraction: the same values,
+  // and no negation of (B, H, P, f) gradients in the backward), Z0 and the targets at the pairs' rows j.
+  Tensor neg_m, z0p, tp;
+  if (steps > 1) {
+    neg_m = affine(matmul(xk, xkt), -1, -1);  // (B, H, b, b)
+    z0p = index_select(z0, 2, pp.j);
+    tp = index_select(target, 2, pp.j);
+  }
   if (meter) meter->charge(&UnitCost::inner_forward);
   Tensor a;  // (B, H, P, f): A_i's row j at pair (j, i)
   for (int k = 0; k < steps; ++k) {

@@ -93,13 +93,13 @@ Tensor TTTLayer::unit_step(InnerState& state, const Tensor& xq, const Tensor& xk
     return out;
   }
   const bool dual = run.path == InnerPath::Dual;
-  if (run.mode == StepMode::Prefix && (steps > 1 || run.prefix_path_at_one) && dual && !state.mlp()) {
-    InnerState next;
-    Tensor out = prefix_dual(state, xq, xk, xv, eta, n4, steps, next, &meter);
-    state = next;
-    return out;
-  }
   if (run.mode == StepMode::Prefix && (steps > 1 || run.prefix_path_at_one)) {
+    if (dual && !state.mlp()) {  // TTT-Linear in closed form needs no per-position weights (docs/ttt.md §3.3)
+      InnerState next;
+      Tensor out = prefix_dual(state, xq, xk, xv, eta, n4, steps, next, &meter);
+      state = next;
+      return out;
+    }
     InnerNorm n5{reshape(gamma, {1, H, 1, 1, f}), reshape(beta, {1, H, 1, 1, f})};
     InnerState per = per_position(state, b);
     for (int s = 0; s < steps; ++s)

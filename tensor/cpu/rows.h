@@ -52,25 +52,10 @@ void st(T* p, int64_t i, double v, One) {
 // The lanes of a vector added in a fixed tree.
 inline double fold(vd a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 
-// Σ_i f(i) over a row, f(i, Vec{}) giving elements i..i+kLanes−1 and f(i, One{}) element i.
-template <class F>
-double vsum(int64_t D, F f) {
-  vd a = {}, b = {};
-  int64_t i = 0;
-  for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
-    a += f(i, Vec{});
-    b += f(i + kLanes, Vec{});
-  }
-  for (; i + kLanes <= D; i += kLanes) a += f(i, Vec{});
-  double t = fold(a + b);
-  for (; i < D; ++i) t += f(i, One{});
-  return t;
-}
-
-// N sums in one pass over a row, each added in vsum's order (so each equals vsum of its own terms): f(i, Vec{})
-// returns the N terms of elements i..i+kLanes−1 as std::array<vd, N>, f(i, One{}) those of element i as
-// std::array<double, N>; f may also write element i's outputs. Rows are short (the head size), so reading them
-// once instead of once per sum is what makes a row kernel fast.
+// N sums in one pass over a row: f(i, Vec{}) returns the N terms of elements i..i+kLanes−1 as an array of N
+// vectors, f(i, One{}) those of element i as an array of N doubles; f may also write element i's outputs. Each sum
+// keeps two vector accumulators, folds them in a fixed tree and adds the scalar tail in order. Rows are short (the
+// head size), so reading them once for several sums instead of once per sum is what makes a row kernel fast.
 template <size_t N, class F>
 std::array<double, N> vsums(int64_t D, F f) {
   vd a[N], b[N];
@@ -94,6 +79,15 @@ std::array<double, N> vsums(int64_t D, F f) {
     for (size_t k = 0; k < N; ++k) t[k] += x[k];
   }
   return t;
+}
+
+// Σ_i f(i) over a row, f(i, Vec{}) giving elements i..i+kLanes−1 and f(i, One{}) element i.
+template <class F>
+double vsum(int64_t D, F f) {
+  return vsums<1>(D, [&](int64_t i, auto t) {
+    const auto v = f(i, t);
+    return std::array<decltype(v), 1>{v};
+  })[0];
 }
 
 // f(i, Vec{}) and f(i, One{}) over a row, for writes.
