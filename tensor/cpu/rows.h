@@ -14,8 +14,10 @@
 namespace ponder::cpu::rows {
 
 // Rows are processed kLanes = 8 elements at a time in double-precision vectors (AVX-512: one instruction each;
-// two AVX2 ones elsewhere, with the same results), with a scalar tail; a lambda written for `auto` operands
-// serves both. Sums keep two vector accumulators and fold them in a fixed order.
+// two AVX2 ones elsewhere), with a scalar tail; a lambda written for `auto` operands serves both. Sums keep two
+// vector accumulators and fold them in a fixed order, so a build's results do not depend on the thread count.
+// Builds for different instruction sets may differ in the last bits: GCC contracts a·b + c into one FMA where the
+// target's code allows, and that differs between AVX-512 and AVX2 code (with -ffp-contract=off they agree).
 constexpr int64_t kLanes = 8;
 using vd = double __attribute__((vector_size(8 * kLanes)));
 using vf = float __attribute__((vector_size(4 * kLanes)));
