@@ -2,7 +2,7 @@
 """`ponder bench train` through the CLI on configs/ci.yaml: --variants picks and orders the rows and rejects
 unknown names with one line; a variant whose estimated step memory exceeds --mem-limit-mb is reported as
 skipped (with the estimate) instead of being run; --profile adds the per-kind and per-kernel times; --precision
-bf16 runs (on the CPU, rounded operands) and its rows say so, an unknown precision is refused, and --device cuda runs on a GPU or says in one line why it cannot. `bench dual` gives its rows (checked against the CPU kernel on a GPU). The rows say how OpenMP threads waited
+bf16 runs (on the CPU, rounded operands) and its rows say so, an unknown precision is refused, and --device cuda runs on a GPU or says in one line why it cannot. --reps reports the fastest of several repetitions and lists them all. `bench dual` gives its rows (checked against the CPU kernel on a GPU). The rows say how OpenMP threads waited
 (ponder's short spin unless the user chose) and which OpenBLAS kernels ran. No timing is checked. Usage: cli_bench.py PATH/TO/ponder (standard library only)."""
 import json
 import os
@@ -62,6 +62,15 @@ check(prof["matmul"]["calls_per_step"] > 0 and prof["framework"]["ms_per_step"] 
 comp = [k["kernel"] for k in rows[2]["profile"]["kernels"]]
 check("ttt_linear_dual" not in comp and "ln_l2_grad" in comp,
       "dual-composed runs the dual form as its composition (ln_l2_grad, no ttt_linear_dual kernel)")
+
+# --reps: the row is the fastest repetition, and every repetition's tokens/s is listed in the order they ran.
+row = json.loads(bench("--variants", "dual", "--json", "--reps", "3").stdout.splitlines()[-1])
+check(row["reps"] == 3 and len(row["tokens_per_s_reps"]) == 3 and all(x > 0 for x in row["tokens_per_s_reps"]) and
+      row["tokens_per_s"] == max(row["tokens_per_s_reps"]), "--reps 3: the fastest of three repetitions, all listed")
+check("the fastest of 2 repetitions" in bench("--variants", "dual", "--reps", "2").stdout.splitlines()[0],
+      "the table's header says the rows are the fastest of --reps repetitions")
+r = bench("--reps", "0", ok=False)
+check("--reps" in r.stderr, "--reps 0 is refused")
 
 rows = [json.loads(l) for l in bench("--variants", "dual,prefix-2", "--json", "--mem-limit-mb", "1").stdout.splitlines()]
 check(len(rows) == 2 and all("skipped" in r and r["estimated_mb"] > 1 and r["limit_mb"] == 1 for r in rows),
