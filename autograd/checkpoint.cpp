@@ -7,6 +7,7 @@
 // NoGradGuard, so a region that calls grad() itself must switch grad mode on inside.
 #include "autograd/checkpoint.h"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -34,51 +35,9 @@ class CheckpointNode final : public Node {
     auto self = shared_from_this();
     for (const SavedTensor& s : saved_) xs.push_back(s.unpack(self, name()));
 
-    // Under create_graph the recomputation must hang off the original inputs so the returned gradients
-    // stay differentiable with respect to them. Each needed input is first passed through a fresh
-    // identity node: grad() then stops at that node, so it returns the partial derivative for that input
-    // only, not also paths through other inputs derived from it, which the outer engine adds itself.
-    // Without create_graph, detached leaves cut the recomputation off from the outer graph entirely.
-    const bool create_graph = GradMode::enabled();
-    std::vector<Tensor> wrt;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!needs[i]) continue;
-      if (create_graph) {
-        xs[i] = reshape(xs[i], xs[i].shape());
-      } else {
-        xs[i] = detach(xs[i]);
-        set_requires_grad(xs[i]);
-      }
-      wrt.push_back(xs[i]);
-    }
-    std::vector<Tensor> outs;
-    {
-      SetGradGuard on(true);
-      outs = fn_(xs);
-    }
-    if (outs.size() != outputs.size())
-      throw std::runtime_error("checkpoint: the region returned " + std::to_string(outs.size()) +
-                               " outputs when recomputed, " + std::to_string(outputs.size()) + " in the forward");
-
-    // Only recomputed outputs with a graph can pass gradient on; the rest are constants of the inputs.
-    std::vector<Tensor> roots, root_grads;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      if (!requires_grad(outs[i])) continue;
-      if (outs[i].shape() != outputs[i].shape)
-        throw std::runtime_error("checkpoint: recomputed output " + std::to_string(i) + " has shape " +
-                                 shape_str(outs[i].shape()) + ", the forward gave " + shape_str(outputs[i].shape));
-      roots.push_back(outs[i]);
-      root_grads.push_back(grads[i]);
-    }
-    std::vector<Tensor> result(xs.size());
-    if (roots.empty() || wrt.empty()) return result;
-    GradOptions opt;
-    opt.create_graph = create_graph;
-    opt.allow_unused = true;
-    std::vector<Tensor> g = grad(roots, wrt, root_grads, opt);
-    for (size_t i = 0, k = 0; i < xs.size(); ++i)
-      if (needs[i]) result[i] = g[k++];
-    return result;
+    std::vector<Shape> shapes;
+    for (const auto& o : outputs) shapes.push_back(o.shape);
+    return recompute_vjp(fn_, std::move(xs), grads, needs, shapes, "checkpoint");
   }
 
   void release() override {
@@ -96,6 +55,58 @@ class CheckpointNode final : public Node {
 };
 
 }  // namespace
+
+std::vector<Tensor> recompute_vjp(const RegionFn& fn, std::vector<Tensor> xs, const std::vector<Tensor>& grads,
+                                  const std::vector<bool>& needs, const std::vector<Shape>& shapes, const char* who,
+                                  bool count_forward) {
+  // Under create_graph the recomputation must hang off the original inputs so the returned gradients
+  // stay differentiable with respect to them. Each needed input is first passed through a fresh
+  // identity node: grad() then stops at that node, so it returns the partial derivative for that input
+  // only, not also paths through other inputs derived from it, which the outer engine adds itself.
+  // Without create_graph, detached leaves cut the recomputation off from the outer graph entirely.
+  const bool create_graph = GradMode::enabled();
+  std::vector<Tensor> wrt;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!needs[i]) continue;
+    if (create_graph) {
+      xs[i] = reshape(xs[i], xs[i].shape());
+    } else {
+      xs[i] = detach(xs[i]);
+      set_requires_grad(xs[i]);
+    }
+    wrt.push_back(xs[i]);
+  }
+  std::vector<Tensor> outs;
+  {
+    SetGradGuard on(true);
+    std::optional<FlopIsolate> uncounted;
+    if (!count_forward) uncounted.emplace();
+    outs = fn(xs);
+  }
+  if (outs.size() != shapes.size())
+    throw std::runtime_error(std::string(who) + ": the region returned " + std::to_string(outs.size()) +
+                             " outputs when recomputed, " + std::to_string(shapes.size()) + " in the forward");
+
+  // Only recomputed outputs with a graph can pass gradient on; the rest are constants of the inputs.
+  std::vector<Tensor> roots, root_grads;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!requires_grad(outs[i])) continue;
+    if (outs[i].shape() != shapes[i])
+      throw std::runtime_error(std::string(who) + ": recomputed output " + std::to_string(i) + " has shape " +
+                               shape_str(outs[i].shape()) + ", the forward gave " + shape_str(shapes[i]));
+    roots.push_back(outs[i]);
+    root_grads.push_back(grads[i]);
+  }
+  std::vector<Tensor> result(xs.size());
+  if (roots.empty() || wrt.empty()) return result;
+  GradOptions opt;
+  opt.create_graph = create_graph;
+  opt.allow_unused = true;
+  std::vector<Tensor> g = grad(roots, wrt, root_grads, opt);
+  for (size_t i = 0, k = 0; i < xs.size(); ++i)
+    if (needs[i]) result[i] = g[k++];
+  return result;
+}
 
 std::vector<Tensor> checkpoint(const RegionFn& fn, const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
