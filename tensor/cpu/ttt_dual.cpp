@@ -11,6 +11,7 @@
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/head_sums.h"
 #include "tensor/cpu/rows.h"
 
 namespace ponder::cpu {
@@ -254,16 +255,7 @@ void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const s
       backward_head(h, up, ho, p, d, acc, acc + P);
     }
   }
-  T *dgam = out[6].data<T>(), *dbet = out[7].data<T>();
-  for (int64_t j = 0; j < P; ++j) {
-    double sg = 0, sb = 0;
-    for (int64_t g = 0; g < G; ++g) {
-      sg += parts[size_t(g * 2 * P + j)];
-      sb += parts[size_t(g * 2 * P + P + j)];
-    }
-    dgam[j] = T(sg);
-    dbet[j] = T(sb);
-  }
+  sum_head_parts(parts, G, P, out[6].data<T>(), out[7].data<T>());
 }
 
 }  // namespace
