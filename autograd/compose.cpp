@@ -278,4 +278,62 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
   return {dw, db, dxq, dxk, dt, deta, sum_to(add(dgam, dgam2), gamma.shape()), sum_to(add(dbet, dbet2), beta.shape())};
 }
 
+PrefixPairs prefix_pairs(int64_t b, Device device) {
+  std::vector<double> flat, j, i, last;
+  for (int64_t jj = 0; jj < b; ++jj)
+    for (int64_t ii = jj; ii < b; ++ii) {
+      if (ii == b - 1) last.push_back(double(flat.size()));
+      flat.push_back(double(jj * b + ii));
+      j.push_back(double(jj));
+      i.push_back(double(ii));
+    }
+  auto index = [&](const std::vector<double>& v) {  // on the data's device: index ops take indices from there
+    return raw::to_device(Tensor::from_vector(v, {int64_t(v.size())}, DType::I64), device);
+  };
+  return {index(flat), index(j), index(i), index(last)};
+}
+
+Tensor at_pairs(const Tensor& x, const PrefixPairs& pp) {
+  const int r = int(x.dim()) - 2;
+  Shape s(x.shape().begin(), x.shape().begin() + r);
+  s.push_back(x.shape()[size_t(r)] * x.shape()[size_t(r) + 1]);
+  return unsqueeze(index_select(reshape(transpose(x, -1, -2), s), r, pp.flat), -1);
+}
+
+Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
+                        const Tensor& beta, int steps, double eps, const std::function<void(int)>& mark) {
+  raw::check_prefix(z0, t, neg_m, w, gamma, steps);
+  const int r = int(z0.dim()) - 2;
+  const int64_t b = z0.shape()[size_t(r)], f = z0.shape().back();
+  auto lead = [&](int64_t m, int64_t n) {
+    Shape s(z0.shape().begin(), z0.shape().begin() + r);
+    s.push_back(m);
+    s.push_back(n);
+    return s;
+  };
+  const PrefixPairs pp = prefix_pairs(b, z0.device());
+  Tensor z0p, tp;  // what steps after the first read: Z0 and the targets at the pairs' rows j
+  if (steps > 1) {
+    z0p = index_select(z0, r, pp.j);
+    tp = index_select(t, r, pp.j);
+  }
+  Tensor a;
+  for (int k = 0; k < steps; ++k) {
+    Tensor g;
+    if (!a.defined()) {  // every position starts from W: the b rows' gradients, read at the pairs
+      g = index_select(ponder::ln_l2_grad(z0, t, gamma, beta, eps), r, pp.j);
+    } else {
+      const Tensor grid = reshape(index_add(lead(b * b, f), r, pp.flat, a), lead(b, b * f));
+      const Tensor z = add(z0p, index_select(reshape(matmul(neg_m, grid), lead(b * b, f)), r, pp.flat));
+      if (mark) mark(0);
+      g = ponder::ln_l2_grad(z, tp, gamma, beta, eps);
+    }
+    g = mul(w, g);
+    if (mark) mark(1);
+    a = a.defined() ? add(a, g) : g;
+    if (mark) mark(2);
+  }
+  return a;
+}
+
 }  // namespace ponder::compose

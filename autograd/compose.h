@@ -70,4 +70,25 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                                const Tensor& gamma, const Tensor& beta, const Tensor& dout,
                                                const Tensor& dW, const Tensor& dbias, double eps);
 
+// The causal pairs (j, i), j ≤ i, of a unit of b positions in j-major order: prefix mode's layout, one row per pair
+// (position i's gradient row j); only these are non-zero, η being causal. On `device`, as the index ops take them.
+struct PrefixPairs {
+  Tensor flat;  // (P): j·b + i, a row of the (b·b) grid of all pairs
+  Tensor j, i;  // (P): each pair's j and i
+  Tensor last;  // (b): the pairs of the last position (j, b − 1), in the order of j
+};
+PrefixPairs prefix_pairs(int64_t b, Device device);
+// x (…, b(i), b(j)) read at the pairs: x[i, j] for j ≤ i, as (…, P, 1).
+Tensor at_pairs(const Tensor& x, const PrefixPairs& pp);
+
+// Prefix mode's K closed-form inner steps on one unit of TTT-Linear (docs/ttt.md §3.3). Position i's weights after
+// its steps are W_i = W − XKᵀ·A_i and bias_i = bias − 1ᵀ·A_i, so its Z at step k is Z0 − M·A_i with Z0 = XK·W +
+// bias and M = XK·XKᵀ + 1 shared by every position. z0, t (…, b, f) are Z0 and the targets, neg_m (…, b, b) is −M,
+// w (…, P, 1) is η[i, j] at the pairs (at_pairs); γ, β of the inner layer norm, one row per head. Returns A
+// (…, P, f), row (j, i) of position i's A_i: the first step adds η[i, j]·∇ℓ_j(Z0_j); each later one spreads A to
+// the (b, b·f) grid, takes Z at the pairs from one product with −M and adds η[i, j]·∇ℓ(Z_{j,i}). mark(p), when
+// given, is called after each step's inner forward (0), its inner gradients (1) and its update of A (2).
+Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
+                        const Tensor& beta, int steps, double eps, const std::function<void(int)>& mark = {});
+
 }  // namespace ponder::compose

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "autograd/compose.h"
+#include "autograd/engine.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
 
@@ -108,6 +109,8 @@ void run_composition(FusedOp op, int variant, const Sizes& s, bool bcast) {
     case FusedOp::AttentionBackward:
     case FusedOp::TttLinearDual:
     case FusedOp::TttLinearDualBackward:
+    case FusedOp::TttPrefixSteps:  // counted by prefix_counts, not by a rule
+    case FusedOp::TttPrefixStepsBackward:
     case FusedOp::Count: throw std::logic_error("fused::rule: no row probe for this op");
   }
 }
@@ -279,6 +282,73 @@ void count(FusedOp op, const Sizes& sizes, bool bcast, int variant) {
   const Rule r = rule(op, bcast, variant);
   for (size_t c = 0; c < size_t(FlopCat::Count); ++c)
     if (const int64_t n = r.at(FlopCat(c), sizes); n > 0) flops::add(FlopCat(c), uint64_t(n));
+}
+
+void add_counts(const Counts& c) {
+  for (size_t k = 0; k < c.size(); ++k)
+    if (c[k] > 0) flops::add(FlopCat(k), uint64_t(c[k]));
+}
+
+namespace {
+Counts of(const FlopCounts& d, Phase p) {
+  Counts c{};
+  for (size_t k = 0; k < c.size(); ++k) c[k] = int64_t(d.get(FlopCat(k), p));
+  return c;
+}
+
+// compose::ttt_prefix_steps run once forward (the counts split at its marks) and backward, in float64 on the CPU.
+PrefixCounts measure_prefix(const Shape& z0s, const Shape& gs, int steps) {
+  Generator gen(7);
+  const int r = int(z0s.size()) - 2;
+  const int64_t b = z0s[size_t(r)];
+  auto lead = [&](int64_t m, int64_t n) {
+    Shape s(z0s.begin(), z0s.begin() + r);
+    s.push_back(m);
+    s.push_back(n);
+    return s;
+  };
+  std::vector<Tensor> x = {gen.normal(z0s, 0, 1, DType::F64), gen.normal(z0s, 0, 1, DType::F64),
+                           gen.normal(lead(b, b), 0, 0.1, DType::F64),
+                           gen.uniform(lead(kPrefixPairs(b), 1), 0, 0.1, DType::F64), gen.normal(gs, 1, 0.1, DType::F64),
+                           gen.normal(gs, 0, 0.1, DType::F64)};
+  for (Tensor& t : x) set_requires_grad(t);
+  PrefixCounts c;
+  FlopCounts last = flops::snapshot();
+  auto mark = [&](int p) {
+    const FlopCounts now = flops::snapshot();
+    const Counts d = of(now - last, Phase::Forward);
+    for (size_t k = 0; k < d.size(); ++k) c.forward[size_t(p)][k] += d[k];
+    last = now;
+  };
+  const SetGradGuard on(true);
+  const Tensor a = compose::ttt_prefix_steps(x[0], x[1], x[2], x[3], x[4], x[5], steps, 1e-5, mark);
+  const FlopScope back;
+  GradOptions go;
+  go.allow_unused = true;
+  grad({a}, x, {gen.normal(a.shape(), 0, 1, DType::F64)}, go);
+  c.backward = of(back.counts(), Phase::Backward);
+  return c;
+}
+}  // namespace
+
+PrefixCounts prefix_counts(const Shape& z0, const Shape& gamma, int steps) {
+  static std::mutex mu;
+  static std::map<std::tuple<Shape, Shape, int>, PrefixCounts> seen;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(z0, gamma, steps);
+  if (auto it = seen.find(key); it != seen.end()) return it->second;
+  const FlopIsolate isolate;  // the probe counts nothing, times nothing and records nothing outside
+  const bool profiling = prof::enabled();
+  prof::set_enabled(false);
+  PrefixCounts c;
+  try {
+    c = measure_prefix(z0, gamma, steps);
+  } catch (...) {
+    prof::set_enabled(profiling);
+    throw;
+  }
+  prof::set_enabled(profiling);
+  return seen.emplace(key, c).first->second;
 }
 
 }  // namespace fused

@@ -67,6 +67,19 @@ struct Rule {
 Rule rule(FusedOp op, bool bcast = false, int variant = 0);
 // Adds rule(op, bcast, variant) at `sizes` to this thread's FLOP counters.
 void count(FusedOp op, const Sizes& sizes, bool bcast = false, int variant = 0);
+// Prefix mode's closed-form steps (ttt_prefix_steps): the FLOPs of compose::ttt_prefix_steps at the op's shapes per
+// category, its forward split by phase (0 inner forward, 1 inner gradients, 2 updates) and its backward with every
+// input needing a gradient. Measured once per shape by running the composition in float64 with nothing counted or
+// recorded outside (its FLOPs depend on the shapes only): they enter through the pair count b(b + 1)/2 and the steps,
+// which the polynomial rules above do not take.
+using Counts = std::array<int64_t, size_t(FlopCat::Count)>;
+struct PrefixCounts {
+  std::array<Counts, 3> forward{};
+  Counts backward{};
+};
+PrefixCounts prefix_counts(const Shape& z0, const Shape& gamma, int steps);
+// Adds c to this thread's FLOP counters.
+void add_counts(const Counts& c);
 // A row op's `bcast`: its per-row parameter is broadcast over x's rows (its gradient is then a sum over them).
 inline bool broadcast_param(const Tensor& param, const Tensor& x) { return param.shape() != x.shape(); }
 

@@ -571,6 +571,71 @@ void add_dual_cases(std::vector<OpCase>& t) {
                {}});
 }
 
+// ---- prefix mode's closed-form steps (checked against plain loops that keep every position's A_i as a (b × f)
+// matrix and take Z_{j,i} = Z0_j + Σ_l (−M)_{jl}·A_i[l] and the LN+L2 gradient row by row, from the formulas of
+// compose::ttt_prefix_steps rather than from its ops). Inputs {z0, t, neg_m, w, γ, β} of shapes (B, H, b, f) ×2,
+// (B, H, b, b), (B, H, P, 1) and (1, H, 1, f) ×2.
+Dense prefix_ref(const Refs& r, int steps) {
+  const Dense &z0 = r[0], &t = r[1], &nm = r[2], &w = r[3], &gam = r[4], &bet = r[5];
+  const int64_t b = z0.shape[2], f = z0.shape[3], G = z0.numel() / (b * f), P = b * (b + 1) / 2;
+  Shape os = z0.shape;
+  os[2] = P;
+  Dense o{os, std::vector<double>(size_t(G * P * f))};
+  auto grad_row = [&](int64_t g, int64_t j, const std::vector<double>& z) {  // ∂/∂z ½‖γ⊙LN(z) + β − t_j‖²
+    double mu = 0, var = 0;
+    for (double e : z) mu += e / double(f);
+    for (double e : z) var += (e - mu) * (e - mu) / double(f);
+    const double s = 1 / std::sqrt(var + kLnEps);
+    std::vector<double> xh(static_cast<size_t>(f)), gy = xh, out = xh;
+    double m1 = 0, m2 = 0;
+    for (int64_t c = 0; c < f; ++c) {
+      const int64_t k = (g * b + j) * f + c;
+      xh[size_t(c)] = (z[size_t(c)] - mu) * s;
+      const double gm = per_head(z0, gam, k);
+      gy[size_t(c)] = (gm * xh[size_t(c)] + per_head(z0, bet, k) - t.v[size_t(k)]) * gm;
+      m1 += gy[size_t(c)] / double(f);
+      m2 += gy[size_t(c)] * xh[size_t(c)] / double(f);
+    }
+    for (int64_t c = 0; c < f; ++c) out[size_t(c)] = s * (gy[size_t(c)] - m1 - xh[size_t(c)] * m2);
+    return out;
+  };
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<double> A(size_t(b * b * f), 0.0);  // A[i][l][c]: position i's A_i
+    for (int k = 0; k < steps; ++k) {
+      std::vector<double> next = A;
+      for (int64_t i = 0, p0 = 0; i < b; ++i)
+        for (int64_t j = 0; j <= i; ++j, ++p0) {
+          std::vector<double> z(static_cast<size_t>(f));
+          for (int64_t c = 0; c < f; ++c) {
+            z[size_t(c)] = z0.v[size_t((g * b + j) * f + c)];
+            for (int64_t l = 0; l <= i; ++l) z[size_t(c)] += nm.v[size_t((g * b + j) * b + l)] * A[size_t((i * b + l) * f + c)];
+          }
+          const int64_t p = j * b - j * (j - 1) / 2 + (i - j);  // pair (j, i) in j-major order
+          const std::vector<double> gr = grad_row(g, j, z);
+          for (int64_t c = 0; c < f; ++c) next[size_t((i * b + j) * f + c)] += w.v[size_t(g * P + p)] * gr[size_t(c)];
+        }
+      A = next;
+    }
+    for (int64_t j = 0, p = 0; j < b; ++j)
+      for (int64_t i = j; i < b; ++i, ++p)
+        for (int64_t c = 0; c < f; ++c) o.v[size_t((g * P + p) * f + c)] = A[size_t((i * b + j) * f + c)];
+  }
+  return o;
+}
+
+void add_prefix_cases(std::vector<OpCase>& t) {
+  // Two batch rows, two heads, b = 3 positions (six pairs) of f = 4, three steps: two read Z through −M.
+  t.push_back({"ttt_prefix_steps (K = 3, per-head γ, β)", {Op::TttPrefixSteps},
+               [](DType dt) {
+                 return Ins{U({2, 2, 3, 4}, -1, 1, 141, dt),      U({2, 2, 3, 4}, -1, 1, 142, dt),
+                            U({2, 2, 3, 3}, -1, 0.2, 143, dt),    U({2, 2, 6, 1}, 0.05, 0.4, 144, dt),
+                            U({1, 2, 1, 4}, 0.5, 1.5, 145, dt),   U({1, 2, 1, 4}, -0.5, 0.5, 146, dt)};
+               },
+               {true, true, true, true, true, true},
+               [](const Ins& x) { return ttt_prefix_steps(x[0], x[1], x[2], x[3], x[4], x[5], 3, kLnEps); },
+               [](const Refs& r) { return prefix_ref(r, 3); }, {}});
+}
+
 // ---- shape and layout
 void add_shape_cases(std::vector<OpCase>& t) {
   t.push_back({"reshape (non-contiguous)", {Op::Reshape}, [](DType dt) { return Ins{T(U({4, 3}, -1, 1, 61, dt))}; },
@@ -756,6 +821,7 @@ std::vector<OpCase> build() {
   add_matmul_cases(t);
   add_attention_cases(t);
   add_dual_cases(t);
+  add_prefix_cases(t);
   add_shape_cases(t);
   add_shift_and_copy_cases(t);
   add_indexing_cases(t);

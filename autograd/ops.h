@@ -103,6 +103,13 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
                                       const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
                                       double eps, const std::function<void(int)>& mark = {});
 
+// ---- prefix mode's K closed-form inner steps on one unit of TTT-Linear (the map: compose::ttt_prefix_steps): A
+// (…, P, f) from z0, t (…, b, f), neg_m (…, b, b) and w (…, P, 1), P = b(b + 1)/2. One node around the backend's
+// kernel where it has one, else the composition; mark(p) is called after phase p's FLOPs are counted (0 inner
+// forward, 1 inner gradients, 2 updates of A), on either path.
+Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
+                        const Tensor& beta, int steps, double eps, const std::function<void(int)>& mark = {});
+
 // ---- masks
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);

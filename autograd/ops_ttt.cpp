@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/checkpoint.h"
 #include "autograd/compose.h"
 #include "autograd/fused.h"
 #include "autograd/ops.h"
@@ -57,6 +58,49 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
         return out;
       });
   return {parts[0], parts[1], parts[2]};
+}
+
+namespace {
+// The backward of ttt_prefix_steps: the kernel at first order where the forward ran it (saved s[6]) and the device
+// has one; under create_graph, or without the kernel, the composition re-run and differentiated (its forward not
+// counted again), so gradients of any order flow and the FLOPs are the composition's backward either way.
+std::vector<Tensor> prefix_steps_backward(const std::vector<Tensor>& s, const Tensor& da, const std::vector<bool>& need,
+                                          int steps, double eps) {
+  const std::vector<Tensor> x(s.begin(), s.begin() + 6);
+  if (s[6].defined() && !GradMode::enabled() && fused::use(FusedOp::TttPrefixStepsBackward, x[0])) {
+    const auto g = raw::ttt_prefix_steps_backward(x[0], x[1], x[2], x[3], x[4], x[5], steps, eps, s[6], da);
+    fused::add_counts(fused::prefix_counts(x[0].shape(), x[4].shape(), steps).backward);
+    std::vector<Tensor> out(6);
+    for (size_t i = 0; i < 6; ++i)
+      if (need[i]) out[i] = g[i];
+    return out;
+  }
+  const RegionFn fn = [steps, eps](const std::vector<Tensor>& v) {
+    return std::vector<Tensor>{compose::ttt_prefix_steps(v[0], v[1], v[2], v[3], v[4], v[5], steps, eps)};
+  };
+  return recompute_vjp(fn, x, {da}, std::vector<bool>(need.begin(), need.begin() + 6), {da.shape()},
+                       "ttt_prefix_steps", false);
+}
+}  // namespace
+
+Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
+                        const Tensor& beta, int steps, double eps, const std::function<void(int)>& mark) {
+  if (!fused::node(FusedOp::TttPrefixSteps, z0))
+    return compose::ttt_prefix_steps(z0, t, neg_m, w, gamma, beta, steps, eps, mark);
+  raw::check_prefix(z0, t, neg_m, w, gamma, steps);
+  OpRecorder rec(Op::TttPrefixSteps, {z0, t, neg_m, w, gamma, beta});
+  auto [a, saved] = fused::forward(
+      FusedOp::TttPrefixSteps, z0, [&] { return raw::ttt_prefix_steps(z0, t, neg_m, w, gamma, beta, steps, eps); },
+      [&] { return std::make_pair(compose::ttt_prefix_steps(z0, t, neg_m, w, gamma, beta, steps, eps), Tensor()); });
+  const fused::PrefixCounts c = fused::prefix_counts(z0.shape(), gamma.shape(), steps);
+  for (int p = 0; p < 3; ++p) {
+    fused::add_counts(c.forward[size_t(p)]);
+    if (mark) mark(p);
+  }
+  return rec.done(a, {z0, t, neg_m, w, gamma, beta, saved},
+                  [steps, eps](const Tensor& da, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+                    return prefix_steps_backward(s, da, need, steps, eps);
+                  });
 }
 
 }  // namespace ponder

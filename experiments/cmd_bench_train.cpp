@@ -63,6 +63,7 @@ struct Variant {
 };
 
 std::vector<FusedOp> dual_ops() { return {FusedOp::TttLinearDual, FusedOp::TttLinearDualBackward}; }
+std::vector<FusedOp> prefix_ops() { return {FusedOp::TttPrefixSteps, FusedOp::TttPrefixStepsBackward}; }
 std::vector<FusedOp> all_but_dual() {
   std::vector<FusedOp> ops;
   for (int i = 0; i < int(FusedOp::Count); ++i)
@@ -72,7 +73,8 @@ std::vector<FusedOp> all_but_dual() {
 
 // "dual" (dual form, K = 1), "iter-K" or "iterative" (iterative path, carry mode, K steps; "iterative"
 // is iter-1), "prefix-K" (iterative path, prefix mode, K steps) and "prefix-closed-K" (prefix mode on the dual
-// path: the same steps with closed-form inner gradients).
+// path: the same steps with closed-form inner gradients; "prefix-composed-K" with its K-step kernel off, the
+// steps as their composition of ops).
 Variant parse_variant(const std::string& text) {
   auto steps_after = [&](const std::string& prefix) {
     const std::string k = text.substr(prefix.size());
@@ -97,11 +99,13 @@ Variant parse_variant(const std::string& text) {
     return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, steps_after("iter-")};
   if (text.rfind("prefix-closed-", 0) == 0)
     return {"pfx-closed", ttt::InnerPath::Dual, ttt::StepMode::Prefix, steps_after("prefix-closed-")};
+  if (text.rfind("prefix-composed-", 0) == 0)
+    return {"pfx-comp", ttt::InnerPath::Dual, ttt::StepMode::Prefix, steps_after("prefix-composed-"), prefix_ops()};
   if (text.rfind("prefix-", 0) == 0)
     return {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, steps_after("prefix-")};
   throw std::invalid_argument("bench train: unknown variant '" + text +
-                              "' in --variants (expected dual, dual-composed, dual-only, iterative, iter-K, prefix-K "
-                              "or prefix-closed-K)");
+                              "' in --variants (expected dual, dual-composed, dual-only, iterative, iter-K, prefix-K, "
+                              "prefix-closed-K or prefix-composed-K)");
 }
 
 // GFLOP/s of one 512³ cblas_sgemm at the current thread count: the machine's attainable GEMM rate.
@@ -447,7 +451,8 @@ void register_bench_train(CLI::App& bench) {
                   "kernel off: its composition of ops, the reference), dual-only (the dual form's kernels alone fused: the norms, "
                   "gated products and AdamW as compositions), iter-K (iterative path, carry mode; "
                   "iterative = iter-1), prefix-K (iterative path, prefix mode), prefix-closed-K (prefix mode, dual path: "
-                  "closed-form inner gradients)")
+                  "closed-form inner gradients), prefix-composed-K (the same with its K-step kernel off: the "
+                  "composition of ops, the reference)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--mem-limit-mb", opts->mem_limit_mb,

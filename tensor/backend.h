@@ -52,7 +52,8 @@ struct AdamWCoeffs {
   X(LnL2Grad, "ln_l2_grad") X(LnL2GradVjp, "ln_l2_grad_vjp") X(ActMul, "act_mul")                              \
   X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")              \
   X(Attention, "attention") X(AttentionBackward, "attention_backward")                                        \
-  X(TttLinearDual, "ttt_linear_dual") X(TttLinearDualBackward, "ttt_linear_dual_backward") X(Rope, "rope")
+  X(TttLinearDual, "ttt_linear_dual") X(TttLinearDualBackward, "ttt_linear_dual_backward") X(Rope, "rope")     \
+  X(TttPrefixSteps, "ttt_prefix_steps") X(TttPrefixStepsBackward, "ttt_prefix_steps_backward")
 
 #define PONDER_ENUM_ID(id, ...) id,
 enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
@@ -89,6 +90,23 @@ struct DualOperands {
   Tensor saved;
 };
 constexpr int64_t kDualSaved(int64_t b, int64_t f) { return 3 * b * f + b * b; }
+
+// The operands of prefix mode's K closed-form inner steps on one unit (the map: compose::ttt_prefix_steps), per
+// head g of G, contiguous: z0 and t (G, b, f) (Z0 = XK·W + bias and the targets), neg_m (G, b, b) = −(XK·XKᵀ + 1),
+// w (G, P) η at the P = b(b + 1)/2 causal pairs (j ≤ i, j-major); γ and β of the inner layer norm as the row
+// kernels take them (rows: RowOffsets over the G·b rows of z0; a pair reads the row of its j).
+struct PrefixOperands {
+  Tensor z0, t, neg_m, w, gamma, beta;
+  RowOffsets rows;
+  int steps;
+  double eps;
+};
+constexpr int64_t kPrefixPairs(int64_t b) { return b * (b + 1) / 2; }
+// Per head: the first step's gradients (b × f), then for each later step the A it started from, its Z and its
+// gradients before the η weights (P × f each).
+constexpr int64_t kPrefixSaved(int64_t b, int64_t f, int steps) {
+  return b * f + 3 * int64_t(steps - 1) * kPrefixPairs(b) * f;
+}
 
 const char* unary_name(UnaryOp op);
 const char* fused_op_name(FusedOp op);
@@ -220,6 +238,16 @@ class Backend {
   virtual void ttt_linear_dual_backward(const std::array<Tensor, 8>&, const DualOperands&,
                                         const std::array<Tensor, 3>&) {
     unsupported(FusedOp::TttLinearDualBackward);
+  }
+  // Prefix mode's K closed-form steps, each head on its own (PrefixOperands): a (G, P, f) the accumulated weighted
+  // gradients, saved (G, kPrefixSaved(b, f, K)) what the backward reads. The backward, for upstream da (G, P, f),
+  // writes {dz0, dt, dneg_m, dw, dγ, dβ} (dγ, dβ shaped like γ, summed over heads in a fixed order).
+  virtual void ttt_prefix_steps(const Tensor&, const Tensor&, const PrefixOperands&) {
+    unsupported(FusedOp::TttPrefixSteps);
+  }
+  virtual void ttt_prefix_steps_backward(const std::array<Tensor, 6>&, const PrefixOperands&, const Tensor&,
+                                         const Tensor&) {
+    unsupported(FusedOp::TttPrefixStepsBackward);
   }
 
  protected:

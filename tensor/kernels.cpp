@@ -866,6 +866,78 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                   {slice(dy, r, 0, b), slice(dy, r, b, b + f), slice(dy, r, b + f, b + f + 1)}, eps);
 }
 
+void check_prefix(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
+                  int steps) {
+  for (const Tensor* x : {&t, &neg_m, &w}) check_same("ttt_prefix_steps", z0, *x);
+  PONDER_NEED(is_float(z0.dtype()), "ttt_prefix_steps: needs floating tensors");
+  PONDER_NEED(steps >= 1, "ttt_prefix_steps: steps must be >= 1, got " + std::to_string(steps));
+  PONDER_NEED(z0.dim() >= 2 && t.shape() == z0.shape(), "ttt_prefix_steps: z0 " + shape_str(z0.shape()) + " and t " +
+                                                            shape_str(t.shape()) + " must be one shape (…, b, f)");
+  const size_t r = z0.dim() - 2;
+  const int64_t b = z0.shape()[r];
+  auto with = [&](int64_t m, int64_t n) {
+    Shape s(z0.shape().begin(), z0.shape().begin() + long(r));
+    s.push_back(m);
+    s.push_back(n);
+    return s;
+  };
+  PONDER_NEED(b >= 1 && neg_m.shape() == with(b, b) && w.shape() == with(kPrefixPairs(b), 1),
+              "ttt_prefix_steps: for z0 " + shape_str(z0.shape()) + ", neg_m " + shape_str(neg_m.shape()) + " and w " +
+                  shape_str(w.shape()) + " must be " + shape_str(with(b, b)) + " and " +
+                  shape_str(with(kPrefixPairs(b), 1)));
+  PONDER_NEED(gamma.dim() < 2 || gamma.shape()[gamma.dim() - 2] == 1,
+              "ttt_prefix_steps: γ " + shape_str(gamma.shape()) + " must be one row per head (…, 1, f): the pairs "
+              "of a unit share it");
+}
+
+namespace {
+// Prefix mode's operands, contiguous, per head; γ and β as the row kernels take them over z0's rows.
+PrefixOperands prefix_heads(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w,
+                            const Tensor& gamma, const Tensor& beta, int steps, double eps) {
+  check_prefix(z0, t, neg_m, w, gamma, steps);
+  const int64_t G = head_count(z0), b = z0.shape()[z0.dim() - 2], f = z0.shape().back();
+  RowParams rp = row_params(z0, gamma, beta, "ttt_prefix_steps");
+  return {reshape(contiguous(z0), {G, b, f}), reshape(contiguous(t), {G, b, f}),
+          reshape(contiguous(neg_m), {G, b, b}), reshape(contiguous(w), {G, kPrefixPairs(b)}), rp.gamma, rp.beta,
+          std::move(rp.rows), steps, eps};
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w,
+                                           const Tensor& gamma, const Tensor& beta, int steps, double eps) {
+  const PrefixOperands o = prefix_heads(z0, t, neg_m, w, gamma, beta, steps, eps);
+  const int64_t G = o.z0.shape()[0], b = o.z0.shape()[1], f = o.z0.shape()[2];
+  Tensor a = Tensor::empty({G, kPrefixPairs(b), f}, z0.dtype(), z0.device());
+  Tensor saved = Tensor::empty({G, kPrefixSaved(b, f, steps)}, z0.dtype(), z0.device());
+  be(z0).ttt_prefix_steps(a, saved, o);
+  Shape s(z0.shape().begin(), z0.shape().end() - 2);
+  s.push_back(kPrefixPairs(b));
+  s.push_back(f);
+  return {reshape(a, s), saved};
+}
+
+std::array<Tensor, 6> ttt_prefix_steps_backward(const Tensor& z0, const Tensor& t, const Tensor& neg_m,
+                                                const Tensor& w, const Tensor& gamma, const Tensor& beta, int steps,
+                                                double eps, const Tensor& saved, const Tensor& da) {
+  const PrefixOperands o = prefix_heads(z0, t, neg_m, w, gamma, beta, steps, eps);
+  const int64_t G = o.z0.shape()[0], b = o.z0.shape()[1], f = o.z0.shape()[2];
+  check_same("ttt_prefix_steps_backward", z0, saved);
+  check_same("ttt_prefix_steps_backward", z0, da);
+  const Shape ss{G, kPrefixSaved(b, f, steps)};
+  PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_prefix_steps_backward: the saved intermediates " +
+                                                                shape_str(saved.shape()) + " must be a contiguous " +
+                                                                shape_str(ss));
+  PONDER_NEED(da.numel() == G * kPrefixPairs(b) * f && da.shape().back() == f,
+              "ttt_prefix_steps_backward: da " + shape_str(da.shape()) + " must be (…, " +
+                  std::to_string(kPrefixPairs(b)) + ", " + std::to_string(f) + ") of z0 " + shape_str(z0.shape()));
+  std::array<Tensor, 6> g{empty_like(o.z0), empty_like(o.t),     empty_like(o.neg_m),
+                          empty_like(o.w),  empty_like(o.gamma), empty_like(o.gamma)};
+  be(z0).ttt_prefix_steps_backward(g, o, saved, contiguous(da));
+  const Tensor* shapes[6] = {&z0, &t, &neg_m, &w, &gamma, &beta};
+  for (size_t i = 0; i < 6; ++i) g[i] = reshape(g[i], shapes[i]->shape());
+  return g;
+}
+
 Tensor dual_packed_grad(const std::array<Tensor, 3>& dy) {
   // Each piece an (n0, n1, r, f) head view, n0·n1 = G; the three may split G differently.
   const int64_t b = dy[0].shape()[2], f = dy[0].shape()[3], R = b + f + 1, G = dy[0].shape()[0] * dy[0].shape()[1];

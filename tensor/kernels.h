@@ -127,6 +127,21 @@ Tensor dual_head_view(const Tensor& x, bool rows_apart);
 void check_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
                 const Tensor& eta);
 
+// Prefix mode's K closed-form inner steps on one unit (autograd/compose.h states them): z0 and t (…, b, f), neg_m
+// (…, b, b), w (…, P, 1) with P = b(b + 1)/2, one leading shape; γ, β broadcasting to z0 with one row per head.
+// Returns A (…, P, f) and the intermediates the backward reads ((G, kPrefixSaved(b, f, steps)), tensor/backend.h);
+// the backward takes them and the upstream da (…, P, f) and returns {dz0, dt, dneg_m, dw, dγ, dβ}, each shaped like
+// its operand.
+std::pair<Tensor, Tensor> ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w,
+                                           const Tensor& gamma, const Tensor& beta, int steps, double eps);
+std::array<Tensor, 6> ttt_prefix_steps_backward(const Tensor& z0, const Tensor& t, const Tensor& neg_m,
+                                                const Tensor& w, const Tensor& gamma, const Tensor& beta, int steps,
+                                                double eps, const Tensor& saved, const Tensor& da);
+// The checks the kernel and the composition share: floating operands on one device and dtype, shaped as above,
+// b ≥ 1, steps ≥ 1.
+void check_prefix(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
+                  int steps);
+
 // Whether fused op `op` is on for operand x: fused kernels are on (set_fused_kernels, set_fused_kernel) and x is a
 // floating tensor. autograd then records the op as one node, whatever x's backend has a kernel for.
 bool fused_enabled(FusedOp op, const Tensor& x);

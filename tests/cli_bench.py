@@ -63,6 +63,17 @@ comp = [k["kernel"] for k in rows[2]["profile"]["kernels"]]
 check("ttt_linear_dual" not in comp and "ln_l2_grad" in comp,
       "dual-composed runs the dual form as its composition (ln_l2_grad, no ttt_linear_dual kernel)")
 
+# Prefix mode on the dual path with its K-step kernel and as the kernel's composition: the same FLOPs per token
+# (the kernel counts its composition's), the kernel in one profile only.
+rows = [json.loads(l) for l in bench("--variants", "prefix-closed-2,prefix-composed-2", "--json", "--profile").stdout.splitlines()]
+check([(r["variant"], r["mode"], r["path"], r["K"]) for r in rows] ==
+      [("pfx-closed", "prefix", "dual", 2), ("pfx-comp", "prefix", "dual", 2)], "prefix-closed-K and prefix-composed-K rows")
+names = [[k["kernel"] for k in r["profile"]["kernels"]] for r in rows]
+check("ttt_prefix_steps" in names[0] and "ttt_prefix_steps_backward" in names[0] and
+      not any(n.startswith("ttt_prefix_steps") for n in names[1]),
+      "prefix-closed runs the K-step kernel, prefix-composed its composition")
+check(rows[0]["flops_per_token"] == rows[1]["flops_per_token"], "the kernel counts its composition's FLOPs")
+
 # --reps: the row is the fastest repetition, and every repetition's tokens/s is listed in the order they ran.
 row = json.loads(bench("--variants", "dual", "--json", "--reps", "3").stdout.splitlines()[-1])
 check(row["reps"] == 3 and len(row["tokens_per_s_reps"]) == 3 and all(x > 0 for x in row["tokens_per_s_reps"]) and

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "autograd/engine.h"
 #include "autograd/fused.h"
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
@@ -205,6 +206,68 @@ TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward
       const auto without = raw::ttt_linear_dual_backward(We, be, xq, xk, xv, eta, gam, bet, Tensor(), dy, 1e-6);
       for (size_t i = 0; i < with.size(); ++i) CHECK(with[i].to_vector() == without[i].to_vector());
     }
+}
+
+TEST_CASE("prefix mode's K-step kernel equals its composition, forward and backward, in values and FLOPs per phase") {
+  Generator g(53);
+  // 16 positions of width 12 (not a multiple of the row kernels' 8 lanes), then an odd unit of 5 of 6; K = 1, 2, 4.
+  for (const Shape& zs : {Shape{2, 3, 16, 12}, Shape{1, 2, 5, 6}})
+    for (int steps : {1, 2, 4})
+      for (DType dt : {DType::F64, DType::F32}) {
+        CAPTURE(shape_str(zs));
+        CAPTURE(steps);
+        const double tol = dt == DType::F64 ? 1e-12 : 2e-4;
+        const int64_t B = zs[0], H = zs[1], b = zs[2], f = zs[3], P = b * (b + 1) / 2;
+        std::vector<Tensor> x = {g.normal(zs, 0, 1, dt), g.normal(zs, 0, 1, dt),
+                                 g.uniform({B, H, b, b}, -0.3, 0.05, dt), g.uniform({B, H, P, 1}, 0, 0.1, dt),
+                                 g.normal({1, H, 1, f}, 1, 0.1, dt), g.normal({1, H, 1, f}, 0, 0.1, dt)};
+        for (Tensor& t : x) set_requires_grad(t);
+        const Tensor da = g.normal({B, H, P, f}, 0, 1, dt);
+        auto run = [&](bool fused) {
+          raw::set_fused_kernel(FusedOp::TttPrefixSteps, fused);
+          std::vector<FlopCounts> phase;
+          std::array<uint64_t, 3> by_phase{};  // forward FLOPs up to each mark, summed by the mark's phase
+          FlopScope scope;
+          const Tensor a = ttt_prefix_steps(x[0], x[1], x[2], x[3], x[4], x[5], steps, 1e-6, [&](int p) {
+            const uint64_t before = phase.empty() ? 0 : phase.back().total();
+            phase.push_back(scope.counts());
+            by_phase[size_t(p)] += phase.back().total() - before;
+          });
+          FlopScope back;
+          GradOptions go;
+          go.allow_unused = true;  // K = 1 reads no −M
+          std::vector<Tensor> out = grad({a}, x, {da}, go);
+          phase.push_back(back.counts());
+          raw::set_fused_kernel(FusedOp::TttPrefixSteps, true);
+          out.insert(out.begin(), a);
+          return std::make_tuple(out, phase, by_phase);
+        };
+        auto [fo, fp, fph] = run(true);
+        auto [po, pp, pph] = run(false);
+        CHECK(fph == pph);  // a unit's cost splits the same way (inner forward, inner gradients, updates)
+        REQUIRE(fo.size() == 7);
+        for (size_t i = 0; i < fo.size(); ++i) {
+          CAPTURE(i);
+          if (i == 3 && steps == 1) {  // −M unread: no gradient in the composition, zeros from the kernel
+            CHECK(!po[i].defined());
+            CHECK(diff(fo[i], zeros_like(fo[i])).err == 0);
+            continue;
+          }
+          const Diff d = diff(fo[i], po[i]);
+          CHECK(d.scale > 1e-3);  // every result is non-trivial
+          CHECK(d.err / d.scale <= tol);
+        }
+        // The kernel's node marks each phase once, the composition once per step (the first has no inner forward):
+        // the counts up to the last mark and the backward's agree in every category and phase.
+        REQUIRE(fp.size() == 4);
+        REQUIRE(pp.size() == size_t(3 * steps));
+        for (size_t c = 0; c < size_t(FlopCat::Count); ++c) {
+          CAPTURE(c);
+          CHECK(fp[2].get(FlopCat(c), Phase::Forward) == pp[size_t(3 * steps - 2)].get(FlopCat(c), Phase::Forward));
+          CHECK(fp[3].get(FlopCat(c), Phase::Backward) == pp.back().get(FlopCat(c), Phase::Backward));
+        }
+        CHECK(fp[3].total() > 0);
+      }
 }
 
 // The scan hands the kernel its operands where they lie: a mini-batch's slice of q and k, v's slice with its rows H·f

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "autograd/compose.h"
 #include "autograd/engine.h"
 
 namespace ponder::ttt {
@@ -241,75 +242,27 @@ InnerState prefix_step_closed(const InnerState& per_pos, const Tensor& xk, const
   return carry_step_closed(per_pos, unsqueeze(xk, 2), unsqueeze(xv, 2), unsqueeze(tril(eta), -1), n5, meter);
 }
 
-namespace {
-// The pairs (j, i) with j ≤ i of a unit of b positions, j-major: row j of position i's weighted gradients. Only
-// these are non-zero (η is causal), so the per-token LN+L2 gradients are taken on b(b + 1)/2 rows, not b².
-struct PrefixPairs {
-  Tensor flat;  // (P): j·b + i, a row of the (b·b) grid of all pairs
-  Tensor j, i;  // (P): each pair's j and i
-  Tensor last;  // (b): the pairs of the last position (j, b − 1), in the order of j
-};
-
-PrefixPairs prefix_pairs(int64_t b, Device device) {
-  std::vector<double> flat, j, i, last;
-  for (int64_t jj = 0; jj < b; ++jj)
-    for (int64_t ii = jj; ii < b; ++ii) {
-      if (ii == b - 1) last.push_back(double(flat.size()));
-      flat.push_back(double(jj * b + ii));
-      j.push_back(double(jj));
-      i.push_back(double(ii));
-    }
-  auto index = [&](const std::vector<double>& v) {  // on the data's device: index ops take indices from there
-    return raw::to_device(Tensor::from_vector(v, {int64_t(v.size())}, DType::I64), device);
-  };
-  return {index(flat), index(j), index(i), index(last)};
-}
-
-// x (B, H, b(i), b(j)) read at the pairs: x[i, j] for j ≤ i, as (B, H, P, 1).
-Tensor at_pairs(const Tensor& x, const PrefixPairs& pp) {
-  const Shape& sh = x.shape();
-  return unsqueeze(index_select(reshape(transpose(x, -1, -2), {sh[0], sh[1], sh[2] * sh[3]}), 2, pp.flat), -1);
-}
-}  // namespace
-
 Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                    const InnerNorm& n, int steps, InnerState& next, CostMeter* meter) {
   // W_i = W − XKᵀ·A_i and b_i = b − 1ᵀ·A_i, where A_i (b × f) sums position i's weighted per-token gradients
   // over the steps taken. So Z_i = XK·W_i + b_i = Z0 − M·A_i with M = XK·XKᵀ + 1 shared by every position:
-  // one (b × b)·(b × b·f) product a step instead of b products with (f × f) weights (docs/ttt.md §3.3).
-  // A is kept packed, one row per pair (j ≤ i), and spread to the full grid only for that product.
+  // one (b × b)·(b × b·f) product a step instead of b products with (f × f) weights (docs/ttt.md §3.3). The steps
+  // are one op (ttt_prefix_steps: a kernel where the backend has one); A comes back packed, one row per pair j ≤ i.
   const int64_t B = xk.shape()[0], H = xk.shape()[1], b = xk.shape()[2], f = xk.shape()[3];
-  const PrefixPairs pp = prefix_pairs(b, xk.device());
+  const compose::PrefixPairs pp = compose::prefix_pairs(b, xk.device());
   const Tensor xkt = transpose(xk, -1, -2);
   const Tensor z0 = add(matmul(xk, s.W1), s.b1), target = sub(xv, xk);  // (B, H, b, f)
-  const Tensor w = at_pairs(eta, pp);  // (B, H, P, 1): η[i, j]
-  // What steps after the first read: −M (−M and −(XQ·XKᵀ + 1) rather than M and a subtraction: the same values,
-  // and no negation of (B, H, P, f) gradients in the backward), Z0 and the targets at the pairs' rows j.
-  Tensor neg_m, z0p, tp;
-  if (steps > 1) {
-    neg_m = affine(matmul(xk, xkt), -1, -1);  // (B, H, b, b)
-    z0p = index_select(z0, 2, pp.j);
-    tp = index_select(target, 2, pp.j);
-  }
+  const Tensor w = compose::at_pairs(eta, pp);  // (B, H, P, 1): η[i, j]
+  // −M (not M and a subtraction: the same values, and no negation of (B, H, P, f) gradients in the backward); only
+  // steps after the first read it.
+  const Tensor neg_m = steps > 1 ? affine(matmul(xk, xkt), -1, -1) : Tensor::zeros({B, H, b, b}, xk.dtype(), xk.device());
   if (meter) meter->charge(&UnitCost::inner_forward);
-  Tensor a;  // (B, H, P, f): A_i's row j at pair (j, i)
-  for (int k = 0; k < steps; ++k) {
-    Tensor g;
-    if (!a.defined()) {  // every position starts from W: the b rows' gradients, read at the pairs
-      g = index_select(ln_l2_grad(z0, target, n), 2, pp.j);
-    } else {
-      const Tensor grid = reshape(index_add({B, H, b * b, f}, 2, pp.flat, a), {B, H, b, b * f});
-      const Tensor z = add(z0p, index_select(reshape(matmul(neg_m, grid), {B, H, b * b, f}), 2, pp.flat));
-      if (meter) meter->charge(&UnitCost::inner_forward);
-      g = ln_l2_grad(z, tp, n);
-    }
-    g = mul(w, g);
-    if (meter) meter->charge(&UnitCost::inner_grad);
-    a = a.defined() ? add(a, g) : g;
-    if (meter) meter->charge(&UnitCost::update);
-  }
+  static constexpr uint64_t UnitCost::*kPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad, &UnitCost::update};
+  const Tensor a = ttt_prefix_steps(z0, target, neg_m, w, n.gamma, n.beta, steps, n.eps, [&](int p) {
+    if (meter) meter->charge(kPhase[p]);
+  });  // (B, H, P, f): A_i's row j at pair (j, i)
   // Outputs: XQ_i·W_i + b_i = XQ_i·W + b − Σ_{j ≤ i} (XQ_i·XK_j + 1)·A_i[j].
-  const Tensor neg_pq = at_pairs(affine(matmul(xq, xkt), -1, -1), pp);  // (B, H, P, 1)
+  const Tensor neg_pq = compose::at_pairs(affine(matmul(xq, xkt), -1, -1), pp);  // (B, H, P, 1)
   const Tensor zq = add(add(matmul(xq, s.W1), s.b1), index_add({B, H, b, f}, 2, pp.i, mul(neg_pq, a)));
   Tensor out = add(xq, inner_ln(zq, n));
   if (meter) meter->charge(&UnitCost::output);

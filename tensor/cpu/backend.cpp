@@ -231,6 +231,15 @@ class CpuBackend final : public Backend {
     prof::Scope t(Kind::Fused, "ttt_linear_dual_backward");
     cpu::ttt_linear_dual_backward(g, o, dy);
   }
+  void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o) override {
+    prof::Scope t(Kind::Fused, "ttt_prefix_steps");
+    cpu::ttt_prefix_steps(a, saved, o);
+  }
+  void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
+                                 const Tensor& da) override {
+    prof::Scope t(Kind::Fused, "ttt_prefix_steps_backward");
+    cpu::ttt_prefix_steps_backward(g, o, saved, da);
+  }
 
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
     prof::Scope t(Kind::Copy, "rng");

@@ -55,5 +55,8 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 // TTT-Linear's dual form on one mini-batch, head by head (tensor/backend.h; cpu/ttt_dual.cpp).
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy);
+void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o);
+void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
+                               const Tensor& da);
 
 }  // namespace ponder::cpu
