@@ -66,9 +66,14 @@ void st(T* p, int64_t i, double v, One) {
 // vector additions of shuffled copies (lane by lane GCC emits seven scalar additions and eleven extractions).
 inline double fold(vd a) {
   static_assert(kLanes == 8, "the shuffles below pair 8 lanes");
+#if defined(__clang__)
+  a += __builtin_shufflevector(a, a, 1, 0, 3, 2, 5, 4, 7, 6);  // lane 2k: a[2k] + a[2k + 1]
+  a += __builtin_shufflevector(a, a, 2, 3, 0, 1, 6, 7, 4, 5);  // lanes 0 and 4: the two halves' sums
+#else
   using vi = int64_t __attribute__((vector_size(8 * kLanes)));
-  a += __builtin_shuffle(a, vi{1, 0, 3, 2, 5, 4, 7, 6});  // lane 2k: a[2k] + a[2k + 1]
-  a += __builtin_shuffle(a, vi{2, 3, 0, 1, 6, 7, 4, 5});  // lanes 0 and 4: the two halves' sums
+  a += __builtin_shuffle(a, vi{1, 0, 3, 2, 5, 4, 7, 6});
+  a += __builtin_shuffle(a, vi{2, 3, 0, 1, 6, 7, 4, 5});
+#endif
   return a[0] + a[4];
 }
 
