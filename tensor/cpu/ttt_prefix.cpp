@@ -127,6 +127,13 @@ void forward_t(const Tensor& a, const Tensor& saved, const PrefixOperands& o) {
   }
 }
 
+// Σ_c x[c]·y[c] over a row of f, summed as the row kernels sum (double lanes, a fixed order): a float loop that
+// adds into one scalar does not vectorise.
+template <class T>
+T dot(const T* x, const T* y, int64_t f) {
+  return T(rows::vsum(f, [&](int64_t c, auto t) { return rows::ld(x, c, t) * rows::ld(y, c, t); }));
+}
+
 // One head's outputs: dz0, dt (b, f), dneg_m (b, b), dw (P); ag, ab its dγ, dβ accumulators.
 template <class T>
 struct HeadGrads {
@@ -143,12 +150,8 @@ void later_step_back(const Head<T>& h, const T* aprev, const T* Z, const T* gh, 
   T *dg = wk.dg.data(), *dz = wk.dz.data(), *dtp = wk.dt.data(), *dY = wk.y.data();
   for (int64_t p = 0; p < h.P; ++p) {
     const int64_t j = h.pj[p];
-    T s = 0;
-    for (int64_t c = 0; c < f; ++c) {
-      s += gh[p * f + c] * dA[p * f + c];
-      dg[p * f + c] = h.w[p] * dA[p * f + c];
-    }
-    d.dw[p] += s;
+    d.dw[p] += dot(gh + p * f, dA + p * f, f);
+    for (int64_t c = 0; c < f; ++c) dg[p * f + c] = h.w[p] * dA[p * f + c];
     rows::ln_l2_grad_vjp(Z + p * f, h.t + j * f, h.gamma + h.goff[j], h.beta + h.goff[j], dg + p * f, dz + p * f,
                          dtp + p * f, d.ag + h.goff[j], d.ab + h.goff[j], f, h.eps, wk.scratch.data());
     for (int64_t c = 0; c < f; ++c) {
@@ -174,12 +177,8 @@ void first_step_back(const Head<T>& h, const T* g1, const T* dA, const HeadGrads
   std::fill(dg1, dg1 + b * f, T(0));
   for (int64_t p = 0; p < h.P; ++p) {
     const int64_t j = h.pj[p];
-    T s = 0;
-    for (int64_t c = 0; c < f; ++c) {
-      s += g1[j * f + c] * dA[p * f + c];
-      dg1[j * f + c] += h.w[p] * dA[p * f + c];
-    }
-    d.dw[p] += s;
+    d.dw[p] += dot(g1 + j * f, dA + p * f, f);
+    for (int64_t c = 0; c < f; ++c) dg1[j * f + c] += h.w[p] * dA[p * f + c];
   }
   for (int64_t j = 0; j < b; ++j) {
     rows::ln_l2_grad_vjp(h.z0 + j * f, h.t + j * f, h.gamma + h.goff[j], h.beta + h.goff[j], dg1 + j * f,
