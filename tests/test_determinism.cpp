@@ -58,3 +58,22 @@ TEST_CASE("the attention kernel gives the same bits on 1 and 2 threads, forward 
   }
   CHECK(out[0] == out[1]);
 }
+
+TEST_CASE("prefix mode's K-step kernel gives the same bits on 1 and 2 threads, forward and backward") {
+  Generator gen(29);
+  // 3 × 3 heads, an odd count, so the two threads' shares differ; dγ and dβ sum over every head.
+  const int64_t B = 3, H = 3, b = 16, f = 24, P = b * (b + 1) / 2;
+  Tensor z0 = gen.normal({B, H, b, f}, 0, 1), t = gen.normal({B, H, b, f}, 0, 1);
+  Tensor neg_m = gen.uniform({B, H, b, b}, -0.3, 0.05), w = gen.uniform({B, H, P, 1}, 0, 0.1);
+  Tensor gam = gen.normal({1, H, 1, f}, 1, 0.1), bet = gen.normal({1, H, 1, f}, 0, 0.1);
+  Tensor da = gen.normal({B, H, P, f}, 0, 1);
+  std::vector<std::vector<double>> out[2];
+  for (int threads : {1, 2}) {
+    cpu::set_num_threads(threads);
+    auto [a, saved] = raw::ttt_prefix_steps(z0, t, neg_m, w, gam, bet, 3, 1e-6);
+    out[threads - 1].push_back(a.to_vector());
+    for (const Tensor& g : raw::ttt_prefix_steps_backward(z0, t, neg_m, w, gam, bet, 3, 1e-6, saved, da))
+      out[threads - 1].push_back(g.to_vector());
+  }
+  CHECK(out[0] == out[1]);
+}
