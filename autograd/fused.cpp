@@ -307,9 +307,11 @@ PrefixCounts measure_prefix(const Shape& z0s, const Shape& gs, int steps) {
     s.push_back(n);
     return s;
   };
-  std::vector<Tensor> x = {gen.normal(z0s, 0, 1, DType::F64), gen.normal(z0s, 0, 1, DType::F64),
+  std::vector<Tensor> x = {gen.normal(z0s, 0, 1, DType::F64),
+                           gen.normal(z0s, 0, 1, DType::F64),
                            gen.normal(lead(b, b), 0, 0.1, DType::F64),
-                           gen.uniform(lead(kPrefixPairs(b), 1), 0, 0.1, DType::F64), gen.normal(gs, 1, 0.1, DType::F64),
+                           gen.uniform(lead(kPrefixPairs(b), 1), 0, 0.1, DType::F64),
+                           gen.normal(gs, 1, 0.1, DType::F64),
                            gen.normal(gs, 0, 0.1, DType::F64)};
   for (Tensor& t : x) set_requires_grad(t);
   PrefixCounts c;

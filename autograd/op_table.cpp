@@ -608,7 +608,8 @@ Dense prefix_ref(const Refs& r, int steps) {
           std::vector<double> z(static_cast<size_t>(f));
           for (int64_t c = 0; c < f; ++c) {
             z[size_t(c)] = z0.v[size_t((g * b + j) * f + c)];
-            for (int64_t l = 0; l <= i; ++l) z[size_t(c)] += nm.v[size_t((g * b + j) * b + l)] * A[size_t((i * b + l) * f + c)];
+            for (int64_t l = 0; l <= i; ++l)
+              z[size_t(c)] += nm.v[size_t((g * b + j) * b + l)] * A[size_t((i * b + l) * f + c)];
           }
           const int64_t p = j * b - j * (j - 1) / 2 + (i - j);  // pair (j, i) in j-major order
           const std::vector<double> gr = grad_row(g, j, z);

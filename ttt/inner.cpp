@@ -255,7 +255,8 @@ Tensor prefix_dual(const InnerState& s, const Tensor& xq, const Tensor& xk, cons
   const Tensor w = compose::at_pairs(eta, pp);  // (B, H, P, 1): η[i, j]
   // −M (not M and a subtraction: the same values, and no negation of (B, H, P, f) gradients in the backward); only
   // steps after the first read it.
-  const Tensor neg_m = steps > 1 ? affine(matmul(xk, xkt), -1, -1) : Tensor::zeros({B, H, b, b}, xk.dtype(), xk.device());
+  const Tensor neg_m =
+      steps > 1 ? affine(matmul(xk, xkt), -1, -1) : Tensor::zeros({B, H, b, b}, xk.dtype(), xk.device());
   if (meter) meter->charge(&UnitCost::inner_forward);
   static constexpr uint64_t UnitCost::*kPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad, &UnitCost::update};
   const Tensor a = ttt_prefix_steps(z0, target, neg_m, w, n.gamma, n.beta, steps, n.eps, [&](int p) {

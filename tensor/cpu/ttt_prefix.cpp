@@ -234,7 +234,8 @@ void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands
 
 void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
                                const Tensor& da) {
-  PONDER_DISPATCH_FLOAT(o.z0.dtype(), "ttt_prefix_steps_backward", [&] { prefix_steps::backward_t<scalar_t>(g, o, saved, da); });
+  PONDER_DISPATCH_FLOAT(o.z0.dtype(), "ttt_prefix_steps_backward",
+                        [&] { prefix_steps::backward_t<scalar_t>(g, o, saved, da); });
 }
 
 }  // namespace ponder::cpu
