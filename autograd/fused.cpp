@@ -20,6 +20,14 @@ namespace {
 
 thread_local bool t_deriving = false;  // on while this thread runs compositions to derive a rule
 
+// RAII around a run of a composition made only to count its FLOPs: nothing it does is counted or timed outside.
+struct Probe {
+  const FlopIsolate isolate;
+  const bool profiling = prof::enabled();
+  Probe() { prof::set_enabled(false); }
+  ~Probe() { prof::set_enabled(profiling); }
+};
+
 using CatCounts = std::array<int64_t, size_t(FlopCat::Count)>;
 
 // The degree of a fused op's FLOPs in each of its sizes: 1 (multilinear) but for the TTT dual form, whose
@@ -260,22 +268,13 @@ Rule rule(FusedOp op, bool bcast, int variant) {
   const auto key = std::make_tuple(int(op), bcast, variant);
   if (auto it = rules.find(key); it != rules.end()) return it->second;
   // The probes count nothing, time nothing and record nothing, and must see compositions all the way down.
-  const FlopIsolate isolate;
+  const Probe probe;
   const NoGradGuard ng;
-  const bool profiling = prof::enabled();
-  prof::set_enabled(false);
-  t_deriving = true;
-  Rule r;
-  try {
-    r = derive(op, variant, bcast);
-  } catch (...) {
-    t_deriving = false;
-    prof::set_enabled(profiling);
-    throw;
-  }
-  t_deriving = false;
-  prof::set_enabled(profiling);
-  return rules.emplace(key, r).first->second;
+  struct Deriving {
+    Deriving() { t_deriving = true; }
+    ~Deriving() { t_deriving = false; }
+  } deriving;
+  return rules.emplace(key, derive(op, variant, bcast)).first->second;
 }
 
 void count(FusedOp op, const Sizes& sizes, bool bcast, int variant) {
@@ -339,18 +338,8 @@ PrefixCounts prefix_counts(const Shape& z0, const Shape& gamma, int steps) {
   const std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(z0, gamma, steps);
   if (auto it = seen.find(key); it != seen.end()) return it->second;
-  const FlopIsolate isolate;  // the probe counts nothing, times nothing and records nothing outside
-  const bool profiling = prof::enabled();
-  prof::set_enabled(false);
-  PrefixCounts c;
-  try {
-    c = measure_prefix(z0, gamma, steps);
-  } catch (...) {
-    prof::set_enabled(profiling);
-    throw;
-  }
-  prof::set_enabled(profiling);
-  return seen.emplace(key, c).first->second;
+  const Probe probe;
+  return seen.emplace(key, measure_prefix(z0, gamma, steps)).first->second;
 }
 
 }  // namespace fused

@@ -87,7 +87,6 @@ Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, 
                         const Tensor& beta, int steps, double eps, const std::function<void(int)>& mark) {
   if (!fused::node(FusedOp::TttPrefixSteps, z0))
     return compose::ttt_prefix_steps(z0, t, neg_m, w, gamma, beta, steps, eps, mark);
-  raw::check_prefix(z0, t, neg_m, w, gamma, steps);
   OpRecorder rec(Op::TttPrefixSteps, {z0, t, neg_m, w, gamma, beta});
   auto [a, saved] = fused::forward(
       FusedOp::TttPrefixSteps, z0, [&] { return raw::ttt_prefix_steps(z0, t, neg_m, w, gamma, beta, steps, eps); },

@@ -55,14 +55,14 @@ Head<T> head(const PrefixOperands& o, const Pairs& pp, int64_t g) {
 // A thread's buffers, kept between calls (the kernel runs once per unit per layer).
 template <class T>
 struct Work {
-  std::vector<T> grid, y, da, dg, dz, dt, gb;  // grid, y: (b, b·f); the rest (P, f)
+  std::vector<T> grid, y, da, dg, dz, dt;  // grid, y: (b, b·f); the rest (P, f)
   std::vector<double> scratch;
   int64_t b = -1, f = -1;
   void size(int64_t b_, int64_t f_) {
     if (b_ == b && f_ == f) return;
     b = b_, f = f_;
     for (auto* x : {&grid, &y}) x->assign(size_t(b * b * f), T(0));
-    for (auto* x : {&da, &dg, &dz, &dt, &gb}) x->assign(size_t(kPrefixPairs(b) * f), T(0));
+    for (auto* x : {&da, &dg, &dz, &dt}) x->assign(size_t(kPrefixPairs(b) * f), T(0));
     scratch.resize(size_t(rows::kLnL2GradVjpScratch * f));
   }
 };
@@ -104,10 +104,7 @@ void later_step(const Head<T>& h, T* a, T* aprev, T* Z, T* gh, Work<T>& wk) {
     for (int64_t c = 0; c < f; ++c) Z[p * f + c] = z0[c] + y[c];
     rows::ln_l2_grad(Z + p * f, h.t + j * f, h.gamma + h.goff[j], h.beta + h.goff[j], gh + p * f, f, h.eps,
                      wk.scratch.data());
-    for (int64_t c = 0; c < f; ++c) {
-      const T m = h.w[p] * gh[p * f + c];
-      a[p * f + c] += m;
-    }
+    for (int64_t c = 0; c < f; ++c) a[p * f + c] += h.w[p] * gh[p * f + c];
   }
 }
 
