@@ -249,7 +249,10 @@ std::string GraphTrace::str() const {
   for (size_t i = 0; i < entries.size(); ++i) {
     const TraceEntry& e = entries[i];
     std::string shapes;
-    for (auto& s : e.output_shapes) shapes += (shapes.empty() ? "" : " ") + shape_str(s);
+    for (auto& s : e.output_shapes) {  // appended piecewise: "" + string trips GCC 12's -Wrestrict
+      if (!shapes.empty()) shapes += ' ';
+      shapes += shape_str(s);
+    }
     std::snprintf(line, sizeof line, "%-4zu %-15s %-22s %-14llu %.6g\n", i, e.op.c_str(), shapes.c_str(),
                   (unsigned long long)e.forward_flops, e.grad_norm);
     os << line;

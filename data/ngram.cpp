@@ -7,7 +7,9 @@
 #include <variant>
 
 namespace ponder::data {
-namespace {
+// A named namespace, not an anonymous one: NgramModel::Impl holds a Tables, and a type with external linkage may
+// not hold one with internal linkage (GCC: -Wsubobject-linkage).
+namespace ngram_impl {
 
 using Docs = std::vector<std::vector<int32_t>>;
 __extension__ typedef unsigned __int128 U128;  // 8 tokens of 16 bits; __extension__ keeps -Wpedantic quiet
@@ -216,7 +218,15 @@ void check_train(int order, int vocab, const Docs& train) {
                                 " documents, 0 tokens)");
 }
 
-}  // namespace
+}  // namespace ngram_impl
+
+using ngram_impl::bad_id;
+using ngram_impl::bits_for;
+using ngram_impl::check_train;
+using ngram_impl::Docs;
+using ngram_impl::in_vocab;
+using ngram_impl::Tables;
+using ngram_impl::U128;
 
 struct NgramModel::Impl {
   std::variant<Tables<uint64_t>, Tables<U128>> tables;

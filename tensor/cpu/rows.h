@@ -32,7 +32,9 @@ vd ld(const T* p, int64_t i, Vec) {
     return v;
   } else {
 #if defined(__AVX512F__)  // one conversion; GCC splits __builtin_convertvector into four, with shuffles
-    return vd(_mm512_cvtps_pd(_mm256_loadu_ps(p + i)));
+    // The masked form with all lanes on compiles to the same vcvtps2pd; GCC 12's plain _mm512_cvtps_pd starts
+    // from an undefined register and warns (-Wmaybe-uninitialized) wherever it is inlined.
+    return vd(_mm512_mask_cvtps_pd(_mm512_setzero_pd(), __mmask8(0xFF), _mm256_loadu_ps(p + i)));
 #else
     vf f;
     std::memcpy(&f, p + i, sizeof f);
@@ -50,7 +52,7 @@ void st(T* p, int64_t i, vd v, Vec) {
     std::memcpy(p + i, &v, sizeof v);
   } else {
 #if defined(__AVX512F__)
-    _mm256_storeu_ps(p + i, _mm512_cvtpd_ps(__m512d(v)));
+    _mm256_storeu_ps(p + i, _mm512_mask_cvtpd_ps(_mm256_setzero_ps(), __mmask8(0xFF), __m512d(v)));  // as above
 #else
     const vf f = __builtin_convertvector(v, vf);
     std::memcpy(p + i, &f, sizeof f);
