@@ -72,7 +72,10 @@ void apply_overrides(const std::string& method, LearnOptions& lo) {
 
 std::string join(const std::vector<int>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {  // appended piecewise: "" + string trips GCC 12's -Wrestrict
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return "{" + s + "}";
 }
 
