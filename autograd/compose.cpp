@@ -278,6 +278,41 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
   return {dw, db, dxq, dxk, dt, deta, sum_to(add(dgam, dgam2), gamma.shape()), sum_to(add(dbet, dbet2), beta.shape())};
 }
 
+namespace {
+// W' = W − (ηl⊙x)ᵀ·g and bias' = bias − Σ_j ηl_j·g_j: the state a dual form carries to the next mini-batch.
+std::pair<Tensor, Tensor> carried(const Tensor& W, const Tensor& bias, const Tensor& el, const Tensor& x,
+                                  const Tensor& g) {
+  return {sub(W, matmul(transpose(mul(el, x), -1, -2), g)), sub(bias, sum(mul(el, g), {-2}, true))};
+}
+// Zb = x·W + bias − (E⊙(x·yᵀ))·G − E·G: a layer's outputs for the queries x after the mini-batch's steps, y the
+// keys' inputs to that layer and G its inner gradients.
+Tensor combined(const Tensor& x, const Tensor& y, const Tensor& W, const Tensor& bias, const Tensor& G,
+                const Tensor& e) {
+  const Tensor a = mul(e, matmul(x, transpose(y, -1, -2)));
+  return add(sub(matmul(x, W), matmul(a, G)), sub(bias, matmul(e, G)));
+}
+}  // namespace
+
+std::array<Tensor, 5> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps, const std::function<void(int)>& mark) {
+  const Tensor &W1 = x[0], &b1 = x[1], &W2 = x[2], &b2 = x[3], &xq = x[4], &xk = x[5], &xv = x[6], &eta = x[7];
+  const Tensor &gamma = x[8], &beta = x[9];
+  const Tensor t = sub(xv, xk);
+  const Tensor z1 = add(matmul(xk, W1), b1), x2 = gelu_tanh(z1), z2 = add(matmul(x2, W2), b2);
+  if (mark) mark(0);
+  const Tensor g2 = ponder::ln_l2_grad(z2, t, gamma, beta, eps);
+  const Tensor g1 = mul(matmul(g2, transpose(W2, -1, -2)), gelu_tanh_grad(z1));
+  if (mark) mark(1);
+  const Tensor e = tril(eta);
+  const Tensor xb2 = gelu_tanh(combined(xq, xk, W1, b1, g1, e));
+  Tensor out = add(xq, ponder::layer_norm_affine(combined(xb2, x2, W2, b2, g2, e), gamma, beta, eps));
+  if (mark) mark(2);
+  const Tensor el = eta_last(eta);
+  auto [W1n, b1n] = carried(W1, b1, el, xk, g1);
+  auto [W2n, b2n] = carried(W2, b2, el, x2, g2);
+  if (mark) mark(3);
+  return {out, W1n, b1n, W2n, b2n};
+}
+
 PrefixPairs prefix_pairs(int64_t b, Device device) {
   std::vector<double> flat, j, i, last;
   for (int64_t jj = 0; jj < b; ++jj)

@@ -70,6 +70,15 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                                const Tensor& gamma, const Tensor& beta, const Tensor& dout,
                                                const Tensor& dW, const Tensor& dbias, double eps);
 
+// TTT-MLP's dual form on one mini-batch (docs/ttt.md §1.7–§1.8), x = {W1 (…, f, h), b1 (…, 1, h), W2 (…, h, f),
+// b2 (…, 1, f), xq, xk, xv (…, b, f), eta (…, b, b), γ, β}. With Z1 = xk·W1 + b1, X2 = gelu(Z1), Z2 = X2·W2 + b2, the
+// inner gradients are G2 = ln_l2_grad(Z2, xv − xk) and G1 = (G2·W2ᵀ)⊙gelu'(Z1); with E = tril(η), the queries see
+// Zb1 = xq·W1 + b1 − (E⊙(xq·xkᵀ))·G1 − E·G1 and Zb2 likewise from gelu(Zb1), X2, W2, b2 and G2, and out = xq +
+// LN(Zb2). Returns {out, W1', b1', W2', b2'}, the state after the mini-batch (W' = W − (ηl⊙x)ᵀ·G per layer). mark
+// as for ttt_linear_dual.
+std::array<Tensor, 5> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps,
+                                   const std::function<void(int)>& mark = {});
+
 // The causal pairs (j, i), j ≤ i, of a unit of b positions in j-major order: prefix mode's layout, one row per pair
 // (position i's gradient row j); only these are non-zero, η being causal. On `device`, as the index ops take them.
 struct PrefixPairs {

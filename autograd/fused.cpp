@@ -2,6 +2,7 @@
 #include "autograd/fused.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -117,8 +118,10 @@ void run_composition(FusedOp op, int variant, const Sizes& s, bool bcast) {
     case FusedOp::AttentionBackward:
     case FusedOp::TttLinearDual:
     case FusedOp::TttLinearDualBackward:
-    case FusedOp::TttPrefixSteps:  // counted by prefix_counts, not by a rule
+    case FusedOp::TttPrefixSteps:  // counted by prefix_counts and mlp_dual_counts, not by a rule
     case FusedOp::TttPrefixStepsBackward:
+    case FusedOp::TttMlpDual:
+    case FusedOp::TttMlpDualBackward:
     case FusedOp::Count: throw std::logic_error("fused::rule: no row probe for this op");
   }
 }
@@ -295,7 +298,34 @@ Counts of(const FlopCounts& d, Phase p) {
   return c;
 }
 
-// compose::ttt_prefix_steps run once forward (the counts split at its marks) and backward, in float64 on the CPU.
+using PhasedFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, const std::function<void(int)>&)>;
+
+// fn(x, mark) run once forward (the counts split at its marks) and backward from random upstream gradients, with
+// every x needing a gradient, in float64 on the CPU.
+PhasedCounts measure_phased(std::vector<Tensor> x, const PhasedFn& fn) {
+  Generator gen(11);
+  for (Tensor& t : x) set_requires_grad(t);
+  PhasedCounts c;
+  FlopCounts last = flops::snapshot();
+  auto mark = [&](int p) {
+    const FlopCounts now = flops::snapshot();
+    const Counts d = of(now - last, Phase::Forward);
+    for (size_t k = 0; k < d.size(); ++k) c.forward[size_t(p)][k] += d[k];
+    last = now;
+  };
+  const SetGradGuard on(true);
+  const std::vector<Tensor> y = fn(x, mark);
+  const FlopScope back;
+  GradOptions go;
+  go.allow_unused = true;
+  std::vector<Tensor> up;
+  for (const Tensor& t : y) up.push_back(gen.normal(t.shape(), 0, 1, DType::F64));
+  grad(y, x, up, go);
+  c.backward = of(back.counts(), Phase::Backward);
+  return c;
+}
+
+// compose::ttt_prefix_steps at the op's shapes.
 PrefixCounts measure_prefix(const Shape& z0s, const Shape& gs, int steps) {
   Generator gen(7);
   const int r = int(z0s.size()) - 2;
@@ -306,40 +336,47 @@ PrefixCounts measure_prefix(const Shape& z0s, const Shape& gs, int steps) {
     s.push_back(n);
     return s;
   };
-  std::vector<Tensor> x = {gen.normal(z0s, 0, 1, DType::F64),
-                           gen.normal(z0s, 0, 1, DType::F64),
-                           gen.normal(lead(b, b), 0, 0.1, DType::F64),
-                           gen.uniform(lead(kPrefixPairs(b), 1), 0, 0.1, DType::F64),
-                           gen.normal(gs, 1, 0.1, DType::F64),
-                           gen.normal(gs, 0, 0.1, DType::F64)};
-  for (Tensor& t : x) set_requires_grad(t);
-  PrefixCounts c;
-  FlopCounts last = flops::snapshot();
-  auto mark = [&](int p) {
-    const FlopCounts now = flops::snapshot();
-    const Counts d = of(now - last, Phase::Forward);
-    for (size_t k = 0; k < d.size(); ++k) c.forward[size_t(p)][k] += d[k];
-    last = now;
-  };
-  const SetGradGuard on(true);
-  const Tensor a = compose::ttt_prefix_steps(x[0], x[1], x[2], x[3], x[4], x[5], steps, 1e-5, mark);
-  const FlopScope back;
-  GradOptions go;
-  go.allow_unused = true;
-  grad({a}, x, {gen.normal(a.shape(), 0, 1, DType::F64)}, go);
-  c.backward = of(back.counts(), Phase::Backward);
-  return c;
+  return measure_phased({gen.normal(z0s, 0, 1, DType::F64), gen.normal(z0s, 0, 1, DType::F64),
+                         gen.normal(lead(b, b), 0, 0.1, DType::F64),
+                         gen.uniform(lead(kPrefixPairs(b), 1), 0, 0.1, DType::F64), gen.normal(gs, 1, 0.1, DType::F64),
+                         gen.normal(gs, 0, 0.1, DType::F64)},
+                        [steps](const std::vector<Tensor>& x, const std::function<void(int)>& mark) {
+                          return std::vector<Tensor>{
+                              compose::ttt_prefix_steps(x[0], x[1], x[2], x[3], x[4], x[5], steps, 1e-5, mark)};
+                        });
+}
+
+// compose::ttt_mlp_dual at the op's shapes.
+PhasedCounts measure_mlp_dual(const std::vector<Shape>& shapes) {
+  Generator gen(9);
+  std::vector<Tensor> x;
+  for (const Shape& s : shapes) x.push_back(gen.normal(s, 0, 0.1, DType::F64));
+  return measure_phased(std::move(x), [](const std::vector<Tensor>& v, const std::function<void(int)>& mark) {
+    std::array<Tensor, 10> a;
+    std::copy(v.begin(), v.end(), a.begin());
+    const auto y = compose::ttt_mlp_dual(a, 1e-5, mark);
+    return std::vector<Tensor>(y.begin(), y.end());
+  });
+}
+
+// Measured once per key and kept: the counts depend on the shapes only.
+template <class Key, class Measure>
+PhasedCounts once_per_shape(const Key& key, Measure measure) {
+  static std::mutex mu;
+  static std::map<Key, PhasedCounts> seen;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (auto it = seen.find(key); it != seen.end()) return it->second;
+  const Probe probe;
+  return seen.emplace(key, measure()).first->second;
 }
 }  // namespace
 
 PrefixCounts prefix_counts(const Shape& z0, const Shape& gamma, int steps) {
-  static std::mutex mu;
-  static std::map<std::tuple<Shape, Shape, int>, PrefixCounts> seen;
-  const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(z0, gamma, steps);
-  if (auto it = seen.find(key); it != seen.end()) return it->second;
-  const Probe probe;
-  return seen.emplace(key, measure_prefix(z0, gamma, steps)).first->second;
+  return once_per_shape(std::make_tuple(z0, gamma, steps), [&] { return measure_prefix(z0, gamma, steps); });
+}
+
+PhasedCounts mlp_dual_counts(const std::vector<Shape>& shapes) {
+  return once_per_shape(shapes, [&] { return measure_mlp_dual(shapes); });
 }
 
 }  // namespace fused

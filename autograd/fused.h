@@ -73,11 +73,16 @@ void count(FusedOp op, const Sizes& sizes, bool bcast = false, int variant = 0);
 // recorded outside (its FLOPs depend on the shapes only): they enter through the pair count b(b + 1)/2 and the steps,
 // which the polynomial rules above do not take.
 using Counts = std::array<int64_t, size_t(FlopCat::Count)>;
-struct PrefixCounts {
-  std::array<Counts, 3> forward{};
+struct PhasedCounts {
+  std::array<Counts, 4> forward{};  // per phase mark (prefix steps use the first three)
   Counts backward{};
 };
+using PrefixCounts = PhasedCounts;
 PrefixCounts prefix_counts(const Shape& z0, const Shape& gamma, int steps);
+// TTT-MLP's dual form (ttt_mlp_dual) likewise, per shape of its ten operands: its forward split at the phases of
+// compose::ttt_mlp_dual (0 inner forward, 1 inner gradients, 2 output, 3 update), its backward with every operand
+// needing a gradient. Its count depends on b, f and h through terms (b²·h, b·f·h, …) no single rule above spans.
+PhasedCounts mlp_dual_counts(const std::vector<Shape>& shapes);
 // Adds c to this thread's FLOP counters.
 void add_counts(const Counts& c);
 // A row op's `bcast`: its per-row parameter is broadcast over x's rows (its gradient is then a sum over them).

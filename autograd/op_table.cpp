@@ -458,6 +458,17 @@ void add_attention_cases(std::vector<OpCase>& t) {
                attention_ref(cached), {}});
 }
 
+// x̂ = (x − mean)/σ of a row into xh (same size); returns 1/σ (σ² = the row's variance + kLnEps).
+double ln_row_ref(const std::vector<double>& x, std::vector<double>& xh) {
+  const double n = double(x.size());
+  double mu = 0, var = 0;
+  for (double e : x) mu += e / n;
+  for (double e : x) var += (e - mu) * (e - mu) / n;
+  const double s = 1 / std::sqrt(var + kLnEps);
+  for (size_t c = 0; c < x.size(); ++c) xh[c] = (x[c] - mu) * s;
+  return s;
+}
+
 // ---- TTT-Linear's dual form (checked against plain loops over one head's tokens, written from the formulas of
 // autograd/compose.h rather than from its ops: the inner gradient row by row, then each output token's sum)
 Dense dual_ref(const Refs& r) {
@@ -473,14 +484,7 @@ Dense dual_ref(const Refs& r) {
     idx[nd - 1] = c;
     return d.at_broadcast(idx);
   };
-  auto ln_row = [&](std::vector<double> x, std::vector<double>& xh) {  // x̂ of a row; returns s
-    double mu = 0, var = 0;
-    for (double e : x) mu += e / double(f);
-    for (double e : x) var += (e - mu) * (e - mu) / double(f);
-    const double s = 1 / std::sqrt(var + kLnEps);
-    for (int64_t c = 0; c < f; ++c) xh[size_t(c)] = (x[size_t(c)] - mu) * s;
-    return s;
-  };
+  const auto ln_row = ln_row_ref;
   for (int64_t g = 0; g < G; ++g) {
     std::vector<std::vector<double>> grad(static_cast<size_t>(b), std::vector<double>(static_cast<size_t>(f)));
     for (int64_t j = 0; j < b; ++j) {  // the inner gradient of token j at W: ∂/∂Z ½‖LN(Z) − (v − k)‖²
@@ -569,6 +573,135 @@ void add_dual_cases(std::vector<OpCase>& t) {
                  return o;
                },
                {}});
+}
+
+// ---- TTT-MLP's dual form (checked against plain loops that take each query's own weights after the mini-batch's
+// gradient step, W_i = W − Σ_{j ≤ i} η_ij·x_jᵀ·G_j per layer, from the gradients at W row by row: the meaning of
+// the dual form rather than its products). Inputs {W1, b1, W2, b2, xq, xk, xv, η, γ, β}; the result packs out, W1',
+// b1', W2', b2' of each head along the last axis.
+struct MlpRef {
+  using Rows = std::vector<std::vector<double>>;
+  const Refs& r;
+  int64_t b, f, h;
+  // d[g's leading index…, i, c], broadcast (d: one of the ten inputs, g a head of xq).
+  double at(size_t d, int64_t g, int64_t i, int64_t c) const {
+    std::vector<int64_t> idx = r[4].index(g * b * f);
+    idx[idx.size() - 2] = i;
+    idx[idx.size() - 1] = c;
+    return r[d].at_broadcast(idx);
+  }
+  static double gelu(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+  static double gelu1(double x) {
+    const double c = 0.7978845608028654, t = std::tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+  }
+  static double ln(const std::vector<double>& x, std::vector<double>& xh) { return ln_row_ref(x, xh); }
+  // Token j's gradients at W: G2 through LN + L2 (target v − k), G1 back through W2 and gelu; X2 its hidden row.
+  void grads(int64_t g, int64_t j, Rows& x2, Rows& g1, Rows& g2) const {
+    std::vector<double> z1(static_cast<size_t>(h)), z2(static_cast<size_t>(f)), xh = z2, gy = z2;
+    for (int64_t c = 0; c < h; ++c) {
+      z1[size_t(c)] = at(1, g, 0, c);
+      for (int64_t a = 0; a < f; ++a) z1[size_t(c)] += at(5, g, j, a) * at(0, g, a, c);
+      x2[size_t(j)][size_t(c)] = gelu(z1[size_t(c)]);
+    }
+    for (int64_t c = 0; c < f; ++c) {
+      z2[size_t(c)] = at(3, g, 0, c);
+      for (int64_t a = 0; a < h; ++a) z2[size_t(c)] += x2[size_t(j)][size_t(a)] * at(2, g, a, c);
+    }
+    const double s = ln(z2, xh);
+    double m1 = 0, m2 = 0;
+    for (int64_t c = 0; c < f; ++c) {
+      const double gm = at(8, g, j, c);
+      gy[size_t(c)] = (gm * xh[size_t(c)] + at(9, g, j, c) - (at(6, g, j, c) - at(5, g, j, c))) * gm;
+      m1 += gy[size_t(c)] / double(f);
+      m2 += gy[size_t(c)] * xh[size_t(c)] / double(f);
+    }
+    for (int64_t c = 0; c < f; ++c) g2[size_t(j)][size_t(c)] = s * (gy[size_t(c)] - m1 - xh[size_t(c)] * m2);
+    for (int64_t c = 0; c < h; ++c) {
+      double d = 0;
+      for (int64_t a = 0; a < f; ++a) d += g2[size_t(j)][size_t(a)] * at(2, g, c, a);
+      g1[size_t(j)][size_t(c)] = d * gelu1(z1[size_t(c)]);
+    }
+  }
+  // The weights after the step that row i of η weighs, flattened: W1 (f × h) at 0, b1 at f·h, W2 (h × f) at
+  // f·h + h, b2 at 2·f·h + h.
+  std::vector<double> stepped(int64_t g, int64_t i, const Rows& x2, const Rows& g1, const Rows& g2) const {
+    std::vector<double> w;
+    const Rows* gs[2] = {&g1, &g2};
+    const int64_t in[2] = {f, h}, out[2] = {h, f};
+    for (size_t l = 0; l < 2; ++l) {
+      for (int64_t a = 0; a < in[l]; ++a)
+        for (int64_t c = 0; c < out[l]; ++c) {
+          double x = at(2 * l, g, a, c);
+          for (int64_t j = 0; j <= i; ++j)
+            x -= at(7, g, i, j) * (l == 0 ? at(5, g, j, a) : x2[size_t(j)][size_t(a)]) * (*gs[l])[size_t(j)][size_t(c)];
+          w.push_back(x);
+        }
+      for (int64_t c = 0; c < out[l]; ++c) {
+        double x = at(2 * l + 1, g, 0, c);
+        for (int64_t j = 0; j <= i; ++j) x -= at(7, g, i, j) * (*gs[l])[size_t(j)][size_t(c)];
+        w.push_back(x);
+      }
+    }
+    return w;
+  }
+  // out_i = q_i + LN(f(q_i)) under the weights w.
+  void output(int64_t g, int64_t i, const std::vector<double>& w, double* o) const {
+    std::vector<double> xb(static_cast<size_t>(h)), zb(static_cast<size_t>(f)), xh = zb;
+    for (int64_t c = 0; c < h; ++c) {
+      double z = w[size_t(f * h + c)];
+      for (int64_t a = 0; a < f; ++a) z += at(4, g, i, a) * w[size_t(a * h + c)];
+      xb[size_t(c)] = gelu(z);
+    }
+    for (int64_t c = 0; c < f; ++c) {
+      zb[size_t(c)] = w[size_t(2 * f * h + h + c)];
+      for (int64_t a = 0; a < h; ++a) zb[size_t(c)] += xb[size_t(a)] * w[size_t(f * h + h + a * f + c)];
+    }
+    ln(zb, xh);
+    for (int64_t c = 0; c < f; ++c) o[c] = at(4, g, i, c) + at(8, g, i, c) * xh[size_t(c)] + at(9, g, i, c);
+  }
+};
+
+Dense mlp_dual_ref(const Refs& r) {
+  const Dense& q = r[4];
+  const size_t nd = q.shape.size();
+  const MlpRef m{r, q.shape[nd - 2], q.shape[nd - 1], r[0].shape.back()};
+  const int64_t b = m.b, f = m.f, h = m.h, G = q.numel() / (b * f), R = b * f + 2 * f * h + h + f;
+  Shape os(q.shape.begin(), q.shape.end() - 2);
+  os.push_back(R);
+  Dense o{os, std::vector<double>(size_t(G * R))};
+  const std::vector<double> hrow(static_cast<size_t>(h)), frow(static_cast<size_t>(f));
+  for (int64_t g = 0; g < G; ++g) {
+    MlpRef::Rows x2(static_cast<size_t>(b), hrow), g1 = x2, g2(static_cast<size_t>(b), frow);
+    for (int64_t j = 0; j < b; ++j) m.grads(g, j, x2, g1, g2);
+    double* og = o.v.data() + g * R;
+    for (int64_t i = 0; i < b; ++i) m.output(g, i, m.stepped(g, i, x2, g1, g2), og + i * f);
+    const std::vector<double> last = m.stepped(g, b - 1, x2, g1, g2);  // the state carried on: η's last row
+    std::copy(last.begin(), last.end(), og + b * f);
+  }
+  return o;
+}
+
+void add_mlp_dual_cases(std::vector<OpCase>& t) {
+  // Per-head W1, b1 broadcast over the batch; b = 3 tokens of f = 3, hidden h = 4; per-head γ, β.
+  t.push_back({"ttt_mlp_dual (per-head W1, b1, γ, β)", {Op::TttMlpDual},
+               [](DType dt) {
+                 return Ins{U({2, 3, 4}, -0.6, 0.6, 151, dt),       U({2, 1, 4}, -0.3, 0.3, 152, dt),
+                            U({1, 2, 4, 3}, -0.6, 0.6, 153, dt),    U({1, 2, 1, 3}, -0.3, 0.3, 154, dt),
+                            U({1, 2, 3, 3}, -1, 1, 155, dt),        U({1, 2, 3, 3}, -1, 1, 156, dt),
+                            U({1, 2, 3, 3}, -1, 1, 157, dt),        U({1, 2, 3, 3}, 0.05, 0.4, 158, dt),
+                            U({2, 1, 3}, 0.5, 1.5, 159, dt),        U({2, 1, 3}, -0.5, 0.5, 160, dt)};
+               },
+               {true, true, true, true, true, true, true, true, true, true},
+               [](const Ins& x) {
+                 std::array<Tensor, 10> a;
+                 std::copy(x.begin(), x.end(), a.begin());
+                 const auto y = ttt_mlp_dual(a, kLnEps);
+                 std::vector<Tensor> flat;
+                 for (const Tensor& p : y) flat.push_back(reshape(p, {1, 2, -1}));
+                 return cat(flat, -1);
+               },
+               mlp_dual_ref, {}});
 }
 
 // ---- prefix mode's closed-form steps (checked against plain loops that keep every position's A_i as a (b × f)
@@ -823,6 +956,7 @@ std::vector<OpCase> build() {
   add_attention_cases(t);
   add_dual_cases(t);
   add_prefix_cases(t);
+  add_mlp_dual_cases(t);
   add_shape_cases(t);
   add_shift_and_copy_cases(t);
   add_indexing_cases(t);

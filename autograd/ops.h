@@ -110,6 +110,12 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
 Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
                         const Tensor& beta, int steps, double eps, const std::function<void(int)>& mark = {});
 
+// ---- TTT-MLP's dual form on one mini-batch (the map: compose::ttt_mlp_dual): x = {W1, b1, W2, b2, xq, xk, xv, eta,
+// γ, β} → {out, W1', b1', W2', b2'}. One node around the backend's kernel where it has one, else the composition;
+// mark(p) as for ttt_linear_dual, on either path.
+std::array<Tensor, 5> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps,
+                                   const std::function<void(int)>& mark = {});
+
 // ---- masks
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);

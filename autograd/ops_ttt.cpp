@@ -102,4 +102,75 @@ Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, 
                   });
 }
 
+namespace {
+std::vector<Shape> shapes_of(const std::array<Tensor, 10>& x) {
+  std::vector<Shape> s;
+  for (const Tensor& t : x) s.push_back(t.shape());
+  return s;
+}
+
+// The backward of ttt_mlp_dual: as prefix_steps_backward, the kernel at first order where the forward ran it (saved
+// s[10]), else the composition re-run and differentiated.
+std::vector<Tensor> mlp_dual_backward(const std::vector<Tensor>& s, std::vector<Tensor> dy,
+                                      const std::vector<bool>& need, double eps) {
+  std::array<Tensor, 10> x;
+  std::copy(s.begin(), s.begin() + 10, x.begin());
+  const size_t like[5] = {4, 0, 1, 2, 3};  // output i is shaped like input like[i]
+  for (size_t i = 0; i < 5; ++i)
+    if (!dy[i].defined()) dy[i] = Tensor::zeros(x[like[i]].shape(), x[4].dtype(), x[4].device());
+  if (s[10].defined() && !GradMode::enabled() && fused::use(FusedOp::TttMlpDualBackward, x[4])) {
+    const auto g = raw::ttt_mlp_dual_backward(x, eps, s[10], {dy[0], dy[1], dy[2], dy[3], dy[4]});
+    fused::add_counts(fused::mlp_dual_counts(shapes_of(x)).backward);
+    std::vector<Tensor> out(10);
+    for (size_t i = 0; i < 10; ++i)
+      if (need[i]) out[i] = g[i];
+    return out;
+  }
+  const RegionFn fn = [eps](const std::vector<Tensor>& v) {
+    std::array<Tensor, 10> a;
+    std::copy(v.begin(), v.end(), a.begin());
+    const auto y = compose::ttt_mlp_dual(a, eps, {});
+    return std::vector<Tensor>(y.begin(), y.end());
+  };
+  std::vector<Shape> out_shapes;
+  for (size_t i = 0; i < 5; ++i) out_shapes.push_back(x[like[i]].shape());
+  return recompute_vjp(fn, std::vector<Tensor>(x.begin(), x.end()), dy, std::vector<bool>(need.begin(), need.begin() + 10),
+                       out_shapes, "ttt_mlp_dual", false);
+}
+}  // namespace
+
+std::array<Tensor, 5> ttt_mlp_dual(const std::array<Tensor, 10>& in_x, double eps,
+                                   const std::function<void(int)>& mark) {
+  std::array<Tensor, 10> x = in_x;
+  const Tensor& xq = x[4];
+  for (size_t i = 0; i < 5; ++i)
+    if (x[i].dim() < 2)
+      throw std::invalid_argument("ttt_mlp_dual: operand " + std::to_string(i) + " " + shape_str(x[i].shape()) +
+                                  " needs two axes (W1, b1, W2, b2, xq: (…, r, c))");
+  for (size_t i = 0; i < 4; ++i) {  // the weights after xq's leading axes (shared ones broadcast)
+    Shape s(xq.shape().begin(), xq.shape().end() - 2);
+    s.push_back(x[i].shape()[x[i].dim() - 2]);
+    s.push_back(x[i].shape().back());
+    if (x[i].shape() != s) x[i] = expand(x[i], s);
+  }
+  if (!fused::node(FusedOp::TttMlpDual, xq)) return compose::ttt_mlp_dual(x, eps, mark);
+  OpRecorder rec(Op::TttMlpDual, std::vector<Tensor>(x.begin(), x.end()));
+  auto [y, saved] = fused::forward(
+      FusedOp::TttMlpDual, xq, [&] { return raw::ttt_mlp_dual(x, eps); },
+      [&] { return std::make_pair(compose::ttt_mlp_dual(x, eps), Tensor()); });
+  const fused::PhasedCounts c = fused::mlp_dual_counts(shapes_of(x));
+  for (int p = 0; p < 4; ++p) {
+    fused::add_counts(c.forward[size_t(p)]);
+    if (mark) mark(p);
+  }
+  std::vector<Tensor> in(x.begin(), x.end());
+  in.push_back(saved);
+  const std::vector<Tensor> out = rec.done(
+      std::vector<Tensor>(y.begin(), y.end()), in,
+      [eps](const std::vector<Tensor>& dy, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+        return mlp_dual_backward(s, dy, need, eps);
+      });
+  return {out[0], out[1], out[2], out[3], out[4]};
+}
+
 }  // namespace ponder

@@ -6,6 +6,7 @@
 // --profile adds the time per kernel kind and per kernel (tensor/profile.h). --device cuda trains on the GPU:
 // the reference is then a cuBLAS f32 GEMM measured in the same run, memory is the device's peak, and each row
 // also gives MFU against the device's dense bf16 tensor-core peak.
+#include <algorithm>
 #include <cblas.h>
 #include <malloc.h>
 
@@ -62,12 +63,16 @@ struct Variant {
   std::vector<FusedOp> composed = {};
 };
 
-std::vector<FusedOp> dual_ops() { return {FusedOp::TttLinearDual, FusedOp::TttLinearDualBackward}; }
+// The dual form's kernels, TTT-Linear's and TTT-MLP's (a config uses one of the two).
+std::vector<FusedOp> dual_ops() {
+  return {FusedOp::TttLinearDual, FusedOp::TttLinearDualBackward, FusedOp::TttMlpDual, FusedOp::TttMlpDualBackward};
+}
 std::vector<FusedOp> prefix_ops() { return {FusedOp::TttPrefixSteps, FusedOp::TttPrefixStepsBackward}; }
 std::vector<FusedOp> all_but_dual() {
+  const std::vector<FusedOp> dual = dual_ops();
   std::vector<FusedOp> ops;
   for (int i = 0; i < int(FusedOp::Count); ++i)
-    if (FusedOp(i) != FusedOp::TttLinearDual && FusedOp(i) != FusedOp::TttLinearDualBackward) ops.push_back(FusedOp(i));
+    if (std::find(dual.begin(), dual.end(), FusedOp(i)) == dual.end()) ops.push_back(FusedOp(i));
   return ops;
 }
 

@@ -53,7 +53,8 @@ struct AdamWCoeffs {
   X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")              \
   X(Attention, "attention") X(AttentionBackward, "attention_backward")                                        \
   X(TttLinearDual, "ttt_linear_dual") X(TttLinearDualBackward, "ttt_linear_dual_backward") X(Rope, "rope")     \
-  X(TttPrefixSteps, "ttt_prefix_steps") X(TttPrefixStepsBackward, "ttt_prefix_steps_backward")
+  X(TttPrefixSteps, "ttt_prefix_steps") X(TttPrefixStepsBackward, "ttt_prefix_steps_backward")                \
+  X(TttMlpDual, "ttt_mlp_dual") X(TttMlpDualBackward, "ttt_mlp_dual_backward")
 
 #define PONDER_ENUM_ID(id, ...) id,
 enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
@@ -107,6 +108,18 @@ constexpr int64_t kPrefixPairs(int64_t b) { return b * (b + 1) / 2; }
 constexpr int64_t kPrefixSaved(int64_t b, int64_t f, int steps) {
   return b * f + 3 * int64_t(steps - 1) * kPrefixPairs(b) * f;
 }
+
+// The operands of TTT-MLP's dual form on one mini-batch (the map: compose::ttt_mlp_dual), per head g of G,
+// contiguous: W1 (G, f, h), b1 (G, 1, h), W2 (G, h, f), b2 (G, 1, f), xq, xk, xv (G, b, f), eta (G, b, b); γ and β
+// of the inner layer norm as the row kernels take them (rows: RowOffsets over the G·b rows of xq).
+struct MlpDualOperands {
+  Tensor W1, b1, W2, b2, xq, xk, xv, eta, gamma, beta;
+  RowOffsets rows;
+  double eps;
+};
+// Per head: Z1, gelu(Z1), gelu'(Z1), G2·W2ᵀ, G1, Zb1, gelu(Zb1), gelu'(Zb1) (b × h each); Z2, G2, Zb2 (b × f); S1,
+// S2 (b × b).
+constexpr int64_t kMlpDualSaved(int64_t b, int64_t f, int64_t h) { return 8 * b * h + 3 * b * f + 2 * b * b; }
 
 const char* unary_name(UnaryOp op);
 const char* fused_op_name(FusedOp op);
@@ -248,6 +261,16 @@ class Backend {
   virtual void ttt_prefix_steps_backward(const std::array<Tensor, 6>&, const PrefixOperands&, const Tensor&,
                                          const Tensor&) {
     unsupported(FusedOp::TttPrefixStepsBackward);
+  }
+  // TTT-MLP's dual form, each head on its own (MlpDualOperands): y {out (G, b, f), W1', b1', W2', b2'} shaped like
+  // their inputs, saved (G, kMlpDualSaved(b, f, h)) what the backward reads. The backward, for upstream dy (the five
+  // outputs' gradients, contiguous), writes {dW1, db1, dW2, db2, dxq, dxk, dxv, deta, dγ, dβ}.
+  virtual void ttt_mlp_dual(const std::array<Tensor, 5>&, const Tensor&, const MlpDualOperands&) {
+    unsupported(FusedOp::TttMlpDual);
+  }
+  virtual void ttt_mlp_dual_backward(const std::array<Tensor, 10>&, const MlpDualOperands&, const Tensor&,
+                                     const std::array<Tensor, 5>&) {
+    unsupported(FusedOp::TttMlpDualBackward);
   }
 
  protected:

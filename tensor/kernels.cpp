@@ -938,6 +938,83 @@ std::array<Tensor, 6> ttt_prefix_steps_backward(const Tensor& z0, const Tensor& 
   return g;
 }
 
+void check_mlp_dual(const std::array<Tensor, 10>& x) {
+  const Tensor& xq = x[4];
+  for (size_t i = 0; i < 8; ++i) check_same("ttt_mlp_dual", xq, x[i]);
+  PONDER_NEED(is_float(xq.dtype()), "ttt_mlp_dual: needs floating tensors");
+  PONDER_NEED(xq.dim() >= 2, "ttt_mlp_dual: xq " + shape_str(xq.shape()) + " must be (…, b, f)");
+  const size_t r = xq.dim() - 2;
+  const int64_t b = xq.shape()[r], f = xq.shape()[r + 1], h = x[0].dim() == xq.dim() ? x[0].shape().back() : 0;
+  auto with = [&](int64_t m, int64_t n) {
+    Shape s(xq.shape().begin(), xq.shape().begin() + long(r));
+    s.push_back(m);
+    s.push_back(n);
+    return s;
+  };
+  const Shape want[8] = {with(f, h), with(1, h), with(h, f), with(1, f), with(b, f), with(b, f), with(b, f), with(b, b)};
+  const char* names[8] = {"W1", "b1", "W2", "b2", "xq", "xk", "xv", "eta"};
+  for (size_t i = 0; i < 8; ++i)
+    PONDER_NEED(b >= 1 && h >= 1 && x[i].shape() == want[i], std::string("ttt_mlp_dual: for xq ") +
+                                                                shape_str(xq.shape()) + ", " + names[i] + " " +
+                                                                shape_str(x[i].shape()) + " must be " +
+                                                                shape_str(want[i]));
+  PONDER_NEED(x[8].dim() < 2 || x[8].shape()[x[8].dim() - 2] == 1,
+              "ttt_mlp_dual: γ " + shape_str(x[8].shape()) + " must be one row per head (…, 1, f)");
+}
+
+namespace {
+// TTT-MLP's operands, contiguous, per head; γ and β as the row kernels take them over xq's rows.
+MlpDualOperands mlp_heads(const std::array<Tensor, 10>& x, double eps) {
+  check_mlp_dual(x);
+  const Tensor& xq = x[4];
+  const int64_t G = head_count(xq), b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), h = x[0].shape().back();
+  RowParams rp = row_params(xq, x[8], x[9], "ttt_mlp_dual");
+  auto heads = [&](const Tensor& t, int64_t m, int64_t n) { return reshape(contiguous(t), {G, m, n}); };
+  return {heads(x[0], f, h), heads(x[1], 1, h), heads(x[2], h, f), heads(x[3], 1, f), heads(x[4], b, f),
+          heads(x[5], b, f), heads(x[6], b, f), heads(x[7], b, b), rp.gamma,           rp.beta,
+          std::move(rp.rows), eps};
+}
+}  // namespace
+
+std::pair<std::array<Tensor, 5>, Tensor> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps) {
+  const MlpDualOperands o = mlp_heads(x, eps);
+  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], h = o.W1.shape()[2];
+  std::array<Tensor, 5> y{empty_like(o.xq), empty_like(o.W1), empty_like(o.b1), empty_like(o.W2), empty_like(o.b2)};
+  Tensor saved = Tensor::empty({G, kMlpDualSaved(b, f, h)}, o.xq.dtype(), o.xq.device());
+  be(x[4]).ttt_mlp_dual(y, saved, o);
+  const size_t from[5] = {4, 0, 1, 2, 3};  // each output is shaped like this input
+  for (size_t i = 0; i < 5; ++i) y[i] = reshape(y[i], x[from[i]].shape());
+  return {y, saved};
+}
+
+std::array<Tensor, 10> ttt_mlp_dual_backward(const std::array<Tensor, 10>& x, double eps, const Tensor& saved,
+                                             const std::array<Tensor, 5>& dy) {
+  const MlpDualOperands o = mlp_heads(x, eps);
+  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], h = o.W1.shape()[2];
+  if (saved.defined()) {  // else the kernel recomputes them
+    check_same("ttt_mlp_dual_backward", x[4], saved);
+    const Shape ss{G, kMlpDualSaved(b, f, h)};
+    PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_mlp_dual_backward: the saved intermediates " +
+                                                                  shape_str(saved.shape()) + " must be a contiguous " +
+                                                                  shape_str(ss));
+  }
+  const Tensor* like[5] = {&o.xq, &o.W1, &o.b1, &o.W2, &o.b2};
+  std::array<Tensor, 5> d;
+  for (size_t i = 0; i < 5; ++i) {
+    check_same("ttt_mlp_dual_backward", x[4], dy[i]);
+    PONDER_NEED(dy[i].numel() == like[i]->numel(), "ttt_mlp_dual_backward: upstream gradient " + std::to_string(i) +
+                                                       " " + shape_str(dy[i].shape()) + " must have " +
+                                                       std::to_string(like[i]->numel()) + " elements");
+    d[i] = reshape(contiguous(dy[i]), like[i]->shape());
+  }
+  std::array<Tensor, 10> g{empty_like(o.W1), empty_like(o.b1), empty_like(o.W2),    empty_like(o.b2),
+                           empty_like(o.xq), empty_like(o.xk), empty_like(o.xv),    empty_like(o.eta),
+                           empty_like(o.gamma), empty_like(o.gamma)};
+  be(x[4]).ttt_mlp_dual_backward(g, o, saved, d);
+  for (size_t i = 0; i < 10; ++i) g[i] = reshape(g[i], x[i].shape());
+  return g;
+}
+
 Tensor dual_packed_grad(const std::array<Tensor, 3>& dy) {
   // Each piece an (n0, n1, r, f) head view, n0·n1 = G; the three may split G differently.
   const int64_t b = dy[0].shape()[2], f = dy[0].shape()[3], R = b + f + 1, G = dy[0].shape()[0] * dy[0].shape()[1];

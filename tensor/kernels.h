@@ -142,6 +142,18 @@ std::array<Tensor, 6> ttt_prefix_steps_backward(const Tensor& z0, const Tensor& 
 void check_prefix(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
                   int steps);
 
+// TTT-MLP's dual form on one mini-batch (autograd/compose.h states it): W1 (…, f, h), b1 (…, 1, h), W2 (…, h, f),
+// b2 (…, 1, f), xq, xk, xv (…, b, f), eta (…, b, b), one leading shape; γ, β broadcasting to xq with one row per
+// head. Returns {out, W1', b1', W2', b2'}, each shaped like xq or its weight, and the intermediates the backward
+// reads ((G, kMlpDualSaved(b, f, h)), tensor/backend.h); the backward takes them and the five outputs' upstream
+// gradients and returns {dW1, db1, dW2, db2, dxq, dxk, dxv, deta, dγ, dβ}, each shaped like its operand.
+std::pair<std::array<Tensor, 5>, Tensor> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps);
+std::array<Tensor, 10> ttt_mlp_dual_backward(const std::array<Tensor, 10>& x, double eps, const Tensor& saved,
+                                             const std::array<Tensor, 5>& dy);
+// The checks the kernel and the composition share (x as above): floating operands on one device and dtype, shaped
+// as above, b ≥ 1.
+void check_mlp_dual(const std::array<Tensor, 10>& x);
+
 // Whether fused op `op` is on for operand x: fused kernels are on (set_fused_kernels, set_fused_kernel) and x is a
 // floating tensor. autograd then records the op as one node, whatever x's backend has a kernel for.
 bool fused_enabled(FusedOp op, const Tensor& x);

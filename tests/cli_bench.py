@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 PONDER = os.path.abspath(sys.argv[1])
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,6 +74,27 @@ check("ttt_prefix_steps" in names[0] and "ttt_prefix_steps_backward" in names[0]
       not any(n.startswith("ttt_prefix_steps") for n in names[1]),
       "prefix-closed runs the K-step kernel, prefix-composed its composition")
 check(rows[0]["flops_per_token"] == rows[1]["flops_per_token"], "the kernel counts its composition's FLOPs")
+
+# TTT-MLP's dual form with its kernel and as its composition (ci.yaml with inner: mlp): the same FLOPs per token, the
+# kernel in one profile only.
+with tempfile.TemporaryDirectory() as tmp:
+    mlp = os.path.join(tmp, "ci_mlp.yaml")
+    with open(CONFIG) as src, open(mlp, "w") as dst:
+        dst.write(src.read().replace("inner: linear", "inner: mlp"))
+    r = subprocess.run([PONDER, "bench", "train", "--config", mlp, "--threads-list", "1", "--steps", "1", "--variants",
+                        "dual,dual-composed", "--json", "--profile"], capture_output=True, text=True)
+    check(r.returncode == 0, "bench train on a TTT-MLP config runs: " + r.stderr[-300:])
+    rows = [json.loads(l) for l in r.stdout.splitlines()]
+names = [[k["kernel"] for k in r["profile"]["kernels"]] for r in rows]
+check("ttt_mlp_dual" in names[0] and "ttt_mlp_dual_backward" in names[0] and
+      not any(n.startswith("ttt_mlp_dual") for n in names[1]),
+      "TTT-MLP's dual form runs its kernel; dual-composed its composition")
+fwd = [r["flops_per_token"] * r["flop_share"]["forward"] for r in rows]
+bwd = [r["flops_per_token"] * r["flop_share"]["backward"] for r in rows]
+check(abs(fwd[0] - fwd[1]) <= 1e-9 * fwd[1], "the TTT-MLP kernel counts its composition's forward FLOPs")
+# The kernel's backward counts its composition's backward with a gradient for all five outputs. The last unit's
+# carried state (W1', b1', W2', b2') gets none, so the recorded composition skips that branch and counts less.
+check(bwd[1] < bwd[0] < 1.1 * bwd[1], "its backward counts the composition's with every output's gradient")
 
 # --reps: the row is the fastest repetition, and every repetition's tokens/s is listed in the order they ran.
 row = json.loads(bench("--variants", "dual", "--json", "--reps", "3").stdout.splitlines()[-1])

@@ -59,6 +59,28 @@ TEST_CASE("the attention kernel gives the same bits on 1 and 2 threads, forward 
   CHECK(out[0] == out[1]);
 }
 
+TEST_CASE("TTT-MLP's dual-form kernel gives the same bits on 1 and 2 threads, forward and backward") {
+  Generator gen(31);
+  // 3 × 3 heads, an odd count, so the two threads' shares differ; dγ and dβ sum over every head.
+  const int64_t B = 3, H = 3, b = 16, f = 24, h = 96;
+  const std::array<Tensor, 10> x{gen.normal({B, H, f, h}, 0, 0.2), gen.normal({B, H, 1, h}, 0, 0.1),
+                                 gen.normal({B, H, h, f}, 0, 0.2), gen.normal({B, H, 1, f}, 0, 0.1),
+                                 gen.normal({B, H, b, f}, 0, 1),   gen.normal({B, H, b, f}, 0, 1),
+                                 gen.normal({B, H, b, f}, 0, 1),   gen.uniform({B, H, b, b}, 0, 0.1),
+                                 gen.normal({1, H, 1, f}, 1, 0.1), gen.normal({1, H, 1, f}, 0, 0.1)};
+  const std::array<Tensor, 5> dy{gen.normal({B, H, b, f}, 0, 1), gen.normal({B, H, f, h}, 0, 1),
+                                 gen.normal({B, H, 1, h}, 0, 1), gen.normal({B, H, h, f}, 0, 1),
+                                 gen.normal({B, H, 1, f}, 0, 1)};
+  std::vector<std::vector<double>> out[2];
+  for (int threads : {1, 2}) {
+    cpu::set_num_threads(threads);
+    auto [y, saved] = raw::ttt_mlp_dual(x, 1e-6);
+    for (const Tensor& t : y) out[threads - 1].push_back(t.to_vector());
+    for (const Tensor& g : raw::ttt_mlp_dual_backward(x, 1e-6, saved, dy)) out[threads - 1].push_back(g.to_vector());
+  }
+  CHECK(out[0] == out[1]);
+}
+
 TEST_CASE("prefix mode's K-step kernel gives the same bits on 1 and 2 threads, forward and backward") {
   Generator gen(29);
   // 3 × 3 heads, an odd count, so the two threads' shares differ; dγ and dβ sum over every head.

@@ -137,6 +137,28 @@ TEST_CASE("fused kernels equal their compositions, in values and in FLOPs counte
   }
 }
 
+// A dual-form kernel's results against its composition's (every one non-trivial, dη's lower triangle included, and
+// within tol), and their FLOPs at four phase marks and the backward: equal in every category, each phase doing work.
+void same_results_and_phases(const std::vector<Tensor>& fo, const std::vector<Tensor>& po,
+                             const std::vector<FlopCounts>& fp, const std::vector<FlopCounts>& pp, double tol) {
+  REQUIRE(fo.size() == po.size());
+  for (size_t i = 0; i < fo.size(); ++i) {
+    CAPTURE(i);
+    const Diff d = diff(fo[i], po[i]);
+    CHECK(d.scale > 1e-3);
+    CHECK(d.err / d.scale <= tol);
+  }
+  REQUIRE(fp.size() == 5);
+  REQUIRE(pp.size() == 5);
+  for (size_t p = 0; p < 5; ++p)
+    for (size_t c = 0; c < size_t(FlopCat::Count); ++c) {
+      CAPTURE(p);
+      CAPTURE(c);
+      CHECK(fp[p].category(FlopCat(c)) == pp[p].category(FlopCat(c)));
+    }
+  for (size_t p = 1; p < 4; ++p) CHECK(fp[p].total() > fp[p - 1].total());
+}
+
 TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward, in values and FLOPs per phase") {
   Generator g(47);
   NoGradGuard ng;
@@ -177,22 +199,7 @@ TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward
       auto [fo, fp] = run(true);
       auto [po, pp] = run(false);
       REQUIRE(fo.size() == 11);
-      for (size_t i = 0; i < fo.size(); ++i) {
-        CAPTURE(i);
-        const Diff d = diff(fo[i], po[i]);
-        CHECK(d.scale > 1e-3);  // every result is non-trivial, deta's lower triangle included
-        CHECK(d.err / d.scale <= tol);
-      }
-      // Four phase marks then the backward: equal counts in every category, each phase doing work.
-      REQUIRE(fp.size() == 5);
-      REQUIRE(pp.size() == 5);
-      for (size_t p = 0; p < 5; ++p)
-        for (size_t c = 0; c < size_t(FlopCat::Count); ++c) {
-          CAPTURE(p);
-          CAPTURE(c);
-          CHECK(fp[p].category(FlopCat(c)) == pp[p].category(FlopCat(c)));
-        }
-      for (size_t p = 1; p < 4; ++p) CHECK(fp[p].total() > fp[p - 1].total());
+      same_results_and_phases(fo, po, fp, pp, tol);
       CHECK(fp[4].category(FlopCat::Matmul) > 0);
       // The backward kernel reading the forward kernel's saved intermediates gives what recomputing them gives.
       Shape full = xs;
@@ -268,6 +275,52 @@ TEST_CASE("prefix mode's K-step kernel equals its composition, forward and backw
         }
         CHECK(fp[3].total() > 0);
       }
+}
+
+TEST_CASE("TTT-MLP's dual-form kernel equals its composition, forward and backward, in values and FLOPs per phase") {
+  Generator g(59);
+  // b 16, f 12, h 48 (widths not multiples of 8 lanes; W broadcast over the batch, γ per head), then b 5, f 6, h 10
+  for (const Shape& xs : {Shape{2, 3, 16, 12}, Shape{1, 2, 5, 6}})
+    for (DType dt : {DType::F64, DType::F32}) {
+      CAPTURE(shape_str(xs));
+      const double tol = dt == DType::F64 ? 1e-12 : 3e-4;
+      const int64_t B = xs[0], H = xs[1], b = xs[2], f = xs[3], h = b == 16 ? 48 : 10;
+      std::vector<Tensor> x = {g.normal({H, f, h}, 0, 0.3, dt),      g.normal({H, 1, h}, 0, 0.1, dt),
+                               g.normal({B, H, h, f}, 0, 0.3, dt),   g.normal({B, H, 1, f}, 0, 0.1, dt),
+                               g.normal(xs, 0, 1, dt),               g.normal(xs, 0, 1, dt),
+                               g.normal(xs, 0, 1, dt),               g.uniform({B, H, b, b}, 0, 0.1, dt),
+                               g.normal({1, H, 1, f}, 1, 0.1, dt),   g.normal({1, H, 1, f}, 0, 0.1, dt)};
+      for (Tensor& t : x) set_requires_grad(t);
+      std::vector<Tensor> up = {g.normal(xs, 0, 1, dt), g.normal({B, H, f, h}, 0, 1, dt),
+                                g.normal({B, H, 1, h}, 0, 1, dt), g.normal({B, H, h, f}, 0, 1, dt),
+                                g.normal({B, H, 1, f}, 0, 1, dt)};
+      auto run = [&](bool fused) {
+        raw::set_fused_kernel(FusedOp::TttMlpDual, fused);
+        std::vector<FlopCounts> phase;
+        FlopScope scope;
+        std::array<Tensor, 10> a;
+        std::copy(x.begin(), x.end(), a.begin());
+        const auto y = ttt_mlp_dual(a, 1e-6, [&](int) { phase.push_back(scope.counts()); });
+        FlopScope back;
+        std::vector<Tensor> out = grad(std::vector<Tensor>(y.begin(), y.end()), x, up);
+        phase.push_back(back.counts());
+        raw::set_fused_kernel(FusedOp::TttMlpDual, true);
+        out.insert(out.begin(), y.begin(), y.end());
+        return std::make_pair(out, phase);
+      };
+      auto [fo, fp] = run(true);
+      auto [po, pp] = run(false);
+      REQUIRE(fo.size() == 15);
+      same_results_and_phases(fo, po, fp, pp, tol);
+      // The backward kernel reading no saved intermediates (it recomputes them) gives the same values.
+      std::array<Tensor, 10> c;
+      for (size_t i = 0; i < 10; ++i) c[i] = i < 4 ? contiguous(expand(x[i], up[i == 0 ? 1 : i == 1 ? 2 : i == 2 ? 3 : 4].shape())) : x[i];
+      const Tensor saved = raw::ttt_mlp_dual(c, 1e-6).second;
+      const std::array<Tensor, 5> dy{up[0], up[1], up[2], up[3], up[4]};
+      const auto with = raw::ttt_mlp_dual_backward(c, 1e-6, saved, dy);
+      const auto without = raw::ttt_mlp_dual_backward(c, 1e-6, Tensor(), dy);
+      for (size_t i = 0; i < with.size(); ++i) CHECK(with[i].to_vector() == without[i].to_vector());
+    }
 }
 
 // The scan hands the kernel its operands where they lie: a mini-batch's slice of q and k, v's slice with its rows H·f

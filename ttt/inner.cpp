@@ -109,18 +109,20 @@ void closed_form_grads(const InnerState& s, const Tensor& xk, const Tensor& targ
 
 Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                  const InnerNorm& n, InnerState& next, CostMeter* meter) {
-  if (!s.mlp()) {  // TTT-Linear: one fused op (the same composition as below where no kernel serves)
-    static constexpr uint64_t UnitCost::*kPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad,
-                                                      &UnitCost::output, &UnitCost::update};
-    auto [out, W1, b1] = ttt_linear_dual(s.W1, s.b1, xq, xk, xv, eta, n.gamma, n.beta, n.eps, [&](int p) {
-      if (meter) meter->charge(kPhase[p]);
-    });
+  // One fused op per inner model (its composition where no kernel serves); the phases split a unit's cost.
+  static constexpr uint64_t UnitCost::*kPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad,
+                                                    &UnitCost::output, &UnitCost::update};
+  const auto charge = [&](int p) {
+    if (meter) meter->charge(kPhase[p]);
+  };
+  if (!s.mlp()) {
+    auto [out, W1, b1] = ttt_linear_dual(s.W1, s.b1, xq, xk, xv, eta, n.gamma, n.beta, n.eps, charge);
     next = InnerState{W1, b1, {}, {}};
     return out;
   }
-  Tensor g1, x2, g2;
-  closed_form_grads(s, xk, sub(xv, xk), n, g1, x2, g2, meter);
-  return dual_combine(s, xq, xk, x2, g1, g2, eta, n, next, meter);
+  auto y = ttt_mlp_dual({s.W1, s.b1, s.W2, s.b2, xq, xk, xv, eta, n.gamma, n.beta}, n.eps, charge);
+  next = InnerState{y[1], y[2], y[3], y[4]};
+  return y[0];
 }
 
 Tensor dual_step_autograd(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv,

@@ -240,6 +240,15 @@ class CpuBackend final : public Backend {
     prof::Scope t(Kind::Fused, "ttt_prefix_steps_backward");
     cpu::ttt_prefix_steps_backward(g, o, saved, da);
   }
+  void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o) override {
+    prof::Scope t(Kind::Fused, "ttt_mlp_dual");
+    cpu::ttt_mlp_dual(y, saved, o);
+  }
+  void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,
+                             const std::array<Tensor, 5>& dy) override {
+    prof::Scope t(Kind::Fused, "ttt_mlp_dual_backward");
+    cpu::ttt_mlp_dual_backward(g, o, saved, dy);
+  }
 
   void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
     prof::Scope t(Kind::Copy, "rng");

@@ -58,5 +58,9 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
 void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o);
 void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
                                const Tensor& da);
+// TTT-MLP's dual form on one mini-batch, head by head (tensor/backend.h; cpu/ttt_mlp_dual.cpp).
+void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o);
+void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,
+                           const std::array<Tensor, 5>& dy);
 
 }  // namespace ponder::cpu

@@ -88,6 +88,22 @@ inline vf gelu_tanh_grad_v(vf x) {
   const vf s = sigmoid_v(2.0f * c * (x + a * x2 * x));
   return s + 2.0f * x * s * (1.0f - s) * (c * (1.0f + 3.0f * a * x2));
 }
+// gelu_tanh(x) and its derivative from one sigmoid (the two maps above, sharing σ(2u)).
+inline vf gelu_tanh_and_grad_v(vf x, vf& d) {
+  const float c = 0.7978845608028654f, a = 0.044715f;
+  const vf x2 = x * x;
+  const vf s = sigmoid_v(2.0f * c * (x + a * x2 * x));
+  d = s + 2.0f * x * s * (1.0f - s) * (c * (1.0f + 3.0f * a * x2));
+  return x * s;
+}
+// d²/dx² gelu_tanh = (1 − tanh² u)·(u' − x·tanh u·u'² + 3ca·x²) (autograd/ops_elementwise.cpp), with tanh u = 2σ(2u) − 1
+// and 1 − tanh² u = 4σ(2u)(1 − σ(2u)).
+inline vf gelu_tanh_grad2_v(vf x) {
+  const float c = 0.7978845608028654f, a = 0.044715f;
+  const vf x2 = x * x;
+  const vf s = sigmoid_v(2.0f * c * (x + a * x2 * x)), du = c * (1.0f + 3.0f * a * x2);
+  return 4.0f * s * (1.0f - s) * (du - x * (2.0f * s - 1.0f) * du * du + 3.0f * c * a * x2);
+}
 // d/dx silu = σ(x)·(1 + x·(1 − σ(x))).
 inline vf silu_grad_v(vf x) {
   const vf s = sigmoid_v(x);
@@ -110,6 +126,19 @@ void map_f32(float* y, const float* x, int64_t n, F f) {
     v = f(v);
     std::memcpy(y + i, &v, size_t(n - i) * sizeof(float));
   }
+}
+
+// The first m ≤ 8 floats at p in a vector (zeros after them), and back.
+inline vf load_n(const float* p, int64_t m) {
+  vf v = splat(0.0f);
+  std::memcpy(&v, p, size_t(m) * sizeof(float));
+  return v;
+}
+inline void store_n(float* p, vf v, int64_t m) { std::memcpy(p, &v, size_t(m) * sizeof(float)); }
+// f(i, m) for the blocks of m ≤ 8 lanes that cover [0, n), 8 at a time.
+template <class F>
+void blocks(int64_t n, F f) {
+  for (int64_t i = 0; i < n; i += kLanes) f(i, n - i < kLanes ? n - i : int64_t(kLanes));
 }
 
 template <class F>
