@@ -129,12 +129,23 @@ void map_f32(float* y, const float* x, int64_t n, F f) {
 }
 
 // The first m ≤ 8 floats at p in a vector (zeros after them), and back.
+// (A full block is one fixed-size copy, a single vector move; a variable size would copy element by element.)
 inline vf load_n(const float* p, int64_t m) {
   vf v = splat(0.0f);
-  std::memcpy(&v, p, size_t(m) * sizeof(float));
+  if (m == kLanes) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    std::memcpy(&v, p, size_t(m) * sizeof(float));
+  }
   return v;
 }
-inline void store_n(float* p, vf v, int64_t m) { std::memcpy(p, &v, size_t(m) * sizeof(float)); }
+inline void store_n(float* p, vf v, int64_t m) {
+  if (m == kLanes) {
+    std::memcpy(p, &v, sizeof v);
+  } else {
+    std::memcpy(p, &v, size_t(m) * sizeof(float));
+  }
+}
 // f(i, m) for the blocks of m ≤ 8 lanes that cover [0, n), 8 at a time.
 template <class F>
 void blocks(int64_t n, F f) {
