@@ -84,6 +84,7 @@ CONFIGS = {
 VOCAB = 256
 MINI_BATCH = 16
 BASE_LR = 1.0  # ttt_base_lr of TTT-Linear
+MLP_BASE_LR = 0.1  # and of TTT-MLP
 ROPE_THETA = 10000.0
 INIT_STD = 0.02
 EPS = 1e-6
@@ -189,13 +190,43 @@ def prefix_unit(W, bias, xq, xk, xv, e, gamma, beta, K, pairs):
     return xq + ln_fwd(zq, gamma, beta), W - xk.transpose(-2, -1) @ a_last, bias - a_last.sum(dim=-2, keepdim=True)
 
 
+def mlp_unit(state, xq, xk, xv, e, gamma, beta):
+    """TTT-MLP's dual form on one mini-batch (docs/ttt.md §1.8), as ttt-lm-pytorch writes it: the gradients at the
+    start-of-mini-batch weights through both layers, the queries' outputs in closed form, the carried state."""
+    W1, b1, W2, b2 = state
+    Z1 = xk @ W1 + b1
+    X2 = F.gelu(Z1, approximate="tanh")
+    Z2 = X2 @ W2 + b2
+    G2 = ln_fused_l2_bwd(Z2, xv - xk, gamma, beta)
+    G1 = (G2 @ W2.transpose(-2, -1)) * gelu_tanh_grad(Z1)
+    e_tril = torch.tril(e)
+    Zb1 = xq @ W1 - (e_tril * (xq @ xk.transpose(-2, -1))) @ G1 + b1 - e_tril @ G1
+    Xb2 = F.gelu(Zb1, approximate="tanh")
+    Zb2 = Xb2 @ W2 - (e_tril * (Xb2 @ X2.transpose(-2, -1))) @ G2 + b2 - e_tril @ G2
+    out = xq + ln_fwd(Zb2, gamma, beta)
+    e_last = e[:, :, -1, :, None]  # (B, H, b, 1): eta of the last row
+    W1 = W1 - (e_last * xk).transpose(-2, -1) @ G1
+    b1 = b1 - (e_last * G1).sum(dim=-2, keepdim=True)
+    W2 = W2 - (e_last * X2).transpose(-2, -1) @ G2
+    b2 = b2 - (e_last * G2).sum(dim=-2, keepdim=True)
+    return out, (W1, b1, W2, b2)
+
+
+def gelu_tanh_grad(x):
+    """d/dx gelu_tanh: 0.5(1 + t) + 0.5x(1 - t^2)c(1 + 3a x^2), t = tanh(c(x + a x^3))."""
+    c, a = 0.7978845608028654, 0.044715
+    t = torch.tanh(c * (x + a * x * x * x))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x)
+
+
 class TTTLinear(nn.Module):
     """TTT-Linear, Transformer backbone, GELU gate, dual form (docs/ttt.md §1.7); with prefix_k > 1, prefix mode
     with that many steps in every mini-batch (docs/ttt.md §3.3)."""
 
-    def __init__(self, d, heads, prefix_k=1):
+    def __init__(self, d, heads, prefix_k=1, mlp=False):
         super().__init__()
         self.prefix_k = prefix_k
+        self.mlp = mlp
         self.pairs = prefix_pairs(MINI_BATCH)
         self.d, self.H, self.f = d, heads, d // heads
         f = self.f
@@ -208,8 +239,13 @@ class TTTLinear(nn.Module):
         self.token_idx = nn.Parameter(torch.zeros(MINI_BATCH))  # learnable offsets of 1/(i+1)
         self.ttt_norm_weight = nn.Parameter(torch.ones(heads, f))
         self.ttt_norm_bias = nn.Parameter(torch.zeros(heads, f))
-        self.W1 = nn.Parameter(torch.empty(heads, f, f))  # inner W0
-        self.b1 = nn.Parameter(torch.zeros(heads, 1, f))
+        h = 4 * f if mlp else f  # TTT-MLP's hidden width
+        self.W1 = nn.Parameter(torch.empty(heads, f, h))  # inner W0
+        self.b1 = nn.Parameter(torch.zeros(heads, 1, h))
+        if mlp:
+            self.W2 = nn.Parameter(torch.empty(heads, h, f))
+            self.b2 = nn.Parameter(torch.zeros(heads, 1, f))
+            normal_(self.W2)
         self.post_norm = nn.LayerNorm(d, eps=EPS)
         for lin in (self.wq, self.wk, self.wv, self.wo, self.wg, self.lr_proj):
             normal_(lin.weight)
@@ -233,7 +269,7 @@ class TTTLinear(nn.Module):
         lr = torch.sigmoid(self.lr_proj(u))  # (B, N, H)
         lr = lr.permute(0, 2, 1).reshape(B, H, n, 1, b)
         tok = torch.clamp_min(self.inv_pos + self.token_idx, 0.0)  # relu(1/(i+1) + token_idx[i])
-        eta = (BASE_LR / f) * tok.view(b, 1) * lr  # (B, H, n, b, b)
+        eta = ((MLP_BASE_LR if self.mlp else BASE_LR) / f) * tok.view(b, 1) * lr  # (B, H, n, b, b)
 
         # Mini-batches first, so the scan slices contiguous (B, H, b, ·) blocks.
         def mb(x):  # (B, H, N, f) -> (n, B, H, b, f)
@@ -245,11 +281,18 @@ class TTTLinear(nn.Module):
         beta = self.ttt_norm_bias.view(1, H, 1, f)
 
         # Inner state starts from the learned W0 for every sequence.
-        W = self.W1.unsqueeze(0).expand(B, H, f, f)
-        bias = self.b1.unsqueeze(0).expand(B, H, 1, f)
+        W = self.W1.unsqueeze(0).expand(B, H, *self.W1.shape[1:])
+        bias = self.b1.unsqueeze(0).expand(B, H, *self.b1.shape[1:])
+        if self.mlp:
+            state = (W, bias, self.W2.unsqueeze(0).expand(B, H, *self.W2.shape[1:]),
+                     self.b2.unsqueeze(0).expand(B, H, 1, f))
         outs = []
         for m in range(n):
             xq, xk, xv, e = XQ[m], XK[m], XV[m], eta[m]
+            if self.mlp:
+                out_m, state = mlp_unit(state, xq, xk, xv, e, gamma, beta)
+                outs.append(out_m)
+                continue
             if self.prefix_k > 1:
                 out_m, W, bias = prefix_unit(W, bias, xq, xk, xv, e, gamma, beta, self.prefix_k, self.pairs)
                 outs.append(out_m)
@@ -286,10 +329,10 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, prefix_k=1):
+    def __init__(self, d, heads, prefix_k=1, mlp=False):
         super().__init__()
         self.seq_norm = RMSNorm(d)
-        self.ttt = TTTLinear(d, heads, prefix_k)
+        self.ttt = TTTLinear(d, heads, prefix_k, mlp)
         self.ffn_norm = RMSNorm(d)
         self.ffn = SwiGLU(d, swiglu_hidden(d))
 
@@ -299,11 +342,11 @@ class Block(nn.Module):
 
 
 class TTTModel(nn.Module):
-    def __init__(self, d, layers, heads, seq_len, prefix_k=1):
+    def __init__(self, d, layers, heads, seq_len, prefix_k=1, mlp=False):
         super().__init__()
         self.emb = nn.Embedding(VOCAB, d)
         normal_(self.emb.weight)
-        self.blocks = nn.ModuleList(Block(d, heads, prefix_k) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, heads, prefix_k, mlp) for _ in range(layers))
         self.final_norm = RMSNorm(d)
         cos, sin = rope_tables(seq_len, d // heads)
         self.register_buffer("cos", cos, persistent=False)
@@ -359,6 +402,9 @@ def main():
     ap.add_argument("--variant", default="dual",
                     help="dual (K = 1), or prefix-K: prefix mode with K >= 2 steps in every mini-batch, the algorithm "
                     "of ponder's prefix-closed-K variant")
+    ap.add_argument("--inner", choices=["linear", "mlp"], default="linear",
+                    help="the TTT inner model: linear (TTT-Linear) or mlp (TTT-MLP, hidden 4f; dual form only), as "
+                    "ponder's configs/small_mlp.yaml")
     args = ap.parse_args()
     prefix_k = 1
     if args.variant != "dual":
@@ -369,7 +415,9 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     c = CONFIGS[args.config]
-    model = TTTModel(c["d"], c["layers"], c["heads"], c["seq_len"], prefix_k)
+    if args.inner == "mlp" and prefix_k > 1:
+        ap.error("--inner mlp runs the dual form only (--variant dual)")
+    model = TTTModel(c["d"], c["layers"], c["heads"], c["seq_len"], prefix_k, args.inner == "mlp")
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     tokens = load_tokens(args.data)
@@ -404,6 +452,7 @@ def main():
                 "torch_version": torch.__version__,
                 "config": args.config,
                 "variant": "dual" if prefix_k == 1 else "prefix",
+                "inner": args.inner,
                 "K": prefix_k,
                 "threads": args.threads,
                 "tokens_per_s": tokens_per_step / best,
