@@ -152,14 +152,13 @@ void forward_parts(const Head<T>& hd, const Saved<T>& s, Work<T>& w) {
   rows_of(s.z2, hd.b2, b, f);
   gemm(false, false, b, f, h, s.x2, h, hd.W2, f, T(1), s.z2, f);  // Z2 = X2·W2 + b2
   gemm(false, true, b, b, f, hd.q, f, hd.k, f, T(0), s.s1, b);     // S1 = q·kᵀ
-  for (int64_t x = 0; x < b * f; ++x) w.t[size_t(x)] = hd.v[x] - hd.k[x];
+  std::fill(s.s2, s.s2 + b * b, T(0));  // S2 is not known yet: M2 is set once it is
+  cheap_parts(hd, s, w);
   for (int64_t i = 0; i < b; ++i)
     rows::ln_l2_grad(s.z2 + i * f, w.t.data() + i * f, hd.gamma + hd.goff[i], hd.beta + hd.goff[i], s.g2 + i * f, f,
                      hd.eps, w.scratch.data());
   gemm(false, true, b, h, f, s.g2, f, hd.W2, f, T(0), s.p, h);  // P = G2·W2ᵀ
   times(s.p, s.d1, s.g1, b * h);
-  std::fill(s.s2, s.s2 + b * b, T(0));  // S2 is not known yet: M2 is set below
-  cheap_parts(hd, s, w);
   rows_of(s.zb1, hd.b1, b, h);
   gemm(false, false, b, h, f, hd.q, f, hd.W1, h, T(1), s.zb1, h);
   gemm(false, false, b, h, b, w.m1.data(), b, s.g1, h, T(1), s.zb1, h, T(-1));  // Zb1 = q·W1 + b1 − M1·G1
