@@ -111,13 +111,12 @@ std::vector<Shape> shapes_of(const std::array<Tensor, 10>& x) {
 
 // The backward of ttt_mlp_dual: as prefix_steps_backward, the kernel at first order where the forward ran it (saved
 // s[10]), else the composition re-run and differentiated.
-std::vector<Tensor> mlp_dual_backward(const std::vector<Tensor>& s, std::vector<Tensor> dy,
+// dy: one gradient per output (the engine gives zeros to an output that got none).
+std::vector<Tensor> mlp_dual_backward(const std::vector<Tensor>& s, const std::vector<Tensor>& dy,
                                       const std::vector<bool>& need, double eps) {
   std::array<Tensor, 10> x;
   std::copy(s.begin(), s.begin() + 10, x.begin());
   const size_t like[5] = {4, 0, 1, 2, 3};  // output i is shaped like input like[i]
-  for (size_t i = 0; i < 5; ++i)
-    if (!dy[i].defined()) dy[i] = Tensor::zeros(x[like[i]].shape(), x[4].dtype(), x[4].device());
   if (s[10].defined() && !GradMode::enabled() && fused::use(FusedOp::TttMlpDualBackward, x[4])) {
     const auto g = raw::ttt_mlp_dual_backward(x, eps, s[10], {dy[0], dy[1], dy[2], dy[3], dy[4]});
     fused::add_counts(fused::mlp_dual_counts(shapes_of(x)).backward);

@@ -293,15 +293,14 @@ void backward_head(const Head<T>& hd, const Saved<T>& s, const HeadGrads<T>& d, 
     d.db1[i] = acc;
   }
   T* del = d.deta + (b - 1) * b;  // the updates read η's last row
-  back_update(b, f, h, hd.k, s.g1, el, d.dW1u, d.db1u, dg1, d.dk, del, w.bf3.data(), w.t.data());
+  back_update(b, f, h, hd.k, s.g1, el, d.dW1u, d.db1u, dg1, d.dk, del, w.bf3.data(), tmp);  // tmp: free until below
   back_update(b, h, f, s.x2, s.g2, el, d.dW2u, d.db2u, dg2, dx2, del, tmp, w.bh1.data());
   // G1 = P⊙gelu'(Z1), P = G2·W2ᵀ: dP = dG1⊙gelu'(Z1) (into dg1), dZ1 = dG1⊙P⊙gelu''(Z1) (into tmp)
   times_gelu2(s.z1, dg1, s.p, tmp, bh);
   times(dg1, s.d1, dg1, bh);
   gemm(false, false, b, f, h, dg1, h, hd.W2, f, T(1), dg2, f);
   gemm(true, false, h, f, b, dg1, h, s.g2, f, T(1), d.dW2, f);
-  for (int64_t x = 0; x < b * f; ++x) w.t[size_t(x)] = hd.v[x] - hd.k[x];
-  for (int64_t i = 0; i < b; ++i)  // G2 = ∇ℓ(Z2, v − k)
+  for (int64_t i = 0; i < b; ++i)  // G2 = ∇ℓ(Z2, v − k), the targets t from cheap_parts
     rows::ln_l2_grad_vjp(s.z2 + i * f, w.t.data() + i * f, hd.gamma + hd.goff[i], hd.beta + hd.goff[i], dg2 + i * f,
                          dz2 + i * f, d.dv + i * f, ag + hd.goff[i], ab + hd.goff[i], f, hd.eps, w.scratch.data());
   for (int64_t x = 0; x < b * f; ++x) d.dk[x] -= d.dv[x];

@@ -110,24 +110,6 @@ inline vf silu_grad_v(vf x) {
   return s * (1.0f + x * (1.0f - s));
 }
 
-// y[i] = f(x[i]) for n contiguous floats, 8 at a time; the tail goes through a zero-padded vector.
-template <class F>
-void map_f32(float* y, const float* x, int64_t n, F f) {
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    vf v;
-    std::memcpy(&v, x + i, sizeof v);
-    v = f(v);
-    std::memcpy(y + i, &v, sizeof v);
-  }
-  if (i < n) {
-    vf v = splat(0.0f);
-    std::memcpy(&v, x + i, size_t(n - i) * sizeof(float));
-    v = f(v);
-    std::memcpy(y + i, &v, size_t(n - i) * sizeof(float));
-  }
-}
-
 // The first m ≤ 8 floats at p in a vector (zeros after them), and back.
 // (A full block is one fixed-size copy, a single vector move; a variable size would copy element by element.)
 inline vf load_n(const float* p, int64_t m) {
@@ -150,6 +132,12 @@ inline void store_n(float* p, vf v, int64_t m) {
 template <class F>
 void blocks(int64_t n, F f) {
   for (int64_t i = 0; i < n; i += kLanes) f(i, n - i < kLanes ? n - i : int64_t(kLanes));
+}
+
+// y[i] = f(x[i]) for n contiguous floats, 8 at a time; the tail goes through a zero-padded vector.
+template <class F>
+void map_f32(float* y, const float* x, int64_t n, F f) {
+  blocks(n, [&](int64_t i, int64_t m) { store_n(y + i, f(load_n(x + i, m)), m); });
 }
 
 template <class F>
