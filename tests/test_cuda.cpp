@@ -753,17 +753,79 @@ TEST_CASE("cuda: index kernels match the CPU and reject out-of-range indices wit
     CHECK(cuda_vs_cpu([&](const auto& v) { return raw::one_hot(v[0], 6, dt); }, {idx}) == 0.0);
   }
   Tensor x = on_gpu(rnd({5, 3}, -1, 1, DType::F32, 94));
-  CHECK_THROWS_WITH_AS(raw::index_select(x, 0, on_gpu(Tensor::from_ints({4, 7, -1}, {3}))),
+  // Reported at the read that follows (at the op under PONDER_CUDA_SYNC=1): see the next test case.
+  CHECK_THROWS_WITH_AS(raw::index_select(x, 0, on_gpu(Tensor::from_ints({4, 7, -1}, {3}))).to_vector(),
                        "index_select: index 7 out of range [0, 5)", std::out_of_range);
-  CHECK_THROWS_WITH_AS(raw::gather(x, 1, on_gpu(Tensor::from_ints({0, 3, 0, 0, 0}, {5, 1}))),
+  CHECK_THROWS_WITH_AS(raw::gather(x, 1, on_gpu(Tensor::from_ints({0, 3, 0, 0, 0}, {5, 1}))).to_vector(),
                        "gather: index 3 out of range [0, 3)", std::out_of_range);
-  CHECK_THROWS_WITH_AS(raw::one_hot(on_gpu(Tensor::from_ints({-2}, {1})), 4, DType::F32),
+  CHECK_THROWS_WITH_AS(raw::one_hot(on_gpu(Tensor::from_ints({-2}, {1})), 4, DType::F32).to_vector(),
                        "one_hot: index -2 out of range [0, 4)", std::out_of_range);
   CHECK_THROWS_WITH(raw::binary(BinaryOp::Add, x, rnd({5, 3}, -1, 1, DType::F32, 95)),
                     doctest::Contains("different devices"));
   CHECK_THROWS_WITH(raw::index_select(x, 0, Tensor::from_ints({0}, {1})),
                     doctest::Contains("indices are on cpu but the data is on cuda"));
   CHECK(Generator(5).categorical(on_gpu(Tensor::full({2, 3}, 1.0))).device() == Device::CUDA);
+}
+
+bool sync_mode() {
+  const char* v = std::getenv("PONDER_CUDA_SYNC");
+  return v && *v && std::string(v) != "0";
+}
+
+TEST_CASE("cuda: index ops do not wait; a bad index surfaces at the next read, the earliest one first, then clears") {
+  if (!gpu()) return;
+  Tensor x = on_gpu(rnd({5, 3}, -1, 1, DType::F32, 96));
+  Tensor good = on_gpu(Tensor::from_ints({1, 0, 4}, {3}));
+  cuda_synchronize();
+  const int64_t w0 = cuda_host_waits();
+  Tensor a = raw::index_select(x, 0, good);
+  Tensor b = raw::index_add({5, 3}, 0, good, a);
+  CHECK(cuda_host_waits() == w0);  // checked on the device, nothing read back
+  CHECK(b.to_vector() == raw::index_add({5, 3}, 0, raw::to_device(good, Device::CPU), raw::to_device(a, Device::CPU)).to_vector());
+  if (sync_mode()) {
+    CHECK_THROWS_WITH_AS(raw::gather(x, 1, on_gpu(Tensor::from_ints({0, 3}, {2, 1}))),
+                         "gather: index 3 out of range [0, 3)", std::out_of_range);
+    return;
+  }
+  // Two bad ops, then a read of an unrelated tensor: the first op's first bad position is what is reported.
+  Tensor s1 = raw::index_select(x, 0, on_gpu(Tensor::from_ints({0, 2, 9, -4}, {4})));
+  Tensor s2 = raw::scatter_add({2, 2}, 1, on_gpu(Tensor::from_ints({0, 5}, {2, 1})), on_gpu(Tensor::full({2, 1}, 1.0)));
+  Tensor other = on_gpu(Tensor::full({2}, 3.0));
+  CHECK_THROWS_WITH_AS(other.to_vector(), "index_select: index 9 out of range [0, 5)", std::out_of_range);
+  CHECK(other.to_vector() == std::vector<double>{3.0, 3.0});  // reported once, then cleared
+  // The skipped rows read as zero; scatter_add dropped its bad add and kept the good one.
+  CHECK(s1.to_vector()[6] == 0.0);
+  CHECK(s2.to_vector() == std::vector<double>{1.0, 0.0, 0.0, 0.0});
+  (void)raw::one_hot(on_gpu(Tensor::from_ints({1, 6}, {2})), 4, DType::F32);
+  CHECK_THROWS_WITH_AS(cuda_synchronize(), "one_hot: index 6 out of range [0, 4)", std::out_of_range);
+  CHECK_NOTHROW(cuda_synchronize());
+}
+
+TEST_CASE("cuda: small uploads queue behind running work without waiting and arrive intact") {
+  if (!gpu()) return;
+  // A float64 product long enough that the uploads are queued while it runs.
+  Tensor a = on_gpu(rnd({2048, 2048}, -1, 1, DType::F64, 97));
+  Tensor p = raw::matmul(a, a);
+  for (int r = 0; r < 7; ++r) p = raw::matmul(p, a);
+  const int64_t w0 = cuda_host_waits();
+  std::vector<Tensor> up, want;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int64_t> v(size_t(1000 + 100 * i));
+    for (size_t j = 0; j < v.size(); ++j) v[j] = int64_t(j) * 7 + i;
+    want.push_back(Tensor::from_ints(v, {int64_t(v.size())}));
+    up.push_back(on_gpu(want.back()));  // its host buffer dies here: the copy must already be staged
+  }
+  CHECK(cuda_host_waits() == w0);
+  // 40 uploads of 300 KB cycle through the 8 staging blocks of 1 MiB several times: a block is refilled only after
+  // the GPU has read it (which may wait; the data must arrive intact either way).
+  for (int i = 0; i < 40; ++i) {
+    want.push_back(rnd({300 * 1024 / 8}, -1, 1, DType::F64, uint64_t(200 + i)));
+    up.push_back(on_gpu(want.back()));
+  }
+  for (size_t i = 0; i < up.size(); ++i) {
+    INFO("upload ", i);
+    CHECK(up[i].to_vector() == want[i].to_vector());
+  }
 }
 
 TEST_CASE("cuda: counter-based draws equal the CPU's") {
@@ -891,6 +953,23 @@ ttt::TrainConfig gpu_train() {
 }
 
 }  // namespace
+
+TEST_CASE("cuda: a training step waits for the GPU only to read its losses and gradient norm") {
+  if (!gpu()) return;
+  const ttt::ModelConfig m = gpu_model({"ttt"}, "transformer", "linear");
+  ttt::TrainConfig t = gpu_train();
+  t.grad_clip = 1.0;
+  ttt::Trainer dev(m, t, random_stream(m.vocab, 8), Device::CUDA);
+  dev.step();  // the first step sets up the allocator's cache and the staging blocks
+  for (int s = 0; s < 2; ++s) {
+    const int64_t w0 = cuda_host_waits();
+    const ttt::StepStats st = dev.step();
+    CHECK(std::isfinite(st.loss));
+    // grad_accum 2: one loss read per micro-batch, one gradient-norm read. PONDER_CUDA_TRACE_WAITS=1 shows who
+    // waited when this fails.
+    CHECK(cuda_host_waits() - w0 == t.grad_accum + 1);
+  }
+}
 
 TEST_CASE("cuda: a parameter moves in place; a graph recorded before the move refuses to backward") {
   if (!gpu()) return;

@@ -13,6 +13,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_kernels.h"
 #include "tensor/cuda/timing.h"
+#include "tensor/cuda/transfer.h"
 #include "tensor/kernels.h"
 
 namespace ponder {
@@ -71,7 +72,7 @@ void* device_malloc(size_t n) {
 
 void device_free(void* p) {
   // A kernel queued on the stream may still read the block; cudaFree is not ordered with that stream.
-  cuda_check(cudaStreamSynchronize(ctx().stream));
+  wait_stream("cudaFree");
   cuda_check(cudaFree(p));
 }
 
@@ -84,13 +85,11 @@ class CudaBackend final : public Backend {
   void to_host(void* host, const void* dev, size_t n) override {
     if (n == 0) return;  // empty tensors have no storage pointer
     cuda_check(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream()));
-    cuda_check(cudaStreamSynchronize(stream()));
+    wait_reporting("read to the host");
   }
   void from_host(void* dev, const void* host, size_t n) override {
     if (n == 0) return;
-    // Synchronised so the caller may free or reuse the host buffer as soon as this returns.
-    cuda_check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream()));
-    cuda_check(cudaStreamSynchronize(stream()));
+    upload(dev, host, n);  // the caller may free or reuse the host buffer as soon as this returns
   }
   // Each call is timed on the device under --profile (tensor/cuda/timing.h), with the CPU backend's kinds and labels.
   void copy(const Tensor& d, const Tensor& s) override {
@@ -298,7 +297,7 @@ bool cuda_init(std::string* why_not) {
   return true;
 }
 
-void cuda_synchronize() { cuda_check(cudaStreamSynchronize(cuda::stream())); }
+void cuda_synchronize() { cuda::wait_reporting("cuda_synchronize"); }
 
 CudaDeviceInfo cuda_device_info() {
   cuda::ctx();

@@ -16,8 +16,14 @@ bool cuda_built();
 // stream, one cuBLAS handle). Idempotent. Returns false and says why (never empty) when it cannot.
 bool cuda_init(std::string* why_not);
 
-// Blocks until all queued GPU work has finished (kernels run asynchronously; timings need this).
+// Blocks until all queued GPU work has finished (kernels run asynchronously; timings need this). Raises an index
+// error that a deferred check found meanwhile (tensor/cuda/transfer.h), as every read to the host does.
 void cuda_synchronize();
+
+// How many times the host has waited for the GPU so far: reads to the host, cuda_synchronize, uploads over 1 MiB,
+// freeing device memory. A training step waits only where it reads its loss and gradient norm; test_cuda counts.
+// PONDER_CUDA_TRACE_WAITS=1 prints each wait's call stack.
+int64_t cuda_host_waits();
 
 struct CudaDeviceInfo {
   std::string name;

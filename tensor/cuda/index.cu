@@ -1,12 +1,14 @@
 // Index kernels on contiguous tensors with int64 indices, mirroring tensor/cpu/index.cpp. Adds that
 // may hit the same slot are owned by one thread each (a thread walks one line in index order), so
-// index_add and scatter_add are deterministic without atomics.
+// index_add and scatter_add are deterministic without atomics. Bounds are checked on the device and reported at
+// the next read to the host (check_indices).
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/cuda_kernels.h"
+#include "tensor/cuda/transfer.h"
 
 namespace ponder::cuda {
 namespace {
@@ -19,34 +21,34 @@ void split_dims(const Shape& s, int axis, int64_t& outer, int64_t& len, int64_t&
   len = s[size_t(axis)];
 }
 
-// first ← the smallest position whose index lies outside [0, n) (first starts at count: "none").
-__global__ void first_bad_kernel(const int64_t* idx, int64_t count, int64_t n, int64_t* first) {
+// word ← min(word, base + j) over positions j whose index lies outside [0, n) (transfer.h: deferred checks).
+__global__ void first_bad_kernel(const int64_t* idx, int64_t count, int64_t n, unsigned long long* word,
+                                 unsigned long long base) {
   PONDER_GRID_STRIDE(j, count) {
-    if (idx[j] < 0 || idx[j] >= n) atomicMin(reinterpret_cast<long long*>(first), static_cast<long long>(j));
+    if (idx[j] < 0 || idx[j] >= n) atomicMin(word, base + static_cast<unsigned long long>(j));
   }
 }
 
-// Throws the CPU kernels' std::out_of_range for the first index outside [0, n). Costs one small
-// synchronising read-back per index kernel.
+// Queues the check of idx against [0, n). A bad index is reported, with the CPU kernels' std::out_of_range message,
+// at the next read to the host (at once under PONDER_CUDA_SYNC=1): checking here would wait for the GPU on every
+// index op. Until then the kernels below skip (or read as zero) what lies outside.
 void check_indices(const Tensor& idx, int64_t n, const char* op) {
   const int64_t count = idx.numel();
   if (count == 0) return;
-  Tensor first = Tensor::full({}, double(count), DType::I64, Device::CUDA);
-  launch("check_indices", first_bad_kernel, count, idx.data<int64_t>(), count, n, first.data<int64_t>());
-  const int64_t bad = first.to_ints()[0];
-  if (bad == count) return;
-  const int64_t v = make_view(idx, {}, {}, idx.offset() + bad).to_ints()[0];
-  throw std::out_of_range(std::string(op) + ": index " + std::to_string(v) + " out of range [0, " +
-                          std::to_string(n) + ")");
+  const IndexCheck c = begin_index_check(op, idx, n);
+  launch("check_indices", first_bad_kernel, count, idx.data<int64_t>(), count, n, c.word, c.base);
+  end_index_check();
 }
+
+__device__ inline bool inside(int64_t k, int64_t n) { return k >= 0 && k < n; }
 
 // out (outer, ni, inner) = x (outer, len, inner) at rows idx (ni).
 template <class T>
 __global__ void index_select_kernel(T* out, const T* x, const int64_t* idx, int64_t total, int64_t ni, int64_t len,
                                     int64_t inner) {
   PONDER_GRID_STRIDE(e, total) {
-    const int64_t i = e % inner, j = (e / inner) % ni, o = e / (inner * ni);
-    out[e] = x[(o * len + idx[j]) * inner + i];
+    const int64_t i = e % inner, j = (e / inner) % ni, o = e / (inner * ni), k = idx[j];
+    out[e] = inside(k, len) ? x[(o * len + k) * inner + i] : T(0);
   }
 }
 
@@ -56,7 +58,8 @@ __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64
                                  int64_t len, int64_t inner) {
   PONDER_GRID_STRIDE(oi, outer_inner) {
     const int64_t o = oi / inner, i = oi % inner;
-    for (int64_t j = 0; j < ni; ++j) out[(o * len + idx[j]) * inner + i] += src[(o * ni + j) * inner + i];
+    for (int64_t j = 0; j < ni; ++j)
+      if (inside(idx[j], len)) out[(o * len + idx[j]) * inner + i] += src[(o * ni + j) * inner + i];
   }
 }
 
@@ -69,7 +72,8 @@ __global__ void index_add_chunk_kernel(T* part, const T* src, const int64_t* idx
     const int64_t c = x / outer_inner, oi = x % outer_inner, o = oi / inner, i = oi % inner;
     T* pc = part + c * (outer_inner / inner) * len * inner;
     const int64_t j1 = (c + 1) * n < ni ? (c + 1) * n : ni;
-    for (int64_t j = c * n; j < j1; ++j) pc[(o * len + idx[j]) * inner + i] += src[(o * ni + j) * inner + i];
+    for (int64_t j = c * n; j < j1; ++j)
+      if (inside(idx[j], len)) pc[(o * len + idx[j]) * inner + i] += src[(o * ni + j) * inner + i];
   }
 }
 template <class T>
@@ -86,8 +90,8 @@ template <class T>
 __global__ void gather_kernel(T* out, const T* x, const int64_t* idx, int64_t total, int64_t len, int64_t xlen,
                               int64_t inner) {
   PONDER_GRID_STRIDE(e, total) {
-    const int64_t i = e % inner, o = e / (inner * len);
-    out[e] = x[(o * xlen + idx[e]) * inner + i];
+    const int64_t i = e % inner, o = e / (inner * len), k = idx[e];
+    out[e] = inside(k, xlen) ? x[(o * xlen + k) * inner + i] : T(0);
   }
 }
 
@@ -99,7 +103,7 @@ __global__ void scatter_add_kernel(T* out, const T* src, const int64_t* idx, int
     const int64_t o = oi / inner, i = oi % inner;
     for (int64_t j = 0; j < len; ++j) {
       const int64_t e = (o * len + j) * inner + i;
-      out[(o * olen + idx[e]) * inner + i] += src[e];
+      if (inside(idx[e], olen)) out[(o * olen + idx[e]) * inner + i] += src[e];
     }
   }
 }
@@ -107,7 +111,9 @@ __global__ void scatter_add_kernel(T* out, const T* src, const int64_t* idx, int
 // out (count, n) already zero; out[j, idx[j]] = 1.
 template <class T>
 __global__ void one_hot_kernel(T* out, const int64_t* idx, int64_t count, int64_t n) {
-  PONDER_GRID_STRIDE(j, count) { out[j * n + idx[j]] = T(1); }
+  PONDER_GRID_STRIDE(j, count) {
+    if (inside(idx[j], n)) out[j * n + idx[j]] = T(1);
+  }
 }
 
 }  // namespace

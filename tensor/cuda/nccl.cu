@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tensor/cuda/common.cuh"
+#include "tensor/cuda/transfer.h"
 #include "tensor/dist.h"
 #include "tensor/dist_transport.h"
 
@@ -45,7 +46,7 @@ void nccl_sum(const std::vector<Tensor>& device_tensors) {
             "ncclAllReduce");
   }
   nccl_ok(ncclGroupEnd(), "ncclGroupEnd");
-  cuda_check(cudaStreamSynchronize(cuda::stream()));
+  cuda::wait_stream("nccl_sum");
 }
 
 }  // namespace ponder::dist

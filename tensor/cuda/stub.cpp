@@ -22,6 +22,7 @@ bool cuda_init(std::string* why_not) {
 }
 
 void cuda_synchronize() { no_cuda(); }
+int64_t cuda_host_waits() { no_cuda(); }
 CudaDeviceInfo cuda_device_info() { no_cuda(); }
 CudaAllocatorStats cuda_allocator_stats() { no_cuda(); }
 void cuda_empty_cache() { no_cuda(); }
