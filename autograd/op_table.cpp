@@ -575,6 +575,59 @@ void add_dual_cases(std::vector<OpCase>& t) {
                {}});
 }
 
+// ---- TTT-Linear's dual form over a sequence's mini-batches (ttt_linear_scan): dual_ref unit by unit, each unit
+// starting from the W', bias' the one before produced. Result: out (…, N, f), then W_n and bias_n packed as
+// (…, N + f + 1, f).
+Dense scan_ref(const Refs& r) {
+  const Dense &q = r[2], &eta = r[5];
+  const size_t nd = q.shape.size();
+  const int64_t N = q.shape[nd - 2], f = q.shape[nd - 1], b = eta.shape.back(), n = N / b, G = q.numel() / (N * f);
+  auto shaped = [&](int64_t rows, int64_t cols) {
+    Shape s(q.shape.begin(), q.shape.end() - 2);
+    s.push_back(rows);
+    s.push_back(cols);
+    return Dense{s, std::vector<double>(size_t(G * rows * cols))};
+  };
+  // rows [r0, r0 + m) of every head of x (G, R, c) into a (…, m, c)
+  auto rows = [&](const Dense& x, int64_t R, int64_t r0, int64_t m, int64_t c) {
+    Dense o = shaped(m, c);
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < m * c; ++i) o.v[size_t(g * m * c + i)] = x.v[size_t((g * R + r0) * c + i)];
+    return o;
+  };
+  Dense out = shaped(N + f + 1, f), W = r[0], bias = r[1];
+  for (int64_t u = 0; u < n; ++u) {
+    const Dense y = dual_ref({W, bias, rows(q, N, u * b, b, f), rows(r[3], N, u * b, b, f), rows(r[4], N, u * b, b, f),
+                              rows(eta, n * b, u * b, b, b), r[6], r[7]});
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < b * f; ++i) out.v[size_t((g * (N + f + 1) + u * b) * f + i)] = y.v[size_t(g * (b + f + 1) * f + i)];
+    W = rows(y, b + f + 1, b, f, f);
+    bias = rows(y, b + f + 1, b + f, 1, f);
+  }
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t i = 0; i < (f + 1) * f; ++i)
+      out.v[size_t((g * (N + f + 1) + N) * f + i)] = i < f * f ? W.v[size_t(g * f * f + i)] : bias.v[size_t(g * f + i - f * f)];
+  return out;
+}
+
+void add_scan_cases(std::vector<OpCase>& t) {
+  // Three mini-batches of b = 2 tokens of f = 4; per-head W, bias, γ, β broadcast over the batch; a transposed xq.
+  t.push_back({"ttt_linear_scan (3 mini-batches; per-head W, γ, β; transposed xq)", {Op::TttLinearScan},
+               [](DType dt) {
+                 return Ins{U({2, 4, 4}, -0.5, 0.5, 141, dt),          U({2, 1, 4}, -0.3, 0.3, 142, dt),
+                            raw::transpose(U({2, 2, 4, 6}, -1, 1, 143, dt), 2, 3),
+                            U({2, 2, 6, 4}, -1, 1, 144, dt),           U({2, 2, 6, 4}, -1, 1, 145, dt),
+                            U({2, 2, 3, 2, 2}, 0.05, 0.4, 146, dt),    U({2, 1, 4}, 0.5, 1.5, 147, dt),
+                            U({2, 1, 4}, -0.5, 0.5, 148, dt)};
+               },
+               {true, true, true, true, true, true, true, true},
+               [](const Ins& x) {
+                 auto y = ttt_linear_scan(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], kLnEps);
+                 return cat({y[0], y[1], y[2]}, -2);
+               },
+               scan_ref, {}});
+}
+
 // ---- TTT-MLP's dual form (checked against plain loops that take each query's own weights after the mini-batch's
 // gradient step, W_i = W − Σ_{j ≤ i} η_ij·x_jᵀ·G_j per layer, from the gradients at W row by row: the meaning of
 // the dual form rather than its products). Inputs {W1, b1, W2, b2, xq, xk, xv, η, γ, β}; the result packs out, W1',
@@ -955,6 +1008,7 @@ std::vector<OpCase> build() {
   add_matmul_cases(t);
   add_attention_cases(t);
   add_dual_cases(t);
+  add_scan_cases(t);
   add_prefix_cases(t);
   add_mlp_dual_cases(t);
   add_shape_cases(t);

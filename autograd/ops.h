@@ -110,6 +110,16 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
 Tensor ttt_prefix_steps(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const Tensor& w, const Tensor& gamma,
                         const Tensor& beta, int steps, double eps, const std::function<void(int)>& mark = {});
 
+// ---- TTT-Linear's dual form over the n = N / b mini-batches of a sequence, the state carried from each to the next:
+// W0 (…, f, f) and b0 (…, 1, f) broadcast to xq's leading shape, xq, xk, xv (…, N, f), eta (…, n, b, b) (each
+// mini-batch's η), γ and β as for ttt_linear_dual. Returns {out (…, N, f), W_n, bias_n}. Defined as n
+// ttt_linear_dual ops and a concatenation; where the dual kernels run it is one node over the whole sequence
+// (autograd/ops_ttt_scan.cpp). mark(u, p): after unit u's phase p as ttt_linear_dual's mark, and mark(u, -1) before
+// unit u starts, on either path.
+std::array<Tensor, 3> ttt_linear_scan(const Tensor& W0, const Tensor& b0, const Tensor& xq, const Tensor& xk,
+                                      const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
+                                      double eps, const std::function<void(int64_t, int)>& mark = {});
+
 // ---- TTT-MLP's dual form on one mini-batch (the map: compose::ttt_mlp_dual): x = {W1, b1, W2, b2, xq, xk, xv, eta,
 // γ, β} → {out, W1', b1', W2', b2'}. One node around the backend's kernel where it has one, else the composition;
 // mark(p) as for ttt_linear_dual, on either path.

@@ -802,50 +802,81 @@ DualOperands dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, c
 }
 }  // namespace
 
+namespace {
+// Shape s with its last two axes replaced by (m, n).
+Shape with_rows(const Shape& s, int64_t m, int64_t n) {
+  Shape o(s.begin(), s.end() - 2);
+  o.push_back(m);
+  o.push_back(n);
+  return o;
+}
+void need_buffer(const char* op, const char* what, const Tensor& t, const Tensor& xq, const Shape& want) {
+  check_same(op, xq, t);
+  PONDER_NEED(t.shape() == want && t.is_contiguous(), std::string(op) + ": " + what + " " + shape_str(t.shape()) +
+                                                          " must be a contiguous " + shape_str(want));
+}
+}  // namespace
+
+void ttt_linear_dual_into(const Tensor& y, const Tensor& saved, const Tensor& W, const Tensor& bias, const Tensor& xq,
+                          const Tensor& xk, const Tensor& xv, const Tensor& eta, const Tensor& gamma,
+                          const Tensor& beta, double eps) {
+  DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
+  need_buffer("ttt_linear_dual", "y", y, xq, with_rows(xq.shape(), b + f + 1, f));
+  need_buffer("ttt_linear_dual", "saved", saved, xq, {G, kDualSaved(b, f)});
+  o.saved = saved;
+  be(xq).ttt_linear_dual(reshape(y, {G, b + f + 1, f}), o);
+}
+
 std::pair<Tensor, Tensor> ttt_linear_dual(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk,
                                           const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                                           const Tensor& beta, double eps) {
-  DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
-  const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
-  Tensor y = Tensor::empty({G, b + f + 1, f}, xq.dtype(), xq.device());
-  o.saved = Tensor::empty({G, kDualSaved(b, f)}, xq.dtype(), xq.device());
-  be(xq).ttt_linear_dual(y, o);
-  Shape s(xq.shape().begin(), xq.shape().end() - 2);
-  s.push_back(b + f + 1);
-  s.push_back(f);
-  return {reshape(y, s), o.saved};
+  const int64_t b = xq.dim() >= 2 ? xq.shape()[xq.dim() - 2] : 0, f = xq.dim() >= 2 ? xq.shape().back() : 0;
+  check_dual(W, bias, xq, xk, xv, eta);
+  Tensor y = Tensor::empty(with_rows(xq.shape(), b + f + 1, f), xq.dtype(), xq.device());
+  Tensor saved = Tensor::empty({head_count(xq), kDualSaved(b, f)}, xq.dtype(), xq.device());
+  ttt_linear_dual_into(y, saved, W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  return {y, saved};
 }
 
-std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
-                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
-                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
-                                               const std::array<Tensor, 3>& dy, double eps) {
+void ttt_linear_dual_backward_into(const std::array<Tensor, 8>& g, const Tensor& W, const Tensor& bias,
+                                   const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                   const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                   const std::array<Tensor, 3>& dy, double eps) {
   DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
   const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
   const int64_t rows[3] = {b, f, 1};
   const char* names[3] = {"dout", "dW'", "dbias'"};
   for (size_t i = 0; i < 3; ++i) {
     check_same("ttt_linear_dual_backward", xq, dy[i]);
-    Shape want(xq.shape().begin(), xq.shape().end() - 2);
-    want.push_back(rows[i]);
-    want.push_back(f);
+    const Shape want = with_rows(xq.shape(), rows[i], f);
     PONDER_NEED(dy[i].shape() == want, std::string("ttt_linear_dual_backward: ") + names[i] + " " +
                                            shape_str(dy[i].shape()) + " must be " + shape_str(want));
   }
   if (saved.defined()) {
-    check_same("ttt_linear_dual_backward", xq, saved);
-    const Shape ss{G, kDualSaved(b, f)};
-    PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_linear_dual_backward: the saved intermediates " +
-                                                                  shape_str(saved.shape()) + " must be a contiguous " +
-                                                                  shape_str(ss));
+    need_buffer("ttt_linear_dual_backward", "the saved intermediates", saved, xq, {G, kDualSaved(b, f)});
     o.saved = saved;
   }
-  std::array<Tensor, 8> g{empty_like(o.W),  empty_like(o.bias), empty_like(o.xq),    empty_like(o.xk),
-                          empty_like(o.xv), empty_like(o.eta),  empty_like(o.gamma), empty_like(o.gamma)};
-  be(xq).ttt_linear_dual_backward(g, o, {dual_head_view(dy[0], true), dual_head_view(dy[1], false),
-                                         dual_head_view(dy[2], false)});
-  const Tensor* shapes[8] = {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta};
-  for (size_t i = 0; i < 8; ++i) g[i] = reshape(g[i], shapes[i]->shape());
+  const Tensor* ops[8] = {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta};
+  const Tensor* heads[8] = {&o.W, &o.bias, &o.xq, &o.xk, &o.xv, &o.eta, &o.gamma, &o.gamma};
+  std::array<Tensor, 8> gh;
+  for (size_t i = 0; i < 8; ++i) {
+    need_buffer("ttt_linear_dual_backward", "gradient", g[i], xq, ops[i]->shape());
+    gh[i] = reshape(g[i], heads[i]->shape());
+  }
+  be(xq).ttt_linear_dual_backward(gh, o, {dual_head_view(dy[0], true), dual_head_view(dy[1], false),
+                                          dual_head_view(dy[2], false)});
+}
+
+std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
+                                               const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                               const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                               const std::array<Tensor, 3>& dy, double eps) {
+  check_dual(W, bias, xq, xk, xv, eta);
+  const Tensor* ops[8] = {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta};
+  std::array<Tensor, 8> g;
+  for (size_t i = 0; i < 8; ++i) g[i] = Tensor::empty(ops[i]->shape(), xq.dtype(), xq.device());
+  ttt_linear_dual_backward_into(g, W, bias, xq, xk, xv, eta, gamma, beta, saved, dy, eps);
   return g;
 }
 

@@ -115,6 +115,15 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                                const Tensor& dy, double eps);
+// The same, writing into buffers the caller owns (a scan's per-unit parts: autograd/ops_ttt_scan.cpp): y (…, b + f
+// + 1, f) and saved (G, kDualSaved(b, f)); g shaped like W, bias, xq, xk, xv, eta, γ, β. All contiguous.
+void ttt_linear_dual_into(const Tensor& y, const Tensor& saved, const Tensor& W, const Tensor& bias, const Tensor& xq,
+                          const Tensor& xk, const Tensor& xv, const Tensor& eta, const Tensor& gamma,
+                          const Tensor& beta, double eps);
+void ttt_linear_dual_backward_into(const std::array<Tensor, 8>& g, const Tensor& W, const Tensor& bias,
+                                   const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                   const Tensor& gamma, const Tensor& beta, const Tensor& saved,
+                                   const std::array<Tensor, 3>& dy, double eps);
 // The dual backward's upstream pieces (head views, tensor/backend.h) packed as one contiguous (G, b + f + 1, f),
 // for a kernel that reads them so: their own storage where they are already its three consecutive parts.
 Tensor dual_packed_grad(const std::array<Tensor, 3>& dy);

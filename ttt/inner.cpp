@@ -1,5 +1,6 @@
 #include "ttt/inner.h"
 
+#include <optional>
 #include <vector>
 
 #include "autograd/compose.h"
@@ -107,13 +108,17 @@ void closed_form_grads(const InnerState& s, const Tensor& xk, const Tensor& targ
 
 }  // namespace
 
+namespace {
+// The cost field of a dual-form op's phase p (its mark(p)).
+constexpr uint64_t UnitCost::*kDualPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad, &UnitCost::output,
+                                               &UnitCost::update};
+}  // namespace
+
 Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                  const InnerNorm& n, InnerState& next, CostMeter* meter) {
   // One fused op per inner model (its composition where no kernel serves); the phases split a unit's cost.
-  static constexpr uint64_t UnitCost::*kPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad,
-                                                    &UnitCost::output, &UnitCost::update};
   const auto charge = [&](int p) {
-    if (meter) meter->charge(kPhase[p]);
+    if (meter) meter->charge(kDualPhase[p]);
   };
   if (!s.mlp()) {
     auto [out, W1, b1] = ttt_linear_dual(s.W1, s.b1, xq, xk, xv, eta, n.gamma, n.beta, n.eps, charge);
@@ -123,6 +128,23 @@ Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const 
   auto y = ttt_mlp_dual({s.W1, s.b1, s.W2, s.b2, xq, xk, xv, eta, n.gamma, n.beta}, n.eps, charge);
   next = InnerState{y[1], y[2], y[3], y[4]};
   return y[0];
+}
+
+Tensor dual_scan(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                 const InnerNorm& n, InnerState& next, std::vector<UnitCost>& costs) {
+  const size_t first = costs.size();
+  costs.resize(first + size_t(eta.shape()[2]));  // no reallocation below: the meter points into it
+  std::optional<CostMeter> meter;
+  const auto mark = [&](int64_t u, int p) {
+    if (p < 0) {
+      meter.emplace(&costs[first + size_t(u)]);
+      return;
+    }
+    meter->charge(kDualPhase[p]);
+  };
+  auto [out, W1, b1] = ttt_linear_scan(s.W1, s.b1, xq, xk, xv, eta, n.gamma, n.beta, n.eps, mark);
+  next = InnerState{W1, b1, {}, {}};
+  return out;
 }
 
 Tensor dual_step_autograd(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv,

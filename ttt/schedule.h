@@ -21,6 +21,9 @@ class StepSchedule {
  public:
   virtual ~StepSchedule() = default;
   virtual int steps(const UnitInfo& u) = 0;
+  // True when steps() depends on the unit and the schedule's own draws only, never on what the scan computed so
+  // far: the layer may then ask for a whole chunk's units before running them (and run them as one op).
+  virtual bool decides_ahead() const { return false; }
 };
 
 // K for every unit.
@@ -28,6 +31,7 @@ class UniformSchedule final : public StepSchedule {
  public:
   explicit UniformSchedule(int k) : k_(k) {}
   int steps(const UnitInfo&) override { return k_; }
+  bool decides_ahead() const override { return true; }
  private:
   int k_;
 };
@@ -40,6 +44,7 @@ class FixedSchedule final : public StepSchedule {
     if (ks_.empty()) return 1;
     return ks_[size_t(std::min<int64_t>(u.unit, int64_t(ks_.size()) - 1))];
   }
+  bool decides_ahead() const override { return true; }
  private:
   std::vector<int> ks_;
 };

@@ -72,6 +72,7 @@ class RandomSchedule final : public StepSchedule {
  public:
   RandomSchedule(std::vector<int> options, Generator& gen) : options_(std::move(options)), gen_(gen) {}
   int steps(const UnitInfo& u) override;
+  bool decides_ahead() const override { return true; }
  private:
   std::vector<int> options_;
   Generator& gen_;

@@ -1,5 +1,6 @@
 #include "ttt/ttt_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -121,29 +122,58 @@ Tensor TTTLayer::unit_step(InnerState& state, const Tensor& xq, const Tensor& xk
   return out;
 }
 
+namespace {
+// The schedule's step count for unit u (1 without a schedule).
+int decide(const TTTRun& run, int layer, int64_t u, int64_t b) {
+  const int steps = run.schedule ? run.schedule->steps({layer, u, u * b, b}) : 1;
+  if (steps < 0) throw std::invalid_argument("step schedule gave " + std::to_string(steps) + " steps");
+  return steps;
+}
+}  // namespace
+
+Tensor TTTLayer::scan_plain(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                            const Tensor& gamma, const Tensor& beta, int64_t u0, std::vector<UnitCost>* costs) const {
+  const int64_t H = cfg_.heads, f = cfg_.head_dim();
+  std::vector<UnitCost> c;
+  InnerState next;
+  Tensor out = dual_scan(state, xq, xk, xv, eta, {reshape(gamma, {1, H, 1, f}), reshape(beta, {1, H, 1, f})}, next, c);
+  state = next;
+  for (size_t i = 0; i < c.size() && costs; ++i) {
+    c[i].layer = layer_;
+    c[i].unit = u0 + int64_t(i);
+    c[i].steps = 1;
+    costs->push_back(c[i]);
+  }
+  return out;
+}
+
 Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                       const Tensor& gamma, const Tensor& beta, int64_t u0, int64_t u1, const TTTRun& run,
                       std::vector<int>& decided, bool replay) const {
   const int64_t b = cfg_.mini_batch;
+  std::vector<UnitCost>* costs = replay ? nullptr : run.costs;
+  // A schedule that decides from the unit alone is asked for the whole chunk first (the same calls in the same
+  // order). When every unit then gets one dual step of TTT-Linear and nothing is watched, the chunk is one op.
+  if ((!run.schedule || run.schedule->decides_ahead()) && !replay) {
+    for (int64_t u = u0; u < u1; ++u) decided.push_back(decide(run, layer_, u, b));
+    replay = true;
+  }
+  const bool plain = replay && run.path == InnerPath::Dual && !cfg_.mlp && !run.watch &&
+                     !(run.mode == StepMode::Prefix && run.prefix_path_at_one) &&
+                     std::all_of(decided.begin(), decided.end(), [](int k) { return k == 1; });
+  if (plain) return scan_plain(state, xq, xk, xv, eta, gamma, beta, u0, costs);
   // The units' inputs as pieces of one split each: their gradients come back as one concatenation.
   const std::vector<int64_t> sizes(size_t(u1 - u0), b);
   const std::vector<Tensor> qs = split(xq, sizes, 2), ks = split(xk, sizes, 2), vs = split(xv, sizes, 2),
                             es = split(eta, std::vector<int64_t>(size_t(u1 - u0), 1), 2);
   std::vector<Tensor> outs;
   for (int64_t u = u0; u < u1; ++u) {
-    const int64_t local = u - u0;
-    int steps = 1;
-    if (replay) {
-      steps = decided[size_t(local)];
-    } else {
-      if (run.schedule) steps = run.schedule->steps({layer_, u, u * b, b});
-      if (steps < 0) throw std::invalid_argument("step schedule gave " + std::to_string(steps) + " steps");
-      decided.push_back(steps);
-    }
+    const size_t i = size_t(u - u0);
+    if (!replay) decided.push_back(decide(run, layer_, u, b));
+    const int steps = decided[i];
     UnitCost cost{layer_, u, steps, 0, 0, 0, 0};
-    const size_t i = size_t(local);
     outs.push_back(unit_step(state, qs[i], ks[i], vs[i], squeeze(es[i], 2), gamma, beta, steps, run, cost));
-    if (run.costs && !replay) run.costs->push_back(cost);
+    if (costs) costs->push_back(cost);
     if (run.watch) run.watch("unit" + std::to_string(u) + ".out", outs.back());
   }
   return outs.size() == 1 ? outs[0] : cat(outs, 2);

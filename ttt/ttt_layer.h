@@ -110,6 +110,9 @@ class TTTLayer : public Module {
   Tensor scan(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
               const Tensor& gamma, const Tensor& beta, int64_t u0, int64_t u1, const TTTRun& run,
               std::vector<int>& decided, bool replay) const;
+  // scan() when every unit gets one dual step of TTT-Linear: one ttt_linear_scan op (dual_scan) for all of them.
+  Tensor scan_plain(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                    const Tensor& gamma, const Tensor& beta, int64_t u0, std::vector<UnitCost>* costs) const;
   Tensor unit_step(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                    const Tensor& gamma, const Tensor& beta, int steps, const TTTRun& run, UnitCost& cost) const;
   // A chunk's inputs to the inner loop: xq, xk, xv (B, H, N, f), RoPE applied to xq and xk, and η (B, H, N/b, b, b).

@@ -1,0 +1,200 @@
+// TTT-Linear's dual form over every mini-batch of a sequence as one differentiable op, the inner state carried
+// from each mini-batch to the next. Its definition is n ttt_linear_dual ops and one concatenation (compose_scan
+// below). As one node it writes each mini-batch's packed results and saved intermediates into one buffer, reads the
+// next mini-batch's W and bias where the previous one wrote them, and its backward walks the mini-batches in
+// reverse, writing their input gradients into one buffer each. Per mini-batch that leaves the two dual kernels,
+// where the op-by-op scan also split its inputs, concatenated its outputs and the inputs' gradients, packed each
+// upstream gradient and added dγ, dβ: about eleven small launches per mini-batch on a GPU. Under create_graph, and
+// where the dual kernels do not run, the composition is recorded or re-run, so gradients of any order flow and the
+// FLOPs are the same either way.
+#include <stdexcept>
+#include <string>
+
+#include "autograd/checkpoint.h"
+#include "autograd/fused.h"
+#include "autograd/ops.h"
+
+namespace ponder {
+namespace scan_impl {  // named: a unity build puts other ops' helpers beside these
+namespace {
+
+// r: the rows' axis of xq (…, N, f); n units of b rows; eta (…, n, b, b).
+struct Geo {
+  int r;
+  int64_t b, f, n;
+  Shape lead;
+};
+
+Geo geometry(const Tensor& xq, const Tensor& eta) {
+  if (xq.dim() < 2 || eta.dim() != xq.dim() + 1)
+    throw std::invalid_argument("ttt_linear_scan: xq " + shape_str(xq.shape()) + " must be (…, N, f) and eta " +
+                                shape_str(eta.shape()) + " (…, n, b, b)");
+  Geo g{int(xq.dim()) - 2, eta.shape().back(), xq.shape().back(), eta.shape()[xq.dim() - 2], {}};
+  g.lead.assign(xq.shape().begin(), xq.shape().end() - 2);
+  Shape want = g.lead;
+  for (int64_t s : {g.n, g.b, g.b}) want.push_back(s);
+  if (eta.shape() != want || g.b < 1 || g.n < 1 || xq.shape()[size_t(g.r)] != g.n * g.b)
+    throw std::invalid_argument("ttt_linear_scan: eta " + shape_str(eta.shape()) + " must be (…, n, b, b) with " +
+                                "n·b = " + std::to_string(xq.shape()[size_t(g.r)]) + " rows of xq " +
+                                shape_str(xq.shape()));
+  return g;
+}
+
+Shape lead_with(const Geo& g, std::initializer_list<int64_t> tail, bool units_first = false) {
+  Shape s = g.lead;
+  if (units_first) s.insert(s.begin(), g.n);
+  s.insert(s.end(), tail);
+  return s;
+}
+
+// Unit u of a (…, N, f) operand, of eta, and of a buffer with the units first.
+Tensor rows_of_unit(const Tensor& x, const Geo& g, int64_t u) { return raw::slice(x, g.r, u * g.b, (u + 1) * g.b); }
+Tensor eta_of_unit(const Tensor& eta, const Geo& g, int64_t u) {
+  return raw::squeeze(raw::slice(eta, g.r, u, u + 1), g.r);
+}
+Tensor part(const Tensor& buf, int64_t u) { return raw::squeeze(raw::slice(buf, 0, u, u + 1), 0); }
+
+// A (n, …, m, c) buffer as (…, n·m, c) (rows = true) or (…, n, m, c): the units moved behind the leading axes.
+Tensor units_inside(const Tensor& buf, const Geo& g, bool rows) {
+  std::vector<int> perm;
+  for (int a = 1; a <= g.r; ++a) perm.push_back(a);
+  for (int a : {0, g.r + 1, g.r + 2}) perm.push_back(a);
+  Tensor t = raw::contiguous(raw::permute(buf, perm));
+  const int64_t m = buf.shape()[size_t(g.r) + 1], c = buf.shape().back();
+  return rows ? raw::reshape(t, lead_with(g, {g.n * m, c})) : t;
+}
+
+// Unit u's W and bias: the learned start for u = 0, else where unit u − 1 wrote them in Y (n, …, b + f + 1, f).
+std::pair<Tensor, Tensor> state_before(const Tensor& Y, const Tensor& W0, const Tensor& b0, const Geo& g, int64_t u) {
+  if (u == 0) return {W0, b0};
+  const Tensor y = part(Y, u - 1);
+  return {raw::slice(y, g.r, g.b, g.b + g.f), raw::slice(y, g.r, g.b + g.f, g.b + g.f + 1)};
+}
+
+using Mark = std::function<void(int64_t, int)>;
+
+// The definition: one ttt_linear_dual op per unit, recorded, and the outputs concatenated.
+std::array<Tensor, 3> compose_scan(const std::vector<Tensor>& x, double eps, const Mark& mark) {
+  const Geo g = geometry(x[2], x[5]);
+  const std::vector<int64_t> sizes(size_t(g.n), g.b);
+  const std::vector<Tensor> qs = split(x[2], sizes, g.r), ks = split(x[3], sizes, g.r), vs = split(x[4], sizes, g.r),
+                            es = split(x[5], std::vector<int64_t>(size_t(g.n), 1), g.r);
+  std::vector<Tensor> outs;
+  Tensor W = x[0], bias = x[1];
+  for (int64_t u = 0; u < g.n; ++u) {
+    if (mark) mark(u, -1);
+    const size_t i = size_t(u);
+    auto y = ttt_linear_dual(W, bias, qs[i], ks[i], vs[i], squeeze(es[i], g.r), x[6], x[7], eps, [&](int p) {
+      if (mark) mark(u, p);
+    });
+    outs.push_back(y[0]);
+    W = y[1];
+    bias = y[2];
+  }
+  return {outs.size() == 1 ? outs[0] : cat(outs, g.r), W, bias};
+}
+
+// The node's values: the dual kernel per unit into Y (n, …, b + f + 1, f) and S (n, G, kDualSaved), FLOPs counted
+// per unit and phase as ttt_linear_dual counts them.
+void forward_units(const std::vector<Tensor>& x, const Geo& g, double eps, const Tensor& Y, const Tensor& S,
+                   const Mark& mark) {
+  const bool bcast = x[6].shape() != lead_with(g, {g.b, g.f});
+  for (int64_t u = 0; u < g.n; ++u) {
+    if (mark) mark(u, -1);
+    const auto [W, bias] = state_before(Y, x[0], x[1], g, u);
+    const Tensor q = rows_of_unit(x[2], g, u);
+    raw::ttt_linear_dual_into(part(Y, u), part(S, u), W, bias, q, rows_of_unit(x[3], g, u), rows_of_unit(x[4], g, u),
+                              eta_of_unit(x[5], g, u), x[6], x[7], eps);
+    for (int p = 0; p < 4; ++p) {
+      fused::count(FusedOp::TttLinearDual, fused::dual_sizes(q), bcast, p);
+      if (mark) mark(u, p);
+    }
+  }
+}
+
+// s = the eight operands, Y, S; dy = {dout, dW_n, dbias_n}. The units in reverse: each one's dW, dbias are the
+// upstream of the one before; dxq, dxk, dxv, deta land in their unit's part of one buffer each.
+std::vector<Tensor> backward_units(const std::vector<Tensor>& s, const std::vector<Tensor>& dy, double eps) {
+  const Geo g = geometry(s[2], s[5]);
+  const DType dt = s[2].dtype();
+  const Device dev = s[2].device();
+  const bool bcast = s[6].shape() != lead_with(g, {g.b, g.f});
+  Tensor DQ = Tensor::empty(lead_with(g, {g.b, g.f}, true), dt, dev), DK = Tensor::empty(DQ.shape(), dt, dev),
+         DV = Tensor::empty(DQ.shape(), dt, dev), DE = Tensor::empty(lead_with(g, {g.b, g.b}, true), dt, dev);
+  Tensor dW = dy[1], db = dy[2], dgam, dbet;
+  for (int64_t u = g.n - 1; u >= 0; --u) {
+    const auto [W, bias] = state_before(s[8], s[0], s[1], g, u);
+    std::array<Tensor, 8> gr{Tensor::empty(s[0].shape(), dt, dev), Tensor::empty(s[1].shape(), dt, dev),
+                             part(DQ, u), part(DK, u), part(DV, u), part(DE, u),
+                             Tensor::empty(s[6].shape(), dt, dev), Tensor::empty(s[7].shape(), dt, dev)};
+    const Tensor q = rows_of_unit(s[2], g, u);
+    raw::ttt_linear_dual_backward_into(gr, W, bias, q, rows_of_unit(s[3], g, u), rows_of_unit(s[4], g, u),
+                                       eta_of_unit(s[5], g, u), s[6], s[7], part(s[9], u),
+                                       {rows_of_unit(dy[0], g, u), dW, db}, eps);
+    fused::count(FusedOp::TttLinearDualBackward, fused::dual_sizes(q), bcast);
+    dW = gr[0];
+    db = gr[1];
+    dgam = dgam.defined() ? raw::binary(BinaryOp::Add, dgam, gr[6]) : gr[6];
+    dbet = dbet.defined() ? raw::binary(BinaryOp::Add, dbet, gr[7]) : gr[7];
+  }
+  return {dW, db, units_inside(DQ, g, true), units_inside(DK, g, true), units_inside(DV, g, true),
+          units_inside(DE, g, false), dgam, dbet};
+}
+
+std::vector<Tensor> scan_backward(const std::vector<Tensor>& s, const std::vector<Tensor>& dy,
+                                  const std::vector<bool>& need, double eps) {
+  const std::vector<Tensor> x(s.begin(), s.begin() + 8);
+  std::vector<Tensor> g;
+  if (!GradMode::enabled() && fused::use(FusedOp::TttLinearDualBackward, x[2])) {
+    g = backward_units(s, dy, eps);
+  } else {
+    const RegionFn fn = [eps](const std::vector<Tensor>& v) {
+      const auto y = compose_scan(v, eps, {});
+      return std::vector<Tensor>(y.begin(), y.end());
+    };
+    return recompute_vjp(fn, x, dy, std::vector<bool>(need.begin(), need.begin() + 8),
+                         {x[2].shape(), x[0].shape(), x[1].shape()}, "ttt_linear_scan", false);
+  }
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!need[i]) g[i] = Tensor();
+  return g;
+}
+
+}  // namespace
+}  // namespace scan_impl
+
+std::array<Tensor, 3> ttt_linear_scan(const Tensor& W0, const Tensor& b0, const Tensor& xq, const Tensor& xk,
+                                      const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
+                                      double eps, const std::function<void(int64_t, int)>& mark) {
+  using namespace scan_impl;
+  const Geo g = geometry(xq, eta);
+  auto lead = [&](const Tensor& t, int64_t rows) {  // W0, b0 after xq's leading axes (shared ones broadcast)
+    const Shape s = lead_with(g, {rows, g.f});
+    if (t.dim() < 2 || t.shape()[t.dim() - 2] != rows || t.shape().back() != g.f)
+      throw std::invalid_argument("ttt_linear_scan: " + std::string(rows == 1 ? "bias " : "W ") +
+                                  shape_str(t.shape()) + " must broadcast to " + shape_str(s));
+    return t.shape() == s ? t : expand(t, s);
+  };
+  const std::vector<Tensor> x{lead(W0, g.f), lead(b0, 1), xq, xk, xv, eta, gamma, beta};
+  if (!fused::node(FusedOp::TttLinearDual, xq) || !fused::use(FusedOp::TttLinearDual, xq))
+    return compose_scan(x, eps, mark);
+  OpRecorder rec(Op::TttLinearScan, x);
+  const Tensor Y = Tensor::empty(lead_with(g, {g.b + g.f + 1, g.f}, true), xq.dtype(), xq.device());
+  int64_t G = 1;
+  for (int64_t a : g.lead) G *= a;
+  const Tensor S = Tensor::empty({g.n, G, kDualSaved(g.b, g.f)}, xq.dtype(), xq.device());
+  forward_units(x, g, eps, Y, S, mark);
+  const Tensor last = part(Y, g.n - 1);
+  std::vector<Tensor> saved = x;
+  saved.push_back(Y);
+  saved.push_back(S);
+  const std::vector<Tensor> out = rec.done(
+      {units_inside(raw::slice(Y, g.r + 1, 0, g.b), g, true), raw::slice(last, g.r, g.b, g.b + g.f),
+       raw::slice(last, g.r, g.b + g.f, g.b + g.f + 1)},
+      saved, [eps](const std::vector<Tensor>& dy, const std::vector<Tensor>& s, const std::vector<bool>& need) {
+        return scan_impl::scan_backward(s, dy, need, eps);
+      });
+  return {out[0], out[1], out[2]};
+}
+
+}  // namespace ponder
