@@ -250,8 +250,10 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
 std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& dout,
-                                               const Tensor& dW, const Tensor& dbias, double eps) {
+                                               const Tensor& dW, const Tensor& dbias, double eps,
+                                               const std::function<void()>& recomputed) {
   const DualParts p = dual_parts(W, bias, xq, xk, xv, eta, gamma, beta, eps, {});
+  if (recomputed) recomputed();
   // γ and β seen row by row: their two gradients are added per row and summed once, so the count depends on the
   // rows only (not on how many distinct γ there are).
   const Tensor gr = like(gamma, xq), br = like(beta, xq);

@@ -64,11 +64,14 @@ std::array<Tensor, 3> ttt_linear_dual(const Tensor& W, const Tensor& bias, const
                                       const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
                                       double eps, const std::function<void(int)>& mark = {});
 // Its gradients for upstream {dout, dW', dbias'}: {dW, dbias, dxq, dxk, dxv, deta, dγ, dβ}, each shaped like its
-// input (deta zero above the diagonal: the map reads only E and the last row).
+// input (deta zero above the diagonal: the map reads only E and the last row). It first recomputes the forward's
+// intermediates (Z, G, S, zb), then calls recomputed(): the kernel saves them instead, so its FLOP rule counts what
+// comes after (autograd/fused.cpp).
 std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bias, const Tensor& xq,
                                                const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                                const Tensor& gamma, const Tensor& beta, const Tensor& dout,
-                                               const Tensor& dW, const Tensor& dbias, double eps);
+                                               const Tensor& dW, const Tensor& dbias, double eps,
+                                               const std::function<void()>& recomputed = {});
 
 // TTT-MLP's dual form on one mini-batch (docs/ttt.md §1.7–§1.8), x = {W1 (…, f, h), b1 (…, 1, h), W2 (…, h, f),
 // b2 (…, 1, f), xq, xk, xv (…, b, f), eta (…, b, b), γ, β}. With Z1 = xk·W1 + b1, X2 = gelu(Z1), Z2 = X2·W2 + b2, the
