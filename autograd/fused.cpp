@@ -451,8 +451,14 @@ std::array<Tensor, 8> ttt_linear_dual_backward(const Tensor& W, const Tensor& bi
                                                const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                                const std::array<Tensor, 3>& dy, double eps) {
   if (!kernel_now(FusedOp::TttLinearDualBackward, xq,
-                  {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta, &dy[0], &dy[1], &dy[2]}))
-    return compose::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, dy[0], dy[1], dy[2], eps);
+                  {&W, &bias, &xq, &xk, &xv, &eta, &gamma, &beta, &dy[0], &dy[1], &dy[2]})) {
+    // The composition first recomputes the forward's intermediates, which the kernel reads saved: not counted, so
+    // the backward counts the same on every device and at every order (the rule above counts the same part).
+    std::optional<FlopIsolate> recompute;
+    recompute.emplace();
+    return compose::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, dy[0], dy[1], dy[2], eps,
+                                             [&] { recompute.reset(); });
+  }
   auto out = raw::ttt_linear_dual_backward(W, bias, xq, xk, xv, eta, gamma, beta, saved, dy, eps);
   fused::count(FusedOp::TttLinearDualBackward, fused::dual_sizes(xq), gamma.shape() != xq.shape());
   return out;
