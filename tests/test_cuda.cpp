@@ -24,6 +24,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/plan.h"
 #include "tensor/cuda/ttt_dual_body.h"
+#include "tensor/cuda/ttt_mlp_dual_backward.h"
 #include "tensor/kernels.h"
 #include "tensor/precision.h"
 #include "tensor/profile.h"
@@ -35,6 +36,7 @@
 
 using namespace ponder;
 namespace dual = ponder::cuda::dual;
+namespace mlp = ponder::cuda::mlp;
 
 namespace {
 
@@ -480,6 +482,103 @@ TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CP
               CHECK_MESSAGE(e.forward <= 1e-12, "forward ", e.forward, " at ", e.forward_at);
               CHECK_MESSAGE(e.backward <= 1e-11, "backward ", e.backward, " at ", e.backward_at);
             }
+}
+
+namespace {
+// The CUDA TTT-MLP kernels' phases (tensor/cuda/ttt_mlp_dual_backward.h) run on the CPU as simulate_dual runs the
+// TTT-Linear ones: every head, every phase, every thread of a block of nt in turn.
+void simulate_mlp(mlp::Args<double>& a, int64_t G, bool forward, int nt) {
+  auto run = [&](int phases, auto phase) {
+    for (int ph = 0; ph < phases; ++ph)
+      for (int tid = 0; tid < nt; ++tid) phase(ph, tid);
+  };
+  for (int64_t g = 0; g < G; ++g) {
+    if (forward) {
+      run(mlp::kForwardPhases, [&](int ph, int tid) { mlp::forward_phase(a, g, ph, tid, nt); });
+      continue;
+    }
+    if (!a.saved) run(mlp::kRecomputePhases, [&](int ph, int tid) { mlp::recompute_phase(a, g, ph, tid, nt); });
+    run(mlp::kBackwardPhases, [&](int ph, int tid) { mlp::backward_phase(a, g, ph, tid, nt); });
+  }
+}
+
+// The largest |got − want| relative to max(1, max |want|) over the forward's five results and saved intermediates
+// and over the backward's ten gradients (intermediates saved and recomputed), for γ of shape gs.
+DualErrors mlp_phase_errors(const Shape& gs, int64_t f, int64_t h, int nt) {
+  Generator gen(23);
+  const int64_t B = 2, H = 3, b = 4, G = B * H;
+  auto n = [&](Shape s, double sd) { return gen.normal(s, 0, sd, DType::F64); };
+  const std::array<Tensor, 10> x{n({B, H, f, h}, 0.3), n({B, H, 1, h}, 0.1), n({B, H, h, f}, 0.3), n({B, H, 1, f}, 0.1),
+                                 n({B, H, b, f}, 1), n({B, H, b, f}, 1), n({B, H, b, f}, 1),
+                                 gen.uniform({B, H, b, b}, 0, 0.1, DType::F64), gen.normal(gs, 1, 0.1, DType::F64),
+                                 gen.normal(gs, 0, 0.1, DType::F64)};
+  auto [y, saved] = raw::ttt_mlp_dual(x, 1e-5);  // the CPU kernel
+  const Tensor ge = raw::expand(x[8], x[4].shape());
+  mlp::Args<double> a{};
+  a.W1 = x[0].data<double>(), a.b1 = x[1].data<double>(), a.W2 = x[2].data<double>(), a.b2 = x[3].data<double>();
+  a.q = x[4].data<double>(), a.k = x[5].data<double>(), a.v = x[6].data<double>(), a.eta = x[7].data<double>();
+  a.gamma = x[8].data<double>(), a.beta = x[9].data<double>();
+  a.rows.nd = 3;
+  for (int d = 0; d < 3; ++d) a.rows.size[d] = x[4].shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
+  a.b = b, a.f = f, a.h = h, a.P = x[8].numel(), a.eps = 1e-5;
+  DualErrors err;
+  auto add = [&](bool fwd, const std::vector<double>& got, const Tensor& want, const std::string& what) {
+    double scale = 1;
+    for (double v : want.to_vector()) scale = std::max(scale, std::abs(v));
+    std::vector<double> g = got, w = want.to_vector();
+    for (size_t i = 0; i < g.size() && i < w.size(); ++i) g[i] /= scale, w[i] /= scale;
+    err.add(fwd, g, w, what);
+  };
+  std::vector<double> sv(size_t(G * mlp::saved_size(b, f, h))), sd(size_t(G * mlp::scratch_d(b, f)));
+  std::vector<std::vector<double>> out(5);
+  for (size_t i = 0; i < 5; ++i) out[i].assign(size_t(y[i].numel()), -7.0);
+  std::vector<double> sc(size_t(G * mlp::scratch_t(b, f, h, false)));
+  a.saved = sv.data(), a.scratch = sc.data(), a.dscr = sd.data();
+  a.out = out[0].data(), a.W1o = out[1].data(), a.b1o = out[2].data(), a.W2o = out[3].data(), a.b2o = out[4].data();
+  simulate_mlp(a, G, true, nt);
+  for (size_t i = 0; i < 5; ++i) add(true, out[i], y[i], "result " + std::to_string(i));
+  add(true, sv, saved, "saved");
+  Generator gu(29);
+  std::array<Tensor, 5> dy;
+  for (size_t i = 0; i < 5; ++i) dy[i] = gu.normal(y[i].shape(), 0, 1, DType::F64);
+  const auto want = raw::ttt_mlp_dual_backward(x, 1e-5, saved, dy);
+  for (bool with_saved : {true, false}) {
+    std::vector<std::vector<double>> got(10);
+    for (size_t i = 0; i < 10; ++i) got[i].assign(size_t(want[i].numel()), -7.0);
+    std::vector<double> parts(size_t(G * 2 * a.P), 0.0);
+    a.saved = with_saved ? sv.data() : nullptr;
+    a.dO = dy[0].data<double>(), a.dW1u = dy[1].data<double>(), a.db1u = dy[2].data<double>();
+    a.dW2u = dy[3].data<double>(), a.db2u = dy[4].data<double>();
+    double* dst[8] = {nullptr};
+    for (size_t i = 0; i < 8; ++i) dst[i] = got[i].data();
+    a.dW1 = dst[0], a.db1 = dst[1], a.dW2 = dst[2], a.db2 = dst[3], a.dq = dst[4], a.dk = dst[5], a.dv = dst[6];
+    a.deta = dst[7], a.parts = parts.data();
+    simulate_mlp(a, G, false, nt);
+    const int64_t chunk = 4, Q = dual::head_chunks(G, chunk);
+    std::vector<double> sums(size_t(Q * 2 * a.P));
+    for (int64_t q = 0; q < Q * a.P; ++q) dual::sum_gamma_chunk(a.parts, G, a.P, chunk, sums.data(), q);
+    for (int64_t j = 0; j < a.P; ++j) dual::sum_gamma_parts(sums.data(), Q, a.P, got[8].data(), got[9].data(), j);
+    for (size_t i = 0; i < 10; ++i)
+      add(false, got[i], want[i], std::string(with_saved ? "saved" : "recomputed") + " gradient " + std::to_string(i));
+  }
+  return err;
+}
+}  // namespace
+
+// As the TTT-Linear case above, for TTT-MLP's kernel: its phases on the CPU give the CPU kernel's results, saved
+// intermediates and gradients (saved and recomputed), with γ per head and shared (the op takes one row per head), at
+// hidden widths that are not multiples of f.
+TEST_CASE("cuda: the TTT-MLP dual-form kernel's phases, run on the CPU, equal the CPU kernel") {
+  for (int64_t f : {5, 19})
+    for (const Shape& gs : {Shape{1, 3, 1, f}, Shape{f}})
+      for (int nt : {1, 3, 64}) {
+        CAPTURE(f);
+        CAPTURE(shape_str(gs));
+        CAPTURE(nt);
+        const DualErrors e = mlp_phase_errors(gs, f, 2 * f + 3, nt);
+        CHECK_MESSAGE(e.forward <= 1e-12, "forward ", e.forward, " at ", e.forward_at);
+        CHECK_MESSAGE(e.backward <= 1e-11, "backward ", e.backward, " at ", e.backward_at);
+      }
 }
 
 TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and gradgradcheck in f64)") {

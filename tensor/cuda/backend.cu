@@ -156,14 +156,16 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Copy, "rng");
     cuda::rng_normal(out, seed, counter, mean, std);
   }
-  // The fused kernels it has: the TTT dual form (ttt_dual.cu), the norms with γ and the inner loss gradient with
-  // its VJP (rows.cu), the gated products and AdamW (fused.cu). Every other fused op is one node whose values come
-  // from its composition of the kernels above (autograd/fused.h), which `ponder bench ops --device cuda` shows as
-  // launches; sum_squares on purpose: clipping adds the parameters' sums on the device and reads them once per
-  // step, where a kernel returning a host number would wait for the device once per parameter.
+  // The fused kernels it has: the TTT-Linear and TTT-MLP dual forms (ttt_dual.cu, ttt_mlp_dual.cu), the norms with
+  // γ and the inner loss gradient with its VJP (rows.cu), the gated products and AdamW (fused.cu). Every other fused
+  // op is one node whose values come from its composition of the kernels above (autograd/fused.h), which `ponder
+  // bench ops --device cuda` shows as launches; sum_squares on purpose: clipping adds the parameters' sums on the
+  // device and reads them once per step, where a kernel returning a host number would wait for the device once per
+  // parameter.
   bool supports(FusedOp op) const override {
     switch (op) {
       case FusedOp::TttLinearDual: case FusedOp::TttLinearDualBackward:
+      case FusedOp::TttMlpDual: case FusedOp::TttMlpDualBackward:
       case FusedOp::LayerNormAffine: case FusedOp::LayerNormAffineBackward:
       case FusedOp::RmsNormAffine: case FusedOp::RmsNormAffineBackward:
       case FusedOp::LnL2Grad: case FusedOp::LnL2GradVjp:
@@ -227,6 +229,15 @@ class CudaBackend final : public Backend {
     const Tensor packed = raw::dual_packed_grad(dy);
     KernelTimer t(Kind::Fused, "ttt_linear_dual_backward");
     cuda::ttt_linear_dual_backward(g, o, packed);
+  }
+  void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o) override {
+    KernelTimer t(Kind::Fused, "ttt_mlp_dual");
+    cuda::ttt_mlp_dual(y, saved, o);
+  }
+  void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,
+                             const std::array<Tensor, 5>& dy) override {
+    KernelTimer t(Kind::Fused, "ttt_mlp_dual_backward");
+    cuda::ttt_mlp_dual_backward(g, o, saved, dy);
   }
 };
 

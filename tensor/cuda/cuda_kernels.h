@@ -43,5 +43,12 @@ void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor&
 // Fused: TTT-Linear's dual form (tensor/backend.h's DualOperands; tensor/cuda/ttt_dual.cu).
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy);
+// Fused: TTT-MLP's dual form (tensor/backend.h's MlpDualOperands; tensor/cuda/ttt_mlp_dual.cu).
+void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o);
+void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,
+                           const std::array<Tensor, 5>& dy);
+// dγ, dβ (each γ's shape, float32/64) from the dual kernels' per-head sums parts (G, 2, P) float64: over heads in
+// head order, 16 at a time and then the chunks in order (ttt_dual.cu).
+void sum_head_gamma_parts(const Tensor& parts, const Tensor& dgamma, const Tensor& dbeta);
 
 }  // namespace ponder::cuda

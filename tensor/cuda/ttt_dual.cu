@@ -168,11 +168,11 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) {
   const int64_t G = head_count(o), P = o.gamma.numel();
   if (G == 0) return;
+  const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual_backward", [&] {
     Tensor scratch, dscratch;
     size_t smem = 0;
     dual::Args<scalar_t> a = args<scalar_t>(o, false, scratch, dscratch, smem);
-    const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
     a.dy = dy.data<scalar_t>();
     a.dW = g[0].data<scalar_t>();
     a.db = g[1].data<scalar_t>();
@@ -187,11 +187,17 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);
     debug_sync("dual_backward_kernel", __FILE__, __LINE__);
-    const int64_t Q = dual::head_chunks(G, kHeadChunk);
-    const Tensor sums = Tensor::empty({Q, 2, P}, DType::F64, Device::CUDA);
-    launch("gamma_chunk_kernel", gamma_chunk_kernel, Q * P, a.parts, G, P, sums.data<double>());
-    launch("gamma_sum_kernel", gamma_sum_kernel<scalar_t>, P, sums.data<double>(), Q, P, g[6].data<scalar_t>(),
-           g[7].data<scalar_t>());
+  });
+  sum_head_gamma_parts(parts, g[6], g[7]);
+}
+
+void sum_head_gamma_parts(const Tensor& parts, const Tensor& dgamma, const Tensor& dbeta) {
+  const int64_t G = parts.shape()[0], P = parts.shape()[2], Q = dual::head_chunks(G, kHeadChunk);
+  const Tensor sums = Tensor::empty({Q, 2, P}, DType::F64, Device::CUDA);
+  launch("gamma_chunk_kernel", gamma_chunk_kernel, Q * P, parts.data<double>(), G, P, sums.data<double>());
+  PONDER_DISPATCH_FLOAT(dgamma.dtype(), "sum_head_gamma_parts", [&] {
+    launch("gamma_sum_kernel", gamma_sum_kernel<scalar_t>, P, sums.data<double>(), Q, P, dgamma.data<scalar_t>(),
+           dbeta.data<scalar_t>());
   });
 }
 

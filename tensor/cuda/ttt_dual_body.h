@@ -168,9 +168,10 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   return h;
 }
 
-// The rows' γ, β offsets, once per launch (gamma_offset divides 64-bit integers per axis).
-template <class T>
-PONDER_HD void row_offsets(const Head<T>& h, const RowGeom& rg, int tid, int nt) {
+// The rows' γ, β offsets, once per launch (gamma_offset divides 64-bit integers per axis). H: a head with b, row0 and
+// roff (this body's Head, or TTT-MLP's in ttt_mlp_dual_body.h).
+template <class H>
+PONDER_HD void row_offsets(const H& h, const RowGeom& rg, int tid, int nt) {
   for (int64_t i = tid; i < h.b; i += nt) h.roff[i] = double(gamma_offset(rg, h.row0 + i));
 }
 
@@ -397,9 +398,10 @@ PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& 
       [&](int64_t, int64_t c, const T* a) { o.db[c] = a[0]; });
 }
 
-// This head's dγ, dβ: the rows' contributions summed in row order at their γ offsets, one thread per column.
-template <class T>
-PONDER_HD void bwd_gamma_parts(const Head<T>& h, int64_t P, double* parts, int tid, int nt) {
+// This head's dγ, dβ: the rows' contributions summed in row order at their γ offsets, one thread per column. H as
+// for row_offsets, with f, rg and rb.
+template <class H>
+PONDER_HD void bwd_gamma_parts(const H& h, int64_t P, double* parts, int tid, int nt) {
   const int64_t f = h.f;
   for (int64_t c = tid; c < f; c += nt)
     for (int64_t i = 0; i < h.b; ++i) {

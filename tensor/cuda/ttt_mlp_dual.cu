@@ -1,0 +1,100 @@
+// TTT-MLP's dual form on one mini-batch on the GPU, forward and backward: one thread block per head, whose threads
+// run the phases of tensor/cuda/ttt_mlp_dual_body.h and ttt_mlp_dual_backward.h with a block barrier after each (one
+// launch per call, where the composition takes about forty ops and their backward). A head's intermediates live in
+// global memory; the row formulas run in double over column chunks (tensor/cuda/ttt_dual_rows.h); dγ and dβ are
+// summed per head in row order and then over heads in order (sum_head_gamma_parts), so results do not depend on
+// scheduling. A first version: its products are the TTT-Linear body's loops at one output per thread, with no
+// shared-memory staging.
+#include <stdexcept>
+#include <string>
+
+#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/cuda_kernels.h"
+#include "tensor/cuda/ttt_mlp_dual_backward.h"
+#include "tensor/dtype.h"
+
+namespace ponder::cuda {
+namespace {
+
+constexpr int kMlpThreads = 256;
+
+template <class T>
+__global__ void __launch_bounds__(kMlpThreads) mlp_forward_kernel(mlp::Args<T> a) {
+  for (int ph = 0; ph < mlp::kForwardPhases; ++ph) {
+    mlp::forward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    __syncthreads();
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kMlpThreads) mlp_backward_kernel(mlp::Args<T> a) {
+  if (!a.saved)
+    for (int ph = 0; ph < mlp::kRecomputePhases; ++ph) {
+      mlp::recompute_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      __syncthreads();
+    }
+  for (int ph = 0; ph < mlp::kBackwardPhases; ++ph) {
+    mlp::backward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    __syncthreads();
+  }
+}
+
+// The operands (contiguous (G, r, c) heads: raw::ttt_mlp_dual makes them so) and global scratch for G heads.
+template <class T>
+mlp::Args<T> args(const MlpDualOperands& o, const Tensor& saved, Tensor& scratch, Tensor& dscratch) {
+  const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], h = o.W1.shape()[2];
+  if (G > int64_t(0x7fffffff))
+    throw std::invalid_argument("ttt_mlp_dual (CUDA): " + std::to_string(G) + " heads exceed the grid");
+  scratch = Tensor::empty({G, mlp::scratch_t(b, f, h, saved.defined())}, o.xq.dtype(), Device::CUDA);
+  dscratch = Tensor::empty({G, mlp::scratch_d(b, f)}, DType::F64, Device::CUDA);
+  mlp::Args<T> a{};
+  a.W1 = o.W1.data<T>(), a.b1 = o.b1.data<T>(), a.W2 = o.W2.data<T>(), a.b2 = o.b2.data<T>();
+  a.q = o.xq.data<T>(), a.k = o.xk.data<T>(), a.v = o.xv.data<T>(), a.eta = o.eta.data<T>();
+  a.gamma = o.gamma.data<T>(), a.beta = o.beta.data<T>();
+  a.saved = saved.defined() ? saved.data<T>() : nullptr;
+  a.scratch = scratch.data<T>();
+  a.dscr = dscratch.data<double>();
+  a.rows = row_geom(o.rows.sizes, o.rows.strides, "ttt_mlp_dual");
+  a.b = b, a.f = f, a.h = h, a.P = o.gamma.numel(), a.eps = o.eps;
+  return a;
+}
+
+}  // namespace
+
+void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o) {
+  const unsigned G = unsigned(o.xq.shape()[0]);
+  if (G == 0) return;
+  if (!saved.defined()) throw std::invalid_argument("ttt_mlp_dual (CUDA): the forward needs the saved buffer");
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_mlp_dual", [&] {
+    Tensor scratch, dscratch;
+    mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
+    a.out = y[0].data<scalar_t>(), a.W1o = y[1].data<scalar_t>(), a.b1o = y[2].data<scalar_t>();
+    a.W2o = y[3].data<scalar_t>(), a.b2o = y[4].data<scalar_t>();
+    mlp_forward_kernel<scalar_t><<<G, kMlpThreads, 0, stream()>>>(a);
+    cuda_check_at(cudaGetLastError(), "mlp_forward_kernel", __FILE__, __LINE__);
+    debug_sync("mlp_forward_kernel", __FILE__, __LINE__);
+  });
+}
+
+void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,
+                           const std::array<Tensor, 5>& dy) {
+  const int64_t G = o.xq.shape()[0], P = o.gamma.numel();
+  if (G == 0) return;
+  const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_mlp_dual_backward", [&] {
+    Tensor scratch, dscratch;
+    mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
+    a.dO = dy[0].data<scalar_t>(), a.dW1u = dy[1].data<scalar_t>(), a.db1u = dy[2].data<scalar_t>();
+    a.dW2u = dy[3].data<scalar_t>(), a.db2u = dy[4].data<scalar_t>();
+    a.dW1 = g[0].data<scalar_t>(), a.db1 = g[1].data<scalar_t>(), a.dW2 = g[2].data<scalar_t>();
+    a.db2 = g[3].data<scalar_t>(), a.dq = g[4].data<scalar_t>(), a.dk = g[5].data<scalar_t>();
+    a.dv = g[6].data<scalar_t>(), a.deta = g[7].data<scalar_t>();
+    a.parts = parts.data<double>();
+    mlp_backward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
+    cuda_check_at(cudaGetLastError(), "mlp_backward_kernel", __FILE__, __LINE__);
+    debug_sync("mlp_backward_kernel", __FILE__, __LINE__);
+  });
+  sum_head_gamma_parts(parts, g[8], g[9]);
+}
+
+}  // namespace ponder::cuda
