@@ -50,6 +50,9 @@ grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
 # The fused dual-form kernel alone at the 125M shape: checked against the CPU, shared against global scratch, and
 # the backward phase by phase.
 step bench_dual 90 "$ponder" bench dual --device cuda
+# TTT-MLP's dual-form kernel against its composition, in one run (tokens/s; the model tests above check values).
+step bench_train_small_mlp 120 "$ponder" bench train --device cuda --config configs/small_mlp.yaml \
+  --variants dual,dual-composed --steps 2 --profile
 # The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile.
 sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
 step bench_train_125m_b32_bf16 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
@@ -69,6 +72,9 @@ if [ -n "$cs" ]; then
   # memcheck on the fused norm, gated-product and AdamW kernels, through their test against the CPU kernels.
   step memcheck_fused 120 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: the fused norm*'
+  # memcheck on TTT-MLP's dual-form kernels and the scan node, through the tiny models' GPU-against-CPU test.
+  step memcheck_models 150 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: a tiny model*'
 fi
 step bench_train_125m 150 "$ponder" bench train --device cuda --config configs/ttt125m.yaml --variants dual,dual-composed \
   --steps 2
