@@ -1046,27 +1046,6 @@ std::array<Tensor, 10> ttt_mlp_dual_backward(const std::array<Tensor, 10>& x, do
   return g;
 }
 
-Tensor dual_packed_grad(const std::array<Tensor, 3>& dy) {
-  // Each piece an (n0, n1, r, f) head view, n0·n1 = G; the three may split G differently.
-  const int64_t b = dy[0].shape()[2], f = dy[0].shape()[3], R = b + f + 1, G = dy[0].shape()[0] * dy[0].shape()[1];
-  const int64_t first[3] = {0, b, b + f};
-  auto part = [&](const Tensor& t, int64_t row) {  // t is rows row… of one packed (G, R, f) buffer
-    const Shape &sh = t.shape(), &st = t.strides();
-    return &t.storage() == &dy[0].storage() && t.offset() == dy[0].offset() + row * f &&
-           (sh[0] == 1 || st[0] == sh[1] * R * f) && (sh[1] == 1 || st[1] == R * f) && (sh[2] == 1 || st[2] == f) &&
-           st[3] == 1;
-  };
-  if (part(dy[0], 0) && part(dy[1], b) && part(dy[2], b + f))
-    return make_view(dy[0], {G, R, f}, {R * f, f, 1}, dy[0].offset());
-  Tensor out = Tensor::empty({G, R, f}, dy[0].dtype(), dy[0].device());
-  for (size_t i = 0; i < 3; ++i) {
-    const Tensor& t = dy[i];
-    const Tensor rows = slice(reshape(out, {t.shape()[0], t.shape()[1], R, f}), 2, first[i], first[i] + t.shape()[2]);
-    copy_(rows, t);
-  }
-  return out;
-}
-
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype) {
   Tensor i = int64_contiguous(idx, idx.device(), "one_hot");
   PONDER_NEED(n > 0, "one_hot: number of classes must be positive");

@@ -124,9 +124,6 @@ void ttt_linear_dual_backward_into(const std::array<Tensor, 8>& g, const Tensor&
                                    const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                    const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                    const std::array<Tensor, 3>& dy, double eps);
-// The dual backward's upstream pieces (head views, tensor/backend.h) packed as one contiguous (G, b + f + 1, f),
-// for a kernel that reads them so: their own storage where they are already its three consecutive parts.
-Tensor dual_packed_grad(const std::array<Tensor, 3>& dy);
 // x (…, r, c) as a (n0, n1, r, c) view of the same storage: its leading axes merged into at most two with unit
 // stride along c, and rows c apart unless rows_apart allows any row stride; a contiguous copy, viewed so, where the
 // strides do not allow it. The head views of DualOperands.

@@ -444,7 +444,12 @@ DualErrors dual_phase_errors(const Shape& gs, int64_t f, int nt, bool block, boo
     for (size_t i = 0; i < 8; ++i) got[i].assign(size_t(like[i]->numel()), -7.0);
     std::vector<double> parts(size_t(G * 2 * a.P), 0.0);
     a.saved = with_saved ? sv.data() : nullptr, a.saved_out = nullptr;
-    a.dy = dy.data<double>(), a.parts = parts.data();
+    a.parts = parts.data();
+    // The upstream as the backend passes it: three head views, dout's rows apart when views (as a slice of the
+    // sequence's gradient), dW' and dbias' from the packed dy.
+    const Tensor keep_dy[3] = {bind(raw::slice(dy, 2, 0, b), true, a.dout, a.ldout),
+                               bind(raw::slice(dy, 2, b, b + f), false, a.dW2u, a.ldW2u),
+                               bind(raw::slice(dy, 2, b + f, b + f + 1), false, a.db2u, a.ldb2u)};
     a.dW = got[0].data(), a.db = got[1].data(), a.dq = got[2].data(), a.dk = got[3].data();
     a.dv = got[4].data(), a.deta = got[5].data();
     simulate_dual(a, G, false, nt, unroll);

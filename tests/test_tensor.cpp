@@ -69,32 +69,6 @@ TEST_CASE("dual_head_view: a mini-batch's slice of (B, H, N, f) is viewed, not c
 
 // The CUDA dual backward reads its upstream packed: the three pieces' own storage where they are one packed tensor's
 // parts, a packed copy otherwise; the same values either way.
-TEST_CASE("dual_packed_grad: three consecutive parts of one packed tensor are viewed, others packed") {
-  Generator gen(4);
-  const int64_t b = 3, f = 2;
-  const Tensor packed = gen.normal({2, 3, b + f + 1, f}, 0, 1, DType::F64);
-  auto piece = [&](const Tensor& t, int64_t r0, int64_t r1, bool rows_apart) {
-    return raw::dual_head_view(raw::slice(t, 2, r0, r1), rows_apart);
-  };
-  const std::array<Tensor, 3> parts{piece(packed, 0, b, true), piece(packed, b, b + f, false),
-                                    piece(packed, b + f, b + f + 1, false)};
-  const Tensor v = raw::dual_packed_grad(parts);
-  CHECK(v.shape() == Shape{6, b + f + 1, f});
-  CHECK(&v.storage() == &packed.storage());
-  CHECK(v.to_vector() == packed.to_vector());
-  // dout with rows further apart (a slice of a permuted gradient): packed by copying, the same values.
-  const Tensor seq = gen.normal({2, 4, 3, f}, 0, 1, DType::F64);  // (B, N, H, f)
-  const Tensor dout = raw::slice(raw::permute(seq, {0, 2, 1, 3}), 2, 1, 1 + b);
-  const std::array<Tensor, 3> apart{raw::dual_head_view(dout, true), parts[1], parts[2]};
-  const Tensor c = raw::dual_packed_grad(apart);
-  CHECK(&c.storage() != &packed.storage());
-  CHECK(raw::slice(c, 1, 0, b).to_vector() == raw::contiguous(dout).to_vector());
-  CHECK(raw::slice(c, 1, b, b + f + 1).to_vector() == raw::slice(packed, 2, b, b + f + 1).to_vector());
-  // The pieces of one packed tensor out of order are not its parts.
-  const Tensor swapped = raw::dual_packed_grad({parts[0], piece(packed, b + 1, b + 1 + f, false), parts[2]});
-  CHECK(&swapped.storage() != &packed.storage());
-}
-
 TEST_CASE("clear errors on impossible shapes") {
   Tensor a = Tensor::zeros({2, 3});
   Tensor b = Tensor::zeros({4, 5});

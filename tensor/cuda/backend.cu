@@ -225,10 +225,8 @@ class CudaBackend final : public Backend {
   }
   void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o,
                                 const std::array<Tensor, 3>& dy) override {
-    // The kernel reads the upstream packed: no copy where the pieces are already one packed tensor's parts.
-    const Tensor packed = raw::dual_packed_grad(dy);
     KernelTimer t(Kind::Fused, "ttt_linear_dual_backward");
-    cuda::ttt_linear_dual_backward(g, o, packed);
+    cuda::ttt_linear_dual_backward(g, o, dy);  // the three upstream head views, read where they lie
   }
   void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o) override {
     KernelTimer t(Kind::Fused, "ttt_mlp_dual");

@@ -42,7 +42,8 @@ void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Ten
 void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
 // Fused: TTT-Linear's dual form (tensor/backend.h's DualOperands; tensor/cuda/ttt_dual.cu).
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
-void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy);
+// dy: the upstream of out, W' and bias' as head views (tensor/backend.h), read where they lie.
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy);
 // Fused: TTT-MLP's dual form (tensor/backend.h's MlpDualOperands; tensor/cuda/ttt_mlp_dual.cu).
 void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o);
 void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,

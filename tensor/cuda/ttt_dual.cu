@@ -165,7 +165,7 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
   });
 }
 
-void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const Tensor& dy) {
+void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy) {
   const int64_t G = head_count(o), P = o.gamma.numel();
   if (G == 0) return;
   const Tensor parts = Tensor::zeros({G, 2, P}, DType::F64, Device::CUDA);
@@ -173,7 +173,8 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     Tensor scratch, dscratch;
     size_t smem = 0;
     dual::Args<scalar_t> a = args<scalar_t>(o, false, scratch, dscratch, smem);
-    a.dy = dy.data<scalar_t>();
+    a.dout = dy[0].data<scalar_t>(), a.dW2u = dy[1].data<scalar_t>(), a.db2u = dy[2].data<scalar_t>();
+    a.ldout = dual::layout_of(dy[0]), a.ldW2u = dual::layout_of(dy[1]), a.ldb2u = dual::layout_of(dy[2]);
     a.dW = g[0].data<scalar_t>();
     a.db = g[1].data<scalar_t>();
     a.dq = g[2].data<scalar_t>();

@@ -67,9 +67,11 @@ struct Args {
   RowGeom rows;
   int64_t b, f, P;  // P = γ's numel
   double eps;
-  // forward output (G, b + f + 1, f); backward: upstream dy of that shape and the eight gradients
+  // forward output (G, b + f + 1, f); backward: the upstream of its three parts as head views (dout's rows may lie
+  // apart, as q's: a slice of the sequence's gradient; dW', dbias' rows f apart) and the eight gradients
   T* y;
-  const T* dy;
+  const T *dout, *dW2u, *db2u;
+  HeadLayout ldout, ldW2u, ldb2u;
   T *dW, *db, *dq, *dk, *dv, *deta;
   double* parts;  // (G, 2, P): dγ, dβ of each head, zeroed by the caller
 };
@@ -234,6 +236,15 @@ PONDER_HD void gather(const Head<T>& h, int tid, int nt) {
         h.kg[x] = v.k;
         h.t[x] = v.v - v.k;
       });
+}
+
+// The backward's upstream dout (b, f) from its rows, rs apart, into dp, which nothing reads or writes before
+// bwd_update (phase 14): phases 9–11 read it there, and the caller's dout needs no packing copy.
+template <class T>
+PONDER_HD void gather_dout(const Head<T>& h, const T* src, int64_t rs, int tid, int nt) {
+  const int64_t f = h.f;
+  moves(
+      h.b * f, tid, nt, [&](int64_t x) { return src[(x / f) * rs + x % f]; }, [&](int64_t x, T v) { h.dp[x] = v; });
 }
 
 // E, M from η and S (the backward needs them too, with S saved).
@@ -487,13 +498,14 @@ template <int U, class T>
 PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
   const Head<T> h = head(a, g);
   const Out<T> o = head_out(a, g);
-  const int64_t b = a.b, f = a.f;
-  const T *dy = a.dy + g * (b + f + 1) * f, *dW2 = dy + b * f, *db2 = dW2 + f * f;
+  const T *dW2 = a.dW2u + head_at(a.ldW2u, g), *db2 = a.db2u + head_at(a.ldb2u, g);
+  const T* dy = h.dp;  // dout, gathered there by phase 0
   switch (phase) {
     case 0:
       row_offsets(h, a.rows, tid, nt);
       gather(h, tid, nt);
       transposes(h, dW2, tid, nt);
+      gather_dout(h, a.dout + head_at(a.ldout, g), a.ldout.rs, tid, nt);
       break;
     case 1:
       if (!a.saved) fwd_products<U>(h, tid, nt);

@@ -46,7 +46,7 @@ template <class Load, class Store>
 PONDER_HD void moves(int64_t n, int tid, int nt, Load load, Store store) {
   using V = decltype(load(int64_t(0)));
   for (int64_t x0 = tid; x0 < n; x0 += int64_t(kUnroll) * nt) {
-    V v[kUnroll];
+    V v[kUnroll] = {};  // set before use; initialised so GCC sees it
     PONDER_UNROLL
     for (int u = 0; u < kUnroll; ++u)
       if (x0 + int64_t(u) * nt < n) v[u] = load(x0 + int64_t(u) * nt);
