@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "autograd/fused.h"
+#include "experiments/bench_mlp_dual.h"
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
@@ -34,8 +35,8 @@ constexpr double kEps = 1e-5;
 constexpr double kTolerance = 1e-3;  // float32 against the CPU kernel, relative to the largest value
 
 struct BenchDualArgs {
-  std::string device = "cuda";
-  int64_t batch = 16, heads = 12, mini_batch = 16, head_dim = 64;
+  std::string device = "cuda", inner = "linear";
+  int64_t batch = 16, heads = 12, mini_batch = 16, head_dim = 64, hidden = 0;  // hidden 0: 4 × head_dim
   int reps = 5;
   bool phases = true;
   bool check_only = false;
@@ -131,6 +132,9 @@ void print(const Row& r, const BenchDualArgs& o, const std::string& where, bool 
 }
 
 void run_bench(const BenchDualArgs& o) {
+  if (o.inner == "mlp")
+    return run_bench_mlp_dual({o.device, o.batch, o.heads, o.mini_batch, o.head_dim,
+                               o.hidden > 0 ? o.hidden : 4 * o.head_dim, o.reps, o.check_only, o.json});
   if (o.check_only && o.device != "cuda")
     throw std::invalid_argument("bench dual: --check-only needs --device cuda (on the CPU the kernel is the reference)");
   const Device d = use_device(o.device);
@@ -207,7 +211,8 @@ void register_bench_dual(CLI::App& bench) {
   using namespace cmd_bench_dual;
   auto opts = std::make_shared<BenchDualArgs>();
   CLI::App* sub = bench.add_subcommand(
-      "dual", "The fused TTT-Linear dual-form kernel: us per call, GFLOP/s, checked against the CPU, phase by phase");
+      "dual", "The fused TTT dual-form kernel (TTT-Linear, or TTT-MLP with --inner mlp): us per call, GFLOP/s, checked "
+              "against the CPU, phase by phase");
   sub->add_option("--device", opts->device, "cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -217,6 +222,10 @@ void register_bench_dual(CLI::App& bench) {
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--head-dim", opts->head_dim, "Head dimension (f)")->check(kPositive)->capture_default_str();
+  sub->add_option("--inner", opts->inner, "Inner model: linear (TTT-Linear) or mlp (TTT-MLP; no phase rows)")
+      ->check(CLI::IsMember({"linear", "mlp"}))
+      ->capture_default_str();
+  sub->add_option("--hidden", opts->hidden, "TTT-MLP's hidden width (default 4 x head dim)")->check(kPositive);
   sub->add_option("--reps", opts->reps, "Timed repetitions per row (best is reported)")
       ->check(kPositive)
       ->capture_default_str();

@@ -50,7 +50,9 @@ grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
 # The fused dual-form kernel alone at the 125M shape: checked against the CPU, shared against global scratch, and
 # the backward phase by phase.
 step bench_dual 90 "$ponder" bench dual --device cuda
-# TTT-MLP's dual-form kernel against its composition, in one run (tokens/s; the model tests above check values).
+# TTT-MLP's dual-form kernel alone at the 125M MLP shape (h 256), checked against the CPU first; then against its
+# composition in training, in one run (tokens/s; the model tests above check values).
+step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp
 step bench_train_small_mlp 120 "$ponder" bench train --device cuda --config configs/small_mlp.yaml \
   --variants dual,dual-composed --steps 2 --profile
 # The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile.
@@ -72,6 +74,8 @@ if [ -n "$cs" ]; then
   # memcheck on the fused norm, gated-product and AdamW kernels, through their test against the CPU kernels.
   step memcheck_fused 120 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: the fused norm*'
+  step memcheck_dual_mlp 90 "$cs" --tool memcheck --error-exitcode 9 "$ponder" bench dual --device cuda \
+    --inner mlp --batch 1 --heads 2 --check-only
   # memcheck on TTT-MLP's dual-form kernels and the scan node, through the tiny models' GPU-against-CPU test.
   step memcheck_models 150 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: a tiny model*'

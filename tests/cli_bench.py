@@ -147,6 +147,21 @@ rows = [json.loads(l) for l in r.stdout.splitlines()]
 check([x["pass"] for x in rows] == ["forward", "backward"] and all(x["us_per_call"] > 0 and x["gflops"] > 0 and
       x["heads"] == 2 and x["mini_batch"] == 16 and x["head_dim"] == 64 for x in rows),
       "bench dual on the CPU: forward and backward rows with µs per call and counted GFLOP/s")
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--inner", "mlp", "--batch", "1", "--heads", "2",
+                    "--head-dim", "16", "--reps", "1", "--json"], capture_output=True, text=True)
+check(r.returncode == 0, "bench dual --inner mlp --device cpu runs")
+rows = [json.loads(l) for l in r.stdout.splitlines()]
+check([x["pass"] for x in rows] == ["forward", "backward"] and all(x["inner"] == "mlp" and x["hidden"] == 64 and
+      x["us_per_call"] > 0 and x["gflops"] > 0 for x in rows),
+      "bench dual --inner mlp on the CPU: TTT-MLP's forward and backward rows, hidden 4 x head dim by default")
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cuda", "--inner", "mlp", "--batch", "1", "--heads", "2",
+                    "--check-only", "--json"], capture_output=True, text=True)
+if r.returncode == 0:
+    rows = [json.loads(l) for l in r.stdout.splitlines()]
+    check(len(rows) == 1 and rows[0]["max_rel_err"] < 1e-3, "bench dual --inner mlp --device cuda: checked")
+else:
+    check("--device cuda: no CUDA device" in r.stderr.strip().splitlines()[-1],
+          "bench dual --inner mlp --device cuda without a usable GPU is one line naming why")
 r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--check-only"], capture_output=True, text=True)
 check(r.returncode != 0 and "--check-only needs --device cuda" in r.stderr.strip().splitlines()[-1],
       "bench dual --check-only on the CPU is refused in one line")
