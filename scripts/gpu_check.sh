@@ -71,7 +71,7 @@ if [ -n "$cs" ]; then
     --heads 2 --check-only
   step racecheck_dual 150 "$cs" --tool racecheck --error-exitcode 9 "$ponder" bench dual --device cuda --batch 1 \
     --heads 2 --check-only
-  # memcheck on the fused norm, gated-product and AdamW kernels, through their test against the CPU kernels.
+  # memcheck on the fused norm, gated-product, RoPE and AdamW kernels, through their test against the CPU kernels.
   step memcheck_fused 120 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: the fused norm*'
   step memcheck_dual_mlp 90 "$cs" --tool memcheck --error-exitcode 9 "$ponder" bench dual --device cuda \

@@ -611,7 +611,7 @@ TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and 
 // raw kernels: rows narrower and wider than a warp and than a block of columns, γ shared, per head and per row
 // (offsets computed on the device), runs of rows sharing a γ that cross the parameter sums' chunks, more rows than
 // 1,024 chunks of 16, and no rows at all.
-TEST_CASE("cuda: the fused norm, inner-gradient, gated-product and AdamW kernels match the CPU's") {
+TEST_CASE("cuda: the fused norm, inner-gradient, gated-product, RoPE and AdamW kernels match the CPU's") {
   if (!gpu()) return;
   for (FusedOp op : {FusedOp::LayerNormAffine, FusedOp::LayerNormAffineBackward, FusedOp::RmsNormAffine,
                      FusedOp::RmsNormAffineBackward, FusedOp::LnL2Grad, FusedOp::LnL2GradVjp, FusedOp::ActMul,
@@ -654,6 +654,10 @@ TEST_CASE("cuda: the fused norm, inner-gradient, gated-product and AdamW kernels
         CHECK(cuda_vs_cpu([act](auto& v) { return raw::act_mul_backward(act, v[0], v[1], v[2]).first; }, in) <= tol(dt));
         CHECK(cuda_vs_cpu([act](auto& v) { return raw::act_mul_backward(act, v[0], v[1], v[2]).second; }, in) <= tol(dt));
       }
+    // RoPE: a transposed (B, H, N, f) operand (made contiguous by raw::rope_rotate) rotated by (N, f/2) tables.
+    const std::vector<Tensor> rope_in = {raw::transpose(rnd({2, 3, 6, 5}, -2, 2, dt, 11), 2, 3),
+                                         rnd({5, 3}, -1, 1, dt, 12), rnd({5, 3}, -1, 1, dt, 13)};
+    CHECK(cuda_vs_cpu([](auto& v) { return raw::rope_rotate(v[0], v[1], v[2]); }, rope_in) <= tol(dt));
     // Three AdamW steps in place on each device from the same state: p, m and v agree.
     const AdamWCoeffs c{1e-2, 0.9, 0.999, 1e-8, 0.1, 0.19, 0.002};
     std::vector<Tensor> cpu = {rnd({5, 301}, -1, 1, dt, 8), rnd({5, 301}, -0.1, 0.1, dt, 9),

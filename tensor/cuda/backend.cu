@@ -157,11 +157,11 @@ class CudaBackend final : public Backend {
     cuda::rng_normal(out, seed, counter, mean, std);
   }
   // The fused kernels it has: the TTT-Linear and TTT-MLP dual forms (ttt_dual.cu, ttt_mlp_dual.cu), the norms with
-  // γ and the inner loss gradient with its VJP (rows.cu), the gated products and AdamW (fused.cu). Every other fused
-  // op is one node whose values come from its composition of the kernels above (autograd/fused.h), which `ponder
-  // bench ops --device cuda` shows as launches; sum_squares on purpose: clipping adds the parameters' sums on the
-  // device and reads them once per step, where a kernel returning a host number would wait for the device once per
-  // parameter.
+  // γ and the inner loss gradient with its VJP (rows.cu), the gated products, AdamW and RoPE (fused.cu). Every other
+  // fused op is one node whose values come from its composition of the kernels above (autograd/fused.h), which
+  // `ponder bench ops --device cuda` shows as launches; sum_squares on purpose: clipping adds the parameters' sums on
+  // the device and reads them once per step, where a kernel returning a host number would wait for the device once
+  // per parameter.
   bool supports(FusedOp op) const override {
     switch (op) {
       case FusedOp::TttLinearDual: case FusedOp::TttLinearDualBackward:
@@ -169,7 +169,7 @@ class CudaBackend final : public Backend {
       case FusedOp::LayerNormAffine: case FusedOp::LayerNormAffineBackward:
       case FusedOp::RmsNormAffine: case FusedOp::RmsNormAffineBackward:
       case FusedOp::LnL2Grad: case FusedOp::LnL2GradVjp:
-      case FusedOp::ActMul: case FusedOp::ActMulBackward: case FusedOp::AdamwStep:
+      case FusedOp::ActMul: case FusedOp::ActMulBackward: case FusedOp::AdamwStep: case FusedOp::Rope:
         return true;
       default:
         return false;
@@ -213,6 +213,10 @@ class CudaBackend final : public Backend {
                         const Tensor& g) override {
     KernelTimer t(Kind::Fused, act == GateAct::Silu ? "silu_mul_backward" : "gelu_tanh_mul_backward");
     cuda::act_mul_backward(act, da, db, a, b, g);
+  }
+  void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn) override {
+    KernelTimer t(Kind::Fused, "rope");
+    cuda::rope(out, x, cs, sn);
   }
   void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) override {
     KernelTimer t(Kind::Fused, "adamw_step");

@@ -40,6 +40,8 @@ void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
                       const Tensor& g);
 void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c);
+// RoPE's rotation of x (…, N, f) by cs, sn (N, f/2), all contiguous (fused.cu).
+void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn);
 // Fused: TTT-Linear's dual form (tensor/backend.h's DualOperands; tensor/cuda/ttt_dual.cu).
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
 // dy: the upstream of out, W' and bias' as head views (tensor/backend.h), read where they lie.

@@ -1,5 +1,5 @@
-// Fused element-wise CUDA kernels: the gated products act(a)⊙b with their backward, and the AdamW step. One thread
-// per element of contiguous operands; each computes what its composition (autograd/compose.cpp) computes, in the
+// Fused element-wise CUDA kernels: the gated products act(a)⊙b with their backward, the AdamW step and RoPE's
+// rotation. One thread per element (per pair for RoPE) of contiguous operands; each computes what its composition (autograd/compose.cpp) computes, in the
 // same order and the same dtype (the activation is maps.cuh's, the unary kernel's formula), in one pass over
 // memory instead of one launch per operation.
 #include "tensor/cuda/common.cuh"
@@ -55,7 +55,29 @@ __global__ void adamw_kernel(T* p, T* m, T* v, const T* g, int64_t n, AdamW<T> c
   }
 }
 
+// RoPE: pair p = (row r, i) of x (rows × f, f = 2h; row r at position r mod N) rotated by cs, sn (N, h): out =
+// (a·c − b·s, a·s + b·c), each product rounded as the composition's scale rounds it (the CPU kernel's operations;
+// the backward is the same kernel with the sine negated).
+template <class T>
+__global__ void rope_kernel(T* out, const T* x, const T* cs, const T* sn, int64_t pairs, int64_t h, int64_t N) {
+  PONDER_GRID_STRIDE(p, pairs) {
+    const int64_t i = p % h, t = (p / h) % N;
+    const T a = x[2 * p], b = x[2 * p + 1], c = cs[t * h + i], s = sn[t * h + i], zero = T(0);
+    const T ac = a * c + zero, bs = b * s + zero, as = a * s + zero, bc = b * c + zero;
+    out[2 * p] = ac - bs;
+    out[2 * p + 1] = as + bc;
+  }
+}
+
 }  // namespace
+
+void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn) {
+  const int64_t f = x.shape().back(), h = f / 2, N = x.shape()[x.dim() - 2], pairs = x.numel() / 2;
+  PONDER_DISPATCH_FLOAT(x.dtype(), "rope", [&] {
+    launch("rope_kernel", rope_kernel<scalar_t>, pairs, out.data<scalar_t>(), x.data<scalar_t>(),
+           cs.data<scalar_t>(), sn.data<scalar_t>(), pairs, h, N);
+  });
+}
 
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b) {
   PONDER_DISPATCH_FLOAT(out.dtype(), "act_mul", [&] {
