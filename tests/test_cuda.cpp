@@ -502,7 +502,7 @@ void simulate_mlp(mlp::Args<double>& a, int64_t G, bool forward, int nt) {
       run(mlp::kForwardPhases, [&](int ph, int tid) { mlp::forward_phase(a, g, ph, tid, nt); });
       continue;
     }
-    if (!a.saved) run(mlp::kRecomputePhases, [&](int ph, int tid) { mlp::recompute_phase(a, g, ph, tid, nt); });
+    if (!a.saved) run(mlp::kRecomputePhases, [&](int ph, int tid) { mlp::forward_phase(a, g, ph, tid, nt); });
     run(mlp::kBackwardPhases, [&](int ph, int tid) { mlp::backward_phase(a, g, ph, tid, nt); });
   }
 }

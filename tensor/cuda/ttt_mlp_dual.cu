@@ -30,7 +30,7 @@ template <class T>
 __global__ void __launch_bounds__(kMlpThreads) mlp_backward_kernel(mlp::Args<T> a) {
   if (!a.saved)
     for (int ph = 0; ph < mlp::kRecomputePhases; ++ph) {
-      mlp::recompute_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      mlp::forward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
       __syncthreads();
     }
   for (int ph = 0; ph < mlp::kBackwardPhases; ++ph) {

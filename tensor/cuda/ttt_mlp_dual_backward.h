@@ -1,12 +1,13 @@
 // The CUDA TTT-MLP dual form's backward phases (tensor/cpu/ttt_mlp_dual.cpp's backward_head, step by step), on the
 // steps of tensor/cuda/ttt_mlp_dual_body.h. Without saved intermediates the backward first runs the forward's
-// phases 0–13 into its scratch (recompute_phases). dγ, dβ: each row's terms in rg, rb, then per head at the rows' γ
+// phases 0–13 (kRecomputePhases) into its scratch. dγ, dβ: each row's terms in rg, rb, then per head at the rows' γ
 // offsets (the last phase), then over heads by the TTT-Linear kernels' two sums.
 #pragma once
 #include "tensor/cuda/ttt_mlp_dual_body.h"
 
 namespace ponder::cuda::mlp {
 
+// The forward's phases that compute the saved intermediates; the backward's own.
 constexpr int kRecomputePhases = 14, kBackwardPhases = 27;
 
 // Phases 0–13: the output norm's backward and the two combines (Zb2 through layer 2, then Zb1 through layer 1).
@@ -120,11 +121,6 @@ template <class T>
 PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
   const Head<T> d = head(a, g);
   phase < 14 ? backward_combines(a, d, g, phase, tid, nt) : backward_inner(a, d, g, phase, tid, nt);
-}
-// Without saved intermediates: the forward's phases 0–13 first, into the scratch (Args::saved null).
-template <class T>
-PONDER_HD void recompute_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
-  forward_phase(a, g, phase, tid, nt);
 }
 
 }  // namespace ponder::cuda::mlp

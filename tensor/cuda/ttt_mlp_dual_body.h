@@ -119,7 +119,7 @@ PONDER_HD void each(int64_t n, int tid, int nt, F fn) {
 
 // ---- forward
 
-// t = v − k, E = tril(η), and M = E⊙S + E for the S given (s1, s2, or null: none).
+// t = v − k and E = tril(η); M = E⊙S + E for a given S is m_from's.
 template <class T>
 PONDER_HD void cheap_parts(const Head<T>& d, int tid, int nt) {
   const int64_t b = d.b;
