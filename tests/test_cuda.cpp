@@ -607,13 +607,15 @@ TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and 
   }
 }
 
-// The fused kernels CUDA has besides the dual form (tensor/cuda/rows.cu, fused.cu) against the CPU's, through the
+// The fused kernels CUDA has besides the dual forms (tensor/cuda/rows.cu, fused.cu) against the CPU's, through the
 // raw kernels: rows narrower and wider than a warp and than a block of columns, γ shared, per head and per row
 // (offsets computed on the device), runs of rows sharing a γ that cross the parameter sums' chunks, more rows than
 // 1,024 chunks of 16, and no rows at all.
 TEST_CASE("cuda: the fused norm, inner-gradient, gated-product, RoPE and AdamW kernels match the CPU's") {
   if (!gpu()) return;
-  for (FusedOp op : {FusedOp::LayerNormAffine, FusedOp::LayerNormAffineBackward, FusedOp::RmsNormAffine,
+  for (FusedOp op : {FusedOp::LayerNormRows, FusedOp::LayerNormBackward, FusedOp::LayerNormVjp,
+                     FusedOp::RmsNormRows, FusedOp::RmsNormBackward, FusedOp::LayerNormAffine,
+                     FusedOp::LayerNormAffineBackward, FusedOp::RmsNormAffine,
                      FusedOp::RmsNormAffineBackward, FusedOp::LnL2Grad, FusedOp::LnL2GradVjp, FusedOp::ActMul,
                      FusedOp::ActMulBackward, FusedOp::AdamwStep})
     CHECK_MESSAGE(backend(Device::CUDA).supports(op), fused_op_name(op));
@@ -638,6 +640,13 @@ TEST_CASE("cuda: the fused norm, inner-gradient, gated-product, RoPE and AdamW k
         if (i < 2)
           CHECK(cuda_vs_cpu([i](auto& v) { return raw::rms_norm_affine_backward(v[0], v[1], v[3], 1e-5)[i]; }, in) <= t);
       }
+      // the norms without parameters, their backward for upstream g, and the layer norm's double backward
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::layer_norm_rows(v[0], 1e-5); }, in) <= t);
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::rms_norm_rows(v[0], 1e-5); }, in) <= t);
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::layer_norm_backward(v[0], v[3], 1e-5); }, in) <= t);
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::rms_norm_backward(v[0], v[3], 1e-5); }, in) <= t);
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::layer_norm_vjp(v[0], v[3], v[4], 1e-5).first; }, in) <= t);
+      CHECK(cuda_vs_cpu([](auto& v) { return raw::layer_norm_vjp(v[0], v[3], v[4], 1e-5).second; }, in) <= t);
       // the inner loss gradient with x as z and the upstream as its target t, and its VJP for upstream w
       CHECK(cuda_vs_cpu([](auto& v) { return raw::ln_l2_grad(v[0], v[3], v[1], v[2], 1e-5); }, in) <= t);
       for (size_t i = 0; i < 4; ++i) {

@@ -157,7 +157,7 @@ class CudaBackend final : public Backend {
     cuda::rng_normal(out, seed, counter, mean, std);
   }
   // The fused kernels it has: the TTT-Linear and TTT-MLP dual forms (ttt_dual.cu, ttt_mlp_dual.cu), the norms with
-  // γ and the inner loss gradient with its VJP (rows.cu), the gated products, AdamW and RoPE (fused.cu). Every other
+  // and without γ, the layer norm's double backward and the inner loss gradient with its VJP (rows.cu), the gated products, AdamW and RoPE (fused.cu). Every other
   // fused op is one node whose values come from its composition of the kernels above (autograd/fused.h), which
   // `ponder bench ops --device cuda` shows as launches; sum_squares on purpose: clipping adds the parameters' sums on
   // the device and reads them once per step, where a kernel returning a host number would wait for the device once
@@ -166,6 +166,8 @@ class CudaBackend final : public Backend {
     switch (op) {
       case FusedOp::TttLinearDual: case FusedOp::TttLinearDualBackward:
       case FusedOp::TttMlpDual: case FusedOp::TttMlpDualBackward:
+      case FusedOp::LayerNormRows: case FusedOp::LayerNormBackward: case FusedOp::LayerNormVjp:
+      case FusedOp::RmsNormRows: case FusedOp::RmsNormBackward:
       case FusedOp::LayerNormAffine: case FusedOp::LayerNormAffineBackward:
       case FusedOp::RmsNormAffine: case FusedOp::RmsNormAffineBackward:
       case FusedOp::LnL2Grad: case FusedOp::LnL2GradVjp:
@@ -174,6 +176,27 @@ class CudaBackend final : public Backend {
       default:
         return false;
     }
+  }
+  void layer_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
+    KernelTimer t(Kind::Fused, "layer_norm");
+    cuda::layer_norm_rows(o, x, eps);
+  }
+  void layer_norm_backward(const Tensor& o, const Tensor& x, const Tensor& v, double eps) override {
+    KernelTimer t(Kind::Fused, "layer_norm_backward");
+    cuda::layer_norm_backward(o, x, v, eps);
+  }
+  void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz,
+                      double eps) override {
+    KernelTimer t(Kind::Fused, "layer_norm_vjp");
+    cuda::layer_norm_vjp(dx, dv, x, v, dz, eps);
+  }
+  void rms_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
+    KernelTimer t(Kind::Fused, "rms_norm");
+    cuda::rms_norm_rows(o, x, eps);
+  }
+  void rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
+    KernelTimer t(Kind::Fused, "rms_norm_backward");
+    cuda::rms_norm_backward(o, x, g, eps);
   }
   void layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const RowOffsets& ro,
                          double eps) override {

@@ -21,9 +21,15 @@ void scatter_add(const Tensor& out, int axis, const Tensor& idx, const Tensor& s
 void one_hot(const Tensor& out, const Tensor& idx);
 void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi);
 void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std);
-// Fused (tensor/backend.h states each map): layer and RMS norms with per-element γ, the inner loss gradient and
-// its VJP (rows.cu); gated products and
-// the AdamW step (fused.cu).
+// Fused (tensor/backend.h states each map): layer and RMS norms without parameters and with per-element γ, the
+// layer norm's double backward, the inner loss gradient and its VJP (rows.cu); gated products, RoPE and the AdamW
+// step (fused.cu).
+void layer_norm_rows(const Tensor& out, const Tensor& x, double eps);
+void layer_norm_backward(const Tensor& dx, const Tensor& x, const Tensor& v, double eps);
+void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz,
+                    double eps);
+void rms_norm_rows(const Tensor& out, const Tensor& x, double eps);
+void rms_norm_backward(const Tensor& dx, const Tensor& x, const Tensor& g, double eps);
 void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const RowOffsets& ro, double eps);
 void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& x,

@@ -1,4 +1,5 @@
-// Fused row kernels on CUDA: layer norm and RMS norm with per-element γ (and β), forward and backward, and the TTT
+// Fused row kernels on CUDA: layer norm and RMS norm with per-element γ (and β) or without parameters, forward and
+// backward, the layer norm's double backward (layer_norm_vjp), and the TTT
 // inner loss's gradient through its layer norm (ln_l2_grad) with its VJP (the maps: tensor/backend.h; their
 // definitions: autograd/compose.cpp). One warp per row: its lanes take columns lane,
 // lane + 32, … and add their partial sums in a butterfly of shuffles, in double, in an order fixed by D alone, so
@@ -58,15 +59,21 @@ __device__ double2 stats_of(const T* p, int64_t D, double eps) {
   return make_double2(mu, 1.0 / sqrt(ss / double(D) + eps));
 }
 
-// out = γ⊙x̂ + β (layer norm) or w⊙x̂ (RMS norm, beta unused); x, out (rows, D).
+// out = γ⊙x̂ + β (layer norm) or w⊙x̂ (RMS norm, beta unused); x, out (rows, D). A null gamma (then beta too):
+// the norms without parameters, out = x̂ (layer_norm_rows, rms_norm_rows).
 template <class T, bool LN>
 __global__ void norm_affine_kernel(T* out, const T* x, const T* gamma, const T* beta, Rows R) {
   PONDER_WARP_ROWS(r, R.rows) {
     const T* p = x + r * R.D;
     const double2 st = stats_of<LN>(p, R.D, R.eps);
-    const int64_t o = gamma_offset(R.geo, r);
+    const int64_t o = gamma ? gamma_offset(R.geo, r) : 0;
     PONDER_LANE_COLUMNS(c, R.D) {
-      const double h = (double(p[c]) - st.x) * st.y, y = double(gamma[o + c]) * h;
+      const double h = (double(p[c]) - st.x) * st.y;
+      if (!gamma) {
+        out[r * R.D + c] = T(h);
+        continue;
+      }
+      const double y = double(gamma[o + c]) * h;
       out[r * R.D + c] = T(LN ? y + double(beta[o + c]) : y);
     }
   }
@@ -78,17 +85,44 @@ struct RowStats {
 };
 
 // dx = s·(g⊙γ − mean(g⊙γ) − x̂·mean(g⊙γ⊙x̂)) (layer norm) or r·(g⊙w − y·mean(g⊙w⊙y)) (RMS norm: no first mean);
-// each row's statistics into stats (rows) for the parameter sums.
+// each row's statistics into stats (rows) for the parameter sums. A null gamma: γ = 1 and no statistics (stats
+// null), the backward of the norms without parameters (layer_norm_backward, rms_norm_backward).
 template <class T, bool LN>
 __global__ void norm_affine_backward_kernel(T* dx, RowStats* stats, const T* x, const T* gamma, const T* g, Rows R) {
   PONDER_WARP_ROWS(r, R.rows) {
-    const T *p = x + r * R.D, *q = g + r * R.D, *gm = gamma + gamma_offset(R.geo, r);
+    const T *p = x + r * R.D, *q = g + r * R.D, *gm = gamma ? gamma + gamma_offset(R.geo, r) : nullptr;
     const double2 st = stats_of<LN>(p, R.D, R.eps);
     auto hat = [&](int64_t c) { return (double(p[c]) - st.x) * st.y; };
-    const double m1 = LN ? row_sum(R.D, [&](int64_t c) { return double(q[c]) * double(gm[c]); }) / double(R.D) : 0.0;
-    const double m2 = row_sum(R.D, [&](int64_t c) { return double(q[c]) * double(gm[c]) * hat(c); }) / double(R.D);
-    PONDER_LANE_COLUMNS(c, R.D) dx[r * R.D + c] = T(st.y * (double(q[c]) * double(gm[c]) - m1 - hat(c) * m2));
-    if (threadIdx.x % kWarp == 0) stats[r] = {st.x, st.y, 0, 0};
+    auto qg = [&](int64_t c) { return gm ? double(q[c]) * double(gm[c]) : double(q[c]); };
+    const double m1 = LN ? row_sum(R.D, qg) / double(R.D) : 0.0;
+    const double m2 = row_sum(R.D, [&](int64_t c) { return qg(c) * hat(c); }) / double(R.D);
+    PONDER_LANE_COLUMNS(c, R.D) dx[r * R.D + c] = T(st.y * (qg(c) - m1 - hat(c) * m2));
+    if (stats && threadIdx.x % kWarp == 0) stats[r] = {st.x, st.y, 0, 0};
+  }
+}
+
+// The layer norm's double backward (tensor/cpu/norm.cpp's layer_norm_vjp): for z = layer_norm_backward(x, v) and
+// its upstream dz, with m1, m2 the means of v and v⊙x̂, a, b those of dz and dz⊙x̂, c = mean(dz⊙z):
+// dv = s·(dz − a − x̂·b); dx̂ = −s·(m2·dz + b·v); dx = s·(dx̂ − mean dx̂ − x̂·mean(dx̂⊙x̂)) − s·c·x̂.
+template <class T>
+__global__ void layer_norm_vjp_kernel(T* dx, T* dv, const T* x, const T* v, const T* dz, Rows R) {
+  PONDER_WARP_ROWS(r, R.rows) {
+    const T *p = x + r * R.D, *q = v + r * R.D, *g = dz + r * R.D;
+    const double2 st = stats_of<true>(p, R.D, R.eps);
+    const double s = st.y, D = double(R.D);
+    auto hat = [&](int64_t c) { return (double(p[c]) - st.x) * s; };
+    const double m1 = row_sum(R.D, [&](int64_t c) { return double(q[c]); }) / D;
+    const double m2 = row_sum(R.D, [&](int64_t c) { return double(q[c]) * hat(c); }) / D;
+    const double a = row_sum(R.D, [&](int64_t c) { return double(g[c]); }) / D;
+    const double b = row_sum(R.D, [&](int64_t c) { return double(g[c]) * hat(c); }) / D;
+    const double cm = row_sum(R.D, [&](int64_t c) { return double(g[c]) * (s * (double(q[c]) - m1 - hat(c) * m2)); }) / D;
+    auto dxh = [&](int64_t c) { return -s * (m2 * double(g[c]) + b * double(q[c])); };
+    const double e = row_sum(R.D, dxh) / D, f = row_sum(R.D, [&](int64_t c) { return dxh(c) * hat(c); }) / D;
+    PONDER_LANE_COLUMNS(c, R.D) {
+      const double h = hat(c);
+      dv[r * R.D + c] = T(s * (double(g[c]) - a - h * b));
+      dx[r * R.D + c] = T(s * (dxh(c) - e - h * f) - s * cm * h);
+    }
   }
 }
 
@@ -260,7 +294,46 @@ void norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Tensor* 
   });
 }
 
+// The norms without parameters: the kernels above with a null γ.
+template <bool LN>
+void norm_plain(const Tensor& out, const Tensor& x, double eps, const char* op) {
+  const Rows R = rows_of(x, RowOffsets{}, eps, op);
+  if (R.rows == 0) return;
+  PONDER_DISPATCH_FLOAT(x.dtype(), op, [&] {
+    launch_rows("norm_affine_kernel", norm_affine_kernel<scalar_t, LN>, R, out.data<scalar_t>(), x.data<scalar_t>(),
+                static_cast<const scalar_t*>(nullptr), static_cast<const scalar_t*>(nullptr));
+  });
+}
+template <bool LN>
+void norm_plain_backward(const Tensor& dx, const Tensor& x, const Tensor& g, double eps, const char* op) {
+  const Rows R = rows_of(x, RowOffsets{}, eps, op);
+  if (R.rows == 0) return;
+  PONDER_DISPATCH_FLOAT(x.dtype(), op, [&] {
+    launch_rows("norm_affine_backward_kernel", norm_affine_backward_kernel<scalar_t, LN>, R, dx.data<scalar_t>(),
+                static_cast<RowStats*>(nullptr), x.data<scalar_t>(), static_cast<const scalar_t*>(nullptr),
+                g.data<scalar_t>());
+  });
+}
+
 }  // namespace
+
+void layer_norm_rows(const Tensor& out, const Tensor& x, double eps) { norm_plain<true>(out, x, eps, "layer_norm_rows"); }
+void layer_norm_backward(const Tensor& dx, const Tensor& x, const Tensor& v, double eps) {
+  norm_plain_backward<true>(dx, x, v, eps, "layer_norm_backward");
+}
+void rms_norm_rows(const Tensor& out, const Tensor& x, double eps) { norm_plain<false>(out, x, eps, "rms_norm_rows"); }
+void rms_norm_backward(const Tensor& dx, const Tensor& x, const Tensor& g, double eps) {
+  norm_plain_backward<false>(dx, x, g, eps, "rms_norm_backward");
+}
+void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz,
+                    double eps) {
+  const Rows R = rows_of(x, RowOffsets{}, eps, "layer_norm_vjp");
+  if (R.rows == 0) return;
+  PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_vjp", [&] {
+    launch_rows("layer_norm_vjp_kernel", layer_norm_vjp_kernel<scalar_t>, R, dx.data<scalar_t>(), dv.data<scalar_t>(),
+                x.data<scalar_t>(), v.data<scalar_t>(), dz.data<scalar_t>());
+  });
+}
 
 void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const RowOffsets& ro, double eps) {
