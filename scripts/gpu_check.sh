@@ -77,6 +77,10 @@ if [ -n "$cs" ]; then
   step memcheck_dual_mlp 90 "$cs" --tool memcheck --error-exitcode 9 "$ponder" bench dual --device cuda \
     --inner mlp --batch 1 --heads 2 --check-only
   # memcheck on TTT-MLP's dual-form kernels and the scan node, through the tiny models' GPU-against-CPU test.
+  step memcheck_attention 90 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: the attention kernels match*'
+  step racecheck_attention 120 "$cs" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: the attention kernels match*'
   step memcheck_models 150 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: a tiny model*'
 fi
@@ -96,6 +100,10 @@ step gradcheck_cuda 150 "$ponder" gradcheck --all --device cuda
 step bench_matmul 90 "$ponder" bench matmul --device cuda
 step bench_matmul_bf16 90 "$ponder" bench matmul --device cuda --precision bf16
 step bench_ops 90 "$ponder" bench ops --device cuda
+# The attention kernels against their composition in training: small.yaml with attention in every layer.
+sed 's/^model:$/model:\n  mixers: [attention, attention, attention, attention]/' configs/small.yaml > "$logs/small_attn.yaml"
+step bench_train_small_attn 120 "$ponder" bench train --device cuda --config "$logs/small_attn.yaml" \
+  --variants dual,dual-only --steps 2 --profile
 step bench_train_small 120 "$ponder" bench train --device cuda --config configs/small.yaml \
   --variants dual,dual-composed,prefix-4 --steps 3 --profile
 # The CPU suites: four at a time, four threads each, with what is left.

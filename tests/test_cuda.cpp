@@ -21,6 +21,7 @@
 #include "autograd/ops.h"
 #include "model_fixtures.h"
 #include "tensor/cuda/allocator.h"
+#include "tensor/cuda/attention_body.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/plan.h"
 #include "tensor/cuda/ttt_dual_body.h"
@@ -37,6 +38,7 @@
 using namespace ponder;
 namespace dual = ponder::cuda::dual;
 namespace mlp = ponder::cuda::mlp;
+namespace attn = ponder::cuda::attn;
 
 namespace {
 
@@ -586,6 +588,97 @@ TEST_CASE("cuda: the TTT-MLP dual-form kernel's phases, run on the CPU, equal th
       }
 }
 
+namespace {
+// One kind of the CUDA attention kernels' blocks (tensor/cuda/attention_body.h) run on the CPU: every block, every
+// phase, every thread of nt in turn, the block's scratch filled with NaN first (the GPU's shared memory starts
+// with whatever was there), so a phase that reads what no earlier phase wrote shows up in the results.
+void simulate_attn(attn::Args<double>& a, attn::Kind kind, int nt) {
+  std::vector<double> sc(size_t(attn::scratch_t(a.f))), sd(size_t(4 * attn::kRows));
+  a.scratch = sc.data(), a.dscr = sd.data();
+  for (int64_t b = 0; b < attn::blocks(kind, a); ++b) {
+    std::fill(sc.begin(), sc.end(), std::nan(""));
+    std::fill(sd.begin(), sd.end(), std::nan(""));
+    const int n = attn::phases(kind, a, b);
+    for (int ph = 0; ph < n; ++ph)
+      for (int tid = 0; tid < nt; ++tid) attn::phase(kind, a, b, ph, tid, nt);
+  }
+}
+
+// The largest |got − want| over max(1, max |want|) of the kernels' y, lse, dq, dk, dv against the CPU kernel's, G
+// heads of n queries and Tk keys of width f.
+double attn_phase_error(const AttnGeometry& geo, int64_t n, int64_t Tk, int64_t f, int nt) {
+  Generator gen(29);
+  const int64_t G = 3;
+  const Tensor q = gen.normal({G, n, f}, 0, 1, DType::F64), k = gen.normal({G, Tk, f}, 0, 1, DType::F64),
+               v = gen.normal({G, Tk, f}, 0, 1, DType::F64), dy = gen.normal({G, n, f}, 0, 1, DType::F64);
+  const auto [y, lse] = raw::attention(q, k, v, geo);
+  const auto want = raw::attention_backward(q, k, v, y, lse, dy, geo);
+  attn::Args<double> a{};
+  a.q = q.data<double>(), a.k = k.data<double>(), a.v = v.data<double>(), a.dy = dy.data<double>();
+  a.G = G, a.n = n, a.Tk = Tk, a.f = f, a.geo = {geo.scale, geo.t0, geo.first, geo.window};
+  std::vector<std::vector<double>> got;
+  for (int64_t size : {G * n * f, G * n, G * n * f, G * Tk * f, G * Tk * f})
+    got.push_back(std::vector<double>(size_t(size), -7.0));  // y, lse, dq, dk, dv
+  a.y = got[0].data(), a.lse = got[1].data();
+  simulate_attn(a, attn::Kind::Forward, nt);
+  a.y = y.data<double>(), a.lse = lse.data<double>();  // the backward reads the CPU's forward, as on the GPU
+  a.dq = got[2].data(), a.dk = got[3].data(), a.dv = got[4].data();
+  simulate_attn(a, attn::Kind::Dq, nt);
+  simulate_attn(a, attn::Kind::Dkv, nt);
+  const Tensor* ref[5] = {&y, &lse, &want[0], &want[1], &want[2]};
+  double worst = 0;
+  for (size_t i = 0; i < 5; ++i) {
+    const std::vector<double> w = ref[i]->to_vector();
+    REQUIRE(w.size() == got[i].size());
+    double scale = 1, err = 0;
+    for (size_t j = 0; j < w.size(); ++j) {
+      scale = std::max(scale, std::abs(w[j]));
+      err = std::max(err, std::isfinite(got[i][j]) ? std::abs(got[i][j] - w[j]) : INFINITY);
+    }
+    INFO("result ", i);
+    CHECK(err / scale <= 1e-12);
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+}  // namespace
+
+// The CUDA attention kernels' algorithm checked where there is no GPU: their phases, run thread by thread, give the
+// CPU kernel's output, log-normalisers and gradients: a plain causal pass, a window, queries behind a cache of keys
+// (t0 > first), both, query and key counts that leave partial tiles, head widths under and over a warp.
+TEST_CASE("cuda: the attention kernels' phases, run on the CPU, equal the CPU kernel") {
+  struct Case {
+    AttnGeometry geo;
+    int64_t n, Tk;
+  };
+  const Case cases[] = {{{0.4, 0, 0, 0}, 37, 37}, {{0.3, 0, 0, 5}, 40, 40}, {{0.5, 20, 0, 0}, 13, 33},
+                        {{0.25, 10, 4, 7}, 20, 26}, {{0.2, 0, 0, 0}, 1, 1}};
+  for (const Case& c : cases)
+    for (int64_t f : {5, 19, 40})
+      for (int nt : {1, 3, 64}) {
+        CAPTURE(c.geo.t0);
+        CAPTURE(c.geo.window);
+        CAPTURE(c.n);
+        CAPTURE(f);
+        CAPTURE(nt);
+        attn_phase_error(c.geo, c.n, c.Tk, f, nt);
+      }
+  // seers() against a scan: the queries that see a key of each key tile.
+  for (const Case& c : cases)
+    for (int64_t k0 = 0; k0 < c.Tk; k0 += attn::kKeys) {
+      const int64_t k1 = std::min(c.Tk, k0 + attn::kKeys);
+      const attn::Geo g{c.geo.scale, c.geo.t0, c.geo.first, c.geo.window};
+      int64_t lo = c.n, hi = 0;
+      for (int64_t i = 0; i < c.n; ++i) {
+        const attn::Span sp = attn::seen(g, i, c.Tk);
+        if (sp.hi > k0 && sp.lo < k1) lo = std::min(lo, i), hi = std::max(hi, i + 1);
+      }
+      const attn::Span s = attn::seers(g, k0, k1, c.n);
+      CHECK(s.lo == (hi > lo ? lo : s.lo));
+      CHECK(s.hi - s.lo == std::max<int64_t>(0, hi - lo));
+    }
+}
+
 TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and gradgradcheck in f64)") {
   REQUIRE(!op_table().empty());
   if (!gpu()) {  // without a GPU the CUDA run must refuse, naming the device, not pass vacuously
@@ -679,6 +772,41 @@ TEST_CASE("cuda: the fused norm, inner-gradient, gated-product, RoPE and AdamW k
     }
     for (size_t i = 0; i < 3; ++i) CHECK(rel_diff(dev[i], cpu[i]) <= tol(dt));
   }
+}
+
+// The attention kernels (tensor/cuda/attention.cu) against the CPU's, through the raw kernels: many query and key
+// tiles with partial last ones, a window, queries behind a cache of keys, the 125M model's head width, f32 and f64.
+TEST_CASE("cuda: the attention kernels match the CPU's") {
+  if (!gpu()) return;
+  CHECK(backend(Device::CUDA).supports(FusedOp::Attention));
+  CHECK(backend(Device::CUDA).supports(FusedOp::AttentionBackward));
+  struct Case {
+    AttnGeometry geo;
+    int64_t G, n, Tk, f;
+  };
+  const Case cases[] = {{{0.125, 0, 0, 0}, 3, 300, 300, 64}, {{0.2, 0, 0, 37}, 2, 130, 130, 19},
+                        {{0.3, 50, 0, 0}, 2, 70, 120, 33}, {{0.25, 10, 4, 7}, 4, 20, 26, 5}};
+  for (DType dt : {DType::F64, DType::F32})
+    for (const Case& c : cases) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(c.n);
+      CAPTURE(c.f);
+      const std::vector<Tensor> in = {rnd({c.G, c.n, c.f}, -1, 1, dt, 41), rnd({c.G, c.Tk, c.f}, -1, 1, dt, 42),
+                                      rnd({c.G, c.Tk, c.f}, -1, 1, dt, 43), rnd({c.G, c.n, c.f}, -1, 1, dt, 44)};
+      const AttnGeometry g = c.geo;
+      const double t = dt == DType::F64 ? 1e-12 : 2e-5;
+      CHECK(cuda_vs_cpu([g](auto& v) { return raw::attention(v[0], v[1], v[2], g).first; }, in) <= t);
+      CHECK(cuda_vs_cpu([g](auto& v) { return raw::attention(v[0], v[1], v[2], g).second; }, in) <= t);
+      for (size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);  // dq, dk, dv
+        CHECK(cuda_vs_cpu(
+                  [g, i](auto& v) {
+                    const auto [y, lse] = raw::attention(v[0], v[1], v[2], g);
+                    return raw::attention_backward(v[0], v[1], v[2], y, lse, v[3], g)[i];
+                  },
+                  in) <= t);
+      }
+    }
 }
 
 TEST_CASE("cuda: every unary op matches the CPU on strided inputs") {

@@ -157,7 +157,8 @@ class CudaBackend final : public Backend {
     cuda::rng_normal(out, seed, counter, mean, std);
   }
   // The fused kernels it has: the TTT-Linear and TTT-MLP dual forms (ttt_dual.cu, ttt_mlp_dual.cu), the norms with
-  // and without γ, the layer norm's double backward and the inner loss gradient with its VJP (rows.cu), the gated products, AdamW and RoPE (fused.cu). Every other
+  // and without γ, the layer norm's double backward and the inner loss gradient with its VJP (rows.cu), causal attention
+  // (attention.cu), the gated products, AdamW and RoPE (fused.cu). Every other
   // fused op is one node whose values come from its composition of the kernels above (autograd/fused.h), which
   // `ponder bench ops --device cuda` shows as launches; sum_squares on purpose: clipping adds the parameters' sums on
   // the device and reads them once per step, where a kernel returning a host number would wait for the device once
@@ -172,10 +173,22 @@ class CudaBackend final : public Backend {
       case FusedOp::RmsNormAffine: case FusedOp::RmsNormAffineBackward:
       case FusedOp::LnL2Grad: case FusedOp::LnL2GradVjp:
       case FusedOp::ActMul: case FusedOp::ActMulBackward: case FusedOp::AdamwStep: case FusedOp::Rope:
+      case FusedOp::Attention: case FusedOp::AttentionBackward:
         return true;
       default:
         return false;
     }
+  }
+  void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttnGeometry& g) override {
+    KernelTimer t(Kind::Fused, "attention");
+    cuda::attention(y, lse, q, k, v, g);
+  }
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy,
+                          const AttnGeometry& g) override {
+    KernelTimer t(Kind::Fused, "attention_backward");
+    cuda::attention_backward(dq, dk, dv, q, k, v, y, lse, dy, g);
   }
   void layer_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
     KernelTimer t(Kind::Fused, "layer_norm");

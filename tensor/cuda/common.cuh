@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "tensor/cuda/plan.h"
@@ -53,6 +54,28 @@ void launch(const char* name, void (*kernel)(Params...), int64_t n, Args&&... ar
   kernel<<<blocks, kThreads, 0, stream()>>>(std::forward<Args>(args)...);
   cuda_check_at(cudaGetLastError(), name, __FILE__, __LINE__);
   debug_sync(name, __FILE__, __LINE__);
+}
+
+// The most dynamic shared memory a block may ask for on this device (the opt-in limit: 227 KB on sm_90).
+inline int max_shared_bytes() {
+  static const int bytes = [] {
+    int dev = 0, v = 0;
+    cuda_check(cudaGetDevice(&dev));
+    cuda_check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return v;
+  }();
+  return bytes;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (above 48 KB a kernel must be allowed first); remembers the
+// largest allowed so far per kernel. Called from the one stream's host thread only.
+template <class... P>
+void allow_shared(void (*kernel)(P...), size_t bytes) {
+  static std::map<const void*, size_t> allowed;
+  size_t& done = allowed[reinterpret_cast<const void*>(kernel)];
+  if (bytes <= done || bytes <= 48 * 1024) return;
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  done = bytes;
 }
 
 #define PONDER_GRID_STRIDE(i, n) \

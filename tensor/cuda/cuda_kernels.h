@@ -42,6 +42,11 @@ void ln_l2_grad(const Tensor& out, const Tensor& z, const Tensor& t, const Tenso
 void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, const Tensor& dbeta, const Tensor& z,
                     const Tensor& t, const Tensor& gamma, const Tensor& beta, const Tensor& w, const RowOffsets& ro,
                     double eps);
+// Causal attention per head on contiguous (G, ·, f) tensors (attention.cu).
+void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+               const AttnGeometry& g);
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy, const AttnGeometry& g);
 void act_mul(GateAct act, const Tensor& out, const Tensor& a, const Tensor& b);
 void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
                       const Tensor& g);

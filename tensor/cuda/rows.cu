@@ -115,7 +115,8 @@ __global__ void layer_norm_vjp_kernel(T* dx, T* dv, const T* x, const T* v, cons
     const double m2 = row_sum(R.D, [&](int64_t c) { return double(q[c]) * hat(c); }) / D;
     const double a = row_sum(R.D, [&](int64_t c) { return double(g[c]); }) / D;
     const double b = row_sum(R.D, [&](int64_t c) { return double(g[c]) * hat(c); }) / D;
-    const double cm = row_sum(R.D, [&](int64_t c) { return double(g[c]) * (s * (double(q[c]) - m1 - hat(c) * m2)); }) / D;
+    auto z = [&](int64_t c) { return s * (double(q[c]) - m1 - hat(c) * m2); };  // the backward's output
+    const double cm = row_sum(R.D, [&](int64_t c) { return double(g[c]) * z(c); }) / D;
     auto dxh = [&](int64_t c) { return -s * (m2 * double(g[c]) + b * double(q[c])); };
     const double e = row_sum(R.D, dxh) / D, f = row_sum(R.D, [&](int64_t c) { return dxh(c) * hat(c); }) / D;
     PONDER_LANE_COLUMNS(c, R.D) {
@@ -317,7 +318,9 @@ void norm_plain_backward(const Tensor& dx, const Tensor& x, const Tensor& g, dou
 
 }  // namespace
 
-void layer_norm_rows(const Tensor& out, const Tensor& x, double eps) { norm_plain<true>(out, x, eps, "layer_norm_rows"); }
+void layer_norm_rows(const Tensor& out, const Tensor& x, double eps) {
+  norm_plain<true>(out, x, eps, "layer_norm_rows");
+}
 void layer_norm_backward(const Tensor& dx, const Tensor& x, const Tensor& v, double eps) {
   norm_plain_backward<true>(dx, x, v, eps, "layer_norm_backward");
 }

@@ -9,7 +9,6 @@
 // heads in head order, 16 heads at a time and then the chunks in order (two small kernels), so results do not
 // depend on scheduling.
 #include <cstdlib>
-#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -65,28 +64,6 @@ K pick(int unroll, K k1, K k2, K k4) {
       throw std::invalid_argument("ttt_linear_dual (CUDA): unroll " + std::to_string(unroll) +
                                   " (PONDER_CUDA_DUAL_UNROLL or cuda_set_dual_options) must be 1, 2 or 4");
   }
-}
-
-// The most dynamic shared memory a block may ask for on this device (the opt-in limit: 227 KB on sm_90).
-int max_shared_bytes() {
-  static const int bytes = [] {
-    int dev = 0, v = 0;
-    cuda_check(cudaGetDevice(&dev));
-    cuda_check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return v;
-  }();
-  return bytes;
-}
-
-// Lets `kernel` take `bytes` of dynamic shared memory (above 48 KB a kernel must be allowed first); remembers the
-// largest allowed so far per kernel. Called from the one stream's host thread only.
-template <class... P>
-void allow_shared(void (*kernel)(P...), size_t bytes) {
-  static std::map<const void*, size_t> allowed;
-  size_t& done = allowed[reinterpret_cast<const void*>(kernel)];
-  if (bytes <= done || bytes <= 48 * 1024) return;
-  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  done = bytes;
 }
 
 constexpr int64_t kHeadChunk = 16;  // heads per partial sum of dγ, dβ

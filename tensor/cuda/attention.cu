@@ -1,0 +1,80 @@
+// Causal softmax attention on the GPU, forward and backward: the tiles and phases of tensor/cuda/attention_body.h,
+// one thread block per tile with a block barrier after each phase, the tiles in shared memory. Where the
+// composition stores every head's (n × T) scores and probabilities and runs about ten launches each way, the
+// forward is one launch and the backward two (dq by query tiles, dk and dv by key tiles), and every sum runs in a
+// fixed order, so results repeat bit for bit.
+#include <stdexcept>
+#include <string>
+
+#include "tensor/cuda/attention_body.h"
+#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/cuda_kernels.h"
+#include "tensor/dtype.h"
+
+namespace ponder::cuda {
+namespace {
+
+constexpr int kAttnThreads = 128;
+
+// Block blockIdx.x of kind K: its phases with a block barrier after each.
+template <class T, attn::Kind K>
+__global__ void __launch_bounds__(kAttnThreads) attn_kernel(attn::Args<T> a) {
+  const int64_t block = int64_t(blockIdx.x);
+  const int n = attn::phases(K, a, block);
+  for (int ph = 0; ph < n; ++ph) {
+    attn::phase(K, a, block, ph, int(threadIdx.x), int(blockDim.x));
+    __syncthreads();
+  }
+}
+
+// The launch's operands from q (G, n, f) and k (G, Tk, f); the block's shared memory, checked against the device.
+template <class T>
+attn::Args<T> args_of(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& g, size_t& smem,
+                      const char* op) {
+  attn::Args<T> a{};
+  a.q = q.data<T>(), a.k = k.data<T>(), a.v = v.data<T>();
+  a.G = q.shape()[0], a.n = q.shape()[1], a.f = q.shape()[2], a.Tk = k.shape()[1];
+  a.geo = {g.scale, g.t0, g.first, g.window};
+  smem = size_t(attn::block_bytes(a.f, int64_t(sizeof(T))));
+  if (smem > size_t(max_shared_bytes()))
+    throw std::invalid_argument(std::string(op) + " (CUDA): head size " + std::to_string(a.f) + " needs " +
+                                std::to_string(smem) + " bytes of shared memory per block; this device allows " +
+                                std::to_string(max_shared_bytes()));
+  return a;
+}
+
+template <attn::Kind K, class T>
+void launch_tiles(size_t smem, const attn::Args<T>& a, const char* name) {
+  const int64_t blocks = attn::blocks(K, a);
+  if (blocks == 0) return;
+  allow_shared(attn_kernel<T, K>, smem);
+  attn_kernel<T, K><<<unsigned(blocks), kAttnThreads, smem, stream()>>>(a);
+  cuda_check_at(cudaGetLastError(), name, __FILE__, __LINE__);
+  debug_sync(name, __FILE__, __LINE__);
+}
+
+}  // namespace
+
+void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+               const AttnGeometry& g) {
+  PONDER_DISPATCH_FLOAT(q.dtype(), "attention", [&] {
+    size_t smem = 0;
+    attn::Args<scalar_t> a = args_of<scalar_t>(q, k, v, g, smem, "attention");
+    a.y = y.data<scalar_t>(), a.lse = lse.data<scalar_t>();
+    launch_tiles<attn::Kind::Forward>(smem, a, "attention forward kernel");
+  });
+}
+
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy, const AttnGeometry& g) {
+  PONDER_DISPATCH_FLOAT(q.dtype(), "attention_backward", [&] {
+    size_t smem = 0;
+    attn::Args<scalar_t> a = args_of<scalar_t>(q, k, v, g, smem, "attention_backward");
+    a.y = y.data<scalar_t>(), a.lse = lse.data<scalar_t>(), a.dy = dy.data<scalar_t>();
+    a.dq = dq.data<scalar_t>(), a.dk = dk.data<scalar_t>(), a.dv = dv.data<scalar_t>();
+    launch_tiles<attn::Kind::Dq>(smem, a, "attention dq kernel");
+    launch_tiles<attn::Kind::Dkv>(smem, a, "attention dk, dv kernel");
+  });
+}
+
+}  // namespace ponder::cuda
