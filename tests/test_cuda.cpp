@@ -593,7 +593,7 @@ namespace {
 // phase, every thread of nt in turn, the block's scratch filled with NaN first (the GPU's shared memory starts
 // with whatever was there), so a phase that reads what no earlier phase wrote shows up in the results.
 void simulate_attn(attn::Args<double>& a, attn::Kind kind, int nt) {
-  std::vector<double> sc(size_t(attn::scratch_t(a.f))), sd(size_t(4 * attn::kRows));
+  std::vector<double> sc(size_t(attn::scratch_t(kind, a.f))), sd(size_t(4 * attn::kRows));
   a.scratch = sc.data(), a.dscr = sd.data();
   for (int64_t b = 0; b < attn::blocks(kind, a); ++b) {
     std::fill(sc.begin(), sc.end(), std::nan(""));

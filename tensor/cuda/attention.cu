@@ -27,26 +27,26 @@ __global__ void __launch_bounds__(kAttnThreads) attn_kernel(attn::Args<T> a) {
   }
 }
 
-// The launch's operands from q (G, n, f) and k (G, Tk, f); the block's shared memory, checked against the device.
+// The launch's operands from q (G, n, f) and k (G, Tk, f).
 template <class T>
-attn::Args<T> args_of(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& g, size_t& smem,
-                      const char* op) {
+attn::Args<T> args_of(const Tensor& q, const Tensor& k, const Tensor& v, const AttnGeometry& g) {
   attn::Args<T> a{};
   a.q = q.data<T>(), a.k = k.data<T>(), a.v = v.data<T>();
   a.G = q.shape()[0], a.n = q.shape()[1], a.f = q.shape()[2], a.Tk = k.shape()[1];
   a.geo = {g.scale, g.t0, g.first, g.window};
-  smem = size_t(attn::block_bytes(a.f, int64_t(sizeof(T))));
-  if (smem > size_t(max_shared_bytes()))
-    throw std::invalid_argument(std::string(op) + " (CUDA): head size " + std::to_string(a.f) + " needs " +
-                                std::to_string(smem) + " bytes of shared memory per block; this device allows " +
-                                std::to_string(max_shared_bytes()));
   return a;
 }
 
+// The blocks of kind K, with their shared memory checked against the device's.
 template <attn::Kind K, class T>
-void launch_tiles(size_t smem, const attn::Args<T>& a, const char* name) {
+void launch_tiles(const attn::Args<T>& a, const char* name) {
   const int64_t blocks = attn::blocks(K, a);
   if (blocks == 0) return;
+  const size_t smem = size_t(attn::block_bytes(K, a.f, int64_t(sizeof(T))));
+  if (smem > size_t(max_shared_bytes()))
+    throw std::invalid_argument(std::string(name) + " (CUDA): head size " + std::to_string(a.f) + " needs " +
+                                std::to_string(smem) + " bytes of shared memory per block; this device allows " +
+                                std::to_string(max_shared_bytes()));
   allow_shared(attn_kernel<T, K>, smem);
   attn_kernel<T, K><<<unsigned(blocks), kAttnThreads, smem, stream()>>>(a);
   cuda_check_at(cudaGetLastError(), name, __FILE__, __LINE__);
@@ -58,22 +58,20 @@ void launch_tiles(size_t smem, const attn::Args<T>& a, const char* name) {
 void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                const AttnGeometry& g) {
   PONDER_DISPATCH_FLOAT(q.dtype(), "attention", [&] {
-    size_t smem = 0;
-    attn::Args<scalar_t> a = args_of<scalar_t>(q, k, v, g, smem, "attention");
+    attn::Args<scalar_t> a = args_of<scalar_t>(q, k, v, g);
     a.y = y.data<scalar_t>(), a.lse = lse.data<scalar_t>();
-    launch_tiles<attn::Kind::Forward>(smem, a, "attention forward kernel");
+    launch_tiles<attn::Kind::Forward>(a, "attention");
   });
 }
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy, const AttnGeometry& g) {
   PONDER_DISPATCH_FLOAT(q.dtype(), "attention_backward", [&] {
-    size_t smem = 0;
-    attn::Args<scalar_t> a = args_of<scalar_t>(q, k, v, g, smem, "attention_backward");
+    attn::Args<scalar_t> a = args_of<scalar_t>(q, k, v, g);
     a.y = y.data<scalar_t>(), a.lse = lse.data<scalar_t>(), a.dy = dy.data<scalar_t>();
     a.dq = dq.data<scalar_t>(), a.dk = dk.data<scalar_t>(), a.dv = dv.data<scalar_t>();
-    launch_tiles<attn::Kind::Dq>(smem, a, "attention dq kernel");
-    launch_tiles<attn::Kind::Dkv>(smem, a, "attention dk, dv kernel");
+    launch_tiles<attn::Kind::Dq>(a, "attention_backward (dq)");
+    launch_tiles<attn::Kind::Dkv>(a, "attention_backward (dk, dv)");
   });
 }
 

@@ -60,36 +60,63 @@ struct Args {
   double* dscr;
 };
 
+// The three kinds of block: the forward's (one per query tile), dq's (the same tiles) and dk, dv's (one per key tile).
+enum class Kind { Forward, Dq, Dkv };
+
 PONDER_HD constexpr int64_t ld(int64_t f) { return f + 1; }
-// A block's scratch: q, dy, dq (kRows rows each), k, v, dk, dv (kKeys rows), s and dp (kRows × kKeys) in T, then
-// kRows doubles each for m, l, the rescale factor and D = Σ dy⊙y. The forward keeps its output in dq's place.
-PONDER_HD constexpr int64_t scratch_t(int64_t f) { return (3 * kRows + 4 * kKeys) * ld(f) + 2 * kRows * kKeys; }
-PONDER_HD constexpr int64_t block_bytes(int64_t f, int64_t t_bytes) {
-  return (scratch_t(f) * t_bytes + 15) / 16 * 16 + 4 * kRows * int64_t(sizeof(double));
+
+// Where a kind of block keeps its tiles in the T part of its scratch (−1: it has none): q and the output o (the
+// forward's, or dq) of kRows rows; dy (the backward's); k, v and dk, dv (dk, dv's) of kKeys rows; the scores s and
+// dp (the backward's) of kRows × kKeys. Then kRows doubles each for m, l, the rescale factor and D = Σ dy⊙y.
+struct Layout {
+  int64_t q, dy, o, k, v, dk, dv, s, dp, end;
+};
+PONDER_HD inline Layout layout(Kind kind, int64_t f) {
+  const bool back = kind != Kind::Forward, dkv = kind == Kind::Dkv;
+  int64_t at = 0;
+  auto take = [&](bool need, int64_t n) {
+    const int64_t p = need ? at : -1;
+    at += need ? n : 0;
+    return p;
+  };
+  Layout l;
+  l.q = take(true, kRows * ld(f)), l.dy = take(back, kRows * ld(f)), l.o = take(!dkv, kRows * ld(f));
+  l.k = take(true, kKeys * ld(f)), l.v = take(true, kKeys * ld(f));
+  l.dk = take(dkv, kKeys * ld(f)), l.dv = take(dkv, kKeys * ld(f));
+  l.s = take(true, kRows * kKeys), l.dp = take(back, kRows * kKeys);
+  l.end = at;
+  return l;
+}
+PONDER_HD inline int64_t scratch_t(Kind kind, int64_t f) { return layout(kind, f).end; }
+PONDER_HD inline int64_t doubles_at(Kind kind, int64_t f, int64_t t_bytes) {
+  return (scratch_t(kind, f) * t_bytes + 15) / 16 * 16;
+}
+PONDER_HD inline int64_t block_bytes(Kind kind, int64_t f, int64_t t_bytes) {
+  return doubles_at(kind, f, t_bytes) + 4 * kRows * int64_t(sizeof(double));
 }
 
 // One block's tiles.
 template <class T>
 struct Tiles {
-  T *q, *dy, *o, *k, *v, *dk, *dv, *s, *dp;  // o: the forward's output, or dq
+  T *q, *dy, *o, *k, *v, *dk, *dv, *s, *dp;
   double *m, *l, *alpha, *d;
 };
 
 template <class T>
-PONDER_HD Tiles<T> tiles(const Args<T>& a) {
+PONDER_HD Tiles<T> tiles(Kind kind, const Args<T>& a) {
 #ifdef __CUDA_ARCH__
   extern __shared__ __align__(16) unsigned char attn_smem[];
   T* t = reinterpret_cast<T*>(attn_smem);
-  double* d = reinterpret_cast<double*>(attn_smem + (scratch_t(a.f) * int64_t(sizeof(T)) + 15) / 16 * 16);
+  double* d = reinterpret_cast<double*>(attn_smem + doubles_at(kind, a.f, int64_t(sizeof(T))));
 #else
   T* t = a.scratch;
   double* d = a.dscr;
 #endif
-  const int64_t L = ld(a.f);
+  const Layout l = layout(kind, a.f);
+  auto at = [&](int64_t off) { return off < 0 ? nullptr : t + off; };
   Tiles<T> s;
-  s.q = t, s.dy = t + kRows * L, s.o = t + 2 * kRows * L;
-  s.k = t + 3 * kRows * L, s.v = s.k + kKeys * L, s.dk = s.v + kKeys * L, s.dv = s.dk + kKeys * L;
-  s.s = s.dv + kKeys * L, s.dp = s.s + kRows * kKeys;
+  s.q = at(l.q), s.dy = at(l.dy), s.o = at(l.o), s.k = at(l.k), s.v = at(l.v), s.dk = at(l.dk), s.dv = at(l.dv);
+  s.s = at(l.s), s.dp = at(l.dp);
   s.m = d, s.l = d + kRows, s.alpha = d + 2 * kRows, s.d = d + 3 * kRows;
   return s;
 }
@@ -201,7 +228,7 @@ PONDER_HD void fold_row(const Tiles<T>& t, const Args<T>& a, const Tile& qt, int
 template <class T>
 PONDER_HD void forward_phase(const Args<T>& a, int64_t block, int ph, int tid, int nt) {
   const Tile qt = query_tile(a, block);
-  const Tiles<T> t = tiles(a);
+  const Tiles<T> t = tiles(Kind::Forward, a);
   const int64_t R = qt.size(), f = a.f, last = 1 + 4 * qt.steps(kKeys);
   if (ph == 0) {
     load_rows(t.q, a.q + (qt.h * a.n + qt.i0) * f, R, f, tid, nt);
@@ -259,7 +286,7 @@ PONDER_HD void probs(const Tiles<T>& t, const Args<T>& a, int64_t h, int64_t i0,
 template <class T>
 PONDER_HD void dq_phase(const Args<T>& a, int64_t block, int ph, int tid, int nt) {
   const Tile qt = query_tile(a, block);
-  const Tiles<T> t = tiles(a);
+  const Tiles<T> t = tiles(Kind::Dq, a);
   const int64_t R = qt.size(), f = a.f, last = 1 + 4 * qt.steps(kKeys), q0 = (qt.h * a.n + qt.i0) * f;
   if (ph == 0) {
     load_rows(t.q, a.q + q0, R, f, tid, nt);
@@ -286,7 +313,7 @@ PONDER_HD void dq_phase(const Args<T>& a, int64_t block, int ph, int tid, int nt
 template <class T>
 PONDER_HD void dkv_phase(const Args<T>& a, int64_t block, int ph, int tid, int nt) {
   const Tile kt = key_tile(a, block);
-  const Tiles<T> t = tiles(a);
+  const Tiles<T> t = tiles(Kind::Dkv, a);
   const int64_t J = kt.size(), f = a.f, last = 1 + 4 * kt.steps(kRows), k0 = (kt.h * a.Tk + kt.i0) * f;
   if (ph == 0) {
     load_rows(t.k, a.k + k0, J, f, tid, nt);
@@ -326,8 +353,6 @@ PONDER_HD void dkv_phase(const Args<T>& a, int64_t block, int ph, int tid, int n
 }
 
 // ---- the three kinds of block, as the kernels and the tests run them
-
-enum class Kind { Forward, Dq, Dkv };
 
 template <class T>
 PONDER_HD int64_t blocks(Kind k, const Args<T>& a) {
