@@ -1067,6 +1067,9 @@ TEST_CASE("cuda: small uploads queue behind running work without waiting and arr
     want.push_back(rnd({300 * 1024 / 8}, -1, 1, DType::F64, uint64_t(200 + i)));
     up.push_back(on_gpu(want.back()));
   }
+  // A block found still in flight was queried ("not ready") before the wait: the next launch must not report it.
+  MESSAGE("waits for staging blocks: ", cuda_host_waits() - w0);
+  CHECK_NOTHROW(raw::unary(UnaryOp::Neg, up.back()).to_vector());
   for (size_t i = 0; i < up.size(); ++i) {
     INFO("upload ", i);
     CHECK(up[i].to_vector() == want[i].to_vector());

@@ -132,10 +132,17 @@ void upload(void* dev, const void* host, size_t n) {
     s.cur = (s.cur + 1) % Staging::kBlocks;
     s.used = 0;
     const size_t b = size_t(s.cur);
-    if (s.queued[b] && cudaEventQuery(s.done[b]) == cudaErrorNotReady) {
+    const cudaError_t q = s.queued[b] ? cudaEventQuery(s.done[b]) : cudaSuccess;
+    if (q == cudaErrorNotReady) {
+      // "Not ready" can stay behind as the runtime's last error, which the next launch's cudaGetLastError check
+      // would then report against an innocent kernel: clear it (every launch is checked as it is made, so nothing
+      // else is lost).
+      (void)cudaGetLastError();
       const int64_t w = ++g_waits;
       if (trace_waits()) trace("staging block still in flight", w);
       cuda_check(cudaEventSynchronize(s.done[b]));
+    } else {
+      cuda_check_at(q, "cudaEventQuery (staging block)", __FILE__, __LINE__);  // a fault: not overwritten blindly
     }
   }
   const size_t b = size_t(s.cur);

@@ -25,7 +25,9 @@ void upload(void* dev, const void* host, size_t n);
 // Deferred index checks. begin_index_check keeps (op, idx, n) on the host and returns the device word and key
 // base the check kernel records a bad position in: atomicMin(word, base + position). The smallest key is the
 // earliest check's first bad index, read at the next wait_reporting. Kernels that read through idx skip indices
-// outside [0, n) meanwhile. With PONDER_CUDA_SYNC=1 end_index_check waits and reports at once.
+// outside [0, n) meanwhile. With PONDER_CUDA_SYNC=1 end_index_check waits and reports at once. One host thread
+// drives the backend (its one stream): the word is read and reset outside the checks' lock, and the message names
+// the index's value as it is at the read (the position is the checked one).
 struct IndexCheck {
   unsigned long long* word;
   unsigned long long base;

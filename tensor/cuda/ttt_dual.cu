@@ -126,7 +126,7 @@ dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor&
 }  // namespace
 
 void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
-  const unsigned G = unsigned(head_count(o));
+  const int64_t G = head_count(o);  // checked against the grid in args() before it is narrowed
   if (G == 0) return;
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] {
     Tensor scratch, dscratch;
@@ -136,7 +136,7 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
     const auto kernel = pick(g_dual_options.unroll, dual_forward_kernel<scalar_t, 1>,
                              dual_forward_kernel<scalar_t, 2>, dual_forward_kernel<scalar_t, 4>);
     allow_shared(kernel, smem);
-    kernel<<<G, kDualThreads, smem, stream()>>>(a);
+    kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
     debug_sync("dual_forward_kernel", __FILE__, __LINE__);
   });

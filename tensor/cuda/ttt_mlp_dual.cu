@@ -62,7 +62,7 @@ mlp::Args<T> args(const MlpDualOperands& o, const Tensor& saved, Tensor& scratch
 }  // namespace
 
 void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o) {
-  const unsigned G = unsigned(o.xq.shape()[0]);
+  const int64_t G = o.xq.shape()[0];  // checked against the grid in args() before it is narrowed
   if (G == 0) return;
   if (!saved.defined()) throw std::invalid_argument("ttt_mlp_dual (CUDA): the forward needs the saved buffer");
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_mlp_dual", [&] {
@@ -70,7 +70,7 @@ void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const Mlp
     mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
     a.out = y[0].data<scalar_t>(), a.W1o = y[1].data<scalar_t>(), a.b1o = y[2].data<scalar_t>();
     a.W2o = y[3].data<scalar_t>(), a.b2o = y[4].data<scalar_t>();
-    mlp_forward_kernel<scalar_t><<<G, kMlpThreads, 0, stream()>>>(a);
+    mlp_forward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "mlp_forward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_forward_kernel", __FILE__, __LINE__);
   });
