@@ -81,6 +81,8 @@ if [ -n "$cs" ]; then
     -tc='cuda: the attention kernels match*'
   step racecheck_attention 120 "$cs" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: the attention kernels match*'
+  step memcheck_prefix 90 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: the prefix-mode kernels match*'
   step memcheck_models 150 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: a tiny model*'
 fi
@@ -105,7 +107,7 @@ sed 's/^model:$/model:\n  mixers: [attention, attention, attention, attention]/'
 step bench_train_small_attn 120 "$ponder" bench train --device cuda --config "$logs/small_attn.yaml" \
   --variants dual,dual-only --steps 2 --profile
 step bench_train_small 120 "$ponder" bench train --device cuda --config configs/small.yaml \
-  --variants dual,dual-composed,prefix-4 --steps 3 --profile
+  --variants dual,dual-composed,prefix-closed-4,prefix-composed-4,prefix-4 --steps 3 --profile
 # The CPU suites: four at a time, four threads each, with what is left.
 case " ${GPU_CHECK_SKIP:-} " in *" cpu_suites "*) echo "cpu_suites             skipped (GPU_CHECK_SKIP)" |
   tee -a "$logs/summary.txt"; exit 0 ;; esac

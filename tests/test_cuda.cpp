@@ -26,6 +26,7 @@
 #include "tensor/cuda/plan.h"
 #include "tensor/cuda/ttt_dual_body.h"
 #include "tensor/cuda/ttt_mlp_dual_backward.h"
+#include "tensor/cuda/ttt_prefix_body.h"
 #include "tensor/kernels.h"
 #include "tensor/precision.h"
 #include "tensor/profile.h"
@@ -39,6 +40,7 @@ using namespace ponder;
 namespace dual = ponder::cuda::dual;
 namespace mlp = ponder::cuda::mlp;
 namespace attn = ponder::cuda::attn;
+namespace prefix = ponder::cuda::prefix;
 
 namespace {
 
@@ -643,6 +645,85 @@ double attn_phase_error(const AttnGeometry& geo, int64_t n, int64_t Tk, int64_t 
 }
 }  // namespace
 
+namespace {
+// The largest |got − want| over max(1, max |want|) of the CUDA prefix-mode kernels' phases, run thread by thread on
+// the CPU (nt threads, every head in turn), against the CPU kernel: the forward's A and saved steps, the backward's
+// six gradients. γ of shape gs; the scratch NaN-filled first, so a phase that reads what none wrote shows.
+double prefix_phase_error(const Shape& gs, int64_t b, int64_t f, int steps, int nt) {
+  Generator gen(31);
+  const int64_t B = 2, H = 3, G = B * H, P = prefix::pairs(b);
+  const Tensor z0 = gen.normal({B, H, b, f}, 0, 1, DType::F64), t = gen.normal({B, H, b, f}, 0, 1, DType::F64),
+               nm = gen.normal({B, H, b, b}, 0, 0.3, DType::F64), w = gen.uniform({B, H, P, 1}, 0, 0.2, DType::F64),
+               gamma = gen.normal(gs, 1, 0.1, DType::F64), beta = gen.normal(gs, 0, 0.1, DType::F64);
+  const auto [a_want, saved] = raw::ttt_prefix_steps(z0, t, nm, w, gamma, beta, steps, 1e-5);
+  const Tensor da = gen.normal(a_want.shape(), 0, 1, DType::F64);
+  const auto g_want = raw::ttt_prefix_steps_backward(z0, t, nm, w, gamma, beta, steps, 1e-5, saved, da);
+  const Tensor gc = raw::contiguous(gamma), bc = raw::contiguous(beta), ge = raw::expand(gc, z0.shape());
+  prefix::Args<double> a{};
+  a.z0 = z0.data<double>(), a.t = t.data<double>(), a.neg_m = nm.data<double>(), a.w = w.data<double>();
+  a.gamma = gc.data<double>(), a.beta = bc.data<double>();
+  a.geo.nd = 3;
+  for (int d = 0; d < 3; ++d) a.geo.size[d] = z0.shape()[size_t(d)], a.geo.stride[d] = ge.strides()[size_t(d)];
+  a.b = b, a.f = f, a.P = P, a.Pg = gc.numel(), a.steps = steps, a.eps = 1e-5;
+  std::vector<double> sc(size_t(G * prefix::scratch_t(b, f)), std::nan("")),
+      sd(size_t(G * prefix::scratch_d(b, f)), std::nan("")), sv(size_t(saved.numel()), -7.0),
+      out(size_t(a_want.numel()), -7.0), parts(size_t(G * 2 * a.Pg), 0.0);
+  a.scratch = sc.data(), a.dscr = sd.data(), a.saved = sv.data(), a.a = out.data();
+  auto run = [&](int phases, auto phase) {
+    for (int64_t g = 0; g < G; ++g)
+      for (int ph = 0; ph < phases; ++ph)
+        for (int tid = 0; tid < nt; ++tid) phase(g, ph, tid);
+  };
+  run(prefix::forward_phases(steps), [&](int64_t g, int ph, int tid) { prefix::forward_phase(a, g, ph, tid, nt); });
+  std::vector<std::vector<double>> got{out, sv};
+  std::vector<Tensor> want{a_want, saved};
+  for (size_t i = 0; i < 6; ++i) {
+    got.push_back(std::vector<double>(size_t(g_want[i].numel()), -7.0));
+    want.push_back(g_want[i]);
+  }
+  std::fill(sc.begin(), sc.end(), std::nan(""));
+  std::fill(sd.begin(), sd.end(), std::nan(""));
+  a.a = nullptr, a.saved = const_cast<double*>(saved.data<double>()), a.da = da.data<double>();
+  a.dz0 = got[2].data(), a.dt = got[3].data(), a.dnm = got[4].data(), a.dw = got[5].data(), a.parts = parts.data();
+  run(prefix::backward_phases(steps), [&](int64_t g, int ph, int tid) { prefix::backward_phase(a, g, ph, tid, nt); });
+  const int64_t chunk = 4, Q = dual::head_chunks(G, chunk);  // the two summing kernels' stages, as on the GPU
+  std::vector<double> sums(size_t(Q * 2 * a.Pg));
+  for (int64_t x = 0; x < Q * a.Pg; ++x) dual::sum_gamma_chunk(parts.data(), G, a.Pg, chunk, sums.data(), x);
+  for (int64_t j = 0; j < a.Pg; ++j) dual::sum_gamma_parts(sums.data(), Q, a.Pg, got[6].data(), got[7].data(), j);
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::vector<double> wv = want[i].to_vector();
+    REQUIRE(wv.size() == got[i].size());
+    double scale = 1, err = 0;
+    for (size_t j = 0; j < wv.size(); ++j) {
+      scale = std::max(scale, std::abs(wv[j]));
+      err = std::max(err, std::isfinite(got[i][j]) ? std::abs(got[i][j] - wv[j]) : INFINITY);
+    }
+    INFO("result ", i, " (a, saved, dz0, dt, dneg_m, dw, dgamma, dbeta)");
+    CHECK(err / scale <= 1e-12);
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+}  // namespace
+
+// The CUDA prefix-mode kernels' algorithm checked where there is no GPU: one to three steps, γ per head and shared,
+// head widths under and over a column chunk, units of 1 and 5 positions.
+TEST_CASE("cuda: the prefix-mode kernel's phases, run on the CPU, equal the CPU kernel") {
+  for (int64_t b : {1, 5})
+    for (int64_t f : {5, 19})
+      for (const Shape& gs : {Shape{1, 3, 1, f}, Shape{f}})
+        for (int steps : {1, 2, 3})
+          for (int nt : {1, 3, 64}) {
+            CAPTURE(b);
+            CAPTURE(f);
+            CAPTURE(shape_str(gs));
+            CAPTURE(steps);
+            CAPTURE(nt);
+            prefix_phase_error(gs, b, f, steps, nt);
+          }
+}
+
 // The CUDA attention kernels' algorithm checked where there is no GPU: their phases, run thread by thread, give the
 // CPU kernel's output, log-normalisers and gradients: a plain causal pass, a window, queries behind a cache of keys
 // (t0 > first), both, query and key counts that leave partial tiles, head widths under and over a warp.
@@ -803,6 +884,44 @@ TEST_CASE("cuda: the attention kernels match the CPU's") {
                   [g, i](auto& v) {
                     const auto [y, lse] = raw::attention(v[0], v[1], v[2], g);
                     return raw::attention_backward(v[0], v[1], v[2], y, lse, v[3], g)[i];
+                  },
+                  in) <= t);
+      }
+    }
+}
+
+// The prefix-mode kernels (tensor/cuda/ttt_prefix.cu) against the CPU's, through the raw kernels: the 125M model's
+// unit (b 16, f 64) with four steps, and a small odd one with γ shared by every head, f32 and f64.
+TEST_CASE("cuda: the prefix-mode kernels match the CPU's") {
+  if (!gpu()) return;
+  CHECK(backend(Device::CUDA).supports(FusedOp::TttPrefixSteps));
+  CHECK(backend(Device::CUDA).supports(FusedOp::TttPrefixStepsBackward));
+  struct Case {
+    int64_t B, H, b, f;
+    int steps;
+    bool shared_gamma;
+  };
+  for (DType dt : {DType::F64, DType::F32})
+    for (const Case& c : {Case{2, 4, 16, 64, 4, false}, Case{1, 3, 5, 19, 2, true}}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(c.b);
+      const int64_t P = c.b * (c.b + 1) / 2;
+      const Shape gs = c.shared_gamma ? Shape{c.f} : Shape{1, c.H, 1, c.f};
+      const std::vector<Tensor> in = {
+          rnd({c.B, c.H, c.b, c.f}, -1, 1, dt, 51), rnd({c.B, c.H, c.b, c.f}, -1, 1, dt, 52),
+          rnd({c.B, c.H, c.b, c.b}, -0.3, 0.3, dt, 53), rnd({c.B, c.H, P, 1}, 0, 0.1, dt, 54),
+          rnd(gs, 0.5, 1.5, dt, 55), rnd(gs, -0.5, 0.5, dt, 56), rnd({c.B, c.H, P, c.f}, -1, 1, dt, 57)};
+      const int steps = c.steps;
+      const double t = dt == DType::F64 ? 1e-12 : 1e-4;
+      CHECK(cuda_vs_cpu([steps](auto& v) { return raw::ttt_prefix_steps(v[0], v[1], v[2], v[3], v[4], v[5], steps,
+                                                                          1e-6).first; }, in) <= t);
+      for (size_t i = 0; i < 6; ++i) {
+        CAPTURE(i);  // dz0, dt, dneg_m, dw, dγ, dβ
+        CHECK(cuda_vs_cpu(
+                  [steps, i](auto& v) {
+                    const auto [a, saved] = raw::ttt_prefix_steps(v[0], v[1], v[2], v[3], v[4], v[5], steps, 1e-6);
+                    return raw::ttt_prefix_steps_backward(v[0], v[1], v[2], v[3], v[4], v[5], steps, 1e-6, saved,
+                                                          v[6])[i];
                   },
                   in) <= t);
       }

@@ -158,7 +158,7 @@ class CudaBackend final : public Backend {
   }
   // The fused kernels it has: the TTT-Linear and TTT-MLP dual forms (ttt_dual.cu, ttt_mlp_dual.cu), the norms with
   // and without γ, the layer norm's double backward and the inner loss gradient with its VJP (rows.cu), causal attention
-  // (attention.cu), the gated products, AdamW and RoPE (fused.cu). Every other
+  // (attention.cu) and prefix mode's closed-form steps (ttt_prefix.cu), the gated products, AdamW and RoPE (fused.cu). Every other
   // fused op is one node whose values come from its composition of the kernels above (autograd/fused.h), which
   // `ponder bench ops --device cuda` shows as launches; sum_squares on purpose: clipping adds the parameters' sums on
   // the device and reads them once per step, where a kernel returning a host number would wait for the device once
@@ -174,6 +174,7 @@ class CudaBackend final : public Backend {
       case FusedOp::LnL2Grad: case FusedOp::LnL2GradVjp:
       case FusedOp::ActMul: case FusedOp::ActMulBackward: case FusedOp::AdamwStep: case FusedOp::Rope:
       case FusedOp::Attention: case FusedOp::AttentionBackward:
+      case FusedOp::TttPrefixSteps: case FusedOp::TttPrefixStepsBackward:
         return true;
       default:
         return false;
@@ -267,6 +268,15 @@ class CudaBackend final : public Backend {
                                 const std::array<Tensor, 3>& dy) override {
     KernelTimer t(Kind::Fused, "ttt_linear_dual_backward");
     cuda::ttt_linear_dual_backward(g, o, dy);  // the three upstream head views, read where they lie
+  }
+  void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o) override {
+    KernelTimer t(Kind::Fused, "ttt_prefix_steps");
+    cuda::ttt_prefix_steps(a, saved, o);
+  }
+  void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
+                                 const Tensor& da) override {
+    KernelTimer t(Kind::Fused, "ttt_prefix_steps_backward");
+    cuda::ttt_prefix_steps_backward(g, o, saved, da);
   }
   void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o) override {
     KernelTimer t(Kind::Fused, "ttt_mlp_dual");

@@ -57,6 +57,10 @@ void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
 // dy: the upstream of out, W' and bias' as head views (tensor/backend.h), read where they lie.
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy);
+// Fused: prefix mode's K closed-form steps (tensor/backend.h's PrefixOperands; tensor/cuda/ttt_prefix.cu).
+void ttt_prefix_steps(const Tensor& out, const Tensor& saved, const PrefixOperands& o);
+void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
+                               const Tensor& da);
 // Fused: TTT-MLP's dual form (tensor/backend.h's MlpDualOperands; tensor/cuda/ttt_mlp_dual.cu).
 void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o);
 void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,
