@@ -206,8 +206,11 @@ void act_mul_backward_t(GateAct act, const Tensor& da, const Tensor& db, const T
       vf fbuf[kChunk / vmath::kLanes], dbuf[kChunk / vmath::kLanes];
       float *f = reinterpret_cast<float*>(fbuf), *d = reinterpret_cast<float*>(dbuf);
       if (act == GateAct::Silu) {
-        vmath::map_f32(f, pa + s, n, [](vf v) { return vmath::silu_v(v); });
-        vmath::map_f32(d, pa + s, n, [](vf v) { return vmath::silu_grad_v(v); });
+        vmath::blocks(n, [&](int64_t i, int64_t m) {  // one exp for both maps
+          vf dv;
+          vmath::store_n(f + i, vmath::silu_and_grad_v(vmath::load_n(pa + s + i, m), dv), m);
+          vmath::store_n(d + i, dv, m);
+        });
       } else {
         vmath::map_f32(f, pa + s, n, [](vf v) { return vmath::gelu_tanh_v(v); });
         vmath::map_f32(d, pa + s, n, [](vf v) { return vmath::gelu_tanh_grad_v(v); });
