@@ -1417,10 +1417,11 @@ TEST_CASE("cuda: a tiny model's forward and backward on the GPU match the CPU in
   }
 }
 
-// On CUDA the fused ops without a kernel there (supports()) are one node each whose values come from its
-// composition. That path on the CPU, for every fused op, with the kernels hidden: the FLOPs counted are the kernels' (a GPU run and
-// a CPU run of one config report the same costs), and the steps follow the kernels' steps to rounding.
-TEST_CASE("fused ops without their kernels (as on CUDA): training steps count the same FLOPs and follow the same losses") {
+// On a backend without a fused op's kernel (supports(); on CUDA the sum of squares, and every kernel a new backend
+// has not written yet) the op is one node whose values come from its composition. That path on the CPU, for every
+// fused op, with the kernels hidden: the FLOPs counted are the kernels' (a run with and one without the kernels
+// report the same costs), and the steps follow the kernels' steps to rounding.
+TEST_CASE("fused ops without their kernels (as on a backend that lacks them): training steps count the same FLOPs and follow the same losses") {
   const ttt::ModelConfig m = gpu_model({"ttt", "attention"}, "mamba", "linear");
   const ttt::TrainConfig t = gpu_train();
   const data::TokenStream tokens = random_stream(m.vocab, 7);

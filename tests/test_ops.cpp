@@ -51,7 +51,7 @@ TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
   check_op_table();
 }
 
-TEST_CASE("op table with the fused kernels hidden (as on CUDA): each fused op a node around its composition") {
+TEST_CASE("op table with the fused kernels hidden (as on a backend that lacks them): each fused op a node around its composition") {
   const test::HiddenFusedKernels hidden;
   // The path under test: the ops stay nodes (fused_enabled) while no kernel serves them (fused_available).
   const Tensor x = Tensor::zeros({2, 3});
