@@ -59,6 +59,10 @@ step bench_train_small_mlp 120 "$ponder" bench train --device cuda --config conf
 sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
 step bench_train_125m_b32_bf16 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
   --variants dual,dual-only --steps 2 --precision bf16
+# The attention kernels against their composition in training: small.yaml with attention in every layer.
+sed 's/^model:$/model:\n  mixers: [attention, attention, attention, attention]/' configs/small.yaml > "$logs/small_attn.yaml"
+step bench_train_small_attn 120 "$ponder" bench train --device cuda --config "$logs/small_attn.yaml" \
+  --variants dual,dual-only --steps 2 --profile
 step bench_train_125m_b32_tf32 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
   --variants dual --steps 2 --precision tf32
 step bench_train_125m_b32_prof 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
@@ -102,10 +106,6 @@ step gradcheck_cuda 150 "$ponder" gradcheck --all --device cuda
 step bench_matmul 90 "$ponder" bench matmul --device cuda
 step bench_matmul_bf16 90 "$ponder" bench matmul --device cuda --precision bf16
 step bench_ops 90 "$ponder" bench ops --device cuda
-# The attention kernels against their composition in training: small.yaml with attention in every layer.
-sed 's/^model:$/model:\n  mixers: [attention, attention, attention, attention]/' configs/small.yaml > "$logs/small_attn.yaml"
-step bench_train_small_attn 120 "$ponder" bench train --device cuda --config "$logs/small_attn.yaml" \
-  --variants dual,dual-only --steps 2 --profile
 step bench_train_small 120 "$ponder" bench train --device cuda --config configs/small.yaml \
   --variants dual,dual-composed,prefix-closed-4,prefix-composed-4,prefix-4 --steps 3 --profile
 # The CPU suites: four at a time, four threads each, with what is left.
