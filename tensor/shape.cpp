@@ -72,4 +72,11 @@ Shape reduced_shape(const Shape& s, const std::vector<int>& axes, bool keepdim) 
   return r;
 }
 
+void split_dims(const Shape& s, int axis, int64_t& outer, int64_t& len, int64_t& inner) {
+  outer = inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
+  len = s[size_t(axis)];
+}
+
 }  // namespace ponder

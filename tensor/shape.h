@@ -19,5 +19,7 @@ int normalize_axis(int64_t axis, size_t ndim, const char* op);
 std::vector<int> normalize_axes(const std::vector<int64_t>& axes, size_t ndim, const char* op);
 // Shape after reducing `axes` (kept as size-1 dims when keepdim).
 Shape reduced_shape(const Shape& s, const std::vector<int>& axes, bool keepdim);
+// A contiguous shape around `axis` as (outer, axis length, inner): the index kernels' view of their operands.
+void split_dims(const Shape& s, int axis, int64_t& outer, int64_t& len, int64_t& inner);
 
 }  // namespace ponder

@@ -11,14 +11,6 @@
 namespace ponder::cpu {
 namespace {
 
-// (outer, axis length, inner) of a contiguous shape around `axis`.
-void split_dims(const Shape& s, int axis, int64_t& outer, int64_t& len, int64_t& inner) {
-  outer = inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
-  len = s[size_t(axis)];
-}
-
 void check_index(int64_t v, int64_t n, const char* op) {
   if (v < 0 || v >= n)
     throw std::out_of_range(std::string(op) + ": index " + std::to_string(v) + " out of range [0, " +

@@ -13,14 +13,6 @@
 namespace ponder::cuda {
 namespace {
 
-// (outer, axis length, inner) of a contiguous shape around `axis`.
-void split_dims(const Shape& s, int axis, int64_t& outer, int64_t& len, int64_t& inner) {
-  outer = inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
-  len = s[size_t(axis)];
-}
-
 // word ← min(word, base + j) over positions j whose index lies outside [0, n) (transfer.h: deferred checks).
 __global__ void first_bad_kernel(const int64_t* idx, int64_t count, int64_t n, unsigned long long* word,
                                  unsigned long long base) {
