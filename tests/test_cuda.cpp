@@ -20,6 +20,7 @@
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
 #include "model_fixtures.h"
+#include "op_table_checks.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/attention_body.h"
 #include "tensor/cuda/cuda.h"
@@ -767,18 +768,7 @@ TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and 
                          std::runtime_error);
     return;
   }
-  for (const OpCase& c : op_table()) {
-    SUBCASE(c.name.c_str()) {
-      OpCaseReport r = run_op_case(c, Device::CUDA);
-      INFO("case: ", c.name);
-      CHECK_MESSAGE(r.fwd_f64_err <= 1e-12, "f64 forward error ", r.fwd_f64_err);
-      CHECK_MESSAGE(r.fwd_f32_err <= c.f32_tol, "f32 forward error ", r.fwd_f32_err);
-      CHECK_MESSAGE(r.grad.ok, "gradcheck: ", r.grad.message);
-      CHECK_MESSAGE(r.gradgrad.ok, "gradgradcheck: ", r.gradgrad.message);
-      CHECK(r.grad.checked > 0);
-      CHECK(r.gradgrad.checked > 0);
-    }
-  }
+  test::check_op_table(Device::CUDA);
 }
 
 // The fused kernels CUDA has besides the dual forms (tensor/cuda/rows.cu, fused.cu) against the CPU's, through the

@@ -13,6 +13,7 @@
 #include "tensor/kernels.h"
 #include "tensor/profile.h"
 #include "tensor/rng.h"
+#include "op_table_checks.h"
 #include "test_util.h"
 
 using namespace ponder;
@@ -27,28 +28,9 @@ TEST_CASE("op table covers every primitive op") {
   }
 }
 
-namespace {
-// Every op-table case, one subcase each: forward against the float64 reference, gradcheck, gradgradcheck.
-void check_op_table() {
-  REQUIRE(!op_table().empty());  // the checks live in the per-case subcases below
-  for (const OpCase& c : op_table()) {
-    SUBCASE(c.name.c_str()) {
-      OpCaseReport r = run_op_case(c);
-      INFO("case: ", c.name);
-      CHECK_MESSAGE(r.fwd_f64_err <= 1e-12, "f64 forward error ", r.fwd_f64_err);
-      CHECK_MESSAGE(r.fwd_f32_err <= c.f32_tol, "f32 forward error ", r.fwd_f32_err);
-      CHECK_MESSAGE(r.grad.ok, "gradcheck: ", r.grad.message);
-      CHECK_MESSAGE(r.gradgrad.ok, "gradgradcheck: ", r.gradgrad.message);
-      CHECK(r.grad.checked > 0);
-      CHECK(r.gradgrad.checked > 0);
-    }
-  }
-}
-}  // namespace
-
 TEST_CASE("op table: forward, gradcheck, gradgradcheck") {
   REQUIRE(!op_table().empty());  // every case runs in check_op_table's subcases
-  check_op_table();
+  test::check_op_table();
 }
 
 TEST_CASE("op table with the fused kernels hidden (as on a backend that lacks them): each fused op a node around its composition") {
@@ -57,7 +39,7 @@ TEST_CASE("op table with the fused kernels hidden (as on a backend that lacks th
   const Tensor x = Tensor::zeros({2, 3});
   CHECK(raw::fused_enabled(FusedOp::LayerNormRows, x));
   CHECK(!raw::fused_available(FusedOp::LayerNormRows, x));
-  check_op_table();
+  test::check_op_table();
 }
 
 namespace {

@@ -12,8 +12,8 @@
 
 namespace ponder::test {
 
-// While alive, every backend acts as one without fused kernels (raw::set_fused_kernels_hidden), as CUDA does
-// today: CPU tests cover the path a GPU takes.
+// While alive, every backend acts as one without fused kernels (raw::set_fused_kernels_hidden): CPU tests cover the
+// path a backend takes for the kernels it lacks.
 struct HiddenFusedKernels {
   HiddenFusedKernels() { raw::set_fused_kernels_hidden(true); }
   ~HiddenFusedKernels() { raw::set_fused_kernels_hidden(false); }
