@@ -1,7 +1,9 @@
 // `ponder bench matmul`: GEMM throughput of the engine's raw::matmul, used as the forward product and as
 // the two products the autograd rule computes in backward (transposed views, which the engine hands to
 // BLAS without copying), against direct cblas_sgemm calls on the same buffers. Every output is checked
-// against the naive reference before anything is timed, where the reference is affordable.
+// against the naive reference before anything is timed, where the reference is affordable. With --precision
+// bf16 or tf32 the engine's products round their operands (tensor/precision.h) and are checked against the naive
+// product of rounded operands, while the sgemm column stays the float32 product they stand in for.
 #include <cblas.h>
 
 #include <algorithm>
@@ -18,7 +20,9 @@
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/kernels.h"
+#include "tensor/precision.h"
 #include "tensor/rng.h"
 
 namespace ponder::cli {
@@ -40,6 +44,8 @@ const std::vector<Case> kCases = {
     {"256x256x256", 1, 256, 256, 256},
     {"512x512x512", 1, 512, 512, 512},
     {"1024x1024x1024", 1, 1024, 1024, 1024},
+    // The small config's gated MLP: 8 × 256 tokens, d 256, hidden 704 (its backward's bwd_b sums over the tokens).
+    {"2048x256x704", 1, 2048, 256, 704},
     // TTT inner loop of the tiny config: batch 4 × 2 heads × 8 mini-batches of [16×64]·[64×64].
     {"64x(16x64x64)", 64, 16, 64, 64},
 };
@@ -123,13 +129,31 @@ struct MatmulBenchArgs {
   std::vector<int> threads{1, 2};
   int reps = 5;
   bool json = false;
-  std::string precision = "f32";  // --device cuda: float32 matmul operands (tensor/precision.h)
+  std::string precision = "f32";  // the engine's float32 matmul operands (tensor/precision.h)
 };
+
+// Which CPU path the engine's products take at this precision (tensor/cpu/matmul.cpp).
+const char* engine_kernel(const MatmulBenchArgs& o) {
+  return cpu::matmul_path(parse_matmul_precision(o.precision, "bench matmul: --precision"));
+}
+
+// The naive product of x's and y's values rounded as `prec` rounds matmul operands (float32 values as they are).
+Tensor rounded_reference(const Gemm& p, int64_t batch, MatmulPrecision prec) {
+  auto rounded = [&](const Tensor& t) {
+    std::vector<double> v = raw::contiguous(t).to_vector();
+    for (double& x : v) x = round_mantissa(float(x), mantissa_bits(prec));
+    return Tensor::from_vector(v, t.shape(), DType::F32);
+  };
+  Tensor ref = out_like(p, batch);
+  cpu::matmul_naive(ref, rounded(p.x), rounded(p.y));
+  return ref;
+}
 
 void print_json(const Row& r, const MatmulBenchArgs& o, const MachineInfo& mi) {
   nlohmann::ordered_json j = {
       {"bench", "matmul"}, {"shape", r.c->name}, {"batch", r.c->batch}, {"m", r.c->m}, {"k", r.c->k},
-      {"n", r.c->n}, {"op", r.op}, {"dtype", "f32"}, {"device", o.device}, {"threads", r.threads},
+      {"n", r.c->n}, {"op", r.op}, {"dtype", "f32"}, {"precision", o.precision},
+      {"engine_kernel", engine_kernel(o)}, {"device", o.device}, {"threads", r.threads},
       {"engine_gflops", r.engine.best / 1e9}, {"sgemm_gflops", r.sgemm.best / 1e9},
       {"ratio", r.engine.best / r.sgemm.best}, {"engine_gflops_median", r.engine.median / 1e9},
       {"sgemm_gflops_median", r.sgemm.median / 1e9}, {"sgemm_omp_gflops", nullptr}, {"timing", "best"},
@@ -144,6 +168,9 @@ void print_json(const Row& r, const MatmulBenchArgs& o, const MachineInfo& mi) {
 void print_text_header(const MatmulBenchArgs& o, const MachineInfo& mi) {
   std::printf("matmul f32 on %s (%d CPUs), %s\ncommit %s, %s build\n", mi.cpu_model.c_str(), mi.nproc,
               mi.blas.c_str(), git_commit(), build_type());
+  if (o.precision != "f32")
+    std::printf("engine: operands rounded to %s, float32 sums (%s), checked against the rounded operands' naive "
+                "product; sgemm: float32\n", o.precision.c_str(), engine_kernel(o));
   std::printf("GFLOP/s = 2*m*k*n*batch / time, best of %d reps of >= %.0f ms each; ratio = engine / sgemm.\n"
               "sgemm loops serially over a batch; sgemm-omp splits that loop over OpenMP threads.\n"
               "checked: outputs matched the naive reference within %.0e (larger shapes are not checked).\n"
@@ -165,29 +192,31 @@ void print_text(const Row& r) {
 void run_matmul(const MatmulBenchArgs& o) {
   const MatmulPrecision prec = parse_matmul_precision(o.precision, "bench matmul: --precision");
   if (o.device == "cuda") return run_bench_matmul_cuda(o.reps, prec, o.json);
-  if (prec != MatmulPrecision::F32)
-    throw std::invalid_argument("bench matmul: --precision " + o.precision + " applies to --device cuda only (the "
-                                "CPU table compares the engine with a direct f32 sgemm)");
   const MachineInfo mi = machine_info();
   const int saved_threads = cpu::num_threads();
   if (!o.json) print_text_header(o, mi);
   Generator gen(0);
   int busy_rows = 0;
+  auto engine = [&](const Gemm& p) {
+    const MatmulPrecisionScope scope(prec);
+    return raw::matmul(p.x, p.y);
+  };
   for (const Case& c : kCases) {
     const double flops = 2.0 * double(c.batch * c.m * c.k * c.n);
     const bool checkable = c.batch * c.m * c.k * c.n <= kMaxChecked;
     for (const Gemm& p : products(c, gen)) {
-      Tensor ref;
+      Tensor ref, ref_engine;
       if (checkable) {
         ref = out_like(p, c.batch);
         cpu::matmul_naive(ref, p.x, p.y);
+        ref_engine = prec == MatmulPrecision::F32 ? ref : rounded_reference(p, c.batch, prec);
       }
       for (int t : o.threads) {
         cpu::set_num_threads(t);
         Row row{&c, p.op, t, {}, {}, {}, {}};
         const Tensor out = out_like(p, c.batch);
         if (checkable) {
-          double err = check("engine", p, c, t, raw::matmul(p.x, p.y), ref);
+          double err = check("engine", p, c, t, engine(p), ref_engine);
           sgemm_batch(p, c.batch, out, false);
           err = std::max(err, check("sgemm", p, c, t, out, ref));
           if (c.batch > 1) {
@@ -197,7 +226,7 @@ void run_matmul(const MatmulBenchArgs& o) {
           row.err = err;
         }
         const OtherLoad load;
-        row.engine = measure([&] { raw::matmul(p.x, p.y); }, flops, o.reps, kMinRepSeconds);
+        row.engine = measure([&] { engine(p); }, flops, o.reps, kMinRepSeconds);
         row.sgemm = measure([&] { sgemm_batch(p, c.batch, out, false); }, flops, o.reps, kMinRepSeconds);
         if (c.batch > 1)
           row.sgemm_omp = measure([&] { sgemm_batch(p, c.batch, out, true); }, flops, o.reps, kMinRepSeconds);
@@ -234,7 +263,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   mm->add_flag("--json", opts->json, "One JSON object per line instead of a table");
   mm->add_option("--precision", opts->precision,
-                 "With --device cuda: float32 products on tf32 or bf16 tensor cores (f32 accumulation)")
+                 "The engine's float32 products with operands rounded to tf32 or bf16 and f32 sums (CUDA: tensor "
+                 "cores; CPU: AVX512-BF16 dot products where the CPU has them, else sgemm on rounded copies)")
       ->check(CLI::IsMember({"f32", "tf32", "bf16"}))
       ->capture_default_str();
   mm->callback([opts] { run_matmul(*opts); });

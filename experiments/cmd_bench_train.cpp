@@ -382,7 +382,7 @@ void print_header(const BenchTrainArgs& o, const RunConfig& cfg, Device dev) {
   std::printf("parameters and activations float32; matmul operands %s (tensor/precision.h)%s\n",
               precision_name(matmul_precision()),
               dev == Device::CPU && matmul_precision() != MatmulPrecision::F32
-                  ? ": rounded on the CPU before each f32 GEMM, a numerical reference slower than f32"
+                  ? (std::string(": on the CPU ") + cpu::matmul_path(matmul_precision())).c_str()
                   : "");
   std::printf("GFLOP/s = engine FLOP counters (forward + backward + optimiser) / wall time; time and FLOP shares "
               "split the same steps; others = CPUs busy in other processes.\n");
@@ -468,7 +468,8 @@ void register_bench_train(CLI::App& bench) {
   add_device_option(sub, opts->device);
   sub->add_option("--precision", opts->precision,
                   "Float32 matmul operands: f32, tf32 (10-bit mantissa) or bf16 (7-bit), accumulated in float32; on "
-                  "the GPU the tensor cores, on the CPU a rounded copy (a reference, slower)")
+                  "the GPU the tensor cores; on the CPU bf16 dot products where it has AVX512-BF16, else f32 GEMMs on "
+                  "rounded copies (a reference, slower)")
       ->check(CLI::IsMember({"f32", "tf32", "bf16"}))
       ->capture_default_str();
   sub->add_flag("--profile", opts->profile,

@@ -1,9 +1,12 @@
 // The precision of float32 matrix products (mixed precision): the operands of every float32 `matmul` op are
 // rounded to bf16 (8 significant bits) or TF32 (11) and their products accumulated in float32, while parameters,
 // optimiser state, activations and every other op stay float32 ("master weights"). On CUDA this is what the
-// tensor cores do (cuBLAS GEMMs with bf16 inputs, or the TF32 math mode); on the CPU the same rounding is applied
-// to copies of the operands before an f32 GEMM, so a CPU run is the numerical reference of a GPU run at the same
-// precision (slower than f32 there: the CPU has no bf16 units to gain from). float64 products are never rounded.
+// tensor cores do (cuBLAS GEMMs with bf16 inputs, or the TF32 math mode). On the CPU, bf16 products of at least
+// 128³ multiply-adds run on the bf16 dot-product instruction where the build and CPU have it (AVX512-BF16,
+// tensor/cpu/gemm_bf16.cpp: about twice sgemm's rate), rounding each operand as it is packed; every other
+// reduced-precision product rounds copies of its operands and runs an f32 GEMM (slower than f32). Either way a
+// CPU run keeps the contract a GPU run does: the rounded operands' exact products summed in float32, in an order
+// that differs between paths. float64 products are never rounded.
 //
 // Fused kernels (attention, the TTT dual form) compute in float32 at every setting: the inner loop's
 // gradient steps are where rounding would compound, and they are a small share of a large model's FLOPs.

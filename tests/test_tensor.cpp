@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/runtime.h"
 #include "tensor/kernels.h"
 #include "tensor/precision.h"
@@ -151,6 +152,104 @@ TEST_CASE("float32 matmul at bf16 and TF32: the exact product of rounded operand
     set_matmul_precision(p);
     CHECK(raw::matmul(a64, b64).to_vector() == exact64);  // float64 products are never rounded
   }
+}
+
+namespace bf16_gemm_test {
+
+// An m × k operand stored as asked (trans: k × m), rows ld apart (padding filled with NaN, which must not be read).
+struct Operand {
+  std::vector<float> v;
+  int64_t ld;
+  bool trans;
+  float at(int64_t i, int64_t j) const { return trans ? v[size_t(j * ld + i)] : v[size_t(i * ld + j)]; }
+};
+Operand make(Generator& g, int64_t rows, int64_t cols, bool trans) {
+  const int64_t r = trans ? cols : rows, c = trans ? rows : cols, ld = c + 3;
+  Operand o{std::vector<float>(size_t(r * ld), std::nanf("")), ld, trans};
+  const auto x = g.normal({r, c}, 0, 1, DType::F32).to_vector();
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) o.v[size_t(i * ld + j)] = float(x[size_t(i * c + j)]);
+  return o;
+}
+
+// Worst |C − ref| / bound over C, ref = the float64 product of the bf16-rounded operands and bound the error of
+// float32 sums of k exact products, (k + 4)·2⁻²⁴·Σ|a·b|. C's padding columns (ldc = n + 2) must stay as set.
+double worst(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, const std::vector<float>& c) {
+  double w = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n + 2; ++j) {
+      const float got = c[size_t(i * (n + 2) + j)];
+      if (j >= n) {
+        if (got != -7.0f) return 1e30;
+        continue;
+      }
+      double s = 0, sa = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double t = double(round_mantissa(a.at(i, p), 7)) * double(round_mantissa(b.at(p, j), 7));
+        s += t;
+        sa += std::abs(t);
+      }
+      w = std::max(w, std::abs(double(got) - s) / ((double(k) + 4) * std::ldexp(1.0, -24) * sa + 1e-300));
+    }
+  return w;
+}
+
+std::vector<float> run(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k) {
+  std::vector<float> c(size_t(m * (n + 2)), -7.0f);
+  cpu::gemm_bf16(a.trans, b.trans, m, n, k, a.v.data(), a.ld, b.v.data(), b.ld, c.data(), n + 2);
+  return c;
+}
+
+}  // namespace bf16_gemm_test
+
+TEST_CASE("bf16 GEMM kernel: the rounded operands' exact products in float32 sums, every layout and edge size") {
+  using namespace bf16_gemm_test;
+  if (!cpu::bf16_gemm_supported()) {  // the build or CPU has no AVX512-BF16 (or PONDER_CPU_BF16_GEMM=0)
+    float x = 1;
+    CHECK_THROWS_AS(cpu::gemm_bf16(false, false, 1, 1, 1, &x, 1, &x, 1, &x, 1), std::logic_error);
+    MESSAGE("no bf16 dot products here: bf16 matmuls run as sgemm on rounded copies");
+    return;
+  }
+  Generator g(11);
+  // edges of the 8-row tiles, 32-column panels, pairs of k and 512-row blocks of k (1,030: three, the last odd)
+  const int64_t sizes[][3] = {{1, 1, 1}, {5, 3, 1}, {8, 32, 2}, {9, 33, 3}, {37, 45, 51}, {17, 70, 513},
+                              {130, 64, 1030}};
+  for (const auto& s : sizes)
+    for (int layout = 0; layout < 4; ++layout) {
+      const int64_t m = s[0], n = s[1], k = s[2];
+      INFO("m " << m << " n " << n << " k " << k << " layout " << layout);
+      const Operand a = make(g, m, k, layout & 1), b = make(g, k, n, layout & 2);
+      cpu::set_num_threads(2);
+      const std::vector<float> c2 = run(a, b, m, n, k);
+      CHECK(worst(a, b, m, n, k, c2) <= 1.0);
+      cpu::set_num_threads(1);
+      CHECK(run(a, b, m, n, k) == c2);  // the same bits at any thread count
+    }
+  cpu::set_num_threads(2);
+}
+
+TEST_CASE("bf16 GEMM kernel: NaN, infinity and overflow as round_mantissa has them; large matmuls take it") {
+  using namespace bf16_gemm_test;
+  if (!cpu::bf16_gemm_supported()) return;  // the case above says why
+  const int64_t m = 3, n = 20, k = 40;
+  Generator g(12);
+  Operand a = make(g, m, k, false), b = make(g, k, n, false);
+  uint32_t snan = 0x7f800001u;  // a NaN whose payload lies only in the bits bf16 drops
+  std::memcpy(&a.v[0], &snan, sizeof snan);
+  for (int64_t p = 0; p < k; ++p) a.v[size_t(a.ld + p)] = p == 0 ? std::numeric_limits<float>::max() : 0.0f;
+  for (int64_t j = 0; j < n; ++j) b.v[size_t(j)] = 1.0f;
+  const std::vector<float> c = run(a, b, m, n, k);
+  for (int64_t j = 0; j < n; ++j) {
+    CHECK(std::isnan(c[size_t(j)]));                                       // row 0 met the NaN
+    CHECK(c[size_t((n + 2) + j)] == std::numeric_limits<float>::infinity());  // FLT_MAX rounds past bf16's largest
+  }
+  // A matmul op at bf16 large enough for the kernel (tensor/cpu/matmul.cpp) gives the kernel's bits.
+  const Tensor x = g.normal({64, 600}, 0, 1, DType::F32), y = g.normal({600, 96}, 0, 1, DType::F32);
+  const MatmulPrecisionScope scope(MatmulPrecision::BF16);
+  std::vector<float> want(size_t(64 * 96));
+  cpu::gemm_bf16(false, false, 64, 96, 600, x.data<float>(), 600, y.data<float>(), 96, want.data(), 96);
+  const auto got = raw::matmul(x, y).to_vector();
+  CHECK(std::equal(got.begin(), got.end(), want.begin()));
 }
 
 TEST_CASE("RNG is counter based: reproducible and independent of thread count") {

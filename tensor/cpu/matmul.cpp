@@ -41,6 +41,24 @@ void batch_offsets(int64_t bi, const Tensor& out, const Shape& sa, const Shape& 
   }
 }
 
+// Whether a bf16 product of this size goes to gemm_bf16 rather than to sgemm on rounded copies (the same rounding
+// and float32 sums, in another order): below about 128³ multiply-adds its packing and thread start cost more than
+// its faster instruction saves (`ponder bench matmul --precision bf16`).
+bool bf16_gemm_pays(int64_t m, int64_t n, int64_t k) {
+  return bf16_gemm_supported() && m >= 16 && n >= 16 && k >= 16 && m * n * k >= (int64_t(1) << 21);
+}
+
+}  // namespace
+
+const char* matmul_path(MatmulPrecision p) {
+  if (p == MatmulPrecision::F32) return "sgemm";
+  if (p == MatmulPrecision::BF16 && bf16_gemm_supported())
+    return "bf16 dot products (AVX512-BF16) from 128^3 multiply-adds, sgemm on rounded copies below";
+  return "sgemm on rounded copies (a numerical reference, slower than f32)";
+}
+
+namespace {
+
 // Reduced-precision products (tensor/precision.h): t's storage span (mat_layout.h) with every element rounded to `bits`
 // mantissa bits, in `buf`; returns the pointer the GEMM reads instead of t's data.
 const float* rounded_operand(const Tensor& t, int bits, std::vector<float>& buf) {
@@ -63,15 +81,23 @@ void matmul_t(const Tensor& out, const Tensor& a, const Tensor& b) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   T* pc = out.data<T>();
-  std::vector<float> ra, rb;  // rounded operands when products run below float32 precision
-  if constexpr (std::is_same_v<T, float>)
-    if (const int bits = mantissa_bits(matmul_precision()); bits < 23) {
-      pa = rounded_operand(a, bits, ra);
-      pb = rounded_operand(b, bits, rb);
-    }
   // Small products: one BLAS call per thread (OpenBLAS runs single-threaded inside a parallel region),
   // once the batch holds enough work to pay for waking the threads.
   const bool par_batch = batch > 1 && m * n * k <= 96 * 96 * 96 && batch * m * n * k >= kParallelGemmMin;
+  std::vector<float> ra, rb;  // rounded operands when products run below float32 precision
+  if constexpr (std::is_same_v<T, float>)
+    if (const int bits = mantissa_bits(matmul_precision()); bits < 23) {
+      if (bits == 7 && !par_batch && bf16_gemm_pays(m, n, k)) {  // bf16 dot products: rounded as they are packed
+        for (int64_t bi = 0; bi < batch; ++bi) {
+          int64_t oa, ob;
+          batch_offsets(bi, out, sa, sb, oa, ob);
+          gemm_bf16(la.trans, lb.trans, m, n, k, pa + oa, la.ld, pb + ob, lb.ld, pc + bi * m * n, n);
+        }
+        return;
+      }
+      pa = rounded_operand(a, bits, ra);
+      pb = rounded_operand(b, bits, rb);
+    }
   auto one = [&](int64_t bi) {
     int64_t oa, ob;
     batch_offsets(bi, out, sa, sb, oa, ob);

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include "tensor/precision.h"
+
 namespace ponder::cpu {
 
 // Freed CPU blocks wait in a cache keyed by size for the next request of that size (tensor/cpu/backend.cpp),
@@ -12,6 +14,10 @@ void set_alloc_cache_limit(size_t bytes);
 size_t alloc_cache_bytes();
 // Returns every cached block to the system (before measuring peak memory, say).
 void release_alloc_cache();
+
+// How float32 matmuls run at precision p, for logs and benchmark headers (tensor/cpu/matmul.cpp): sgemm at f32;
+// at bf16, bf16 dot products where the build and CPU have them (tensor/cpu/gemm.h); else sgemm on rounded copies.
+const char* matmul_path(MatmulPrecision p);
 
 // Thread count shared by OpenMP kernels and OpenBLAS (the OpenMP build of OpenBLAS uses the same
 // pool, so setting it once prevents oversubscription).
