@@ -718,6 +718,13 @@ int64_t head_count(const Tensor& x) {
   const int64_t rf = x.shape()[x.dim() - 2] * x.shape().back();
   return rf != 0 ? x.numel() / rf : 0;
 }
+// Gradients of a fused op whose backward has nothing to sum over (no heads, or no queries): every backend's kernel
+// loops over none and leaves the buffers as empty_like handed them out, so they are zeroed here, once for all
+// backends. The ones with elements are those of parameters shared by the heads (γ, β) or of keys no query saw.
+template <size_t N>
+void zero_all(const std::array<Tensor, N>& g) {
+  for (const Tensor& t : g) fill_(t, 0.0);
+}
 // x (…, r, f) as a contiguous (G, r, f).
 Tensor heads(const Tensor& x) {
   return reshape(contiguous(x), {head_count(x), x.shape()[x.dim() - 2], x.shape().back()});
@@ -741,7 +748,8 @@ std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const
   Tensor qg = heads(q), kg = heads(k), vg = heads(v), yg = heads(y), dyg = heads(dy);
   Tensor lg = reshape(contiguous(lse), {qg.shape()[0], qg.shape()[1]});
   Tensor dq = empty_like(qg), dk = empty_like(kg), dv = empty_like(vg);
-  be(q).attention_backward(dq, dk, dv, qg, kg, vg, yg, lg, dyg, geo);
+  if (head_count(q) == 0) zero_all(std::array<Tensor, 3>{dq, dk, dv});  // no queries: no key had a weight
+  else be(q).attention_backward(dq, dk, dv, qg, kg, vg, yg, lg, dyg, geo);
   return {reshape(dq, q.shape()), reshape(dk, k.shape()), reshape(dv, v.shape())};
 }
 
@@ -864,6 +872,7 @@ void ttt_linear_dual_backward_into(const std::array<Tensor, 8>& g, const Tensor&
     need_buffer("ttt_linear_dual_backward", "gradient", g[i], xq, ops[i]->shape());
     gh[i] = reshape(g[i], heads[i]->shape());
   }
+  if (G == 0) return zero_all(gh);
   be(xq).ttt_linear_dual_backward(gh, o, {dual_head_view(dy[0], true), dual_head_view(dy[1], false),
                                           dual_head_view(dy[2], false)});
 }
@@ -963,7 +972,8 @@ std::array<Tensor, 6> ttt_prefix_steps_backward(const Tensor& z0, const Tensor& 
                   std::to_string(kPrefixPairs(b)) + ", " + std::to_string(f) + ") of z0 " + shape_str(z0.shape()));
   std::array<Tensor, 6> g{empty_like(o.z0), empty_like(o.t),     empty_like(o.neg_m),
                           empty_like(o.w),  empty_like(o.gamma), empty_like(o.gamma)};
-  be(z0).ttt_prefix_steps_backward(g, o, saved, contiguous(da));
+  if (G == 0) zero_all(g);
+  else be(z0).ttt_prefix_steps_backward(g, o, saved, contiguous(da));
   const Tensor* shapes[6] = {&z0, &t, &neg_m, &w, &gamma, &beta};
   for (size_t i = 0; i < 6; ++i) g[i] = reshape(g[i], shapes[i]->shape());
   return g;
@@ -1041,7 +1051,8 @@ std::array<Tensor, 10> ttt_mlp_dual_backward(const std::array<Tensor, 10>& x, do
   std::array<Tensor, 10> g{empty_like(o.W1), empty_like(o.b1), empty_like(o.W2),    empty_like(o.b2),
                            empty_like(o.xq), empty_like(o.xk), empty_like(o.xv),    empty_like(o.eta),
                            empty_like(o.gamma), empty_like(o.gamma)};
-  be(x[4]).ttt_mlp_dual_backward(g, o, saved, d);
+  if (G == 0) zero_all(g);
+  else be(x[4]).ttt_mlp_dual_backward(g, o, saved, d);
   for (size_t i = 0; i < 10; ++i) g[i] = reshape(g[i], x[i].shape());
   return g;
 }

@@ -881,7 +881,8 @@ TEST_CASE("cuda: the attention kernels match the CPU's") {
 }
 
 // The prefix-mode kernels (tensor/cuda/ttt_prefix.cu) against the CPU's, through the raw kernels: the 125M model's
-// unit (b 16, f 64) with four steps, and a small odd one with γ shared by every head, f32 and f64.
+// unit (b 16, f 64) with four steps, a small odd one with γ shared by every head, and an empty batch (no heads:
+// dγ, dβ are zeros, tensor/kernels.cpp), f32 and f64.
 TEST_CASE("cuda: the prefix-mode kernels match the CPU's") {
   if (!gpu()) return;
   CHECK(backend(Device::CUDA).supports(FusedOp::TttPrefixSteps));
@@ -892,8 +893,9 @@ TEST_CASE("cuda: the prefix-mode kernels match the CPU's") {
     bool shared_gamma;
   };
   for (DType dt : {DType::F64, DType::F32})
-    for (const Case& c : {Case{2, 4, 16, 64, 4, false}, Case{1, 3, 5, 19, 2, true}}) {
+    for (const Case& c : {Case{2, 4, 16, 64, 4, false}, Case{1, 3, 5, 19, 2, true}, Case{0, 3, 4, 7, 2, false}}) {
       CAPTURE(dtype_name(dt));
+      CAPTURE(c.B);
       CAPTURE(c.b);
       const int64_t P = c.b * (c.b + 1) / 2;
       const Shape gs = c.shared_gamma ? Shape{c.f} : Shape{1, c.H, 1, c.f};

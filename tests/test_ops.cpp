@@ -211,6 +211,49 @@ TEST_CASE("the TTT dual-form kernel equals its composition, forward and backward
     }
 }
 
+// Blocks of `numel` float32 elements filled with NaN and freed, so the CPU's allocation cache (keyed by size) hands
+// them to the next tensors of that size: a kernel that leaves a buffer unwritten then shows NaN, not lucky zeros.
+void poison_cache(int64_t numel) {
+  std::vector<Tensor> held;
+  for (int i = 0; i < 8; ++i) held.push_back(Tensor::full({numel}, std::nan(""), DType::F32));
+}
+
+TEST_CASE("fused backward kernels with nothing to sum over give zero gradients: an empty batch, no queries") {
+  Generator g(71);
+  const int64_t H = 3, b = 4, f = 8, P = b * (b + 1) / 2, T = 5;
+  auto zeros = [](const Tensor& t) {
+    for (double x : t.to_vector())
+      if (x != 0) return false;
+    return true;
+  };
+  const Tensor gam = g.normal({1, H, 1, f}, 1, 0.1), bet = g.normal({1, H, 1, f}, 0, 0.1);
+  poison_cache(H * f);
+  {  // TTT-Linear's dual form on a batch of 0 sequences: dγ, dβ (H·f each) sum over no heads
+    const Tensor W = g.normal({0, H, f, f}, 0, 1), bias = g.normal({0, H, 1, f}, 0, 1), x = g.normal({0, H, b, f}, 0, 1);
+    const Tensor eta = g.normal({0, H, b, b}, 0, 1), dy = g.normal({0, H, b + f + 1, f}, 0, 1);
+    const auto d = raw::ttt_linear_dual_backward(W, bias, x, x, x, eta, gam, bet, Tensor(), dy, 1e-6);
+    CHECK(zeros(d[6]));
+    CHECK(zeros(d[7]));
+  }
+  poison_cache(H * f);
+  {  // prefix mode's K steps
+    const Tensor z = g.normal({0, H, b, f}, 0, 1), nm = g.normal({0, H, b, b}, 0, 1), w = g.normal({0, H, P, 1}, 0, 1);
+    auto [a, saved] = raw::ttt_prefix_steps(z, z, nm, w, gam, bet, 2, 1e-6);
+    const auto d = raw::ttt_prefix_steps_backward(z, z, nm, w, gam, bet, 2, 1e-6, saved, g.normal({0, H, P, f}, 0, 1));
+    CHECK(zeros(d[4]));
+    CHECK(zeros(d[5]));
+  }
+  poison_cache(H * T * f);
+  {  // attention with no queries and T keys: no key had a weight
+    const Tensor q = g.normal({1, H, 0, f}, 0, 1), k = g.normal({1, H, T, f}, 0, 1), v = g.normal({1, H, T, f}, 0, 1);
+    const AttnGeometry geo{0.5, T, 0, 0};
+    auto [y, lse] = raw::attention(q, k, v, geo);
+    const auto d = raw::attention_backward(q, k, v, y, lse, y, geo);
+    CHECK(zeros(d[1]));
+    CHECK(zeros(d[2]));
+  }
+}
+
 TEST_CASE("prefix mode's K-step kernel equals its composition, forward and backward, in values and FLOPs per phase") {
   Generator g(53);
   // 16 positions of width 12 (not a multiple of the row kernels' 8 lanes), then an odd unit of 5 of 6; K = 1, 2, 4.
