@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference training throughput of the PonderTTT tiny/small models in eager PyTorch (float32, CPU).
+"""Reference training throughput of the PonderTTT tiny/small models in eager PyTorch (CPU; float32, or bf16 products).
 
 An optional reference for issue 3's benchmark note ("at least 2x a mainstream eager framework on these
 exact configs"); not part of the build, the tests or the README's commands. See bench/README.md.
@@ -96,6 +96,26 @@ def swiglu_hidden(d):
 
 def normal_(t):
     return nn.init.normal_(t, 0.0, INIT_STD)
+
+
+# --precision bf16: the outer model's matrix products (projections, gate, MLP, η's projection, the tied head) take
+# bf16 operands, as `ponder`'s model.precision bf16 rounds every matmul op's operands; the TTT inner loop stays
+# float32 (ponder's fused dual form computes in float32 at every precision). Activations, parameters and AdamW
+# stay float32. PyTorch's CPU bf16 product (oneDNN, AVX512-BF16 where the CPU has it) sums in float32 and rounds
+# its result to bf16, one rounding more than ponder's float32 result.
+MM_BF16 = False
+
+
+def linear(x, w, b=None):
+    if MM_BF16:
+        y = F.linear(x.bfloat16(), w.bfloat16()).float()
+        return y if b is None else y + b
+    return F.linear(x, w, b)
+
+
+class Linear(nn.Linear):
+    def forward(self, x):
+        return linear(x, self.weight, self.bias)
 
 
 class RMSNorm(nn.Module):
@@ -230,12 +250,12 @@ class TTTLinear(nn.Module):
         self.pairs = prefix_pairs(MINI_BATCH)
         self.d, self.H, self.f = d, heads, d // heads
         f = self.f
-        self.wq = nn.Linear(d, d, bias=False)
-        self.wk = nn.Linear(d, d, bias=False)
-        self.wv = nn.Linear(d, d, bias=False)
-        self.wo = nn.Linear(d, d, bias=False)
-        self.wg = nn.Linear(d, d, bias=False)
-        self.lr_proj = nn.Linear(d, heads)  # theta_lr (d, H) and its bias (H)
+        self.wq = Linear(d, d, bias=False)
+        self.wk = Linear(d, d, bias=False)
+        self.wv = Linear(d, d, bias=False)
+        self.wo = Linear(d, d, bias=False)
+        self.wg = Linear(d, d, bias=False)
+        self.lr_proj = Linear(d, heads)  # theta_lr (d, H) and its bias (H)
         self.token_idx = nn.Parameter(torch.zeros(MINI_BATCH))  # learnable offsets of 1/(i+1)
         self.ttt_norm_weight = nn.Parameter(torch.ones(heads, f))
         self.ttt_norm_bias = nn.Parameter(torch.zeros(heads, f))
@@ -318,9 +338,9 @@ class TTTLinear(nn.Module):
 class SwiGLU(nn.Module):
     def __init__(self, d, hidden):
         super().__init__()
-        self.w1 = nn.Linear(d, hidden, bias=False)
-        self.w3 = nn.Linear(d, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, d, bias=False)
+        self.w1 = Linear(d, hidden, bias=False)
+        self.w3 = Linear(d, hidden, bias=False)
+        self.w2 = Linear(hidden, d, bias=False)
         for lin in (self.w1, self.w3, self.w2):
             normal_(lin.weight)
 
@@ -356,7 +376,7 @@ class TTTModel(nn.Module):
         h = self.emb(ids)
         for blk in self.blocks:
             h = blk(h, self.cos, self.sin)
-        return F.linear(self.final_norm(h), self.emb.weight)  # tied head
+        return linear(self.final_norm(h), self.emb.weight)  # tied head
 
 
 def torch_version():
@@ -405,7 +425,12 @@ def main():
     ap.add_argument("--inner", choices=["linear", "mlp"], default="linear",
                     help="the TTT inner model: linear (TTT-Linear) or mlp (TTT-MLP, hidden 4f; dual form only), as "
                     "ponder's configs/small_mlp.yaml")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="the outer model's matrix products: f32, or bf16 operands (the TTT inner loop stays f32), "
+                    "as ponder's --precision")
     args = ap.parse_args()
+    global MM_BF16
+    MM_BF16 = args.precision == "bf16"
     prefix_k = 1
     if args.variant != "dual":
         if not args.variant.startswith("prefix-") or not args.variant[7:].isdigit() or int(args.variant[7:]) < 2:
@@ -453,6 +478,7 @@ def main():
                 "config": args.config,
                 "variant": "dual" if prefix_k == 1 else "prefix",
                 "inner": args.inner,
+                "precision": args.precision,
                 "K": prefix_k,
                 "threads": args.threads,
                 "tokens_per_s": tokens_per_step / best,
