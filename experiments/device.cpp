@@ -53,7 +53,9 @@ std::string describe_device(Device d) {
   const std::string precision = prec == MatmulPrecision::F32 ? "" : std::string("; matmul operands ") + precision_name(prec);
   if (d == Device::CPU) {
     const MachineInfo mi = machine_info();
-    return "cpu: " + mi.cpu_model + ", " + std::to_string(cpu::num_threads()) + " threads" + precision;
+    // at bf16 the CPU's path (its bf16 instruction, or rounded copies) sets the order of the float32 sums
+    const std::string path = prec == MatmulPrecision::F32 ? "" : std::string(": ") + cpu::matmul_path(prec);
+    return "cpu: " + mi.cpu_model + ", " + std::to_string(cpu::num_threads()) + " threads" + precision + path;
   }
   const CudaDeviceInfo i = cuda_device_info();
   char buf[256];
