@@ -48,6 +48,18 @@ namespace {
 
 constexpr int64_t kMR = 8, kNR = 32, kKC = 512;
 
+// One product's operands (gemm_bf16's arguments).
+struct Operands {
+  bool ta, tb;
+  int64_t m, n;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+};
+
 // x >> 16 in each 32-bit lane. The masked form with every lane on is the same instruction; GCC 12's plain
 // _mm512_srli_epi32 starts from an undefined register and warns (-Wmaybe-uninitialized) wherever it is inlined.
 inline __m512i shift16(__m512i x) { return _mm512_maskz_srli_epi32(__mmask16(0xFFFF), x, 16); }
@@ -157,6 +169,27 @@ void micro(int64_t kc2, const uint32_t* A, const uint32_t* B, float* c, int64_t 
   }
 }
 
+// One block of kc rows of B (k0 …) for all of C: B's block packed into panels, then each thread takes its share of
+// A's 8-row tiles and runs each against every panel. (Taking wide B's panels a group at a time, so that a group
+// stays in a core's L2, measured no faster on 2 threads, up to n = 8,192.)
+void block_pass(const Operands& o, int64_t k0, int64_t kc, uint32_t* pb, uint32_t* tiles) {
+  const int64_t kc2 = (kc + 1) / 2, np = (o.n + kNR - 1) / kNR, mt = (o.m + kMR - 1) / kMR;
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < np; ++p) pack_panel(o.b, o.tb, o.ldb, k0, kc, o.n, p, pb + p * kc2 * kNR);
+    uint32_t* tile = tiles + int64_t(omp_get_thread_num()) * (kKC / 2) * kMR;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < mt; ++t) {
+      const int64_t i0 = t * kMR, mr = std::min(kMR, o.m - i0);
+      pack_tile(o.a, o.ta, o.lda, i0, mr, k0, kc, tile);
+      for (int64_t p = 0; p < np; ++p)
+        micro(kc2, tile, pb + p * kc2 * kNR, o.c + i0 * o.ldc + p * kNR, o.ldc, mr, std::min(kNR, o.n - p * kNR),
+              k0 > 0);
+    }
+  }
+}
+
 }  // namespace
 
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
@@ -167,27 +200,14 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
-  const int64_t np = (n + kNR - 1) / kNR, mt = (m + kMR - 1) / kMR;
-  thread_local std::vector<uint32_t> panels;  // B's packed block, reused: the caller's thread owns it
-  for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-    const int64_t kc = std::min(kKC, k - k0), kc2 = (kc + 1) / 2;
-    panels.resize(size_t(np * kc2 * kNR));
-    uint32_t* pb = panels.data();
-#pragma omp parallel
-    {
-#pragma omp for schedule(static)
-      for (int64_t p = 0; p < np; ++p) pack_panel(b, tb, ldb, k0, kc, n, p, pb + p * kc2 * kNR);
-      std::vector<uint32_t> tile(size_t(kc2 * kMR));
-#pragma omp for schedule(static)
-      for (int64_t t = 0; t < mt; ++t) {
-        const int64_t i0 = t * kMR, mr = std::min(kMR, m - i0);
-        pack_tile(a, ta, lda, i0, mr, k0, kc, tile.data());
-        for (int64_t p = 0; p < np; ++p)
-          micro(kc2, tile.data(), pb + p * kc2 * kNR, c + i0 * ldc + p * kNR, ldc, mr, std::min(kNR, n - p * kNR),
-                k0 > 0);
-      }
-    }
-  }
+  // The calling thread's buffers, kept between calls and sized before the parallel region (where a failed
+  // allocation could not be reported): B's packed block, and one A tile per thread.
+  thread_local std::vector<uint32_t> panels, tiles;
+  const int64_t np = (n + kNR - 1) / kNR, kc2_max = (std::min(kKC, k) + 1) / 2;
+  panels.resize(size_t(np * kc2_max * kNR));
+  tiles.resize(size_t(int64_t(omp_get_max_threads()) * (kKC / 2) * kMR));
+  const Operands o{ta, tb, m, n, a, lda, b, ldb, c, ldc};
+  for (int64_t k0 = 0; k0 < k; k0 += kKC) block_pass(o, k0, std::min(kKC, k - k0), panels.data(), tiles.data());
 }
 #else
 void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t) {
