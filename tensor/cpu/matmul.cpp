@@ -85,22 +85,20 @@ void matmul_t(const Tensor& out, const Tensor& a, const Tensor& b) {
   // once the batch holds enough work to pay for waking the threads.
   const bool par_batch = batch > 1 && m * n * k <= 96 * 96 * 96 && batch * m * n * k >= kParallelGemmMin;
   std::vector<float> ra, rb;  // rounded operands when products run below float32 precision
+  bool bf16_dot = false;       // bf16 dot products instead, rounding the operands as they are packed
   if constexpr (std::is_same_v<T, float>)
     if (const int bits = mantissa_bits(matmul_precision()); bits < 23) {
-      if (bits == 7 && !par_batch && bf16_gemm_pays(m, n, k)) {  // bf16 dot products: rounded as they are packed
-        for (int64_t bi = 0; bi < batch; ++bi) {
-          int64_t oa, ob;
-          batch_offsets(bi, out, sa, sb, oa, ob);
-          gemm_bf16(la.trans, lb.trans, m, n, k, pa + oa, la.ld, pb + ob, lb.ld, pc + bi * m * n, n);
-        }
-        return;
+      bf16_dot = bits == 7 && !par_batch && bf16_gemm_pays(m, n, k);
+      if (!bf16_dot) {
+        pa = rounded_operand(a, bits, ra);
+        pb = rounded_operand(b, bits, rb);
       }
-      pa = rounded_operand(a, bits, ra);
-      pb = rounded_operand(b, bits, rb);
     }
   auto one = [&](int64_t bi) {
     int64_t oa, ob;
     batch_offsets(bi, out, sa, sb, oa, ob);
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16_dot) return gemm_bf16(la.trans, lb.trans, m, n, k, pa + oa, la.ld, pb + ob, lb.ld, pc + bi * m * n, n);
     gemm_layout(la, lb, m, n, k, pa + oa, pb + ob, pc + bi * m * n);
   };
   if (!par_batch) {
