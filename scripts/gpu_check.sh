@@ -59,6 +59,16 @@ step bench_train_small_mlp 120 "$ponder" bench train --device cuda --config conf
 sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
 step bench_train_125m_b32_bf16 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
   --variants dual,dual-only --steps 2 --precision bf16
+# Why the dual-form kernels run far below the GPU's peak (a few percent of it at the 125M shape): Nsight Compute's
+# stall reasons, occupancy and memory traffic for one forward and one backward launch at that shape, where ncu is
+# installed and may read the performance counters (a permission error is in the log).
+ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -n 1)
+if [ -n "$ncu_bin" ]; then
+  step ncu_dual 150 "$ncu_bin" --kernel-name 'regex:dual_(forward|backward)_kernel' --launch-count 2 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
+    "$ponder" bench dual --device cuda --check-only
+fi
 # The attention kernels against their composition in training: small.yaml with attention in every layer.
 sed 's/^model:$/model:\n  mixers: [attention, attention, attention, attention]/' configs/small.yaml > "$logs/small_attn.yaml"
 step bench_train_small_attn 120 "$ponder" bench train --device cuda --config "$logs/small_attn.yaml" \
