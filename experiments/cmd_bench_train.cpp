@@ -142,11 +142,11 @@ double cublas_gflops() {
 // The attainable GEMM rate the rows are measured against, on the device the model trains on.
 double reference_gflops(Device dev) { return dev == Device::CUDA ? cublas_gflops() : sgemm_gflops(); }
 
-// Peak resident memory since the last reset_peak_rss(), in MB (VmHWM).
-double peak_rss_mb() {
+// A field of /proc/self/status in MB: VmHWM, the peak resident memory since the last reset_peak_rss(), or VmRSS.
+double status_mb(const std::string& field) {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;
   return 0;
 }
 // Each variant reports its own peak: freed heap memory a previous variant left with the process goes
@@ -168,7 +168,10 @@ struct Row {
   prof::Totals kernels;  // time inside kernels by kind (with --profile)
   std::vector<prof::LabelTotal> labels;  // … and by kernel
   int64_t steps = 0;
-  double peak_mb = 0, estimated_mb = 0, other_cpus = 0, loss = 0;
+  // peak_mb: on the CPU the process's peak resident memory while the variant ran; base_mb: what was resident before
+  // its trainer existed (code, libraries — a CUDA build's add about 150 MB —, the dataset), so peak − base is the
+  // training's own
+  double peak_mb = 0, base_mb = 0, estimated_mb = 0, other_cpus = 0, loss = 0;
   std::vector<double> rep_tokens_per_s;  // every repetition's tokens/s, in the order they ran
   double tokens_per_s() const { return double(tokens) / seconds; }
   double gflops() const { return double(flops.total()) / seconds / 1e9; }
@@ -243,6 +246,7 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
   } composed(v.composed);
   reset_peak_rss();
   reset_peak_memory(dev);
+  const double base_mb = dev == Device::CUDA ? 0.0 : status_mb("VmRSS");
   ttt::Trainer trainer(cfg.model, tc, ds.train, dev);
   trainer.step();  // warm-up: first touch of buffers, thread start-up
   if (dev == Device::CUDA) cuda_synchronize();
@@ -255,7 +259,8 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
   }
   best.rep_tokens_per_s = all;
   // On the GPU the memory that limits a step is the device's: the peak of its tensors.
-  best.peak_mb = dev == Device::CUDA ? double(memory_stats(dev).peak_bytes) / (1024.0 * 1024.0) : peak_rss_mb();
+  best.peak_mb = dev == Device::CUDA ? double(memory_stats(dev).peak_bytes) / (1024.0 * 1024.0) : status_mb("VmHWM");
+  best.base_mb = base_mb;
   return best;
 }
 
@@ -268,7 +273,8 @@ void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, dou
       {"bench", "train"}, {"config", o.config}, {"variant", r.v->name}, {"mode", ttt::mode_name(r.v->mode)},
       {"path", ttt::path_name(r.v->path)}, {"K", r.v->k}, {"threads", r.threads},
       {"tokens_per_s", r.tokens_per_s()}, {"gflops", r.gflops()}, {"sgemm_gflops", sgemm},
-      {"frac_sgemm", r.gflops() / sgemm}, {"peak_rss_mb", r.peak_mb}, {"estimated_mb", r.estimated_mb},
+      {"frac_sgemm", r.gflops() / sgemm}, {"peak_rss_mb", r.peak_mb}, {"base_rss_mb", r.base_mb},
+      {"estimated_mb", r.estimated_mb},
       {"steps", o.steps}, {"reps", o.reps}, {"tokens_per_s_reps", r.rep_tokens_per_s},
       {"batch_size", cfg.train.batch_size}, {"seq_len", cfg.train.seq_len},
       {"flops_per_token", double(total) / double(r.tokens)},
@@ -310,8 +316,11 @@ void print_json(const Row& r, const BenchTrainArgs& o, const RunConfig& cfg, dou
 
 void print_text(const Row& r, double sgemm, double peak_bf16) {
   const uint64_t total = r.flops.total();
-  std::printf("%-10s %2d %7d %9.0f %8.2f %7.1f%% %8.1f %5.0f%% %5.0f%% %5.0f%% %6.1f%% %5.1f%% %5.1f%% %6.2f\n",
+  char base[16] = "-";
+  if (r.dev == Device::CPU) std::snprintf(base, sizeof base, "%.1f", r.base_mb);
+  std::printf("%-10s %2d %7d %9.0f %8.2f %7.1f%% %8.1f %8s %5.0f%% %5.0f%% %5.0f%% %6.1f%% %5.1f%% %5.1f%% %6.2f\n",
               r.v->name.c_str(), r.v->k, r.threads, r.tokens_per_s(), r.gflops(), 100 * r.gflops() / sgemm, r.peak_mb,
+              base,
               100 * r.forward_s / r.seconds, 100 * r.backward_s / r.seconds, 100 * r.optim_s / r.seconds,
               share(r.flops.category(FlopCat::Matmul), total), share(r.flops.category(FlopCat::Elementwise), total),
               share(r.flops.category(FlopCat::Reduction), total), r.other_cpus);
@@ -386,6 +395,9 @@ void print_header(const BenchTrainArgs& o, const RunConfig& cfg, Device dev) {
                   : "");
   std::printf("GFLOP/s = engine FLOP counters (forward + backward + optimiser) / wall time; time and FLOP shares "
               "split the same steps; others = CPUs busy in other processes.\n");
+  if (dev == Device::CPU)
+    std::printf("peak MB = the process's peak resident memory while the variant ran; base MB = resident before its "
+                "trainer existed (code, libraries, data): the step's own memory is the difference.\n");
 }
 
 void run_bench_train(const BenchTrainArgs& o) {
@@ -408,8 +420,8 @@ void run_bench_train(const BenchTrainArgs& o) {
     if (!o.json) {
       std::printf("\n%d thread(s): %s %.1f GFLOP/s\n", t,
                   dev == Device::CUDA ? "cuBLAS f32 GEMM 4096^3" : "sgemm 512^3", sgemm);
-      std::printf("%-10s %2s %7s %9s %8s %8s %8s %6s %6s %6s %7s %6s %6s %6s\n", "variant", "K", "threads", "tok/s",
-                  "GFLOP/s", "%sgemm", "peak MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce", "others");
+      std::printf("%-10s %2s %7s %9s %8s %8s %8s %8s %6s %6s %6s %7s %6s %6s %6s\n", "variant", "K", "threads",
+                  "tok/s", "GFLOP/s", "%sgemm", "peak MB", "base MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce", "others");
     }
     for (const Variant& v : variants) {
       const double need_mb = estimate_step_mb(cfg, ds, v, dev);

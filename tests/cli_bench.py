@@ -55,6 +55,9 @@ check([(r["variant"], r["mode"], r["path"], r["K"]) for r in rows] ==
       [("iterative", "carry", "iterative", 2), ("dual", "carry", "dual", 1), ("dual-comp", "carry", "dual", 1)],
       "--variants picks and orders the rows")
 check(all(r["tokens_per_s"] > 0 and r["estimated_mb"] > 0 for r in rows), "rows report tokens/s and a memory estimate")
+check(all(0 < r["base_rss_mb"] < r["peak_rss_mb"] for r in rows),
+      "rows report what was resident before the trainer existed, below the variant's peak: " +
+      str([(r["base_rss_mb"], r["peak_rss_mb"]) for r in rows]))
 prof = rows[1]["profile"]
 check(prof["matmul"]["calls_per_step"] > 0 and prof["framework"]["ms_per_step"] >= 0 and
       any(k["kernel"] == "ttt_linear_dual" and k["kind"] == "fused" for k in prof["kernels"]) and
