@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -358,10 +360,15 @@ void simulate_dual_u(dual::Args<double>& a, int64_t G, bool forward, int nt) {
       for (int tid = 0; tid < nt; ++tid)
         forward ? dual::forward_phase<U>(a, g, ph, tid, nt) : dual::backward_phase<U>(a, g, ph, tid, nt);
 }
-// unroll: the products' outputs in flight per thread (1, 2 or 4), as the kernel instantiations.
+// unroll: the products' outputs in flight per thread (1, 2 or 4) or dual::kTiles, as the kernel instantiations.
 void simulate_dual(dual::Args<double>& a, int64_t G, bool forward, int nt, int unroll) {
-  unroll == 1 ? simulate_dual_u<1>(a, G, forward, nt)
-              : unroll == 2 ? simulate_dual_u<2>(a, G, forward, nt) : simulate_dual_u<4>(a, G, forward, nt);
+  switch (unroll) {
+    case dual::kTiles: return simulate_dual_u<dual::kTiles>(a, G, forward, nt);
+    case 1: return simulate_dual_u<1>(a, G, forward, nt);
+    case 2: return simulate_dual_u<2>(a, G, forward, nt);
+    case 4: return simulate_dual_u<4>(a, G, forward, nt);
+  }
+  FAIL("unroll ", unroll, " has no instantiation");
 }
 
 struct DualCase {
@@ -470,18 +477,60 @@ DualErrors dual_phase_errors(const Shape& gs, int64_t f, int nt, bool block, boo
 }
 }  // namespace
 
+// The products' loops (tensor/cuda/ttt_dual_loops.h) on one product C = A·B + bias, run thread by thread: every
+// output written exactly once, and the same bits at every unroll, the 2 × 2 tiles included (their terms run in
+// another order across outputs, each sum's in the same). The term is an explicit fma: where a compiler contracts a
+// product and a sum depends on the code around it, and GCC's choice differs between the unrolls.
+TEST_CASE("cuda: the dual kernels' product loops give the same bits at every unroll, tiles included") {
+  Generator gen(41);
+  for (const auto& [rows, w, K] : std::vector<std::array<int64_t, 3>>{{16, 64, 64}, {4, 8, 5}, {6, 4, 3}, {5, 8, 4},
+                                                                          {1, 64, 16}, {64, 64, 16}})
+    for (int nt : {1, 3, 7, 64, 256}) {
+      CAPTURE(rows);
+      CAPTURE(w);
+      CAPTURE(K);
+      CAPTURE(nt);
+      const std::vector<double> A = gen.normal({rows, K}, 0, 1, DType::F64).to_vector(),
+                                B = gen.normal({K, w}, 0, 1, DType::F64).to_vector(),
+                                bias = gen.normal({w}, 0, 1, DType::F64).to_vector();
+      auto product = [&](auto unroll) {
+        constexpr int U = decltype(unroll)::value;
+        std::vector<double> C(size_t(rows * w), 0.0);
+        std::vector<int> writes(C.size(), 0);
+        for (int tid = 0; tid < nt; ++tid)
+          dual::sums<U, double, 2>(
+              rows, w, K, tid, nt, [&](int64_t, int64_t c, double* a) { a[0] = bias[size_t(c)], a[1] = 0; },
+              [&](int64_t i, int64_t c, int64_t k, double* a) {
+                a[0] = std::fma(A[size_t(i * K + k)], B[size_t(k * w + c)], a[0]);  // no contraction choices
+                a[1] += A[size_t(i * K + k)];
+              },
+              [&](int64_t i, int64_t c, const double* a) {
+                C[size_t(i * w + c)] = a[0] - a[1];
+                ++writes[size_t(i * w + c)];
+              });
+        CHECK(std::all_of(writes.begin(), writes.end(), [](int n) { return n == 1; }));
+        return C;
+      };
+      const std::vector<double> one = product(std::integral_constant<int, 1>{});
+      CHECK(product(std::integral_constant<int, dual::kTiles>{}) == one);
+      CHECK(product(std::integral_constant<int, 2>{}) == one);
+      CHECK(product(std::integral_constant<int, 4>{}) == one);
+    }
+}
+
 // The CUDA kernel's algorithm checked where there is no GPU: its phases, run thread by thread, give the CPU
 // kernel's forward (with its saved intermediates) and backward, for γ per head, shared and per row, with the
 // intermediates saved and recomputed, with global and with block scratch. On a GPU the op table and the training
 // tests below check the launches.
 TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CPU kernel") {
-  // f 5: one column chunk per row; f 19: three, the last partial (tensor/cuda/ttt_dual_rows.h).
-  for (int64_t f : {5, 19})
+  // f 5: one column chunk per row; f 19: three, the last partial (tensor/cuda/ttt_dual_rows.h); f 8: even, so the
+  // products of b × f, f × f and b × b outputs take 2 × 2 tiles at unroll kTiles (b 4) where nt leaves each thread one.
+  for (int64_t f : {5, 8, 19})
     for (const Shape& gs : {Shape{1, 3, 1, f}, Shape{f}, Shape{2, 3, 4, f}})
       for (int nt : {1, 3, 64})
         for (bool block : {false, true})
           for (bool views : {false, true})
-            for (int unroll : {1, 2, 4}) {
+            for (int unroll : {dual::kTiles, 1, 2, 4}) {
               CAPTURE(f);
               CAPTURE(shape_str(gs));
               CAPTURE(nt);

@@ -22,10 +22,15 @@ namespace ponder::cuda {
 namespace {
 
 constexpr int kDualThreads = 256;
-// PONDER_CUDA_DUAL_UNROLL sets the products' unroll for a whole run (checked at the first launch).
+static_assert(kDualTiles == dual::kTiles, "the options' tiles are the body's");
+// PONDER_CUDA_DUAL_UNROLL sets the products' unroll for a whole run: 1, 2, 4 or "tiles" (checked at the first
+// launch; anything else is -1 there, so a typo is an error rather than another unroll).
 CudaDualOptions options_from_env() {
   CudaDualOptions o;
-  if (const char* u = std::getenv("PONDER_CUDA_DUAL_UNROLL")) o.unroll = std::atoi(u);
+  if (const char* u = std::getenv("PONDER_CUDA_DUAL_UNROLL")) {
+    const std::string v = u;
+    o.unroll = v == "tiles" ? kDualTiles : v == "1" ? 1 : v == "2" ? 2 : v == "4" ? 4 : -1;
+  }
   return o;
 }
 CudaDualOptions g_dual_options = options_from_env();
@@ -53,16 +58,18 @@ __global__ void __launch_bounds__(kDualThreads, 2) dual_backward_kernel(dual::Ar
   }
 }
 
-// The instantiation for the options' unroll: 1, 2 or 4.
+// The instantiation for the options' unroll: kDualTiles, 1, 2 or 4.
 template <class K>
-K pick(int unroll, K k1, K k2, K k4) {
+K pick(int unroll, K kt, K k1, K k2, K k4) {
   switch (unroll) {
+    case kDualTiles: return kt;
     case 1: return k1;
     case 2: return k2;
     case 4: return k4;
     default:
       throw std::invalid_argument("ttt_linear_dual (CUDA): unroll " + std::to_string(unroll) +
-                                  " (PONDER_CUDA_DUAL_UNROLL or cuda_set_dual_options) must be 1, 2 or 4");
+                                  " (PONDER_CUDA_DUAL_UNROLL or cuda_set_dual_options) must be 1, 2, 4 or tiles (" +
+                                  std::to_string(kDualTiles) + ")");
   }
 }
 
@@ -133,8 +140,9 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
     size_t smem = 0;
     dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
     a.y = y.data<scalar_t>();
-    const auto kernel = pick(g_dual_options.unroll, dual_forward_kernel<scalar_t, 1>,
-                             dual_forward_kernel<scalar_t, 2>, dual_forward_kernel<scalar_t, 4>);
+    const auto kernel = pick(g_dual_options.unroll, dual_forward_kernel<scalar_t, kDualTiles>,
+                             dual_forward_kernel<scalar_t, 1>, dual_forward_kernel<scalar_t, 2>,
+                             dual_forward_kernel<scalar_t, 4>);
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
@@ -159,8 +167,9 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     a.dv = g[4].data<scalar_t>();
     a.deta = g[5].data<scalar_t>();
     a.parts = parts.data<double>();
-    const auto kernel = pick(g_dual_options.unroll, dual_backward_kernel<scalar_t, 1>,
-                             dual_backward_kernel<scalar_t, 2>, dual_backward_kernel<scalar_t, 4>);
+    const auto kernel = pick(g_dual_options.unroll, dual_backward_kernel<scalar_t, kDualTiles>,
+                             dual_backward_kernel<scalar_t, 1>, dual_backward_kernel<scalar_t, 2>,
+                             dual_backward_kernel<scalar_t, 4>);
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);

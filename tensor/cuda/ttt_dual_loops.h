@@ -3,7 +3,9 @@
 // flight together: the gather and transposes of phase 0 fell from 28 to 2 µs on an H200. sums() advances U outputs'
 // sums side by side, each sum keeping its order (k = 0, 1, …), so values do not depend on U or the number of
 // threads; with the kernels held to 128 registers, U = 1 measured fastest (bench dual: backward 147, 185 and 193 µs
-// at U = 1, 2, 4), and the kernels are built for all three. Plain C++ with PONDER_HD, as the body.
+// at U = 1, 2, 4), and the kernels are built for all three. Each of those loads both operands of every product it
+// adds; U = kTiles takes 2 × 2 tiles of outputs, whose terms share their loads (not yet timed on a GPU). Plain C++
+// with PONDER_HD, as the body.
 #pragma once
 #include <cstdint>
 
@@ -11,12 +13,36 @@
 
 namespace ponder::cuda::dual {
 
-constexpr int kUnroll = 4;  // moves(); sums() takes its own (the kernels are built for 1, 2 and 4)
+constexpr int kUnroll = 4;  // moves(); sums() takes its own (the kernels are built for 0, 1, 2 and 4)
+// sums<kTiles>: each thread's outputs in 2 × 2 tiles instead of U side by side (see tile_sums).
+constexpr int kTiles = 0;
 
-// Outputs (i, c) of a rows × w grid, U at a time, S sums each over k = 0 … K − 1: init(i, c, acc) sets output (i, c)'s sums,
-// term(i, c, k, acc) adds its term k, store(i, c, acc) writes it. acc is the output's T[S].
+// The outputs of an even rows × w grid in 2 × 2 tiles: thread item x is the tile of rows i, i + rows/2 and columns
+// c, c + w/2 (i = x / (w/2), c = x % (w/2)), its four sums advanced together. Inlined, the terms of one row load
+// their row's operand once for both columns and those of one column theirs once for both rows (identical loads
+// with no store between them merge): per k, four loads for four products where one output at a time makes eight.
+// Consecutive threads take consecutive columns. Each sum keeps its order (k = 0, 1, …): sums<1>'s bits.
+template <class T, int S, class Init, class Term, class Store>
+PONDER_HD void tile_sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
+  const int64_t hr = rows / 2, hw = w / 2;
+  for (int64_t x = tid; x < hr * hw; x += nt) {
+    const int64_t i = x / hw, c = x % hw;
+    T acc[4][S] = {};
+    PONDER_UNROLL
+    for (int t = 0; t < 4; ++t) init(i + (t >> 1) * hr, c + (t & 1) * hw, acc[t]);
+    for (int64_t k = 0; k < K; ++k) {
+      PONDER_UNROLL
+      for (int t = 0; t < 4; ++t) term(i + (t >> 1) * hr, c + (t & 1) * hw, k, acc[t]);
+    }
+    PONDER_UNROLL
+    for (int t = 0; t < 4; ++t) store(i + (t >> 1) * hr, c + (t & 1) * hw, acc[t]);
+  }
+}
+
+// Outputs (i, c) of a rows × w grid, U at a time (x, x + nt, …), S sums each over k = 0 … K − 1: init(i, c, acc)
+// sets output (i, c)'s sums, term(i, c, k, acc) adds its term k, store(i, c, acc) writes it. acc is the output's T[S].
 template <int U, class T, int S, class Init, class Term, class Store>
-PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
+PONDER_HD void side_sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
   const int64_t n = rows * w;
   for (int64_t x0 = tid; x0 < n; x0 += int64_t(U) * nt) {
     T acc[U][S] = {};
@@ -38,6 +64,19 @@ PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init in
     PONDER_UNROLL
     for (int u = 0; u < U; ++u)
       if (on[u]) store(i[u], c[u], acc[u]);
+  }
+}
+
+// The products' loop: side_sums<U> for U = 1, 2, 4; U = kTiles: tile_sums where the grid is even and gives every
+// thread a tile, else side_sums<1>. The same bits whichever runs.
+template <int U, class T, int S, class Init, class Term, class Store>
+PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
+  if constexpr (U == kTiles) {
+    if (rows % 2 == 0 && w % 2 == 0 && rows * w >= 4 * int64_t(nt))
+      return tile_sums<T, S>(rows, w, K, tid, nt, init, term, store);
+    return side_sums<1, T, S>(rows, w, K, tid, nt, init, term, store);
+  } else {
+    return side_sums<U, T, S>(rows, w, K, tid, nt, init, term, store);
   }
 }
 
