@@ -483,9 +483,10 @@ DualErrors dual_phase_errors(const Shape& gs, int64_t f, int nt, bool block, boo
 // product and a sum depends on the code around it, and GCC's choice differs between the unrolls.
 TEST_CASE("cuda: the dual kernels' product loops give the same bits at every unroll, tiles included") {
   Generator gen(41);
-  for (const auto& [rows, w, K] : std::vector<std::array<int64_t, 3>>{{16, 64, 64}, {4, 8, 5}, {6, 4, 3}, {5, 8, 4},
-                                                                          {1, 64, 16}, {64, 64, 16}})
+  for (const std::array<int64_t, 3>& grid : std::vector<std::array<int64_t, 3>>{
+           {16, 64, 64}, {4, 8, 5}, {6, 4, 3}, {5, 8, 4}, {1, 64, 16}, {64, 64, 16}})
     for (int nt : {1, 3, 7, 64, 256}) {
+      const int64_t rows = grid[0], w = grid[1], K = grid[2];  // not a structured binding: lambdas capture these
       CAPTURE(rows);
       CAPTURE(w);
       CAPTURE(K);
