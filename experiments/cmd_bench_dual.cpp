@@ -2,8 +2,8 @@
 // at a model's shape (default: the 125M config's at batch 16: 16 × 12 heads, mini-batch 16, head dim 64), in µs per
 // call and GFLOP/s from the engine's own FLOP counts. On a GPU every result is first checked against the CPU kernel,
 // then the kernel's variants are timed (a head's intermediates in the block's shared memory at each unroll of the
-// products and with 2 × 2 tiles of outputs, in global memory), and the backward phase by phase: the kernel run with only its first n phases,
-// n = 0 … all, so each phase's cost is the difference of two rows measured in the same run.
+// products and with 2 × 2 tiles of outputs, in global memory), and the backward phase by phase: the kernel run with
+// only its first n phases, n = 0 … all, so each phase's cost is the difference of two rows measured in the same run.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -151,8 +151,8 @@ void run_bench(const BenchDualArgs& o) {
                 git_commit(), build_type(), o.reps, kMinRepSeconds * 1e3, ffwd, fbwd);
     if (d == Device::CUDA)
       std::printf("scratch: a head's intermediates in the block's shared memory or in global memory, /uN: N outputs "
-                  "in flight per thread in the products, /tiles: 2 x 2 tiles of outputs sharing their loads; checked: max error against the CPU kernel, relative to its "
-                  "largest value\n");
+                  "in flight per thread in the products, /tiles: 2 x 2 tiles of outputs sharing their loads; checked: "
+                  "max error against the CPU kernel, relative to its largest value\n");
     std::printf("\n%-9s %-9s %6s %12s %10s %9s\n", "pass", "scratch", "phases", "us/call", "GFLOP/s", "checked");
   }
   auto time = [&](const std::function<void()>& fn) {

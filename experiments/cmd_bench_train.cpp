@@ -421,7 +421,8 @@ void run_bench_train(const BenchTrainArgs& o) {
       std::printf("\n%d thread(s): %s %.1f GFLOP/s\n", t,
                   dev == Device::CUDA ? "cuBLAS f32 GEMM 4096^3" : "sgemm 512^3", sgemm);
       std::printf("%-10s %2s %7s %9s %8s %8s %8s %8s %6s %6s %6s %7s %6s %6s %6s\n", "variant", "K", "threads",
-                  "tok/s", "GFLOP/s", "%sgemm", "peak MB", "base MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce", "others");
+                  "tok/s", "GFLOP/s", "%sgemm", "peak MB", "base MB", "fwd", "bwd", "optim", "matmul", "elem", "reduce",
+                  "others");
     }
     for (const Variant& v : variants) {
       const double need_mb = estimate_step_mb(cfg, ds, v, dev);

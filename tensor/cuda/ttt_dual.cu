@@ -66,10 +66,12 @@ K pick(int unroll, K kt, K k1, K k2, K k4) {
     case 1: return k1;
     case 2: return k2;
     case 4: return k4;
-    default:
+    default: {
+      const char* env = std::getenv("PONDER_CUDA_DUAL_UNROLL");
       throw std::invalid_argument("ttt_linear_dual (CUDA): unroll " + std::to_string(unroll) +
-                                  " (PONDER_CUDA_DUAL_UNROLL or cuda_set_dual_options) must be 1, 2, 4 or tiles (" +
-                                  std::to_string(kDualTiles) + ")");
+                                  (env ? " (PONDER_CUDA_DUAL_UNROLL=" + std::string(env) + ")" : std::string()) +
+                                  " must be 1, 2, 4 or tiles (" + std::to_string(kDualTiles) + ")");
+    }
   }
 }
 

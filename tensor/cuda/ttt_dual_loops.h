@@ -13,7 +13,7 @@
 
 namespace ponder::cuda::dual {
 
-constexpr int kUnroll = 4;  // moves(); sums() takes its own (the kernels are built for 0, 1, 2 and 4)
+constexpr int kUnroll = 4;  // moves(); sums() takes its own (the kernels are built for 1, 2, 4 and kTiles)
 // sums<kTiles>: each thread's outputs in 2 × 2 tiles instead of U side by side (see tile_sums).
 constexpr int kTiles = 0;
 
@@ -21,7 +21,7 @@ constexpr int kTiles = 0;
 // c, c + w/2 (i = x / (w/2), c = x % (w/2)), its four sums advanced together. Inlined, the terms of one row load
 // their row's operand once for both columns and those of one column theirs once for both rows (identical loads
 // with no store between them merge): per k, four loads for four products where one output at a time makes eight.
-// Consecutive threads take consecutive columns. Each sum keeps its order (k = 0, 1, …): sums<1>'s bits.
+// Consecutive threads take consecutive columns. Each sum keeps its order (k = 0, 1, …), as side_sums' do.
 template <class T, int S, class Init, class Term, class Store>
 PONDER_HD void tile_sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
   const int64_t hr = rows / 2, hw = w / 2;
@@ -68,7 +68,7 @@ PONDER_HD void side_sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, In
 }
 
 // The products' loop: side_sums<U> for U = 1, 2, 4; U = kTiles: tile_sums where the grid is even and gives every
-// thread a tile, else side_sums<1>. The same bits whichever runs.
+// thread a tile, else side_sums<1>. Each sum adds its terms in the same order whichever runs.
 template <int U, class T, int S, class Init, class Term, class Store>
 PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, Term term, Store store) {
   if constexpr (U == kTiles) {
