@@ -2,7 +2,8 @@
 // from each mini-batch to the next. Its definition is n ttt_linear_dual ops and one concatenation (compose_scan
 // below). As one node it writes each mini-batch's packed results and saved intermediates into one buffer, reads the
 // next mini-batch's W and bias where the previous one wrote them, and its backward walks the mini-batches in
-// reverse, writing their input gradients into one buffer each. Per mini-batch that leaves the two dual kernels,
+// reverse, writing their input gradients into one buffer each: one call each way of the backend's scan kernel where
+// it has one (raw::ttt_linear_scan_into), else the dual kernels unit by unit. Per mini-batch that leaves the kernels,
 // where the op-by-op scan also split its inputs, concatenated its outputs and the inputs' gradients, packed each
 // upstream gradient and added dγ, dβ: about eleven small launches per mini-batch on a GPU. Under create_graph, and
 // where the dual kernels do not run, the composition is recorded or re-run, so gradients of any order flow and the
@@ -47,11 +48,8 @@ Shape lead_with(const Geo& g, std::initializer_list<int64_t> tail, bool units_fi
   return s;
 }
 
-// Unit u of a (…, N, f) operand, of eta, and of a buffer with the units first.
+// Unit u of a (…, N, f) operand and of a buffer with the units first.
 Tensor rows_of_unit(const Tensor& x, const Geo& g, int64_t u) { return raw::slice(x, g.r, u * g.b, (u + 1) * g.b); }
-Tensor eta_of_unit(const Tensor& eta, const Geo& g, int64_t u) {
-  return raw::squeeze(raw::slice(eta, g.r, u, u + 1), g.r);
-}
 Tensor part(const Tensor& buf, int64_t u) { return raw::squeeze(raw::slice(buf, 0, u, u + 1), 0); }
 
 // A (n, …, m, c) buffer as (…, n·m, c) (rows = true) or (…, n, m, c): the units moved behind the leading axes.
@@ -62,13 +60,6 @@ Tensor units_inside(const Tensor& buf, const Geo& g, bool rows) {
   Tensor t = raw::contiguous(raw::permute(buf, perm));
   const int64_t m = buf.shape()[size_t(g.r) + 1], c = buf.shape().back();
   return rows ? raw::reshape(t, lead_with(g, {g.n * m, c})) : t;
-}
-
-// Unit u's W and bias: the learned start for u = 0, else where unit u − 1 wrote them in Y (n, …, b + f + 1, f).
-std::pair<Tensor, Tensor> state_before(const Tensor& Y, const Tensor& W0, const Tensor& b0, const Geo& g, int64_t u) {
-  if (u == 0) return {W0, b0};
-  const Tensor y = part(Y, u - 1);
-  return {raw::slice(y, g.r, g.b, g.b + g.f), raw::slice(y, g.r, g.b + g.f, g.b + g.f + 1)};
 }
 
 using Mark = std::function<void(int64_t, int)>;
@@ -94,51 +85,42 @@ std::array<Tensor, 3> compose_scan(const std::vector<Tensor>& x, double eps, con
   return {outs.size() == 1 ? outs[0] : cat(outs, g.r), W, bias};
 }
 
-// The node's values: the dual kernel per unit into Y (n, …, b + f + 1, f) and S (n, G, kDualSaved), FLOPs counted
-// per unit and phase as ttt_linear_dual counts them.
+// The node's values: the dual kernels over every unit into Y (n, …, b + f + 1, f) and S (n, G, kDualSaved) (one call
+// of the backend's scan kernel, or the one-unit kernel per unit: raw::ttt_linear_scan_into), FLOPs counted per unit
+// and phase as ttt_linear_dual counts them.
 void forward_units(const std::vector<Tensor>& x, const Geo& g, double eps, const Tensor& Y, const Tensor& S,
                    const Mark& mark) {
   const bool bcast = x[6].shape() != lead_with(g, {g.b, g.f});
+  raw::ttt_linear_scan_into(Y, S, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], eps);
+  const fused::Sizes sizes = fused::dual_sizes(rows_of_unit(x[2], g, 0));
   for (int64_t u = 0; u < g.n; ++u) {
     if (mark) mark(u, -1);
-    const auto [W, bias] = state_before(Y, x[0], x[1], g, u);
-    const Tensor q = rows_of_unit(x[2], g, u);
-    raw::ttt_linear_dual_into(part(Y, u), part(S, u), W, bias, q, rows_of_unit(x[3], g, u), rows_of_unit(x[4], g, u),
-                              eta_of_unit(x[5], g, u), x[6], x[7], eps);
     for (int p = 0; p < 4; ++p) {
-      fused::count(FusedOp::TttLinearDual, fused::dual_sizes(q), bcast, p);
+      fused::count(FusedOp::TttLinearDual, sizes, bcast, p);
       if (mark) mark(u, p);
     }
   }
 }
 
-// s = the eight operands, Y, S; dy = {dout, dW_n, dbias_n}. The units in reverse: each one's dW, dbias are the
-// upstream of the one before; dxq, dxk, dxv, deta land in their unit's part of one buffer each.
+// s = the eight operands, Y, S; dy = {dout, dW_n, dbias_n}. The units in reverse (raw::ttt_linear_scan_backward_into):
+// each one's dW, dbias are the upstream of the one before; dxq, dxk, dxv, deta land in their unit's part of one
+// buffer each; dγ, dβ are the units' added up, counted as the n − 1 additions they are.
 std::vector<Tensor> backward_units(const std::vector<Tensor>& s, const std::vector<Tensor>& dy, double eps) {
   const Geo g = geometry(s[2], s[5]);
   const DType dt = s[2].dtype();
   const Device dev = s[2].device();
   const bool bcast = s[6].shape() != lead_with(g, {g.b, g.f});
-  Tensor DQ = Tensor::empty(lead_with(g, {g.b, g.f}, true), dt, dev), DK = Tensor::empty(DQ.shape(), dt, dev),
-         DV = Tensor::empty(DQ.shape(), dt, dev), DE = Tensor::empty(lead_with(g, {g.b, g.b}, true), dt, dev);
-  Tensor dW = dy[1], db = dy[2], dgam, dbet;
-  for (int64_t u = g.n - 1; u >= 0; --u) {
-    const auto [W, bias] = state_before(s[8], s[0], s[1], g, u);
-    std::array<Tensor, 8> gr{Tensor::empty(s[0].shape(), dt, dev), Tensor::empty(s[1].shape(), dt, dev),
-                             part(DQ, u), part(DK, u), part(DV, u), part(DE, u),
-                             Tensor::empty(s[6].shape(), dt, dev), Tensor::empty(s[7].shape(), dt, dev)};
-    const Tensor q = rows_of_unit(s[2], g, u);
-    raw::ttt_linear_dual_backward_into(gr, W, bias, q, rows_of_unit(s[3], g, u), rows_of_unit(s[4], g, u),
-                                       eta_of_unit(s[5], g, u), s[6], s[7], part(s[9], u),
-                                       {rows_of_unit(dy[0], g, u), dW, db}, eps);
-    fused::count(FusedOp::TttLinearDualBackward, fused::dual_sizes(q), bcast);
-    dW = gr[0];
-    db = gr[1];
-    dgam = dgam.defined() ? raw::binary(BinaryOp::Add, dgam, gr[6]) : gr[6];
-    dbet = dbet.defined() ? raw::binary(BinaryOp::Add, dbet, gr[7]) : gr[7];
-  }
-  return {dW, db, units_inside(DQ, g, true), units_inside(DK, g, true), units_inside(DV, g, true),
-          units_inside(DE, g, false), dgam, dbet};
+  const auto like = [&](const Shape& sh) { return Tensor::empty(sh, dt, dev); };
+  const std::array<Tensor, 8> gr{like(s[0].shape()), like(s[1].shape()), like(lead_with(g, {g.b, g.f}, true)),
+                                 like(lead_with(g, {g.b, g.f}, true)), like(lead_with(g, {g.b, g.f}, true)),
+                                 like(lead_with(g, {g.b, g.b}, true)), like(s[6].shape()), like(s[7].shape())};
+  raw::ttt_linear_scan_backward_into(gr, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9],
+                                     {dy[0], dy[1], dy[2]}, eps);
+  const fused::Sizes sizes = fused::dual_sizes(rows_of_unit(s[2], g, 0));
+  for (int64_t u = 0; u < g.n; ++u) fused::count(FusedOp::TttLinearDualBackward, sizes, bcast);
+  flops::add(FlopCat::Elementwise, uint64_t((g.n - 1) * (s[6].numel() + s[7].numel())));
+  return {gr[0], gr[1], units_inside(gr[2], g, true), units_inside(gr[3], g, true), units_inside(gr[4], g, true),
+          units_inside(gr[5], g, false), gr[6], gr[7]};
 }
 
 std::vector<Tensor> scan_backward(const std::vector<Tensor>& s, const std::vector<Tensor>& dy,

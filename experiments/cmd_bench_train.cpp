@@ -61,6 +61,8 @@ struct Variant {
   // Fused ops run as their compositions in this variant: "dual-composed" the TTT mini-batch's kernels (the
   // reference), "dual-only" every other one (norms, gated products, AdamW: what their kernels save).
   std::vector<FusedOp> composed = {};
+  // The backend's scan kernel for TTT-Linear's dual form; "dual-units": its one-unit kernel called unit by unit.
+  bool scan = true;
 };
 
 // The dual form's kernels, TTT-Linear's and TTT-MLP's (a config uses one of the two).
@@ -98,6 +100,7 @@ Variant parse_variant(const std::string& text) {
   if (text == "dual") return {"dual", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1};
   if (text == "dual-composed" || text == "dual-comp")
     return {"dual-comp", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, dual_ops()};
+  if (text == "dual-units") return {"dual-units", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, {}, false};
   if (text == "dual-only") return {"dual-only", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, all_but_dual()};
   if (text == "iterative") return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1};
   if (text.rfind("iter-", 0) == 0)
@@ -109,8 +112,8 @@ Variant parse_variant(const std::string& text) {
   if (text.rfind("prefix-", 0) == 0)
     return {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, steps_after("prefix-")};
   throw std::invalid_argument("bench train: unknown variant '" + text +
-                              "' in --variants (expected dual, dual-composed, dual-only, iterative, iter-K, prefix-K, "
-                              "prefix-closed-K or prefix-composed-K)");
+                              "' in --variants (expected dual, dual-units, dual-composed, dual-only, iterative, "
+                              "iter-K, prefix-K, prefix-closed-K or prefix-composed-K)");
 }
 
 // GFLOP/s of one 512³ cblas_sgemm at the current thread count: the machine's attainable GEMM rate.
@@ -237,13 +240,14 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
                 Device dev) {
   const ttt::TrainConfig tc = variant_config(cfg, v, steps * reps);
   struct Composed {  // the variant's fused ops as their compositions, for this variant only
-    const std::vector<FusedOp>& ops;
-    explicit Composed(const std::vector<FusedOp>& o) : ops(o) { set(false); }
+    const Variant& v;
+    explicit Composed(const Variant& x) : v(x) { set(false); }
     ~Composed() { set(true); }
     void set(bool k) const {
-      for (FusedOp op : ops) raw::set_fused_kernel(op, k);
+      for (FusedOp op : v.composed) raw::set_fused_kernel(op, k);
+      if (!v.scan) raw::set_dual_scan(k);
     }
-  } composed(v.composed);
+  } composed(v);
   reset_peak_rss();
   reset_peak_memory(dev);
   const double base_mb = dev == Device::CUDA ? 0.0 : status_mb("VmRSS");
@@ -465,7 +469,9 @@ void register_bench_train(CLI::App& bench) {
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--variants", opts->variants,
-                  "Comma-separated variants to run: dual, dual-composed (the dual form with the fused TTT mini-batch "
+                  "Comma-separated variants to run: dual, dual-units (TTT-Linear's dual form with its one-unit "
+                  "kernel called unit by unit instead of the backend's scan kernel), dual-composed (the dual form "
+                  "with the fused TTT mini-batch "
                   "kernel off: its composition of ops, the reference), dual-only (the dual form's kernels alone fused: the norms, "
                   "gated products and AdamW as compositions), iter-K (iterative path, carry mode; "
                   "iterative = iter-1), prefix-K (iterative path, prefix mode), prefix-closed-K (prefix mode, dual path: "

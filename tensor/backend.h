@@ -92,6 +92,17 @@ struct DualOperands {
 };
 constexpr int64_t kDualSaved(int64_t b, int64_t f) { return 3 * b * f + b * b; }
 
+// The operands of TTT-Linear's dual form over n mini-batches (units) of every head, the state carried from each
+// unit to the next: what n calls of the one-unit kernel would take, in one call. `first` is unit 0's operands (W and
+// bias the learned start). Unit u's xq, xk, xv and η are unit 0's head views moved by u·step_q … u·step_eta elements
+// (the units are slices of one (…, n·b, f) sequence and one (…, n, b, b) η); its W and bias are rows b … b + f of
+// unit u − 1's part of the packed output. Saved intermediates are written for every unit.
+struct ScanOperands {
+  DualOperands first;
+  int64_t units = 0;
+  int64_t step_q = 0, step_k = 0, step_v = 0, step_eta = 0;
+};
+
 // The operands of prefix mode's K closed-form inner steps on one unit (the map: compose::ttt_prefix_steps), per
 // head g of G, contiguous: z0 and t (G, b, f) (Z0 = XK·W + bias and the targets), neg_m (G, b, b) = −(XK·XKᵀ + 1),
 // w (G, P) η at the P = b(b + 1)/2 causal pairs (j ≤ i, j-major); γ and β of the inner layer norm as the row
@@ -250,6 +261,22 @@ class Backend {
   virtual void ttt_linear_dual(const Tensor&, const DualOperands&) { unsupported(FusedOp::TttLinearDual); }
   virtual void ttt_linear_dual_backward(const std::array<Tensor, 8>&, const DualOperands&,
                                         const std::array<Tensor, 3>&) {
+    unsupported(FusedOp::TttLinearDualBackward);
+  }
+  // TTT-Linear's dual form over every unit of a sequence (ScanOperands), where dual_scan() says the backend has it
+  // (else the caller runs the one-unit kernels above unit by unit): Y (n, G, b + f + 1, f) holds each unit's packed
+  // output as ttt_linear_dual writes it, S (n, G, kDualSaved(b, f)) each unit's intermediates. The backward, for the
+  // upstream {dout, dW_n, dbias_n} (dout unit 0's head view of the sequence's gradient, unit u's moved by u·step_dout
+  // elements), walks the units in reverse, each unit's dW, dbias the upstream of the unit before, and writes {dW,
+  // dbias of the start (G, f, f), (G, 1, f); dxq, dxk, dxv (n, G, b, f); deta (n, G, b, b); dγ, dβ}. Every result
+  // has the bits of the one-unit kernels run unit by unit, dγ and dβ included: each unit's summed over heads as the
+  // one-unit backward sums them, rounded to T, and added up from the last unit to the first.
+  virtual bool dual_scan() const { return false; }
+  virtual void ttt_linear_scan(const Tensor&, const Tensor&, const ScanOperands&) {
+    unsupported(FusedOp::TttLinearDual);
+  }
+  virtual void ttt_linear_scan_backward(const std::array<Tensor, 8>&, const ScanOperands&, const Tensor&,
+                                        const Tensor&, const std::array<Tensor, 3>&, int64_t) {
     unsupported(FusedOp::TttLinearDualBackward);
   }
   // Prefix mode's K closed-form steps, each head on its own (PrefixOperands): a (G, P, f) the accumulated weighted

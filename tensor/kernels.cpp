@@ -798,9 +798,7 @@ Tensor dual_head_view(const Tensor& x, bool rows_apart) {
   return make_view(x, {lead[0].first, lead[1].first, r, c}, {lead[0].second, lead[1].second, rs, 1}, x.offset());
 }
 
-namespace {
-// The dual form's operands as head views, with γ and β as the row kernels take them.
-DualOperands dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+DualOperands dual_operands(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
                         const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps) {
   check_dual(W, bias, xq, xk, xv, eta);
   RowParams rp = row_params(xq, gamma, beta, "ttt_linear_dual");  // reads only xq's shape: no copy
@@ -808,7 +806,6 @@ DualOperands dual_heads(const Tensor& W, const Tensor& bias, const Tensor& xq, c
           dual_head_view(xv, true), dual_head_view(eta, false), rp.gamma, rp.beta, std::move(rp.rows), eps,
           Tensor()};  // saved: the caller attaches them
 }
-}  // namespace
 
 namespace {
 // Shape s with its last two axes replaced by (m, n).
@@ -828,7 +825,7 @@ void need_buffer(const char* op, const char* what, const Tensor& t, const Tensor
 void ttt_linear_dual_into(const Tensor& y, const Tensor& saved, const Tensor& W, const Tensor& bias, const Tensor& xq,
                           const Tensor& xk, const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                           const Tensor& beta, double eps) {
-  DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  DualOperands o = dual_operands(W, bias, xq, xk, xv, eta, gamma, beta, eps);
   const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
   need_buffer("ttt_linear_dual", "y", y, xq, with_rows(xq.shape(), b + f + 1, f));
   need_buffer("ttt_linear_dual", "saved", saved, xq, {G, kDualSaved(b, f)});
@@ -851,7 +848,7 @@ void ttt_linear_dual_backward_into(const std::array<Tensor, 8>& g, const Tensor&
                                    const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                    const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                    const std::array<Tensor, 3>& dy, double eps) {
-  DualOperands o = dual_heads(W, bias, xq, xk, xv, eta, gamma, beta, eps);
+  DualOperands o = dual_operands(W, bias, xq, xk, xv, eta, gamma, beta, eps);
   const int64_t b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), G = head_count(xq);
   const int64_t rows[3] = {b, f, 1};
   const char* names[3] = {"dout", "dW'", "dbias'"};

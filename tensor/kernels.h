@@ -124,6 +124,32 @@ void ttt_linear_dual_backward_into(const std::array<Tensor, 8>& g, const Tensor&
                                    const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                                    const Tensor& gamma, const Tensor& beta, const Tensor& saved,
                                    const std::array<Tensor, 3>& dy, double eps);
+// The dual form's operands as the backend's kernels take them (DualOperands, saved left undefined): head views, with
+// γ and β as the row kernels take them. Checks them as check_dual does.
+DualOperands dual_operands(const Tensor& W, const Tensor& bias, const Tensor& xq, const Tensor& xk, const Tensor& xv,
+                           const Tensor& eta, const Tensor& gamma, const Tensor& beta, double eps);
+// TTT-Linear's dual form over the n units (mini-batches of b rows) of a sequence, the state carried from each to the
+// next, into buffers the caller owns: exactly what n calls of ttt_linear_dual_into write, unit u's W and bias being
+// rows b … b + f of unit u − 1's part of Y (W0, b0 for unit 0). xq, xk, xv (…, n·b, f), eta (…, n, b, b), W0
+// (…, f, f) and b0 (…, 1, f) of xq's leading shape, γ and β as for ttt_linear_dual; Y (n, …, b + f + 1, f) and S
+// (n, G, kDualSaved(b, f)) contiguous. One call of the backend's scan kernel where it has one (Backend::dual_scan)
+// and the operands' units lie a fixed step apart, else the one-unit kernel unit by unit.
+void ttt_linear_scan_into(const Tensor& Y, const Tensor& S, const Tensor& W0, const Tensor& b0, const Tensor& xq,
+                          const Tensor& xk, const Tensor& xv, const Tensor& eta, const Tensor& gamma,
+                          const Tensor& beta, double eps);
+// Whether ttt_linear_scan_into and its backward take the backend's scan kernel where it has one (default on;
+// PONDER_DUAL_SCAN=0 at start-up turns it off): off, they run the one-unit kernel unit by unit, which gives the same
+// bits (for comparisons and `ponder bench train --variants dual-units`).
+void set_dual_scan(bool on);
+bool dual_scan_enabled();
+// Its backward, exactly what ttt_linear_dual_backward_into called on the units in reverse writes (each unit's dW and
+// dbias the upstream of the unit before; dγ and dβ each unit's, added from the last unit to the first): g = {dW0,
+// db0 shaped like W0, b0; dxq, dxk, dxv (n, …, b, f); deta (n, …, b, b); dγ, dβ shaped like γ, β}, contiguous; Y and
+// S the forward's; dy = {dout (…, n·b, f), dW_n (…, f, f), dbias_n (…, 1, f)}.
+void ttt_linear_scan_backward_into(const std::array<Tensor, 8>& g, const Tensor& W0, const Tensor& b0,
+                                   const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
+                                   const Tensor& gamma, const Tensor& beta, const Tensor& Y, const Tensor& S,
+                                   const std::array<Tensor, 3>& dy, double eps);
 // x (…, r, c) as a (n0, n1, r, c) view of the same storage: its leading axes merged into at most two with unit
 // stride along c, and rows c apart unless rows_apart allows any row stride; a contiguous copy, viewed so, where the
 // strides do not allow it. The head views of DualOperands.

@@ -50,9 +50,11 @@ check(bench_env(dict(bare, OMP_WAIT_POLICY="passive"), "--variants", "dual")["om
       "a user's OMP_WAIT_POLICY stands, with no spin count added")
 check(row["blas_core"] not in ("", "unknown"), "the row names the OpenBLAS kernels: " + row["blas_core"])
 
-rows = [json.loads(l) for l in bench("--variants", "iter-2,dual,dual-composed", "--json", "--profile").stdout.splitlines()]
+rows = [json.loads(l) for l in
+        bench("--variants", "iter-2,dual,dual-composed,dual-units", "--json", "--profile").stdout.splitlines()]
 check([(r["variant"], r["mode"], r["path"], r["K"]) for r in rows] ==
-      [("iterative", "carry", "iterative", 2), ("dual", "carry", "dual", 1), ("dual-comp", "carry", "dual", 1)],
+      [("iterative", "carry", "iterative", 2), ("dual", "carry", "dual", 1), ("dual-comp", "carry", "dual", 1),
+       ("dual-units", "carry", "dual", 1)],
       "--variants picks and orders the rows")
 check(all(r["tokens_per_s"] > 0 and r["estimated_mb"] > 0 for r in rows), "rows report tokens/s and a memory estimate")
 check(all(0 < r["base_rss_mb"] < r["peak_rss_mb"] for r in rows),
@@ -60,12 +62,20 @@ check(all(0 < r["base_rss_mb"] < r["peak_rss_mb"] for r in rows),
       str([(r["base_rss_mb"], r["peak_rss_mb"]) for r in rows]))
 prof = rows[1]["profile"]
 check(prof["matmul"]["calls_per_step"] > 0 and prof["framework"]["ms_per_step"] >= 0 and
-      any(k["kernel"] == "ttt_linear_dual" and k["kind"] == "fused" for k in prof["kernels"]) and
-      any(k["kernel"] == "ttt_linear_dual_backward" for k in prof["kernels"]),
-      "--profile reports kinds and kernels (the dual form's fused kernel, forward and backward)")
+      any(k["kernel"] == "ttt_linear_scan" and k["kind"] == "fused" for k in prof["kernels"]) and
+      any(k["kernel"] == "ttt_linear_scan_backward" for k in prof["kernels"]),
+      "--profile reports kinds and kernels (the dual form's scan kernel over a layer's units, forward and backward)")
 comp = [k["kernel"] for k in rows[2]["profile"]["kernels"]]
-check("ttt_linear_dual" not in comp and "ln_l2_grad" in comp,
-      "dual-composed runs the dual form as its composition (ln_l2_grad, no ttt_linear_dual kernel)")
+check("ttt_linear_dual" not in comp and "ttt_linear_scan" not in comp and "ln_l2_grad" in comp,
+      "dual-composed runs the dual form as its composition (ln_l2_grad, no dual or scan kernel)")
+units = {k["kernel"]: k["calls_per_step"] for k in rows[3]["profile"]["kernels"]}
+scans = {k["kernel"]: k["calls_per_step"] for k in prof["kernels"]}
+check("ttt_linear_scan" not in units and units.get("ttt_linear_dual", 0) > scans["ttt_linear_scan"] and
+      units.get("ttt_linear_dual_backward", 0) > scans["ttt_linear_scan_backward"],
+      "dual-units calls the one-unit kernels, more often than dual calls the scan kernels: " + str((units, scans)))
+check(rows[3]["flops_per_token"] == rows[1]["flops_per_token"] and rows[3]["loss"] == rows[1]["loss"],
+      "dual-units and dual count the same FLOPs per token and train to the same loss (the scan's bits): " +
+      str((rows[3]["loss"], rows[1]["loss"])))
 
 # Prefix mode on the dual path with its K-step kernel and as the kernel's composition: the same FLOPs per token
 # (the kernel counts its composition's), the kernel in one profile only.

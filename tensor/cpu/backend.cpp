@@ -231,6 +231,16 @@ class CpuBackend final : public Backend {
     prof::Scope t(Kind::Fused, "ttt_linear_dual_backward");
     cpu::ttt_linear_dual_backward(g, o, dy);
   }
+  bool dual_scan() const override { return true; }
+  void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& o) override {
+    prof::Scope t(Kind::Fused, "ttt_linear_scan");
+    cpu::ttt_linear_scan(Y, S, o);
+  }
+  void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands& o, const Tensor& Y,
+                                const Tensor& S, const std::array<Tensor, 3>& dy, int64_t step_dout) override {
+    prof::Scope t(Kind::Fused, "ttt_linear_scan_backward");
+    cpu::ttt_linear_scan_backward(g, o, Y, S, dy, step_dout);
+  }
   void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o) override {
     prof::Scope t(Kind::Fused, "ttt_prefix_steps");
     cpu::ttt_prefix_steps(a, saved, o);

@@ -55,6 +55,10 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 // TTT-Linear's dual form on one mini-batch, head by head (tensor/backend.h; cpu/ttt_dual.cpp).
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy);
+// TTT-Linear's dual form over every unit of each head (ScanOperands; tensor/backend.h states the map).
+void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& s);
+void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands& s, const Tensor& Y, const Tensor& S,
+                              const std::array<Tensor, 3>& dy, int64_t step_dout);
 void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o);
 void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
                                const Tensor& da);

@@ -3,9 +3,10 @@
 // gradient through LN + L2, the output layer norm and their VJPs) are the row functions the fused row kernels use
 // (tensor/cpu/rows.h). The operands arrive as head views (raw::dual_head_view): a mini-batch's slice of the
 // projections, the previous unit's W' and bias' inside its packed output and η's slice are read where they lie, with
-// no copy; only xq, xk and xv may have rows further apart than f. Its definition is the composition in autograd/compose.cpp, which tests/test_ops.cpp and the
-// op table compare it with. Heads run in parallel; dγ and dβ are summed per head and then over heads in order, so
-// results do not depend on the thread count.
+// no copy; only xq, xk and xv may have rows further apart than f. Its definition is the composition in
+// autograd/compose.cpp, which tests/test_ops.cpp and the op table compare it with. Heads run in parallel; dγ and dβ
+// are summed per head and then over heads in order, so results do not depend on the thread count. The scan
+// (ttt_linear_scan, below) runs the same head steps over every unit of a sequence in one parallel region.
 #include <algorithm>
 #include <vector>
 
@@ -115,6 +116,29 @@ void forward_parts(const Head<T>& h, Parts<T>& p) {
   gemm(false, false, b, f, b, p.m.data(), b, p.g, f, T(1), p.zb, f, T(-1));
 }
 
+// One head's forward into out (b + f + 1, f): the outputs, W' and bias'. p bound to where Z, G, zb and S go.
+template <class T>
+void forward_head(const Head<T>& h, Parts<T>& p, T* out) {
+  const int64_t b = h.b, f = h.f;
+  forward_parts(h, p);
+  T *W2 = out + b * f, *b2 = W2 + f * f;
+  for (int64_t i = 0; i < b; ++i) {  // out = q + LN(zb)
+    rows::ln_affine(p.zb + i * f, h.gamma + h.goff[i], h.beta + h.goff[i], out + i * f, f, h.eps);
+    for (int64_t c = 0; c < f; ++c) out[i * f + c] += h.q[i * h.lq + c];
+  }
+  // W' = W − (ηl⊙k)ᵀ·G and bias' = bias − Σ_j ηl_j·G_j, ηl the last row of η (p.t reused for ηl⊙k)
+  const T* el = h.eta + (b - 1) * b;
+  for (int64_t j = 0; j < b; ++j)
+    for (int64_t c = 0; c < f; ++c) p.t[size_t(j * f + c)] = el[j] * h.k[j * h.lk + c];
+  std::copy(h.W, h.W + f * f, W2);
+  gemm(true, false, f, f, b, p.t.data(), f, p.g, f, T(1), W2, f, T(-1));
+  for (int64_t c = 0; c < f; ++c) {
+    T acc = 0;
+    for (int64_t j = 0; j < b; ++j) acc += el[j] * p.g[j * f + c];
+    b2[c] = h.bias[c] - acc;
+  }
+}
+
 template <class T>
 void forward_t(const Tensor& y, const DualOperands& o) {
   const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3];
@@ -124,25 +148,8 @@ void forward_t(const Tensor& y, const DualOperands& o) {
     Parts<T>& p = thread_buffers<Parts<T>>(b, f);
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < G; ++g) {
-      const Head<T> h = head<T>(o, g);
       p.bind(o.saved.defined() ? o.saved.data<T>() + g * kDualSaved(b, f) : nullptr);
-      forward_parts(h, p);
-      T *out = yp + g * (b + f + 1) * f, *W2 = out + b * f, *b2 = W2 + f * f;
-      for (int64_t i = 0; i < b; ++i) {  // out = q + LN(zb)
-        rows::ln_affine(p.zb + i * f, h.gamma + h.goff[i], h.beta + h.goff[i], out + i * f, f, h.eps);
-        for (int64_t c = 0; c < f; ++c) out[i * f + c] += h.q[i * h.lq + c];
-      }
-      // W' = W − (ηl⊙k)ᵀ·G and bias' = bias − Σ_j ηl_j·G_j, ηl the last row of η (p.t reused for ηl⊙k)
-      const T* el = h.eta + (b - 1) * b;
-      for (int64_t j = 0; j < b; ++j)
-        for (int64_t c = 0; c < f; ++c) p.t[size_t(j * f + c)] = el[j] * h.k[j * h.lk + c];
-      std::copy(h.W, h.W + f * f, W2);
-      gemm(true, false, f, f, b, p.t.data(), f, p.g, f, T(1), W2, f, T(-1));
-      for (int64_t c = 0; c < f; ++c) {
-        T acc = 0;
-        for (int64_t j = 0; j < b; ++j) acc += el[j] * p.g[j * f + c];
-        b2[c] = h.bias[c] - acc;
-      }
+      forward_head(head<T>(o, g), p, yp + g * (b + f + 1) * f);
     }
   }
 }
@@ -255,7 +262,130 @@ void backward_t(const std::array<Tensor, 8>& out, const DualOperands& o, const s
       backward_head(h, up, ho, p, d, acc, acc + P);
     }
   }
-  sum_head_parts(parts, G, P, out[6].data<T>(), out[7].data<T>());
+  sum_head_parts(parts.data(), G, P, out[6].data<T>(), out[7].data<T>());
+}
+
+// ---- The scan over every unit of each head (ScanOperands): a thread takes a head through all its units, so its W,
+// bias and buffers stay in cache and one parallel region serves the whole sequence.
+
+// Head g at unit u: unit 0's views moved by u units; W and bias where unit u − 1 wrote them in Y (n, G, b + f + 1,
+// f), rows b … b + f.
+template <class T>
+Head<T> unit_head(Head<T> h, const ScanOperands& s, int64_t g, int64_t u, const T* Y) {
+  h.q += u * s.step_q;
+  h.k += u * s.step_k;
+  h.v += u * s.step_v;
+  h.eta += u * s.step_eta;
+  if (u > 0) {
+    const int64_t G = head_total(s.first.xq);
+    h.W = Y + ((u - 1) * G + g) * (h.b + h.f + 1) * h.f + h.b * h.f;
+    h.bias = h.W + h.f * h.f;
+  }
+  return h;
+}
+
+template <class T>
+void scan_forward_t(const Tensor& Y, const Tensor& S, const ScanOperands& s) {
+  const DualOperands& o = s.first;
+  const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3], ys = (b + f + 1) * f;
+  T *yp = Y.data<T>(), *sp = S.data<T>();
+#pragma omp parallel
+  {
+    Parts<T>& p = thread_buffers<Parts<T>>(b, f);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < G; ++g) {
+      const Head<T> h0 = head<T>(o, g);
+      for (int64_t u = 0; u < s.units; ++u) {
+        p.bind(sp + (u * G + g) * kDualSaved(b, f));
+        forward_head(unit_head(h0, s, g, u, yp), p, yp + (u * G + g) * ys);
+      }
+    }
+  }
+}
+
+// The scan's backward: its operands, each head's dW, dbias between units in one of two slots (unit u reads the
+// upstream unit u + 1 wrote and writes the other), and the units' dγ, dβ parts per head for a block of units at a
+// time (a block's heads are summed per unit once every thread is done with it, as the one-unit kernel sums them).
+template <class T>
+struct ScanBackward {
+  const std::array<Tensor, 8>& out;
+  const ScanOperands& s;
+  const Tensor &Y, &S;
+  const std::array<Tensor, 3>& dy;
+  int64_t step_dout, G, b, f, P, block;
+  std::vector<T> dw;          // (G, 2, f·f + f)
+  std::vector<double> parts;  // (units in a block, G, 2·P)
+  T* slot(int64_t g, int64_t u) { return dw.data() + (g * 2 + (u & 1)) * (f * f + f); }
+  double* part(int64_t g, int64_t i) { return parts.data() + (i * G + g) * 2 * P; }
+};
+
+// Units per block: their parts within about 8 MB.
+inline int64_t scan_block(int64_t G, int64_t P, int64_t n) {
+  return std::clamp<int64_t>((int64_t(8) << 20) / std::max<int64_t>(1, G * 2 * P * 8), 1, n);
+}
+
+// Unit u of head g, the i-th unit of its block (the units of a block in reverse, in the caller's parallel loop).
+template <class T>
+void scan_backward_unit(ScanBackward<T>& c, int64_t g, int64_t u, int64_t i, Parts<T>& p, Grads<T>& d) {
+  const int64_t G = c.G, b = c.b, f = c.f, bf = b * f, ug = u * G + g;
+  const std::array<Tensor, 8>& out = c.out;  // not named through c, whose type depends on T
+  const std::array<Tensor, 3>& dy = c.dy;
+  const Tensor &Y = c.Y, &S = c.S;
+  const Head<T> h = unit_head(head<T>(c.s.first, g), c.s, g, u, Y.data<T>());
+  p.bind(S.data<T>() + ug * kDualSaved(b, f));
+  cheap_parts(h, p);
+  const T* up = u == c.s.units - 1 ? nullptr : c.slot(g, u + 1);
+  const HeadUp<T> hu{head_at<T>(dy[0], g) + u * c.step_dout, up ? up : head_at<T>(dy[1], g),
+                     up ? up + f * f : head_at<T>(dy[2], g), dy[0].strides()[2]};
+  T* dw = u == 0 ? out[0].data<T>() + g * f * f : c.slot(g, u);
+  const HeadOut<T> ho{dw, u == 0 ? out[1].data<T>() + g * f : dw + f * f, out[2].data<T>() + ug * bf,
+                      out[3].data<T>() + ug * bf, out[4].data<T>() + ug * bf, out[5].data<T>() + ug * b * b};
+  double* acc = c.part(g, i);
+  std::fill(acc, acc + 2 * c.P, 0.0);
+  backward_head(h, hu, ho, p, d, acc, acc + c.P);
+}
+
+// dγ, dβ ← the block's units [lo, hi] summed over heads unit by unit, from the last unit down, each added to the sums
+// of the units after it in T (the one-unit kernels' sums and their additions).
+template <class T>
+void scan_sum_block(ScanBackward<T>& c, int64_t lo, int64_t hi, std::vector<T>& tmp) {
+  const std::array<Tensor, 8>& out = c.out;
+  T *dgam = out[6].data<T>(), *dbet = out[7].data<T>();
+  for (int64_t u = hi; u >= lo; --u) {
+    if (u == c.s.units - 1) {
+      sum_head_parts(c.part(0, u - lo), c.G, c.P, dgam, dbet);
+      continue;
+    }
+    sum_head_parts(c.part(0, u - lo), c.G, c.P, tmp.data(), tmp.data() + c.P);
+    for (int64_t j = 0; j < c.P; ++j) {
+      dgam[j] = dgam[j] + tmp[size_t(j)];
+      dbet[j] = dbet[j] + tmp[size_t(c.P + j)];
+    }
+  }
+}
+
+template <class T>
+void scan_backward_t(const std::array<Tensor, 8>& out, const ScanOperands& s, const Tensor& Y, const Tensor& S,
+                     const std::array<Tensor, 3>& dy, int64_t step_dout) {
+  const DualOperands& o = s.first;
+  const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3], P = o.gamma.numel(), n = s.units;
+  ScanBackward<T> c{out, s, Y, S, dy, step_dout, G, b, f, P, scan_block(G, P, n), {}, {}};
+  c.dw.resize(size_t(G * 2 * (f * f + f)));
+  c.parts.resize(size_t(c.block * G * 2 * P));
+  std::vector<T> tmp(size_t(2 * P));
+#pragma omp parallel
+  {
+    Parts<T>& p = thread_buffers<Parts<T>>(b, f);
+    Grads<T>& d = thread_buffers<Grads<T>>(b, f);
+    for (int64_t hi = n - 1; hi >= 0; hi -= c.block) {
+      const int64_t lo = std::max<int64_t>(0, hi - c.block + 1);
+#pragma omp for schedule(static)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t u = hi; u >= lo; --u) scan_backward_unit(c, g, u, u - lo, p, d);
+#pragma omp single
+      scan_sum_block(c, lo, hi, tmp);
+    }
+  }
 }
 
 }  // namespace
@@ -266,6 +396,16 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
 
 void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_dual", [&] { forward_t<scalar_t>(y, o); });
+}
+
+void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& s) {
+  PONDER_DISPATCH_FLOAT(Y.dtype(), "ttt_linear_scan", [&] { scan_forward_t<scalar_t>(Y, S, s); });
+}
+
+void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands& s, const Tensor& Y,
+                              const Tensor& S, const std::array<Tensor, 3>& dy, int64_t step_dout) {
+  PONDER_DISPATCH_FLOAT(Y.dtype(), "ttt_linear_scan_backward",
+                        [&] { scan_backward_t<scalar_t>(g, s, Y, S, dy, step_dout); });
 }
 
 }  // namespace ponder::cpu

@@ -341,7 +341,7 @@ void backward_t(const std::array<Tensor, 10>& out, const MlpDualOperands& o, con
     double* acc = parts.data() + g * 2 * P;
     backward_head(hd, s, d, w, acc, acc + P);
   }
-  sum_head_parts(parts, G, P, out[8].data<T>(), out[9].data<T>());
+  sum_head_parts(parts.data(), G, P, out[8].data<T>(), out[9].data<T>());
 }
 
 }  // namespace

@@ -219,7 +219,7 @@ void backward_t(const std::array<Tensor, 6>& out, const PrefixOperands& o, const
                          out[3].data<T>() + g * P,     acc,                          acc + Pg};
     backward_head(h, saved.data<T>() + g * S, da.data<T>() + g * P * f, d, work<T>(b, f));
   }
-  sum_head_parts(parts, G, Pg, out[4].data<T>(), out[5].data<T>());
+  sum_head_parts(parts.data(), G, Pg, out[4].data<T>(), out[5].data<T>());
 }
 
 }  // namespace
