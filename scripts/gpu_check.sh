@@ -55,10 +55,11 @@ step bench_dual 90 "$ponder" bench dual --device cuda
 step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp
 step bench_train_small_mlp 120 "$ponder" bench train --device cuda --config configs/small_mlp.yaml \
   --variants dual,dual-composed --steps 2 --profile
-# The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile.
+# The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile;
+# dual-units calls the one-unit dual kernels unit by unit where dual runs the scan kernels (one launch a layer).
 sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
-step bench_train_125m_b32_bf16 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
-  --variants dual,dual-only --steps 2 --precision bf16
+step bench_train_125m_b32_bf16 150 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual,dual-units,dual-only --steps 2 --precision bf16
 # Why the dual-form kernels run far below the GPU's peak (a few percent of it at the 125M shape): Nsight Compute's
 # stall reasons, occupancy and memory traffic for one forward and one backward launch at that shape, where ncu is
 # installed and may read the performance counters (a permission error is in the log).
@@ -88,6 +89,11 @@ if [ -n "$cs" ]; then
   # memcheck on the fused norm, gated-product, RoPE and AdamW kernels, through their test against the CPU kernels.
   step memcheck_fused 120 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: the fused norm*'
+  # The scan kernels (the dual form over every unit of a layer, carrying each head's state in global memory).
+  step memcheck_scan 90 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: the TTT-Linear scan kernels give*'
+  step racecheck_scan 150 "$cs" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: the TTT-Linear scan kernels give*'
   step memcheck_dual_mlp 90 "$cs" --tool memcheck --error-exitcode 9 "$ponder" bench dual --device cuda \
     --inner mlp --batch 1 --heads 2 --check-only
   # memcheck on TTT-MLP's dual-form kernels and the scan node, through the tiny models' GPU-against-CPU test.

@@ -545,6 +545,181 @@ TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CP
 }
 
 namespace {
+// The CUDA scan (tensor/cuda/ttt_dual_body.h: unit_args, the gamma unit sums) run on the CPU as its launches run:
+// the forward's units in order, the backward's in blocks of `per` from the last unit down, each unit of each head
+// through every phase, thread by thread; each backward block's dγ, dβ parts then summed per unit over heads in chunks
+// of 4 and added onto the later units' sums.
+struct ScanRun {
+  dual::Args<double> a{};
+  dual::Scan<double> s;
+  int64_t G = 0, per = 1;
+  int nt = 1;
+};
+template <int U>
+void simulate_scan(ScanRun& r, bool forward, double* dgam, double* dbet) {
+  auto units = [&](int64_t lo, int64_t hi) {
+    for (int64_t i = 0; i <= hi - lo; ++i) {
+      const int64_t u = forward ? lo + i : hi - i;
+      for (int64_t g = 0; g < r.G; ++g)
+        for (int ph = 0; ph < (forward ? dual::kForwardPhases : dual::kBackwardPhases); ++ph)
+          for (int tid = 0; tid < r.nt; ++tid)
+            forward ? dual::scan_forward_phase<U>(r.a, r.s, u, g, ph, tid, r.nt)
+                    : dual::scan_backward_phase<U>(r.a, r.s, u, g, ph, tid, r.nt);
+    }
+  };
+  if (forward) return units(0, r.s.units - 1);
+  const int64_t chunk = 4, Q = dual::head_chunks(r.G, chunk), P = r.a.P;
+  std::vector<double> parts(size_t(r.per * r.G * 2 * P)), sums(size_t(r.per * Q * 2 * P));
+  r.a.parts = parts.data();
+  for (int64_t hi = r.s.units - 1; hi >= 0; hi -= r.per) {
+    r.s.hi = hi, r.s.lo = std::max<int64_t>(0, hi - r.per + 1);
+    std::fill(parts.begin(), parts.end(), 0.0);
+    units(r.s.lo, hi);
+    for (int64_t x = 0; x < (hi - r.s.lo + 1) * Q * P; ++x)
+      dual::sum_gamma_unit_chunk(parts.data(), r.G, P, chunk, sums.data(), x);
+    for (int64_t j = 0; j < P; ++j) dual::add_gamma_units(sums.data(), Q, P, r.s, dgam, dbet, j);
+  }
+}
+
+// The emulated scan against the CPU's scan kernel (raw::ttt_linear_scan_into and its backward), forward and
+// backward, over 3 units of 6 heads with γ per head, k a strided view, W0 and b0 broadcast over the batch.
+DualErrors scan_phase_errors(int64_t f, int nt, bool block, int unroll) {
+  Generator gen(31);
+  const int64_t B = 2, H = 3, n = 3, b = 4, N = n * b, G = B * H;
+  auto nrm = [&](Shape sh, double sd) { return gen.normal(sh, 0, sd, DType::F64); };
+  const Tensor W0 = raw::expand(nrm({H, f, f}, 0.3), {B, H, f, f}), b0 = raw::expand(nrm({H, 1, f}, 0.1), {B, H, 1, f});
+  const Tensor xq = nrm({B, H, N, f}, 1), xk = raw::permute(nrm({B, N, H, f}, 1), {0, 2, 1, 3}),
+               xv = nrm({B, H, N, f}, 1), eta = gen.uniform({B, H, n, b, b}, 0, 0.1, DType::F64),
+               gamma = gen.normal({1, H, 1, f}, 1, 0.1, DType::F64), beta = nrm({1, H, 1, f}, 0.1);
+  const Tensor Y = Tensor::empty({n, B, H, b + f + 1, f}, DType::F64),
+               S = Tensor::empty({n, G, kDualSaved(b, f)}, DType::F64);
+  raw::ttt_linear_scan_into(Y, S, W0, b0, xq, xk, xv, eta, gamma, beta, 1e-5);  // the CPU kernel
+  ScanRun r;
+  r.G = G, r.nt = nt, r.per = 2;  // backward blocks: units 2 … 1, then 0
+  dual::Args<double>& a = r.a;
+  const Tensor unit0[6] = {raw::dual_head_view(W0, false),
+                           raw::dual_head_view(b0, false),
+                           raw::dual_head_view(raw::slice(xq, 2, 0, b), true),
+                           raw::dual_head_view(raw::slice(xk, 2, 0, b), true),
+                           raw::dual_head_view(raw::slice(xv, 2, 0, b), true),
+                           raw::dual_head_view(raw::squeeze(raw::slice(eta, 2, 0, 1), 2), false)};
+  const double** ptr[6] = {&a.W, &a.bias, &a.q, &a.k, &a.v, &a.eta};
+  dual::HeadLayout* lay[6] = {&a.lW, &a.lbias, &a.lq, &a.lk, &a.lv, &a.leta};
+  for (int i = 0; i < 6; ++i) *ptr[i] = unit0[i].data<double>(), *lay[i] = dual::layout_of(unit0[i]);
+  const Tensor ge = raw::expand(gamma, {B, H, b, f});
+  a.gamma = gamma.data<double>(), a.beta = beta.data<double>();
+  a.rows.nd = 3;
+  for (int d = 0; d < 3; ++d) a.rows.size[d] = ge.shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
+  a.b = b, a.f = f, a.P = gamma.numel(), a.eps = 1e-5;
+  std::vector<double> ys(size_t(Y.numel())), sv(size_t(S.numel())), sc(size_t((block ? 1 : G) * dual::scratch_t(b, f))),
+      sd(size_t((block ? 1 : G) * dual::scratch_d(b, f)));
+  a.scratch = sc.data(), a.dscr = sd.data(), a.block_scratch = block;
+  (block ? a.saved_out : a.saved) = sv.data();  // as the backend's args() leaves them for a forward
+  r.s.units = n, r.s.lo = 0, r.s.hi = n - 1, r.s.G = G, r.s.Y = ys.data(), r.s.S = sv.data();
+  r.s.sq = b * xq.strides()[2], r.s.sk = b * xk.strides()[2], r.s.sv = b * xv.strides()[2], r.s.seta = eta.strides()[2];
+  auto run = [&](bool forward, double* dgam, double* dbet) {
+    switch (unroll) {
+      case dual::kTiles: return simulate_scan<dual::kTiles>(r, forward, dgam, dbet);
+      case 1: return simulate_scan<1>(r, forward, dgam, dbet);
+    }
+    FAIL("unroll ", unroll, " is not emulated here");
+  };
+  run(true, nullptr, nullptr);
+  DualErrors err;
+  err.add(true, ys, Y.to_vector(), "Y");
+  err.add(true, sv, S.to_vector(), "S");
+  const std::array<Tensor, 3> dy{nrm({B, H, N, f}, 1), nrm({B, H, f, f}, 1), nrm({B, H, 1, f}, 1)};
+  const Shape gs[8] = {W0.shape(), b0.shape(), {n, B, H, b, f}, {n, B, H, b, f}, {n, B, H, b, f}, {n, B, H, b, b},
+                       gamma.shape(), beta.shape()};
+  std::array<Tensor, 8> want;
+  std::vector<std::vector<double>> got(8);
+  for (size_t i = 0; i < 8; ++i) {
+    want[i] = Tensor::empty(gs[i], DType::F64);
+    got[i].assign(size_t(want[i].numel()), -7.0);
+  }
+  raw::ttt_linear_scan_backward_into(want, W0, b0, xq, xk, xv, eta, gamma, beta, Y, S, dy, 1e-5);
+  const Tensor up[3] = {raw::dual_head_view(raw::slice(dy[0], 2, 0, b), true), raw::dual_head_view(dy[1], false),
+                        raw::dual_head_view(dy[2], false)};
+  a.dout = up[0].data<double>(), a.ldout = dual::layout_of(up[0]), a.dW2u = up[1].data<double>();
+  a.ldW2u = dual::layout_of(up[1]), a.db2u = up[2].data<double>(), a.ldb2u = dual::layout_of(up[2]);
+  a.dW = got[0].data(), a.db = got[1].data(), a.dq = got[2].data(), a.dk = got[3].data(), a.dv = got[4].data();
+  a.deta = got[5].data(), a.saved = sv.data(), a.saved_out = nullptr;
+  std::vector<double> cw(size_t(2 * G * f * f)), cb(size_t(2 * G * f));
+  r.s.sdout = b * dy[0].strides()[2], r.s.cW = cw.data(), r.s.cb = cb.data();
+  run(false, got[6].data(), got[7].data());
+  for (size_t i = 0; i < 8; ++i) err.add(false, got[i], want[i].to_vector(), "gradient " + std::to_string(i));
+  return err;
+}
+}  // namespace
+
+// The scan kernels' algorithm where there is no GPU (on a GPU the op table and training tests run the launches):
+// each unit moved to by unit_args, the state carried through Y and the carry slots, the backward's dγ, dβ per block
+// of units, all equal the CPU's scan kernel, with global and with block scratch, at f 5 (one column chunk) and 8
+// (tiles taken).
+TEST_CASE("cuda: the TTT-Linear scan kernels' units, run on the CPU, equal the CPU scan kernel") {
+  for (int64_t f : {5, 8})
+    for (int nt : {1, 3, 64})
+      for (bool block : {false, true})
+        for (int unroll : {dual::kTiles, 1}) {
+          CAPTURE(f);
+          CAPTURE(nt);
+          CAPTURE(block);
+          CAPTURE(unroll);
+          const DualErrors e = scan_phase_errors(f, nt, block, unroll);
+          CHECK_MESSAGE(e.forward <= 1e-12, "forward ", e.forward, " at ", e.forward_at);
+          CHECK_MESSAGE(e.backward <= 1e-11, "backward ", e.backward, " at ", e.backward_at);
+        }
+}
+
+// On a GPU: the scan kernels give the bits of the one-unit kernels called unit by unit (the same phases on the same
+// operands, dγ and dβ summed the same way), and the CPU scan's values, at the 125M model's b and f.
+TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits unit by unit, and the CPU's values") {
+  if (!gpu()) return;
+  const int64_t B = 2, H = 3, n = 5, b = 16, f = 64, N = n * b, G = B * H;
+  for (DType dt : {DType::F32, DType::F64}) {
+    CAPTURE(std::string(dtype_name(dt)));
+    Generator gen(37);
+    auto nrm = [&](Shape sh, double mean, double sd) {
+      return raw::to_dtype(gen.normal(sh, mean, sd, DType::F64), dt);
+    };
+    const std::vector<Tensor> x{raw::expand(nrm({H, f, f}, 0, 0.1), {B, H, f, f}),
+                                raw::expand(nrm({H, 1, f}, 0, 0.1), {B, H, 1, f}), nrm({B, H, N, f}, 0, 1),
+                                raw::permute(nrm({B, N, H, f}, 0, 1), {0, 2, 1, 3}), nrm({B, H, N, f}, 0, 1),
+                                raw::to_dtype(gen.uniform({B, H, n, b, b}, 0, 0.02, DType::F64), dt),
+                                nrm({1, H, 1, f}, 1, 0.1), nrm({1, H, 1, f}, 0, 0.1), nrm({B, H, N, f}, 0, 1),
+                                nrm({B, H, f, f}, 0, 1), nrm({B, H, 1, f}, 0, 1)};  // then dout, dW_n, dbias_n
+    auto run = [&](Device dev, bool scan) {
+      std::vector<Tensor> v;
+      for (const Tensor& t : x) v.push_back(dev == Device::CUDA ? on_gpu(t) : t);
+      raw::set_dual_scan(scan);
+      const Tensor Y = Tensor::empty({n, B, H, b + f + 1, f}, dt, dev),
+                   S = Tensor::empty({n, G, kDualSaved(b, f)}, dt, dev);
+      raw::ttt_linear_scan_into(Y, S, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], 1e-5);
+      const Shape gs[8] = {v[0].shape(), v[1].shape(), {n, B, H, b, f}, {n, B, H, b, f}, {n, B, H, b, f},
+                           {n, B, H, b, b}, v[6].shape(), v[7].shape()};
+      std::array<Tensor, 8> g;
+      for (size_t i = 0; i < 8; ++i) g[i] = Tensor::empty(gs[i], dt, dev);
+      raw::ttt_linear_scan_backward_into(g, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], Y, S, {v[8], v[9], v[10]},
+                                         1e-5);
+      raw::set_dual_scan(true);
+      std::vector<std::vector<double>> out{Y.to_vector(), S.to_vector()};
+      for (const Tensor& t : g) out.push_back(t.to_vector());
+      return out;
+    };
+    const auto kernel = run(Device::CUDA, true), units = run(Device::CUDA, false), cpu = run(Device::CPU, true);
+    const double tol = dt == DType::F64 ? 1e-10 : 2e-4;
+    for (size_t i = 0; i < kernel.size(); ++i) {
+      CAPTURE(i);
+      CHECK(kernel[i] == units[i]);
+      double scale = 1, worst = 0;
+      for (size_t j = 0; j < cpu[i].size(); ++j) scale = std::max(scale, std::abs(cpu[i][j]));
+      for (size_t j = 0; j < cpu[i].size(); ++j) worst = std::max(worst, std::abs(kernel[i][j] - cpu[i][j]) / scale);
+      CHECK(worst <= tol);
+    }
+  }
+}
+
+namespace {
 // The CUDA TTT-MLP kernels' phases (tensor/cuda/ttt_mlp_dual_backward.h) run on the CPU as simulate_dual runs the
 // TTT-Linear ones: every head, every phase, every thread of a block of nt in turn.
 void simulate_mlp(mlp::Args<double>& a, int64_t G, bool forward, int nt) {

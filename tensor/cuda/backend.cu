@@ -269,6 +269,16 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Fused, "ttt_linear_dual_backward");
     cuda::ttt_linear_dual_backward(g, o, dy);  // the three upstream head views, read where they lie
   }
+  bool dual_scan() const override { return true; }
+  void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& o) override {
+    KernelTimer t(Kind::Fused, "ttt_linear_scan");
+    cuda::ttt_linear_scan(Y, S, o);
+  }
+  void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands& o, const Tensor& Y,
+                                const Tensor& S, const std::array<Tensor, 3>& dy, int64_t step_dout) override {
+    KernelTimer t(Kind::Fused, "ttt_linear_scan_backward");
+    cuda::ttt_linear_scan_backward(g, o, Y, S, dy, step_dout);
+  }
   void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o) override {
     KernelTimer t(Kind::Fused, "ttt_prefix_steps");
     cuda::ttt_prefix_steps(a, saved, o);

@@ -57,6 +57,11 @@ void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn
 void ttt_linear_dual(const Tensor& y, const DualOperands& o);
 // dy: the upstream of out, W' and bias' as head views (tensor/backend.h), read where they lie.
 void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o, const std::array<Tensor, 3>& dy);
+// TTT-Linear's dual form over every unit (tensor/backend.h's ScanOperands; ttt_dual.cu): one launch for the forward,
+// one per block of units for the backward.
+void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& so);
+void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands& so, const Tensor& Y,
+                              const Tensor& S, const std::array<Tensor, 3>& dy, int64_t step_dout);
 // Fused: prefix mode's K closed-form steps (tensor/backend.h's PrefixOperands; tensor/cuda/ttt_prefix.cu).
 void ttt_prefix_steps(const Tensor& out, const Tensor& saved, const PrefixOperands& o);
 void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,

@@ -7,7 +7,9 @@
 // and the products 1, 2 or 4 outputs (tensor/cuda/ttt_dual_loops.h; one measured fastest); the row formulas run in
 // double over column chunks (tensor/cuda/ttt_dual_rows.h). dγ and dβ are summed per head in row order and then over
 // heads in head order, 16 heads at a time and then the chunks in order (two small kernels), so results do not
-// depend on scheduling.
+// depend on scheduling. The scan kernels run these phases over every unit of a layer in one launch (the backward in
+// blocks of units), each unit on the arguments moved to it (dual::unit_args).
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -58,6 +60,27 @@ __global__ void __launch_bounds__(kDualThreads, 2) dual_backward_kernel(dual::Ar
   }
 }
 
+// The scan (tensor/cuda/ttt_dual_body.h, Scan): units s.lo … s.hi of every head in one launch, each with every phase
+// of the one-unit kernel (the phase option, for timing one kernel by difference, does not apply). Each phase moves
+// the launch's Args to its unit itself (scan_*_phase): Args held across the phases would not fit in registers.
+template <class T, int U>
+__global__ void __launch_bounds__(kDualThreads, 2) scan_forward_kernel(dual::Args<T> a, dual::Scan<T> s) {
+  for (int64_t u = s.lo; u <= s.hi; ++u)
+    for (int ph = 0; ph < dual::kForwardPhases; ++ph) {
+      dual::scan_forward_phase<U>(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      __syncthreads();
+    }
+}
+
+template <class T, int U>
+__global__ void __launch_bounds__(kDualThreads, 2) scan_backward_kernel(dual::Args<T> a, dual::Scan<T> s) {
+  for (int64_t u = s.hi; u >= s.lo; --u)
+    for (int ph = 0; ph < dual::kBackwardPhases; ++ph) {
+      dual::scan_backward_phase<U>(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      __syncthreads();
+    }
+}
+
 // The instantiation for the options' unroll: kDualTiles, 1, 2 or 4.
 template <class K>
 K pick(int unroll, K kt, K k1, K k2, K k4) {
@@ -83,6 +106,15 @@ __global__ void gamma_chunk_kernel(const double* parts, int64_t G, int64_t P, do
 template <class T>
 __global__ void gamma_sum_kernel(const double* sums, int64_t Q, int64_t P, T* dgam, T* dbet) {
   PONDER_GRID_STRIDE(j, P) dual::sum_gamma_parts(sums, Q, P, dgam, dbet, j);
+}
+
+__global__ void gamma_unit_chunk_kernel(const double* parts, int64_t units, int64_t G, int64_t P, double* sums) {
+  PONDER_GRID_STRIDE(x, units * dual::head_chunks(G, kHeadChunk) * P)
+  dual::sum_gamma_unit_chunk(parts, G, P, kHeadChunk, sums, x);
+}
+template <class T>
+__global__ void gamma_unit_sum_kernel(const double* sums, int64_t Q, int64_t P, dual::Scan<T> s, T* dgam, T* dbet) {
+  PONDER_GRID_STRIDE(j, P) dual::add_gamma_units(sums, Q, P, s, dgam, dbet, j);
 }
 
 // Heads in the launch: the operands are (n0, n1, r, c) head views (tensor/backend.h, DualOperands).
@@ -178,6 +210,92 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     debug_sync("dual_backward_kernel", __FILE__, __LINE__);
   });
   sum_head_gamma_parts(parts, g[6], g[7]);
+}
+
+namespace {
+// The scan's steps between units and its buffers, for units lo … hi of n.
+template <class T>
+dual::Scan<T> scan_of(const ScanOperands& so, const Tensor& Y, const Tensor& S) {
+  dual::Scan<T> s;
+  s.units = so.units, s.lo = 0, s.hi = so.units - 1, s.G = head_count(so.first);
+  s.sq = so.step_q, s.sk = so.step_k, s.sv = so.step_v, s.seta = so.step_eta;
+  s.Y = Y.data<T>(), s.S = S.data<T>();
+  return s;
+}
+// Units per launch of the scan's backward: their dγ, dβ parts (G, 2, P doubles each) within 64 MB.
+int64_t backward_units_per_launch(int64_t G, int64_t P, int64_t n) {
+  const int64_t per = std::max<int64_t>(1, G * 2 * P * int64_t(sizeof(double)));
+  return std::min(n, std::max<int64_t>(1, (int64_t(64) << 20) / per));
+}
+}  // namespace
+
+void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& so) {
+  DualOperands o = so.first;
+  o.saved = S;  // unit 0's part first: the launch's scratch is laid out as for a call with saved intermediates
+  const int64_t G = head_count(o);
+  if (G == 0) return;
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_scan", [&] {
+    Tensor scratch, dscratch;
+    size_t smem = 0;
+    const dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
+    const auto kernel = pick(g_dual_options.unroll, scan_forward_kernel<scalar_t, kDualTiles>,
+                             scan_forward_kernel<scalar_t, 1>, scan_forward_kernel<scalar_t, 2>,
+                             scan_forward_kernel<scalar_t, 4>);
+    allow_shared(kernel, smem);
+    kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a, scan_of<scalar_t>(so, Y, S));
+    cuda_check_at(cudaGetLastError(), "scan_forward_kernel", __FILE__, __LINE__);
+    debug_sync("scan_forward_kernel", __FILE__, __LINE__);
+  });
+}
+
+namespace {
+// One launch of the scan's backward over units s.hi down to s.lo, then their dγ, dβ (parts zeroed first).
+template <class T, class K>
+void scan_backward_launch(K kernel, const dual::Args<T>& a, const dual::Scan<T>& s, size_t smem, const Tensor& parts,
+                          const Tensor& sums, const std::array<Tensor, 8>& g) {
+  const int64_t G = s.G, P = a.P, Q = dual::head_chunks(G, kHeadChunk), count = s.hi - s.lo + 1;
+  fill(parts, 0.0);
+  kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a, s);
+  cuda_check_at(cudaGetLastError(), "scan_backward_kernel", __FILE__, __LINE__);
+  debug_sync("scan_backward_kernel", __FILE__, __LINE__);
+  launch("gamma_unit_chunk_kernel", gamma_unit_chunk_kernel, count * Q * P, parts.data<double>(), count, G, P,
+         sums.data<double>());
+  launch("gamma_unit_sum_kernel", gamma_unit_sum_kernel<T>, P, sums.data<double>(), Q, P, s, g[6].data<T>(),
+         g[7].data<T>());
+}
+}  // namespace
+
+void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands& so, const Tensor& Y,
+                              const Tensor& S, const std::array<Tensor, 3>& dy, int64_t step_dout) {
+  DualOperands o = so.first;
+  o.saved = S;
+  const int64_t G = head_count(o), P = o.gamma.numel(), n = so.units, f = o.xq.shape()[3];
+  if (G == 0) return;
+  const int64_t per = backward_units_per_launch(G, P, n);
+  const Tensor parts = Tensor::empty({per, G, 2, P}, DType::F64, Device::CUDA),
+               sums = Tensor::empty({per, dual::head_chunks(G, kHeadChunk), 2, P}, DType::F64, Device::CUDA),
+               carry_w = Tensor::empty({2, G, f, f}, o.xq.dtype(), Device::CUDA),
+               carry_b = Tensor::empty({2, G, 1, f}, o.xq.dtype(), Device::CUDA);
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_scan_backward", [&] {
+    Tensor scratch, dscratch;
+    size_t smem = 0;
+    dual::Args<scalar_t> a = args<scalar_t>(o, false, scratch, dscratch, smem);
+    a.dout = dy[0].data<scalar_t>(), a.dW2u = dy[1].data<scalar_t>(), a.db2u = dy[2].data<scalar_t>();
+    a.ldout = dual::layout_of(dy[0]), a.ldW2u = dual::layout_of(dy[1]), a.ldb2u = dual::layout_of(dy[2]);
+    a.dW = g[0].data<scalar_t>(), a.db = g[1].data<scalar_t>(), a.dq = g[2].data<scalar_t>();
+    a.dk = g[3].data<scalar_t>(), a.dv = g[4].data<scalar_t>(), a.deta = g[5].data<scalar_t>();
+    a.parts = parts.data<double>();
+    dual::Scan<scalar_t> s = scan_of<scalar_t>(so, Y, S);
+    s.sdout = step_dout, s.cW = carry_w.data<scalar_t>(), s.cb = carry_b.data<scalar_t>();
+    const auto kernel = pick(g_dual_options.unroll, scan_backward_kernel<scalar_t, kDualTiles>,
+                             scan_backward_kernel<scalar_t, 1>, scan_backward_kernel<scalar_t, 2>,
+                             scan_backward_kernel<scalar_t, 4>);
+    allow_shared(kernel, smem);
+    for (int64_t hi = n - 1; hi >= 0; hi -= per) {
+      s.hi = hi, s.lo = std::max<int64_t>(0, hi - per + 1);
+      scan_backward_launch(kernel, a, s, smem, parts, sums, g);
+    }
+  });
 }
 
 void sum_head_gamma_parts(const Tensor& parts, const Tensor& dgamma, const Tensor& dbeta) {

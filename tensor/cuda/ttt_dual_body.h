@@ -438,15 +438,80 @@ PONDER_HD inline void sum_gamma_chunk(const double* parts, int64_t G, int64_t P,
   sums[q * 2 * P + j] = sg;
   sums[q * 2 * P + P + j] = sb;
 }
-template <class T>
-PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dgam, T* dbet, int64_t j) {
-  double sg = 0, sb = 0;
+PONDER_HD inline void gamma_column(const double* parts, int64_t G, int64_t P, int64_t j, double& sg, double& sb) {
+  sg = 0, sb = 0;
   for (int64_t g = 0; g < G; ++g) {
     sg += parts[g * 2 * P + j];
     sb += parts[g * 2 * P + P + j];
   }
+}
+template <class T>
+PONDER_HD void sum_gamma_parts(const double* parts, int64_t G, int64_t P, T* dgam, T* dbet, int64_t j) {
+  double sg, sb;
+  gamma_column(parts, G, P, j, sg, sb);
   dgam[j] = T(sg);
   dbet[j] = T(sb);
+}
+
+// ---- the scan (Backend::ttt_linear_scan): one launch runs units lo … hi of every head, each unit as the one-unit
+// kernel runs it on the launch's Args moved to that unit (unit_args). A block keeps its head: unit u + 1's phase 0
+// reads the W and bias its own unit u wrote to Y, visible after the barrier that ends unit u.
+template <class T>
+struct Scan {
+  int64_t units = 1, lo = 0, hi = 0;  // the sequence's n units; this launch's first and last
+  int64_t G = 0;
+  int64_t sq = 0, sk = 0, sv = 0, seta = 0, sdout = 0;  // elements between units of q, k, v, η and dout
+  T *Y = nullptr, *S = nullptr;  // (n, G, b + f + 1, f) outputs, (n, G, saved_size) intermediates
+  T *cW = nullptr, *cb = nullptr;  // backward: two slots of every head's dW (2, G, f, f) and dbias (2, G, 1, f),
+                                   // unit u writing slot u % 2 and reading unit u + 1's (unit 0 writes Args' dW, db)
+};
+
+// a (unit 0's Args: the start's W and bias, the gradients' unit-0 parts, parts of unit lo) moved to unit u.
+template <class T>
+PONDER_HD Args<T> unit_args(Args<T> a, const Scan<T>& s, int64_t u, bool forward) {
+  const int64_t G = s.G, b = a.b, f = a.f, ys = (b + f + 1) * f;
+  a.q += u * s.sq, a.k += u * s.sk, a.v += u * s.sv, a.eta += u * s.seta;
+  if (u > 0) {
+    const T* prev = s.Y + (u - 1) * G * ys;
+    a.W = prev + b * f, a.bias = prev + (b + f) * f;
+    a.lW = a.lbias = HeadLayout{1, ys, 0, f};
+  }
+  T* saved = s.S + u * G * saved_size(b, f);
+  if (forward) {
+    a.y = s.Y + u * G * ys;
+    (a.block_scratch ? a.saved_out : a.saved) = saved;
+    return a;
+  }
+  a.saved = saved;
+  a.dout += u * s.sdout;
+  if (u + 1 < s.units) {
+    a.dW2u = s.cW + ((u + 1) & 1) * G * f * f, a.db2u = s.cb + ((u + 1) & 1) * G * f;
+    a.ldW2u = dense(f, f), a.ldb2u = dense(1, f);
+  }
+  if (u > 0) a.dW = s.cW + (u & 1) * G * f * f, a.db = s.cb + (u & 1) * G * f;
+  a.dq += u * G * b * f, a.dk += u * G * b * f, a.dv += u * G * b * f, a.deta += u * G * b * b;
+  a.parts += (u - s.lo) * G * 2 * a.P;
+  return a;
+}
+
+// dγ, dβ of the launch's units: stage 1 sums each unit's heads in chunks (item x of units · head_chunks · P, as
+// sum_gamma_chunk), stage 2 (element j) each unit's chunks in order, rounded to T as the one-unit backward rounds
+// them, then added from unit hi down to lo onto the sums of the units after them (unit n − 1's start the sums).
+PONDER_HD inline void sum_gamma_unit_chunk(const double* parts, int64_t G, int64_t P, int64_t chunk, double* sums,
+                                           int64_t x) {
+  const int64_t per = head_chunks(G, chunk) * P, i = x / per;
+  sum_gamma_chunk(parts + i * G * 2 * P, G, P, chunk, sums + i * head_chunks(G, chunk) * 2 * P, x % per);
+}
+template <class T>
+PONDER_HD void add_gamma_units(const double* sums, int64_t Q, int64_t P, const Scan<T>& s, T* dgam, T* dbet,
+                               int64_t j) {
+  for (int64_t u = s.hi; u >= s.lo; --u) {
+    double sg, sb;
+    gamma_column(sums + (u - s.lo) * Q * 2 * P, Q, P, j, sg, sb);
+    const T g = T(sg), e = T(sb);
+    dgam[j] = u + 1 == s.units ? g : T(dgam[j] + g);
+    dbet[j] = u + 1 == s.units ? e : T(dbet[j] + e);
+  }
 }
 
 // ---- the phase lists: run(phase index) for phases 0 … count − 1 with a block barrier after each.
@@ -468,13 +533,15 @@ PONDER_HD void inner_grad_phase(const Head<T>& h, int phase, int tid, int nt) {
   }
 }
 
+// rows: a.rows, or the kernel parameter's where a is a copy (a scan's unit_args), which indexing the geometry's
+// arrays would otherwise keep in local memory.
 template <int U, class T>
-PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+PONDER_HD void forward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, int phase, int tid, int nt) {
   const Head<T> h = head(a, g);
   T* y = a.y + g * (a.b + a.f + 1) * a.f;
   switch (phase) {
     case 0:
-      row_offsets(h, a.rows, tid, nt);
+      row_offsets(h, rows, tid, nt);
       gather(h, tid, nt);
       break;
     case 1: fwd_products<U>(h, tid, nt); break;
@@ -495,14 +562,14 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, in
 // Without saved intermediates the backward recomputes them first (phases 1–6: the forward's); with them, phase 2
 // only rebuilds E and M.
 template <int U, class T>
-PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+PONDER_HD void backward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, int phase, int tid, int nt) {
   const Head<T> h = head(a, g);
   const Out<T> o = head_out(a, g);
   const T *dW2 = a.dW2u + head_at(a.ldW2u, g), *db2 = a.db2u + head_at(a.ldb2u, g);
   const T* dy = h.dp;  // dout, gathered there by phase 0
   switch (phase) {
     case 0:
-      row_offsets(h, a.rows, tid, nt);
+      row_offsets(h, rows, tid, nt);
       gather(h, tid, nt);
       transposes(h, dW2, tid, nt);
       gather_dout(h, a.dout + head_at(a.ldout, g), a.ldout.rs, tid, nt);
@@ -536,6 +603,27 @@ PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, i
     case 23: bwd_gamma_parts(h, a.P, a.parts + g * 2 * a.P, tid, nt); break;
     default: break;
   }
+}
+
+template <int U, class T>
+PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+  forward_phase<U>(a, a.rows, g, phase, tid, nt);
+}
+template <int U, class T>
+PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+  backward_phase<U>(a, a.rows, g, phase, tid, nt);
+}
+
+// A scan's phase of unit u: the one-unit phase on the launch's Args moved to unit u (unit_args).
+template <int U, class T>
+PONDER_HD void scan_forward_phase(const Args<T>& a, const Scan<T>& s, int64_t u, int64_t g, int phase, int tid,
+                                  int nt) {
+  forward_phase<U>(unit_args(a, s, u, true), a.rows, g, phase, tid, nt);
+}
+template <int U, class T>
+PONDER_HD void scan_backward_phase(const Args<T>& a, const Scan<T>& s, int64_t u, int64_t g, int phase, int tid,
+                                   int nt) {
+  backward_phase<U>(unit_args(a, s, u, false), a.rows, g, phase, tid, nt);
 }
 
 }  // namespace ponder::cuda::dual
