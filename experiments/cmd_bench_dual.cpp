@@ -17,6 +17,7 @@
 
 #include "autograd/fused.h"
 #include "experiments/bench_mlp_dual.h"
+#include "experiments/bench_scan_dual.h"
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
@@ -37,6 +38,7 @@ constexpr double kTolerance = 1e-3;  // float32 against the CPU kernel, relative
 struct BenchDualArgs {
   std::string device = "cuda", inner = "linear";
   int64_t batch = 16, heads = 12, mini_batch = 16, head_dim = 64, hidden = 0;  // hidden 0: 4 × head_dim
+  int64_t units = 0;  // > 0: the dual form over that many units, scan kernel against unit by unit
   int reps = 5;
   bool phases = true;
   bool check_only = false;
@@ -132,6 +134,11 @@ void print(const Row& r, const BenchDualArgs& o, const std::string& where, bool 
 }
 
 void run_bench(const BenchDualArgs& o) {
+  if (o.units > 0) {
+    if (o.inner != "linear") throw std::invalid_argument("bench dual: --units is for TTT-Linear (--inner linear)");
+    return run_bench_scan_dual({o.device, o.batch, o.heads, o.mini_batch, o.head_dim, o.units, o.reps, o.check_only,
+                                o.json});
+  }
   if (o.inner == "mlp")
     return run_bench_mlp_dual({o.device, o.batch, o.heads, o.mini_batch, o.head_dim,
                                o.hidden > 0 ? o.hidden : 4 * o.head_dim, o.reps, o.check_only, o.json});
@@ -228,6 +235,10 @@ void register_bench_dual(CLI::App& bench) {
       ->check(CLI::IsMember({"linear", "mlp"}))
       ->capture_default_str();
   sub->add_option("--hidden", opts->hidden, "TTT-MLP's hidden width (default 4 x head dim)")->check(kPositive);
+  sub->add_option("--units", opts->units,
+                  "TTT-Linear over this many units (mini-batches) per call, as a layer's scan runs it: the backend's "
+                  "scan kernel against the one-unit kernel called unit by unit")
+      ->check(kPositive);
   sub->add_option("--reps", opts->reps, "Timed repetitions per row (best is reported)")
       ->check(kPositive)
       ->capture_default_str();

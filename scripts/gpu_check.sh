@@ -50,6 +50,9 @@ grep -q '^test_cuda  *rc=[1-9]' "$logs/summary.txt" &&
 # The fused dual-form kernel alone at the 125M shape: checked against the CPU, shared against global scratch, and
 # the backward phase by phase.
 step bench_dual 90 "$ponder" bench dual --device cuda
+# The same over a whole 2,048-token sequence (128 units): the scan kernels (one launch a layer) against the one-unit
+# kernels launched unit by unit, both checked against the CPU first.
+step bench_dual_scan 90 "$ponder" bench dual --device cuda --units 128
 # TTT-MLP's dual-form kernel alone at the 125M MLP shape (h 256), checked against the CPU first; then against its
 # composition in training, in one run (tokens/s; the model tests above check values).
 step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp

@@ -167,6 +167,18 @@ rows = [json.loads(l) for l in r.stdout.splitlines()]
 check([x["pass"] for x in rows] == ["forward", "backward"] and all(x["inner"] == "mlp" and x["hidden"] == 64 and
       x["us_per_call"] > 0 and x["gflops"] > 0 for x in rows),
       "bench dual --inner mlp on the CPU: TTT-MLP's forward and backward rows, hidden 4 x head dim by default")
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--units", "3", "--batch", "1", "--heads", "2",
+                    "--head-dim", "16", "--reps", "1", "--json"], capture_output=True, text=True)
+check(r.returncode == 0, "bench dual --units --device cpu runs")
+rows = [json.loads(l) for l in r.stdout.splitlines()]
+check([(x["pass"], x["kernel"]) for x in rows] ==
+      [("forward", "scan"), ("backward", "scan"), ("forward", "units"), ("backward", "units")] and
+      all(x["units"] == 3 and x["gflops"] > 0 and abs(x["us_per_unit"] * 3 - x["us_per_call"]) < 1e-6 * x["us_per_call"]
+          for x in rows),
+      "bench dual --units on the CPU: the scan kernel's rows, then the one-unit kernel's, per call and per unit")
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--units", "3", "--inner", "mlp"],
+                   capture_output=True, text=True)
+check(r.returncode != 0 and "--units is for TTT-Linear" in r.stderr, "bench dual --units refuses --inner mlp")
 r = subprocess.run([PONDER, "bench", "dual", "--device", "cuda", "--inner", "mlp", "--batch", "1", "--heads", "2",
                     "--check-only", "--json"], capture_output=True, text=True)
 if r.returncode == 0:
