@@ -313,10 +313,10 @@ struct ScanBackward {
   const Tensor &Y, &S;
   const std::array<Tensor, 3>& dy;
   int64_t step_dout, G, b, f, P, block;
-  std::vector<T> dw;          // (G, 2, f·f + f)
-  std::vector<double> parts;  // (units in a block, G, 2·P)
-  T* slot(int64_t g, int64_t u) { return dw.data() + (g * 2 + (u & 1)) * (f * f + f); }
-  double* part(int64_t g, int64_t i) { return parts.data() + (i * G + g) * 2 * P; }
+  T* dw;          // (G, 2, f·f + f)
+  double* parts;  // (units in a block, G, 2·P)
+  T* slot(int64_t g, int64_t u) { return dw + (g * 2 + (u & 1)) * (f * f + f); }
+  double* part(int64_t g, int64_t i) { return parts + (i * G + g) * 2 * P; }
 };
 
 // Units per block: their parts within about 8 MB.
@@ -369,9 +369,13 @@ void scan_backward_t(const std::array<Tensor, 8>& out, const ScanOperands& s, co
                      const std::array<Tensor, 3>& dy, int64_t step_dout) {
   const DualOperands& o = s.first;
   const int64_t G = head_total(o.xq), b = o.xq.shape()[2], f = o.xq.shape()[3], P = o.gamma.numel(), n = s.units;
-  ScanBackward<T> c{out, s, Y, S, dy, step_dout, G, b, f, P, scan_block(G, P, n), {}, {}};
-  c.dw.resize(size_t(G * 2 * (f * f + f)));
-  c.parts.resize(size_t(c.block * G * 2 * P));
+  const int64_t block = scan_block(G, P, n);
+  // The calling thread's buffers, kept between calls (megabytes that glibc would map and unmap each time).
+  thread_local std::vector<T> own_dw;
+  thread_local std::vector<double> own_parts;
+  own_dw.resize(std::max(own_dw.size(), size_t(G * 2 * (f * f + f))));
+  own_parts.resize(std::max(own_parts.size(), size_t(block * G * 2 * P)));
+  ScanBackward<T> c{out, s, Y, S, dy, step_dout, G, b, f, P, block, own_dw.data(), own_parts.data()};
   std::vector<T> tmp(size_t(2 * P));
 #pragma omp parallel
   {
