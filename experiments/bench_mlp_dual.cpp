@@ -51,12 +51,7 @@ Case make(const MlpDualBench& o) {
   return c;
 }
 
-Case to(const Case& c, Device d) {
-  Case r;
-  for (size_t i = 0; i < 10; ++i) r.x[i] = raw::to_device_keep_layout(c.x[i], d);  // views stay views
-  for (size_t i = 0; i < 5; ++i) r.dy[i] = raw::to_device_keep_layout(c.dy[i], d);
-  return r;
-}
+Case to(const Case& c, Device d) { return {on_device(c.x, d), on_device(c.dy, d)}; }
 
 struct Outputs {
   std::array<Tensor, 5> y;
@@ -74,11 +69,7 @@ Outputs run(const Case& c) {
 double check(const Outputs& got, const Outputs& want) {
   double worst = 0;
   auto one = [&](const Tensor& g, const Tensor& w, const std::string& name) {
-    const double e = max_rel_err(raw::to_device(g, Device::CPU), w);
-    if (!(e <= kTolerance))
-      throw std::runtime_error("bench dual --inner mlp: " + name + " differs from the CPU kernel: max relative "
-                               "error " + std::to_string(e));
-    worst = std::max(worst, e);
+    worst = std::max(worst, checked_rel_err(g, w, kTolerance, "bench dual --inner mlp: " + name));
   };
   for (size_t i = 0; i < 5; ++i) one(got.y[i], want.y[i], "result " + std::to_string(i));
   one(got.saved, want.saved, "saved intermediates");

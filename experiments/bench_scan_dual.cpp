@@ -43,12 +43,7 @@ Case make(const ScanDualBench& o) {
           {nrm({B, H, N, f}, 1), nrm({B, H, f, f}, 1), nrm({B, H, 1, f}, 1)}};
 }
 
-Case to(const Case& c, Device d) {
-  Case r;
-  for (size_t i = 0; i < 8; ++i) r.x[i] = raw::to_device_keep_layout(c.x[i], d);  // views stay views
-  for (size_t i = 0; i < 3; ++i) r.dy[i] = raw::to_device_keep_layout(c.dy[i], d);
-  return r;
-}
+Case to(const Case& c, Device d) { return {on_device(c.x, d), on_device(c.dy, d)}; }
 
 // Y, S and the eight gradients, in buffers made once (a layer's node allocates them per call; the rows time the
 // kernels).
@@ -78,11 +73,7 @@ void backward(const Case& c, const Buffers& r) {
 double check(const Buffers& got, const Buffers& want, const char* mode) {
   double worst = 0;
   auto one = [&](const Tensor& g, const Tensor& w, const std::string& name) {
-    const double e = max_rel_err(raw::to_device(g, Device::CPU), w);
-    if (!(e <= kTolerance))
-      throw std::runtime_error("bench dual --units: " + name + " (" + mode + ") differs from the CPU's scan: max "
-                               "relative error " + std::to_string(e));
-    worst = std::max(worst, e);
+    worst = std::max(worst, checked_rel_err(g, w, kTolerance, "bench dual --units: " + name + " (" + mode + ")"));
   };
   one(got.Y, want.Y, "the outputs");
   one(got.S, want.S, "the saved intermediates");

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace ponder::cli {
@@ -22,6 +24,13 @@ double max_rel_err(const Tensor& got, const Tensor& want) {
     scale = std::max(scale, std::abs(r[i]));
   }
   return err / scale;
+}
+
+double checked_rel_err(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  const double e = max_rel_err(raw::to_device(got, Device::CPU), want);
+  if (!(e <= tol))
+    throw std::runtime_error(what + " differs from its CPU reference: max relative error " + std::to_string(e));
+  return e;
 }
 namespace {
 

@@ -1,9 +1,12 @@
 // Measurement helpers shared by the `ponder bench` runners: where the numbers came from, and a timer
 // that follows llm.c's habit of repeating a call until a repetition is long enough to trust.
 #pragma once
+#include <array>
+#include <cstddef>
 #include <functional>
 #include <string>
 
+#include "tensor/kernels.h"
 #include "tensor/tensor.h"
 
 namespace ponder::cli {
@@ -18,6 +21,17 @@ struct MachineInfo {
 MachineInfo machine_info();
 // max |got − want| / max |want|: how far a kernel under test is from its reference, checked before it is timed.
 double max_rel_err(const Tensor& got, const Tensor& want);
+// max_rel_err of got (on any device) against its CPU reference want; past tol a std::runtime_error that starts with
+// `what` (the bench, the result and the variant) and gives the error.
+double checked_rel_err(const Tensor& got, const Tensor& want, double tol, const std::string& what);
+// Each tensor of x on device d, views kept as views (raw::to_device_keep_layout): a bench's operands as a layer
+// passes them.
+template <size_t N>
+std::array<Tensor, N> on_device(const std::array<Tensor, N>& x, Device d) {
+  std::array<Tensor, N> r;
+  for (size_t i = 0; i < N; ++i) r[i] = raw::to_device_keep_layout(x[i], d);
+  return r;
+}
 // Bytes this process may still allocate: MemAvailable of /proc/meminfo, or the address-space limit (ulimit -v)
 // where that is smaller; 0 where neither is known.
 double available_memory_bytes();

@@ -93,16 +93,6 @@ void sgemm_batch(const Gemm& p, int64_t batch, const Tensor& out, bool omp_loop)
                 0.0f, c + bi * sc, p.cols);
 }
 
-double max_rel_err(const Tensor& out, const Tensor& ref) {
-  const std::vector<double> o = out.to_vector(), r = ref.to_vector();
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < o.size(); ++i) {
-    err = std::max(err, std::abs(o[i] - r[i]));
-    scale = std::max(scale, std::abs(r[i]));
-  }
-  return err / std::max(scale, 1e-30);
-}
-
 double check(const char* who, const Gemm& p, const Case& c, int threads, const Tensor& out, const Tensor& ref) {
   const double err = max_rel_err(out, ref);
   if (!(err <= kTolerance)) {

@@ -18,6 +18,7 @@
 #include "autograd/fused.h"
 #include "experiments/bench_mlp_dual.h"
 #include "experiments/bench_scan_dual.h"
+#include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
@@ -86,11 +87,7 @@ double check(const Outputs& got, const Outputs& want, const std::string& mode) {
   static const char* const names[8] = {"dW", "dbias", "dxq", "dxk", "dxv", "deta", "dgamma", "dbeta"};
   double worst = 0;
   auto one = [&](const Tensor& g, const Tensor& w, const std::string& name) {
-    const double e = max_rel_err(raw::to_device(g, Device::CPU), w);
-    if (!(e <= kTolerance))
-      throw std::runtime_error("bench dual: " + name + " (" + mode + ") differs from the CPU kernel: max relative "
-                               "error " + std::to_string(e));
-    worst = std::max(worst, e);
+    worst = std::max(worst, checked_rel_err(g, w, kTolerance, "bench dual: " + name + " (" + mode + ")"));
   };
   one(got.y, want.y, "y");
   one(got.saved, want.saved, "saved intermediates");
