@@ -27,7 +27,7 @@ namespace ponder {
   X(Split, "split") X(ActMul, "act_mul") X(LayerNormAffine, "layer_norm_affine") X(LnL2Grad, "ln_l2_grad")     \
   X(RmsNormAffine, "rms_norm_affine") X(Attention, "attention") X(TttLinearDual, "ttt_linear_dual")    \
   X(Rope, "rope") X(TttPrefixSteps, "ttt_prefix_steps") X(TttMlpDual, "ttt_mlp_dual")  \
-  X(TttLinearScan, "ttt_linear_scan")
+  X(TttLinearScan, "ttt_linear_scan") X(TttMlpScan, "ttt_mlp_scan")
 
 #define PONDER_OP_ID(id, name) id,
 enum class Op : uint8_t { PONDER_OPS(PONDER_OP_ID) Count };

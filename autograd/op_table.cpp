@@ -735,6 +735,47 @@ Dense mlp_dual_ref(const Refs& r) {
   return o;
 }
 
+// ---- TTT-MLP's dual form over a sequence's mini-batches (ttt_mlp_scan): mlp_dual_ref unit by unit, each unit
+// starting from the weights the one before produced. Result per head: out (N × f), then W1_n, b1_n, W2_n, b2_n,
+// flattened along the last axis.
+Dense mlp_scan_ref(const Refs& r) {
+  const Dense &q = r[4], &eta = r[7];
+  const size_t nd = q.shape.size();
+  const int64_t N = q.shape[nd - 2], f = q.shape[nd - 1], b = eta.shape.back(), n = N / b, h = r[0].shape.back(),
+                G = q.numel() / (N * f), R = b * f + 2 * f * h + h + f, W = R - b * f;
+  auto shaped = [&](int64_t rows, int64_t cols) {
+    Shape s(q.shape.begin(), q.shape.end() - 2);
+    s.push_back(rows);
+    s.push_back(cols);
+    return Dense{s, std::vector<double>(size_t(G * rows * cols))};
+  };
+  // elements [e0, e0 + m·c) of every head of x (G, E) as a (…, m, c)
+  auto take = [&](const Dense& x, int64_t E, int64_t e0, int64_t m, int64_t c) {
+    Dense o = shaped(m, c);
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < m * c; ++i) o.v[size_t(g * m * c + i)] = x.v[size_t(g * E + e0 + i)];
+    return o;
+  };
+  Dense out = shaped(1, N * f + W);
+  Refs x = r;
+  for (int64_t u = 0; u < n; ++u) {
+    for (size_t i = 4; i < 7; ++i) x[i] = take(r[i], N * f, u * b * f, b, f);
+    x[7] = take(eta, n * b * b, u * b * b, b, b);
+    const Dense y = mlp_dual_ref(x);
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < b * f; ++i) out.v[size_t(g * (N * f + W) + u * b * f + i)] = y.v[size_t(g * R + i)];
+    const int64_t rc[4][2] = {{f, h}, {1, h}, {h, f}, {1, f}};
+    for (size_t i = 0, e = size_t(b * f); i < 4; e += size_t(rc[i][0] * rc[i][1]), ++i)
+      x[i] = take(y, R, int64_t(e), rc[i][0], rc[i][1]);
+    if (u == n - 1)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t i = 0; i < W; ++i) out.v[size_t(g * (N * f + W) + N * f + i)] = y.v[size_t(g * R + b * f + i)];
+  }
+  out.shape.pop_back();
+  out.shape.back() = N * f + W;
+  return out;
+}
+
 void add_mlp_dual_cases(std::vector<OpCase>& t) {
   // Per-head W1, b1 broadcast over the batch; b = 3 tokens of f = 3, hidden h = 4; per-head γ, β.
   t.push_back({"ttt_mlp_dual (per-head W1, b1, γ, β)", {Op::TttMlpDual},
@@ -755,6 +796,27 @@ void add_mlp_dual_cases(std::vector<OpCase>& t) {
                  return cat(flat, -1);
                },
                mlp_dual_ref, {}});
+  // Three mini-batches of b = 2 tokens of f = 3, hidden h = 4; per-head W1, b1, γ, β broadcast over the batch; a
+  // transposed xq.
+  t.push_back({"ttt_mlp_scan (3 mini-batches; per-head W1, b1, γ, β; transposed xq)", {Op::TttMlpScan},
+               [](DType dt) {
+                 return Ins{U({2, 3, 4}, -0.6, 0.6, 161, dt),       U({2, 1, 4}, -0.3, 0.3, 162, dt),
+                            U({2, 2, 4, 3}, -0.6, 0.6, 163, dt),    U({2, 2, 1, 3}, -0.3, 0.3, 164, dt),
+                            raw::transpose(U({2, 2, 3, 6}, -1, 1, 165, dt), 2, 3),
+                            U({2, 2, 6, 3}, -1, 1, 166, dt),        U({2, 2, 6, 3}, -1, 1, 167, dt),
+                            U({2, 2, 3, 2, 2}, 0.05, 0.4, 168, dt), U({2, 1, 3}, 0.5, 1.5, 169, dt),
+                            U({2, 1, 3}, -0.5, 0.5, 170, dt)};
+               },
+               {true, true, true, true, true, true, true, true, true, true},
+               [](const Ins& x) {
+                 std::array<Tensor, 10> a;
+                 std::copy(x.begin(), x.end(), a.begin());
+                 const auto y = ttt_mlp_scan(a, kLnEps);
+                 std::vector<Tensor> flat;
+                 for (const Tensor& p : y) flat.push_back(reshape(p, {2, 2, -1}));
+                 return cat(flat, -1);
+               },
+               mlp_scan_ref, {}});
 }
 
 // ---- prefix mode's closed-form steps (checked against plain loops that keep every position's A_i as a (b × f)

@@ -126,6 +126,13 @@ std::array<Tensor, 3> ttt_linear_scan(const Tensor& W0, const Tensor& b0, const 
 std::array<Tensor, 5> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps,
                                    const std::function<void(int)>& mark = {});
 
+// ---- TTT-MLP's dual form over the n units of a sequence (xq, xk, xv (…, n·b, f), eta (…, n, b, b)), the weights
+// carried from each unit to the next: → {out (…, n·b, f), W1_n, b1_n, W2_n, b2_n}. By definition n ttt_mlp_dual
+// ops and a concatenation; where the dual kernels run it is one node over the whole sequence
+// (autograd/ops_ttt_mlp_scan.cpp). mark(u, p) as for ttt_linear_scan.
+std::array<Tensor, 5> ttt_mlp_scan(const std::array<Tensor, 10>& x, double eps,
+                                   const std::function<void(int64_t, int)>& mark = {});
+
 // ---- masks
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);

@@ -14,59 +14,17 @@
 #include "autograd/checkpoint.h"
 #include "autograd/fused.h"
 #include "autograd/ops.h"
+#include "autograd/scan_geo.h"
 
 namespace ponder {
 namespace scan_impl {  // named: a unity build puts other ops' helpers beside these
 namespace {
 
-// r: the rows' axis of xq (…, N, f); n units of b rows; eta (…, n, b, b).
-struct Geo {
-  int r;
-  int64_t b, f, n;
-  Shape lead;
-};
-
-Geo geometry(const Tensor& xq, const Tensor& eta) {
-  if (xq.dim() < 2 || eta.dim() != xq.dim() + 1)
-    throw std::invalid_argument("ttt_linear_scan: xq " + shape_str(xq.shape()) + " must be (…, N, f) and eta " +
-                                shape_str(eta.shape()) + " (…, n, b, b)");
-  Geo g{int(xq.dim()) - 2, eta.shape().back(), xq.shape().back(), eta.shape()[xq.dim() - 2], {}};
-  g.lead.assign(xq.shape().begin(), xq.shape().end() - 2);
-  Shape want = g.lead;
-  for (int64_t s : {g.n, g.b, g.b}) want.push_back(s);
-  if (eta.shape() != want || g.b < 1 || g.n < 1 || xq.shape()[size_t(g.r)] != g.n * g.b)
-    throw std::invalid_argument("ttt_linear_scan: eta " + shape_str(eta.shape()) + " must be (…, n, b, b) with " +
-                                "n·b = " + std::to_string(xq.shape()[size_t(g.r)]) + " rows of xq " +
-                                shape_str(xq.shape()));
-  return g;
-}
-
-Shape lead_with(const Geo& g, std::initializer_list<int64_t> tail, bool units_first = false) {
-  Shape s = g.lead;
-  if (units_first) s.insert(s.begin(), g.n);
-  s.insert(s.end(), tail);
-  return s;
-}
-
-// Unit u of a (…, N, f) operand and of a buffer with the units first.
-Tensor rows_of_unit(const Tensor& x, const Geo& g, int64_t u) { return raw::slice(x, g.r, u * g.b, (u + 1) * g.b); }
-Tensor part(const Tensor& buf, int64_t u) { return raw::squeeze(raw::slice(buf, 0, u, u + 1), 0); }
-
-// A (n, …, m, c) buffer as (…, n·m, c) (rows = true) or (…, n, m, c): the units moved behind the leading axes.
-Tensor units_inside(const Tensor& buf, const Geo& g, bool rows) {
-  std::vector<int> perm;
-  for (int a = 1; a <= g.r; ++a) perm.push_back(a);
-  for (int a : {0, g.r + 1, g.r + 2}) perm.push_back(a);
-  Tensor t = raw::contiguous(raw::permute(buf, perm));
-  const int64_t m = buf.shape()[size_t(g.r) + 1], c = buf.shape().back();
-  return rows ? raw::reshape(t, lead_with(g, {g.n * m, c})) : t;
-}
-
 using Mark = std::function<void(int64_t, int)>;
 
 // The definition: one ttt_linear_dual op per unit, recorded, and the outputs concatenated.
 std::array<Tensor, 3> compose_scan(const std::vector<Tensor>& x, double eps, const Mark& mark) {
-  const Geo g = geometry(x[2], x[5]);
+  const Geo g = geometry(x[2], x[5], "ttt_linear_scan");
   const std::vector<int64_t> sizes(size_t(g.n), g.b);
   const std::vector<Tensor> qs = split(x[2], sizes, g.r), ks = split(x[3], sizes, g.r), vs = split(x[4], sizes, g.r),
                             es = split(x[5], std::vector<int64_t>(size_t(g.n), 1), g.r);
@@ -106,7 +64,7 @@ void forward_units(const std::vector<Tensor>& x, const Geo& g, double eps, const
 // each one's dW, dbias are the upstream of the one before; dxq, dxk, dxv, deta land in their unit's part of one
 // buffer each; dγ, dβ are the units' added up, counted as the n − 1 additions they are.
 std::vector<Tensor> backward_units(const std::vector<Tensor>& s, const std::vector<Tensor>& dy, double eps) {
-  const Geo g = geometry(s[2], s[5]);
+  const Geo g = geometry(s[2], s[5], "ttt_linear_scan");
   const DType dt = s[2].dtype();
   const Device dev = s[2].device();
   const bool bcast = s[6].shape() != lead_with(g, {g.b, g.f});
@@ -149,7 +107,7 @@ std::array<Tensor, 3> ttt_linear_scan(const Tensor& W0, const Tensor& b0, const 
                                       const Tensor& xv, const Tensor& eta, const Tensor& gamma, const Tensor& beta,
                                       double eps, const std::function<void(int64_t, int)>& mark) {
   using namespace scan_impl;
-  const Geo g = geometry(xq, eta);
+  const Geo g = geometry(xq, eta, "ttt_linear_scan");
   auto lead = [&](const Tensor& t, int64_t rows) {  // W0, b0 after xq's leading axes (shared ones broadcast)
     const Shape s = lead_with(g, {rows, g.f});
     if (t.dim() < 2 || t.shape()[t.dim() - 2] != rows || t.shape().back() != g.f)
@@ -162,9 +120,7 @@ std::array<Tensor, 3> ttt_linear_scan(const Tensor& W0, const Tensor& b0, const 
     return compose_scan(x, eps, mark);
   OpRecorder rec(Op::TttLinearScan, x);
   const Tensor Y = Tensor::empty(lead_with(g, {g.b + g.f + 1, g.f}, true), xq.dtype(), xq.device());
-  int64_t G = 1;
-  for (int64_t a : g.lead) G *= a;
-  const Tensor S = Tensor::empty({g.n, G, kDualSaved(g.b, g.f)}, xq.dtype(), xq.device());
+  const Tensor S = Tensor::empty({g.n, heads(g), kDualSaved(g.b, g.f)}, xq.dtype(), xq.device());
   forward_units(x, g, eps, Y, S, mark);
   const Tensor last = part(Y, g.n - 1);
   std::vector<Tensor> saved = x;

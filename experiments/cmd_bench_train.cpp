@@ -28,6 +28,7 @@
 #include "tensor/kernels.h"
 #include "tensor/precision.h"
 #include "tensor/profile.h"
+#include "ttt/ttt_layer.h"
 #include "tensor/rng.h"
 
 namespace ponder::cli {
@@ -63,6 +64,8 @@ struct Variant {
   std::vector<FusedOp> composed = {};
   // The backend's scan kernel for TTT-Linear's dual form; "dual-units": its one-unit kernel called unit by unit.
   bool scan = true;
+  // A chunk of plain dual steps as one scan op; "dual-loop": one dual op per unit (ttt::set_scan_op).
+  bool scan_op = true;
 };
 
 // The dual form's kernels, TTT-Linear's and TTT-MLP's (a config uses one of the two).
@@ -101,6 +104,7 @@ Variant parse_variant(const std::string& text) {
   if (text == "dual-composed" || text == "dual-comp")
     return {"dual-comp", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, dual_ops()};
   if (text == "dual-units") return {"dual-units", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, {}, false};
+  if (text == "dual-loop") return {"dual-loop", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, {}, true, false};
   if (text == "dual-only") return {"dual-only", ttt::InnerPath::Dual, ttt::StepMode::Carry, 1, all_but_dual()};
   if (text == "iterative") return {"iterative", ttt::InnerPath::Iterative, ttt::StepMode::Carry, 1};
   if (text.rfind("iter-", 0) == 0)
@@ -112,7 +116,7 @@ Variant parse_variant(const std::string& text) {
   if (text.rfind("prefix-", 0) == 0)
     return {"prefix", ttt::InnerPath::Iterative, ttt::StepMode::Prefix, steps_after("prefix-")};
   throw std::invalid_argument("bench train: unknown variant '" + text +
-                              "' in --variants (expected dual, dual-units, dual-composed, dual-only, iterative, "
+                              "' in --variants (expected dual, dual-units, dual-loop, dual-composed, dual-only, iterative, "
                               "iter-K, prefix-K, prefix-closed-K or prefix-composed-K)");
 }
 
@@ -246,6 +250,7 @@ Row run_variant(const RunConfig& cfg, const Dataset& ds, const Variant& v, int t
     void set(bool k) const {
       for (FusedOp op : v.composed) raw::set_fused_kernel(op, k);
       if (!v.scan) raw::set_dual_scan(k);
+      if (!v.scan_op) ttt::set_scan_op(k);
     }
   } composed(v);
   reset_peak_rss();
@@ -470,7 +475,8 @@ void register_bench_train(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--variants", opts->variants,
                   "Comma-separated variants to run: dual, dual-units (TTT-Linear's dual form with its one-unit "
-                  "kernel called unit by unit instead of the backend's scan kernel), dual-composed (the dual form "
+                  "kernel called unit by unit instead of the backend's scan kernel), dual-loop (the dual form as one "
+                  "op per unit instead of one scan op per chunk), dual-composed (the dual form "
                   "with the fused TTT mini-batch "
                   "kernel off: its composition of ops, the reference), dual-only (the dual form's kernels alone fused: the norms, "
                   "gated products and AdamW as compositions), iter-K (iterative path, carry mode; "

@@ -1014,43 +1014,81 @@ MlpDualOperands mlp_heads(const std::array<Tensor, 10>& x, double eps) {
 }
 }  // namespace
 
-std::pair<std::array<Tensor, 5>, Tensor> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps) {
+namespace {
+// A caller's buffer for a kernel output shaped like `like` (a contiguous (G, m, c) operand): contiguous, of
+// like's numel, on x's device and dtype; viewed as like's shape.
+Tensor mlp_buffer(const char* op, const char* what, const Tensor& buf, const Tensor& x, const Tensor& like) {
+  check_same(op, x, buf);
+  PONDER_NEED(buf.is_contiguous() && buf.numel() == like.numel(), std::string(op) + ": " + what + " " +
+                                                                      shape_str(buf.shape()) + " must be contiguous with " +
+                                                                      std::to_string(like.numel()) + " elements");
+  return reshape(buf, like.shape());
+}
+}  // namespace
+
+void ttt_mlp_dual_into(const std::array<Tensor, 5>& y, const Tensor& saved, const std::array<Tensor, 10>& x,
+                       double eps) {
   const MlpDualOperands o = mlp_heads(x, eps);
   const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], h = o.W1.shape()[2];
-  std::array<Tensor, 5> y{empty_like(o.xq), empty_like(o.W1), empty_like(o.b1), empty_like(o.W2), empty_like(o.b2)};
-  Tensor saved = Tensor::empty({G, kMlpDualSaved(b, f, h)}, o.xq.dtype(), o.xq.device());
-  be(x[4]).ttt_mlp_dual(y, saved, o);
+  const Tensor* like[5] = {&o.xq, &o.W1, &o.b1, &o.W2, &o.b2};
+  const char* names[5] = {"out", "W1'", "b1'", "W2'", "b2'"};
+  std::array<Tensor, 5> yh;
+  for (size_t i = 0; i < 5; ++i) yh[i] = mlp_buffer("ttt_mlp_dual", names[i], y[i], x[4], *like[i]);
+  check_same("ttt_mlp_dual", x[4], saved);
+  const Shape ss{G, kMlpDualSaved(b, f, h)};
+  PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_mlp_dual: the saved intermediates " +
+                                                                shape_str(saved.shape()) + " must be a contiguous " +
+                                                                shape_str(ss));
+  if (G > 0) be(x[4]).ttt_mlp_dual(yh, saved, o);
+}
+
+std::pair<std::array<Tensor, 5>, Tensor> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps) {
+  check_mlp_dual(x);
+  const Tensor& xq = x[4];
+  const int64_t G = head_count(xq), b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), h = x[0].shape().back();
   const size_t from[5] = {4, 0, 1, 2, 3};  // each output is shaped like this input
-  for (size_t i = 0; i < 5; ++i) y[i] = reshape(y[i], x[from[i]].shape());
+  std::array<Tensor, 5> y;
+  for (size_t i = 0; i < 5; ++i) y[i] = Tensor::empty(x[from[i]].shape(), xq.dtype(), xq.device());
+  Tensor saved = Tensor::empty({G, kMlpDualSaved(b, f, h)}, xq.dtype(), xq.device());
+  ttt_mlp_dual_into(y, saved, x, eps);
   return {y, saved};
 }
 
-std::array<Tensor, 10> ttt_mlp_dual_backward(const std::array<Tensor, 10>& x, double eps, const Tensor& saved,
-                                             const std::array<Tensor, 5>& dy) {
+void ttt_mlp_dual_backward_into(const std::array<Tensor, 10>& g, const std::array<Tensor, 10>& x, double eps,
+                                const Tensor& saved, const std::array<Tensor, 5>& dy) {
+  const char* op = "ttt_mlp_dual_backward";
   const MlpDualOperands o = mlp_heads(x, eps);
   const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], h = o.W1.shape()[2];
   if (saved.defined()) {  // else the kernel recomputes them
-    check_same("ttt_mlp_dual_backward", x[4], saved);
+    check_same(op, x[4], saved);
     const Shape ss{G, kMlpDualSaved(b, f, h)};
-    PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), "ttt_mlp_dual_backward: the saved intermediates " +
+    PONDER_NEED(saved.shape() == ss && saved.is_contiguous(), std::string(op) + ": the saved intermediates " +
                                                                   shape_str(saved.shape()) + " must be a contiguous " +
                                                                   shape_str(ss));
   }
   const Tensor* like[5] = {&o.xq, &o.W1, &o.b1, &o.W2, &o.b2};
   std::array<Tensor, 5> d;
   for (size_t i = 0; i < 5; ++i) {
-    check_same("ttt_mlp_dual_backward", x[4], dy[i]);
-    PONDER_NEED(dy[i].numel() == like[i]->numel(), "ttt_mlp_dual_backward: upstream gradient " + std::to_string(i) +
+    check_same(op, x[4], dy[i]);
+    PONDER_NEED(dy[i].numel() == like[i]->numel(), std::string(op) + ": upstream gradient " + std::to_string(i) +
                                                        " " + shape_str(dy[i].shape()) + " must have " +
                                                        std::to_string(like[i]->numel()) + " elements");
     d[i] = reshape(contiguous(dy[i]), like[i]->shape());
   }
-  std::array<Tensor, 10> g{empty_like(o.W1), empty_like(o.b1), empty_like(o.W2),    empty_like(o.b2),
-                           empty_like(o.xq), empty_like(o.xk), empty_like(o.xv),    empty_like(o.eta),
-                           empty_like(o.gamma), empty_like(o.gamma)};
-  if (G == 0) zero_all(g);
-  else be(x[4]).ttt_mlp_dual_backward(g, o, saved, d);
-  for (size_t i = 0; i < 10; ++i) g[i] = reshape(g[i], x[i].shape());
+  const Tensor* gl[10] = {&o.W1, &o.b1, &o.W2, &o.b2, &o.xq, &o.xk, &o.xv, &o.eta, &o.gamma, &o.gamma};
+  const char* names[10] = {"dW1", "db1", "dW2", "db2", "dxq", "dxk", "dxv", "deta", "dγ", "dβ"};
+  std::array<Tensor, 10> gh;
+  for (size_t i = 0; i < 10; ++i) gh[i] = mlp_buffer(op, names[i], g[i], x[4], *gl[i]);
+  if (G == 0) zero_all(gh);
+  else be(x[4]).ttt_mlp_dual_backward(gh, o, saved, d);
+}
+
+std::array<Tensor, 10> ttt_mlp_dual_backward(const std::array<Tensor, 10>& x, double eps, const Tensor& saved,
+                                             const std::array<Tensor, 5>& dy) {
+  check_mlp_dual(x);
+  std::array<Tensor, 10> g;
+  for (size_t i = 0; i < 10; ++i) g[i] = Tensor::empty(x[i].shape(), x[4].dtype(), x[4].device());
+  ttt_mlp_dual_backward_into(g, x, eps, saved, dy);
   return g;
 }
 

@@ -182,6 +182,25 @@ void check_prefix(const Tensor& z0, const Tensor& t, const Tensor& neg_m, const 
 std::pair<std::array<Tensor, 5>, Tensor> ttt_mlp_dual(const std::array<Tensor, 10>& x, double eps);
 std::array<Tensor, 10> ttt_mlp_dual_backward(const std::array<Tensor, 10>& x, double eps, const Tensor& saved,
                                              const std::array<Tensor, 5>& dy);
+// The same, writing into buffers the caller owns (a scan's per-unit parts): y and g contiguous, each with its
+// operand's element count (y: out, W1', b1', W2', b2'; g: the ten operands'), saved (G, kMlpDualSaved(b, f, h)).
+void ttt_mlp_dual_into(const std::array<Tensor, 5>& y, const Tensor& saved, const std::array<Tensor, 10>& x,
+                       double eps);
+void ttt_mlp_dual_backward_into(const std::array<Tensor, 10>& g, const std::array<Tensor, 10>& x, double eps,
+                                const Tensor& saved, const std::array<Tensor, 5>& dy);
+// TTT-MLP's dual form over the n units of a sequence, the state carried from each to the next, into buffers the
+// caller owns: exactly what n calls of ttt_mlp_dual_into write, unit u's weights being what unit u − 1 wrote into
+// Y (x's for unit 0). x = {W1 (…, f, h), b1 (…, 1, h), W2 (…, h, f), b2 (…, 1, f) of xq's leading shape, xq, xk, xv
+// (…, n·b, f), eta (…, n, b, b), γ, β as for ttt_mlp_dual}; Y = {out (n, …, b, f), W1 (n, …, f, h), b1 (n, …, 1, h),
+// W2 (n, …, h, f), b2 (n, …, 1, f)} and S (n, G, kMlpDualSaved(b, f, h)), contiguous.
+void ttt_mlp_scan_into(const std::array<Tensor, 5>& Y, const Tensor& S, const std::array<Tensor, 10>& x, double eps);
+// Its backward, exactly what ttt_mlp_dual_backward_into called on the units in reverse writes (each unit's weight
+// gradients the upstream of the unit before; dγ, dβ each unit's, added from the last unit to the first): g = {dW1,
+// db1, dW2, db2 shaped like x's; dxq, dxk, dxv (n, …, b, f); deta (n, …, b, b); dγ, dβ shaped like γ, β},
+// contiguous; Y and S the forward's; dy = {dout (…, n·b, f), and the last unit's weights' gradients}.
+void ttt_mlp_scan_backward_into(const std::array<Tensor, 10>& g, const std::array<Tensor, 10>& x,
+                                const std::array<Tensor, 5>& Y, const Tensor& S, const std::array<Tensor, 5>& dy,
+                                double eps);
 // The checks the kernel and the composition share (x as above): floating operands on one device and dtype, shaped
 // as above, b ≥ 1.
 void check_mlp_dual(const std::array<Tensor, 10>& x);

@@ -1,5 +1,5 @@
-// TTT-Linear's dual form over every unit (mini-batch) of a sequence, the inner state carried from each unit to the
-// next (tensor/kernels.h, ttt_linear_scan_into): one call of the backend's scan kernel where it has one
+// The TTT dual forms over every unit (mini-batch) of a sequence, the inner state carried from each unit to the
+// next (tensor/kernels.h, ttt_linear_scan_into, ttt_mlp_scan_into). TTT-Linear's runs: one call of the backend's scan kernel where it has one
 // (Backend::dual_scan), else the one-unit kernel unit by unit. The loop below is the definition the scan kernels
 // are tested against bit for bit (tests/test_ops.cpp); a scan kernel saves what a call per unit costs: a launch or a
 // parallel region per unit and, on the CPU, reloading a head's state and buffers into cache each time.
@@ -190,6 +190,106 @@ void ttt_linear_scan_backward_into(const std::array<Tensor, 8>& g, const Tensor&
        reshape(g[7], s->first.beta.shape())},
       *s, reshape(Y, {n, G, b + f + 1, f}), S,
       {dout0, dual_head_view(dy[1], false), dual_head_view(dy[2], false)}, b * dy[0].strides()[size_t(geo.r)]);
+}
+
+// ---- TTT-MLP: the one-unit kernel unit by unit (no backend has an MLP scan kernel yet).
+namespace scan_units {
+namespace {
+
+// x (…, n·b, c), or (…, n, b, c) when !split, as a contiguous (n, …, b, c): one copy per scan, after which every
+// unit's part is the contiguous operand the one-unit kernel takes (it would copy each unit's rows on its own).
+Tensor units_first_copy(const Tensor& x, const Geo& g, bool split) {
+  std::vector<int> perm{g.r};
+  for (int a = 0; a < g.r; ++a) perm.push_back(a);
+  perm.push_back(g.r + 1);
+  perm.push_back(g.r + 2);
+  Shape s = g.lead;
+  for (int64_t e : {g.n, g.b, x.shape().back()}) s.push_back(e);
+  return contiguous(permute(split ? reshape(x, s) : x, perm));
+}
+std::array<Tensor, 4> units_first_rows(const std::array<Tensor, 10>& x, const Geo& g) {
+  return {units_first_copy(x[4], g, true), units_first_copy(x[5], g, true), units_first_copy(x[6], g, true),
+          units_first_copy(x[7], g, false)};
+}
+
+// Unit u's ten operands: its weights (x's for unit 0, else what unit u − 1 wrote into Y), rows and η (parts of
+// units_first_rows).
+std::array<Tensor, 10> mlp_unit(const std::array<Tensor, 10>& x, const std::array<Tensor, 4>& rows,
+                                const std::array<Tensor, 5>& Y, int64_t u) {
+  std::array<Tensor, 10> xu;
+  for (size_t i = 0; i < 4; ++i) xu[i] = u == 0 ? x[i] : unit_part(Y[i + 1], u - 1);
+  for (size_t i = 0; i < 4; ++i) xu[i + 4] = unit_part(rows[i], u);
+  xu[8] = x[8];
+  xu[9] = x[9];
+  return xu;
+}
+
+// The forward's buffers checked against x: Y's five (n, …, m, c) parts and S.
+void mlp_scan_buffers(const char* op, const std::array<Tensor, 5>& Y, const Tensor& S, const std::array<Tensor, 10>& x,
+                      const Geo& g) {
+  const int64_t h = x[0].shape().back();
+  for (size_t i = 0; i < 4; ++i)
+    scan_need(x[i].dim() >= 2 && std::equal(g.lead.begin(), g.lead.end(), x[i].shape().begin()) &&
+                  x[i].dim() == g.lead.size() + 2,
+              std::string(op) + ": weight " + std::to_string(i) + " " + shape_str(x[i].shape()) +
+                  " must have xq's leading shape " + shape_str(g.lead));
+  const int64_t rc[5][2] = {{g.b, g.f}, {g.f, h}, {1, h}, {h, g.f}, {1, g.f}};
+  const char* names[5] = {"out", "W1", "b1", "W2", "b2"};
+  for (size_t i = 0; i < 5; ++i) scan_buffer(op, names[i], Y[i], x[4], units_first(g, rc[i][0], rc[i][1]));
+  scan_buffer(op, "S", S, x[4], {g.n, g.G, kMlpDualSaved(g.b, g.f, h)});
+}
+
+}  // namespace
+}  // namespace scan_units
+
+void ttt_mlp_scan_into(const std::array<Tensor, 5>& Y, const Tensor& S, const std::array<Tensor, 10>& x, double eps) {
+  using namespace scan_units;
+  const Geo g = geometry(x[4], x[7], "ttt_mlp_scan");
+  mlp_scan_buffers("ttt_mlp_scan", Y, S, x, g);
+  const std::array<Tensor, 4> rows = units_first_rows(x, g);
+  for (int64_t u = 0; u < g.n; ++u)
+    ttt_mlp_dual_into({unit_part(Y[0], u), unit_part(Y[1], u), unit_part(Y[2], u), unit_part(Y[3], u),
+                       unit_part(Y[4], u)},
+                      unit_part(S, u), mlp_unit(x, rows, Y, u), eps);
+}
+
+void ttt_mlp_scan_backward_into(const std::array<Tensor, 10>& g, const std::array<Tensor, 10>& x,
+                                const std::array<Tensor, 5>& Y, const Tensor& S, const std::array<Tensor, 5>& dy,
+                                double eps) {
+  using namespace scan_units;
+  const char* op = "ttt_mlp_scan_backward";
+  const Geo geo = geometry(x[4], x[7], op);
+  mlp_scan_buffers(op, Y, S, x, geo);
+  const char* names[10] = {"dW1", "db1", "dW2", "db2", "dxq", "dxk", "dxv", "deta", "dγ", "dβ"};
+  for (size_t i = 0; i < 10; ++i) {
+    const Shape want = i >= 4 && i < 7 ? units_first(geo, geo.b, geo.f)
+                       : i == 7        ? units_first(geo, geo.b, geo.b)
+                                       : x[i].shape();
+    scan_buffer(op, names[i], g[i], x[4], want);
+  }
+  scan_need(dy[0].shape() == x[4].shape(), std::string(op) + ": dout " + shape_str(dy[0].shape()) +
+                                               " must be xq's " + shape_str(x[4].shape()));
+  const auto like = [&](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
+  std::array<Tensor, 4> buf[2];  // the weights' gradients of units u > 0, alternating
+  for (auto& b : buf)
+    for (size_t i = 0; i < 4; ++i) b[i] = like(g[i]);
+  const Tensor tg = like(g[8]), tb = like(g[9]);
+  std::array<Tensor, 4> d{dy[1], dy[2], dy[3], dy[4]};
+  const std::array<Tensor, 4> rows = units_first_rows(x, geo);
+  const Tensor dout = units_first_copy(dy[0], geo, true);
+  for (int64_t u = geo.n - 1; u >= 0; --u) {
+    const bool last = u == geo.n - 1;
+    const std::array<Tensor, 4>& o = u == 0 ? std::array<Tensor, 4>{g[0], g[1], g[2], g[3]} : buf[u % 2];
+    ttt_mlp_dual_backward_into({o[0], o[1], o[2], o[3], unit_part(g[4], u), unit_part(g[5], u), unit_part(g[6], u),
+                                unit_part(g[7], u), last ? g[8] : tg, last ? g[9] : tb},
+                               mlp_unit(x, rows, Y, u), eps, unit_part(S, u),
+                               {unit_part(dout, u), d[0], d[1], d[2], d[3]});
+    if (!last) {
+      backend(x[4].device()).binary(BinaryOp::Add, g[8], g[8], tg);
+      backend(x[4].device()).binary(BinaryOp::Add, g[9], g[9], tb);
+    }
+    d = o;
+  }
 }
 
 }  // namespace ponder::raw

@@ -95,9 +95,16 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(CONFIG) as src, open(mlp, "w") as dst:
         dst.write(src.read().replace("inner: linear", "inner: mlp"))
     r = subprocess.run([PONDER, "bench", "train", "--config", mlp, "--threads-list", "1", "--steps", "1", "--variants",
-                        "dual,dual-composed", "--json", "--profile"], capture_output=True, text=True)
+                        "dual,dual-composed,dual-loop", "--json", "--profile"], capture_output=True, text=True)
     check(r.returncode == 0, "bench train on a TTT-MLP config runs: " + r.stderr[-300:])
     rows = [json.loads(l) for l in r.stdout.splitlines()]
+loop = rows.pop()
+check(loop["variant"] == "dual-loop" and loop["loss"] == rows[0]["loss"] and
+      loop["flops_per_token"] == rows[0]["flops_per_token"],
+      "dual-loop (one ttt_mlp_dual op per unit) and dual (one ttt_mlp_scan op per chunk) train to the same loss at "
+      "the same FLOPs: " + str((loop["loss"], rows[0]["loss"])))
+copies = [r["profile"]["copy"]["calls_per_step"] for r in (rows[0], loop)]
+check(copies[0] < copies[1], "the scan op makes fewer copies per step than the loop: " + str(copies))
 names = [[k["kernel"] for k in r["profile"]["kernels"]] for r in rows]
 check("ttt_mlp_dual" in names[0] and "ttt_mlp_dual_backward" in names[0] and
       not any(n.startswith("ttt_mlp_dual") for n in names[1]),

@@ -415,6 +415,71 @@ TEST_CASE("the CPU dual-form kernel reads head views in place: the bits of conti
   }
 }
 
+namespace {
+// One run of a scan: the outputs, the inputs' gradients (backward of Σ⟨y_i, up_i⟩), the marks (u, p) in order with
+// the FLOPs counted at each, the forward's and the whole run's FLOPs, the copy launches and the calls of `kernels`.
+struct ScanRun {
+  std::vector<Tensor> res;
+  std::vector<std::pair<int64_t, int>> marks;
+  std::vector<uint64_t> at;
+  uint64_t fwd = 0, total = 0;
+  int64_t copies = 0, kernels = 0;
+};
+using ScanMark = std::function<void(int64_t, int)>;
+ScanRun record_scan(bool fused, std::vector<Tensor>& x, const std::vector<Tensor>& up, std::set<std::string> kernels,
+                    const std::function<std::vector<Tensor>(const ScanMark&)>& scan) {
+  raw::set_fused_kernels(fused);
+  for (Tensor& t : x) zero_grad(t);
+  ScanRun r;
+  FlopScope scope;
+  prof::set_enabled(true);
+  const auto l0 = prof::label_snapshot();
+  const std::vector<Tensor> y = scan([&](int64_t u, int p) {
+    r.marks.push_back({u, p});
+    r.at.push_back(scope.counts().total());
+  });
+  r.fwd = scope.counts().total();
+  Tensor loss = sum(mul(y[0], up[0]));
+  for (size_t i = 1; i < y.size(); ++i) loss = add(loss, sum(mul(y[i], up[i])));
+  backward(loss);
+  for (const prof::LabelTotal& l : prof::label_diff(prof::label_snapshot(), l0)) {
+    if (l.label == "copy" || l.label == "cat") r.copies += l.calls;
+    if (kernels.count(l.label)) r.kernels += l.calls;
+  }
+  prof::set_enabled(false);
+  raw::set_fused_kernels(true);
+  r.res = y;
+  for (const Tensor& t : x) r.res.push_back(grad_of(t));
+  r.total = scope.counts().total();
+  return r;
+}
+
+// The scan node (s), the same scan op with the kernels off (c: the composition) and the scan op by op (u): the
+// node gives the op-by-op scan's bits (the same kernels on the same operands in the same order, dγ and dβ added in
+// the same order), the composition's values within tol, everyone's marks and FLOPs at them, fewer copies.
+void check_scan_runs(const ScanRun& s, const ScanRun& c, const ScanRun& u, int64_t n, double tol) {
+  REQUIRE(s.res.size() == u.res.size());
+  for (size_t i = 0; i < s.res.size(); ++i) {
+    CAPTURE(i);
+    CHECK(s.res[i].to_vector() == u.res[i].to_vector());
+    for (const ScanRun* other : {&c, &u}) {
+      const Diff d = diff(s.res[i], other->res[i]);
+      CHECK(d.scale > 1e-3);
+      CHECK(d.err / d.scale <= tol);
+    }
+  }
+  CHECK(s.marks.size() == size_t(5 * n));  // (u, −1), then phases 0 … 3, per unit in order
+  CHECK(s.marks == c.marks);
+  CHECK(s.marks == u.marks);
+  CHECK(s.at == c.at);
+  CHECK(s.at == u.at);
+  CHECK(s.fwd == c.fwd);
+  CHECK(s.total == u.total);
+  MESSAGE("copy launches, forward and backward of ", n, " mini-batches: scan op ", s.copies, ", op by op ", u.copies);
+  CHECK(s.copies < u.copies);
+}
+}  // namespace
+
 // The scan op against the same scan op by op (ttt_linear_dual per mini-batch, split inputs, concatenated outputs):
 // with the kernels off both run the composition; with them on, one node against n nodes and their pieces.
 // The second shape has so many heads that the CPU scan kernel's backward sums dγ, dβ in blocks of units (8 MB of
@@ -428,7 +493,6 @@ TEST_CASE("the TTT-Linear scan op equals its composition: values, gradients, FLO
     for (DType dt : {DType::F64, DType::F32}) {
       CAPTURE(dtype_name(dt));
       CAPTURE(z.H);
-      const double tol = dt == DType::F64 ? 1e-12 : 5e-5;
       const int64_t B = z.B, H = z.H, n = z.n, b = z.b, f = z.f, N = n * b;
       std::vector<Tensor> x{g.normal({H, f, f}, 0, 0.3, dt),       g.normal({H, 1, f}, 0, 0.1, dt),
                             g.normal({B, H, N, f}, 0, 1, dt),      g.normal({B, H, N, f}, 0, 1, dt),
@@ -436,86 +500,86 @@ TEST_CASE("the TTT-Linear scan op equals its composition: values, gradients, FLO
                             g.uniform({B, H, n, b, b}, 0, 0.1, dt), g.normal({1, H, 1, f}, 1, 0.1, dt),
                             g.normal({1, H, 1, f}, 0, 0.1, dt)};
       for (Tensor& t : x) set_requires_grad(t);
-      const Tensor dout = g.normal({B, H, N, f}, 0, 1, dt), dW = g.normal({B, H, f, f}, 0, 1, dt),
-                   db = g.normal({B, H, 1, f}, 0, 1, dt);
-      // ours: the scan op; else the same mini-batches through ttt_linear_dual one by one (the layer's former loop).
-      auto run = [&](bool fused, bool ours) {
-        raw::set_fused_kernels(fused);
-        for (Tensor& t : x) zero_grad(t);
-        std::vector<std::pair<int64_t, int>> marks;
-        std::vector<uint64_t> at;
-        FlopScope scope;
-        prof::set_enabled(true);
-        const auto l0 = prof::label_snapshot();
-        const auto mark = [&](int64_t u, int p) {
-          marks.push_back({u, p});
-          at.push_back(scope.counts().total());
-        };
-        std::array<Tensor, 3> y;
-        if (ours) {
-          y = ttt_linear_scan(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], 1e-6, mark);
-        } else {
-          std::vector<Tensor> outs;
-          Tensor W = expand(x[0], {B, H, f, f}), c = expand(x[1], {B, H, 1, f});
-          const std::vector<int64_t> sz(size_t(n), b);
-          const auto qs = split(x[2], sz, 2), ks = split(x[3], sz, 2), vs = split(x[4], sz, 2),
-                     es = split(x[5], std::vector<int64_t>(size_t(n), 1), 2);
-          for (int64_t u = 0; u < n; ++u) {
-            mark(u, -1);
-            const size_t i = size_t(u);
-            auto o = ttt_linear_dual(W, c, qs[i], ks[i], vs[i], squeeze(es[i], 2), x[6], x[7], 1e-6,
-                                     [&](int p) { mark(u, p); });
-            outs.push_back(o[0]);
-            W = o[1];
-            c = o[2];
-          }
-          y = {cat(outs, 2), W, c};
-        }
-        const uint64_t fwd = scope.counts().total();
-        backward(add(add(sum(mul(y[0], dout)), sum(mul(y[1], dW))), sum(mul(y[2], db))));
-        int64_t copies = 0, scans = 0;
-        for (const prof::LabelTotal& l : prof::label_diff(prof::label_snapshot(), l0)) {
-          if (l.label == "copy" || l.label == "cat") copies += l.calls;
-          if (l.label == "ttt_linear_scan" || l.label == "ttt_linear_scan_backward") scans += l.calls;
-        }
-        CHECK(scans == (fused && ours && backend(Device::CPU).dual_scan() ? 2 : 0));  // one call each way
-        prof::set_enabled(false);
-        raw::set_fused_kernels(true);
-        std::vector<Tensor> res(y.begin(), y.end());
-        for (const Tensor& t : x) res.push_back(grad_of(t));
-        return std::make_tuple(res, marks, at, fwd, scope.counts().total(), copies);
+      const std::vector<Tensor> up{g.normal({B, H, N, f}, 0, 1, dt), g.normal({B, H, f, f}, 0, 1, dt),
+                                   g.normal({B, H, 1, f}, 0, 1, dt)};
+      const auto ours = [&](const ScanMark& mark) {
+        const auto y = ttt_linear_scan(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], 1e-6, mark);
+        return std::vector<Tensor>(y.begin(), y.end());
       };
-      const auto [so, sm, sa, sf, st, sc] = run(true, true);
-      const auto [co, cm, ca, cf, ct, cc] = run(false, true);
-      const auto [uo, um, ua, uf, ut, uc] = run(true, false);
-      REQUIRE(so.size() == 11);
-      // The node runs the op-by-op scan's kernels on the same operands in the same order, dγ and dβ added in the
-      // same order: the same bits, so a run does not change by taking it.
-      for (size_t i = 0; i < so.size(); ++i) {
-        CAPTURE(i);
-        CHECK(so[i].to_vector() == uo[i].to_vector());
-      }
-      for (size_t i = 0; i < so.size(); ++i) {
-        CAPTURE(i);
-        for (const auto* other : {&co, &uo}) {
-          const Diff d = diff(so[i], (*other)[i]);
-          CHECK(d.scale > 1e-3);
-          CHECK(d.err / d.scale <= tol);
+      // The same mini-batches through ttt_linear_dual one by one (the layer's loop).
+      const auto loop = [&](const ScanMark& mark) {
+        std::vector<Tensor> outs;
+        Tensor W = expand(x[0], {B, H, f, f}), c = expand(x[1], {B, H, 1, f});
+        const std::vector<int64_t> sz(size_t(n), b);
+        const auto qs = split(x[2], sz, 2), ks = split(x[3], sz, 2), vs = split(x[4], sz, 2),
+                   es = split(x[5], std::vector<int64_t>(size_t(n), 1), 2);
+        for (int64_t u = 0; u < n; ++u) {
+          mark(u, -1);
+          const size_t i = size_t(u);
+          auto o = ttt_linear_dual(W, c, qs[i], ks[i], vs[i], squeeze(es[i], 2), x[6], x[7], 1e-6,
+                                   [&](int p) { mark(u, p); });
+          outs.push_back(o[0]);
+          W = o[1];
+          c = o[2];
         }
-      }
-      CHECK(sm.size() == size_t(5 * n));  // (u, −1), then phases 0 … 3, per unit in order
-      CHECK(sm == cm);
-      CHECK(sm == um);
-      CHECK(sa == ca);
-      CHECK(sa == ua);
-      CHECK(sf == cf);
-      CHECK(st == ut);
+        return std::vector<Tensor>{cat(outs, 2), W, c};
+      };
+      const std::set<std::string> kernels{"ttt_linear_scan", "ttt_linear_scan_backward"};
+      const ScanRun s = record_scan(true, x, up, kernels, ours), c = record_scan(false, x, up, kernels, ours),
+                    u = record_scan(true, x, up, kernels, loop);
+      CHECK(s.kernels == (backend(Device::CPU).dual_scan() ? 2 : 0));  // one call each way
+      check_scan_runs(s, c, u, n, dt == DType::F64 ? 1e-12 : 5e-5);
       // The node's backward counts the dual kernel's VJP (compose::ttt_linear_dual_backward after its recomputation),
       // the composition the engine's VJPs of the forward's ops: other op sequences, close in count (4 % here).
-      CHECK(double(st) < 1.08 * double(ct));
-      MESSAGE("copy launches, forward and backward of ", n, " mini-batches: scan op ", sc, ", op by op ", uc);
-      CHECK(sc < uc);
+      CHECK(double(s.total) < 1.08 * double(c.total));
     }
+  }
+}
+
+// TTT-MLP's scan node runs the one-unit kernels unit by unit; it copies xq, xk, xv, η and dout units-first once each,
+// where the op-by-op scan copied each unit's operands on their own.
+TEST_CASE("the TTT-MLP scan op equals its composition: values, gradients, FLOPs per unit and phase, fewer copies") {
+  Generator g(71);
+  for (DType dt : {DType::F64, DType::F32}) {
+    CAPTURE(dtype_name(dt));
+    const int64_t B = 2, H = 3, n = 3, b = 4, f = 5, h = 7, N = n * b;
+    std::vector<Tensor> x{g.normal({H, f, h}, 0, 0.3, dt),        g.normal({H, 1, h}, 0, 0.1, dt),
+                          g.normal({H, h, f}, 0, 0.3, dt),        g.normal({H, 1, f}, 0, 0.1, dt),
+                          g.normal({B, H, N, f}, 0, 1, dt),       g.normal({B, H, N, f}, 0, 1, dt),
+                          raw::permute(g.normal({B, N, H, f}, 0, 1, dt), {0, 2, 1, 3}),
+                          g.uniform({B, H, n, b, b}, 0, 0.1, dt), g.normal({1, H, 1, f}, 1, 0.1, dt),
+                          g.normal({1, H, 1, f}, 0, 0.1, dt)};
+    for (Tensor& t : x) set_requires_grad(t);
+    const Shape ws[5] = {{B, H, N, f}, {B, H, f, h}, {B, H, 1, h}, {B, H, h, f}, {B, H, 1, f}};
+    std::vector<Tensor> up;
+    for (const Shape& s : ws) up.push_back(g.normal(s, 0, 1, dt));
+    const auto ours = [&](const ScanMark& mark) {
+      const auto y = ttt_mlp_scan({x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9]}, 1e-6, mark);
+      return std::vector<Tensor>(y.begin(), y.end());
+    };
+    const auto loop = [&](const ScanMark& mark) {
+      std::vector<Tensor> outs;
+      std::array<Tensor, 4> w;
+      for (size_t i = 0; i < 4; ++i) w[i] = expand(x[i], ws[i + 1]);
+      const std::vector<int64_t> sz(size_t(n), b);
+      const auto qs = split(x[4], sz, 2), ks = split(x[5], sz, 2), vs = split(x[6], sz, 2),
+                 es = split(x[7], std::vector<int64_t>(size_t(n), 1), 2);
+      for (int64_t u = 0; u < n; ++u) {
+        mark(u, -1);
+        const size_t i = size_t(u);
+        auto o = ttt_mlp_dual({w[0], w[1], w[2], w[3], qs[i], ks[i], vs[i], squeeze(es[i], 2), x[8], x[9]}, 1e-6,
+                              [&](int p) { mark(u, p); });
+        outs.push_back(o[0]);
+        w = {o[1], o[2], o[3], o[4]};
+      }
+      return std::vector<Tensor>{cat(outs, 2), w[0], w[1], w[2], w[3]};
+    };
+    const std::set<std::string> kernels{"ttt_mlp_dual", "ttt_mlp_dual_backward"};
+    const ScanRun s = record_scan(true, x, up, kernels, ours), c = record_scan(false, x, up, kernels, ours),
+                  u = record_scan(true, x, up, kernels, loop);
+    CHECK(s.kernels == 2 * n);  // the one-unit kernels, unit by unit
+    CHECK(c.kernels == 0);
+    check_scan_runs(s, c, u, n, dt == DType::F64 ? 1e-12 : 5e-5);
   }
 }
 

@@ -142,6 +142,11 @@ Tensor dual_scan(const InnerState& s, const Tensor& xq, const Tensor& xk, const 
     }
     meter->charge(kDualPhase[p]);
   };
+  if (s.mlp()) {
+    auto y = ttt_mlp_scan({s.W1, s.b1, s.W2, s.b2, xq, xk, xv, eta, n.gamma, n.beta}, n.eps, mark);
+    next = InnerState{y[1], y[2], y[3], y[4]};
+    return y[0];
+  }
   auto [out, W1, b1] = ttt_linear_scan(s.W1, s.b1, xq, xk, xv, eta, n.gamma, n.beta, n.eps, mark);
   next = InnerState{W1, b1, {}, {}};
   return out;

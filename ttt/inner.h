@@ -58,8 +58,8 @@ Tensor inner_output(const InnerState& s, const Tensor& xq, const InnerNorm& n);
 
 // One official TTT step on a mini-batch, dual form. xq, xk, xv: (B, H, b, f); eta: (B, H, b, b).
 // Returns the outputs (B, H, b, f) and writes the state after the mini-batch into `next`.
-// TTT-Linear (not MLP) over every unit of xq (…, n·b, f) at one dual step each, the state carried (ttt_linear_scan:
-// one node for the whole scan where the dual kernels run); eta (…, n, b, b). Appends each unit's UnitCost, its
+// Every unit of xq (…, n·b, f) at one dual step each, the state carried (ttt_linear_scan or ttt_mlp_scan: one node
+// for the whole scan where the dual kernels run); eta (…, n, b, b). Appends each unit's UnitCost, its
 // FLOPs charged by phase as dual_step charges them (layer, unit and steps left for the caller).
 Tensor dual_scan(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                  const InnerNorm& n, InnerState& next, std::vector<UnitCost>& costs);

@@ -1,6 +1,7 @@
 #include "ttt/ttt_layer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -11,6 +12,12 @@
 #include "ttt/rope.h"
 
 namespace ponder::ttt {
+
+namespace {
+std::atomic<bool> g_scan_op{true};
+}  // namespace
+void set_scan_op(bool on) { g_scan_op = on; }
+bool scan_op_enabled() { return g_scan_op; }
 namespace {
 
 // (B, N, d) → (B, H, N, f)
@@ -153,12 +160,12 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
   const int64_t b = cfg_.mini_batch;
   std::vector<UnitCost>* costs = replay ? nullptr : run.costs;
   // A schedule that decides from the unit alone is asked for the whole chunk first (the same calls in the same
-  // order). When every unit then gets one dual step of TTT-Linear and nothing is watched, the chunk is one op.
+  // order). When every unit then gets one dual step and nothing is watched, the chunk is one op.
   if ((!run.schedule || run.schedule->decides_ahead()) && !replay) {
     for (int64_t u = u0; u < u1; ++u) decided.push_back(decide(run, layer_, u, b));
     replay = true;
   }
-  const bool plain = replay && run.path == InnerPath::Dual && !cfg_.mlp && !run.watch &&
+  const bool plain = replay && run.path == InnerPath::Dual && !run.watch && g_scan_op &&
                      !(run.mode == StepMode::Prefix && run.prefix_path_at_one) &&
                      std::all_of(decided.begin(), decided.end(), [](int k) { return k == 1; });
   if (plain) return scan_plain(state, xq, xk, xv, eta, gamma, beta, u0, costs);

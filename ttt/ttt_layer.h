@@ -55,6 +55,11 @@ struct TTTRun {
   std::function<void(const std::string&, const Tensor&)> watch;
 };
 
+// Whether a chunk whose units all get one dual step runs as one scan op (the default) or as one dual op per unit,
+// the layer's loop (`ponder bench train --variants dual-loop`): the same bits and FLOPs either way.
+void set_scan_op(bool on);
+bool scan_op_enabled();
+
 // What the layer carries from one chunk of a sequence to the next.
 struct TTTLayerState {
   InnerState inner;  // undefined until the first chunk: starts from the learned W0
@@ -110,7 +115,7 @@ class TTTLayer : public Module {
   Tensor scan(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
               const Tensor& gamma, const Tensor& beta, int64_t u0, int64_t u1, const TTTRun& run,
               std::vector<int>& decided, bool replay) const;
-  // scan() when every unit gets one dual step of TTT-Linear: one ttt_linear_scan op (dual_scan) for all of them.
+  // scan() when every unit gets one dual step: one scan op (dual_scan: ttt_linear_scan or ttt_mlp_scan) for all.
   Tensor scan_plain(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                     const Tensor& gamma, const Tensor& beta, int64_t u0, std::vector<UnitCost>* costs) const;
   Tensor unit_step(InnerState& state, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
