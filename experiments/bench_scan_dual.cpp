@@ -1,5 +1,5 @@
-// TTT-Linear's dual form over a sequence's units timed alone (experiments/bench_scan_dual.h): the operands as a
-// TTT-Linear layer passes them to its scan node (W0, b0 per head broadcast over the batch; xq, xk, xv views of the
+// The dual form over a sequence's units timed alone (experiments/bench_scan_dual.h): the operands as a TTT layer
+// passes them to its scan node (the start's weights per head broadcast over the batch; xq, xk, xv views of the
 // (B, N, H, f) projections, rows H·f apart), float32, with the scan kernel on and off (raw::set_dual_scan).
 #include "experiments/bench_scan_dual.h"
 
@@ -10,11 +10,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "autograd/fused.h"
 #include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/device.h"
+#include "tensor/backend.h"
 #include "tensor/flops.h"
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
@@ -25,48 +28,74 @@ namespace {
 
 constexpr double kMinRepSeconds = 0.05, kEps = 1e-5, kTolerance = 1e-3;
 
-// x: W0, b0, xq, xk, xv, η, γ, β; dy: dout, dW_n, dbias_n.
+// TTT-Linear: x = W0, b0, xq, xk, xv, η, γ, β; dy = dout, dW_n, dbias_n. TTT-MLP: x = W1, b1, W2, b2, xq, xk, xv,
+// η, γ, β; dy = dout and the last unit's four weights' upstream.
 struct Case {
-  std::array<Tensor, 8> x;
-  std::array<Tensor, 3> dy;
+  std::vector<Tensor> x, dy;
 };
 
 Case make(const ScanDualBench& o) {
   Generator gen(7);
-  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units, N = n * b;
+  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units, N = n * b, h = o.hidden;
   auto nrm = [&](Shape s, double sd, double mean = 0) { return gen.normal(s, mean, sd, DType::F32); };
-  auto per_head = [&](int64_t r) { return raw::expand(nrm({1, H, r, f}, 0.02), {B, H, r, f}); };
+  auto per_head = [&](int64_t r, int64_t c) { return raw::expand(nrm({1, H, r, c}, 0.02), {B, H, r, c}); };
   auto proj = [&] { return raw::permute(nrm({B, N, H, f}, 1), {0, 2, 1, 3}); };
-  return {{per_head(f), per_head(1), proj(), proj(), proj(),
-           gen.uniform({B, H, n, b, b}, 0, 1.0 / double(b), DType::F32), nrm({1, H, 1, f}, 0.1, 1),
-           nrm({1, H, 1, f}, 0.1)},
-          {nrm({B, H, N, f}, 1), nrm({B, H, f, f}, 1), nrm({B, H, 1, f}, 1)}};
+  const std::vector<Shape> w = h > 0 ? std::vector<Shape>{{f, h}, {1, h}, {h, f}, {1, f}} : std::vector<Shape>{{f, f}, {1, f}};
+  Case c;
+  for (const Shape& s : w) c.x.push_back(per_head(s[0], s[1]));
+  for (int i = 0; i < 3; ++i) c.x.push_back(proj());
+  c.x.push_back(gen.uniform({B, H, n, b, b}, 0, 1.0 / double(b), DType::F32));
+  c.x.push_back(nrm({1, H, 1, f}, 0.1, 1));
+  c.x.push_back(nrm({1, H, 1, f}, 0.1));
+  c.dy.push_back(nrm({B, H, N, f}, 1));
+  for (const Shape& s : w) c.dy.push_back(nrm({B, H, s[0], s[1]}, 1));
+  return c;
 }
 
 Case to(const Case& c, Device d) { return {on_device(c.x, d), on_device(c.dy, d)}; }
 
-// Y, S and the eight gradients, in buffers made once (a layer's node allocates them per call; the rows time the
-// kernels).
+// The results (TTT-Linear: Y packed; TTT-MLP: out, W1 … b2), S and the gradients, in buffers made once (a layer's
+// node allocates them per call; the rows time the kernels).
 struct Buffers {
-  Tensor Y, S;
-  std::array<Tensor, 8> g;
+  std::vector<Tensor> Y;
+  Tensor S;
+  std::vector<Tensor> g;
 };
 Buffers buffers(const Case& c, const ScanDualBench& o, Device d) {
-  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units;
-  Buffers r{Tensor::empty({n, B, H, b + f + 1, f}, DType::F32, d),
-            Tensor::empty({n, B * H, kDualSaved(b, f)}, DType::F32, d), {}};
-  const Shape like[8] = {c.x[0].shape(), c.x[1].shape(), {n, B, H, b, f}, {n, B, H, b, f}, {n, B, H, b, f},
-                         {n, B, H, b, b}, c.x[6].shape(), c.x[7].shape()};
-  for (size_t i = 0; i < 8; ++i) r.g[i] = Tensor::empty(like[i], DType::F32, d);
+  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units, h = o.hidden;
+  const size_t nw = h > 0 ? 4 : 2;  // the start's weights, then xq, xk, xv, η, γ, β
+  auto empty = [&](const Shape& s) { return Tensor::empty(s, DType::F32, d); };
+  Buffers r;
+  if (h > 0) {
+    r.Y.push_back(empty({n, B, H, b, f}));
+    for (size_t i = 0; i < nw; ++i) r.Y.push_back(empty({n, B, H, c.x[i].shape()[2], c.x[i].shape()[3]}));
+  } else {
+    r.Y.push_back(empty({n, B, H, b + f + 1, f}));
+  }
+  r.S = empty({n, B * H, h > 0 ? kMlpDualSaved(b, f, h) : kDualSaved(b, f)});
+  for (size_t i = 0; i < nw; ++i) r.g.push_back(empty(c.x[i].shape()));
+  for (int i = 0; i < 3; ++i) r.g.push_back(empty({n, B, H, b, f}));
+  r.g.push_back(empty({n, B, H, b, b}));
+  r.g.push_back(empty(c.x[nw + 4].shape()));
+  r.g.push_back(empty(c.x[nw + 5].shape()));
   return r;
+}
+template <size_t N>
+std::array<Tensor, N> arr(const std::vector<Tensor>& v) {
+  std::array<Tensor, N> a;
+  std::copy(v.begin(), v.begin() + N, a.begin());
+  return a;
 }
 void forward(const Case& c, const Buffers& r) {
   const auto& x = c.x;
-  raw::ttt_linear_scan_into(r.Y, r.S, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], kEps);
+  if (x.size() == 10) return raw::ttt_mlp_scan_into(arr<5>(r.Y), r.S, arr<10>(x), kEps);
+  raw::ttt_linear_scan_into(r.Y[0], r.S, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], kEps);
 }
 void backward(const Case& c, const Buffers& r) {
   const auto& x = c.x;
-  raw::ttt_linear_scan_backward_into(r.g, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], r.Y, r.S, c.dy, kEps);
+  if (x.size() == 10) return raw::ttt_mlp_scan_backward_into(arr<10>(r.g), arr<10>(x), arr<5>(r.Y), r.S, arr<5>(c.dy), kEps);
+  raw::ttt_linear_scan_backward_into(arr<8>(r.g), x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], r.Y[0], r.S,
+                                     arr<3>(c.dy), kEps);
 }
 
 // The largest relative error of any result against the CPU's; throws past the tolerance, naming it.
@@ -75,17 +104,28 @@ double check(const Buffers& got, const Buffers& want, const char* mode) {
   auto one = [&](const Tensor& g, const Tensor& w, const std::string& name) {
     worst = std::max(worst, checked_rel_err(g, w, kTolerance, "bench dual --units: " + name + " (" + mode + ")"));
   };
-  one(got.Y, want.Y, "the outputs");
+  for (size_t i = 0; i < got.Y.size(); ++i) one(got.Y[i], want.Y[i], "result " + std::to_string(i));
   one(got.S, want.S, "the saved intermediates");
-  for (size_t i = 0; i < 8; ++i) one(got.g[i], want.g[i], "gradient " + std::to_string(i));
+  for (size_t i = 0; i < got.g.size(); ++i) one(got.g[i], want.g[i], "gradient " + std::to_string(i));
   return worst;
 }
 
-// FLOPs a step books for the scan's forward and backward: the dual op's rules, once per unit.
+// FLOPs a step books for the scan's forward and backward: the one-unit op's rules, once per unit.
 std::pair<double, double> counted_flops(const Case& c, int64_t units, int64_t b) {
-  const Tensor unit0 = raw::slice(c.x[2], 2, 0, b);
-  const bool bcast = c.x[6].shape() != unit0.shape();
+  const size_t nw = c.x.size() == 10 ? 4 : 2;
+  const Tensor unit0 = raw::slice(c.x[nw], 2, 0, b);
   FlopScope fs;
+  if (nw == 4) {
+    std::vector<Shape> s;
+    for (size_t i = 0; i < 10; ++i) s.push_back(i >= 4 && i < 7 ? unit0.shape() : c.x[i].shape());
+    s[7] = raw::squeeze(raw::slice(c.x[7], 2, 0, 1), 2).shape();
+    const fused::PhasedCounts pc = fused::mlp_dual_counts(s);
+    for (const auto& p : pc.forward) fused::add_counts(p);
+    const double fwd = double(fs.counts().total());
+    fused::add_counts(pc.backward);
+    return {fwd * double(units), (double(fs.counts().total()) - fwd) * double(units)};
+  }
+  const bool bcast = c.x[6].shape() != unit0.shape();
   for (int phase = 0; phase < 4; ++phase)
     fused::count(FusedOp::TttLinearDual, fused::dual_sizes(unit0), bcast, phase);
   const double fwd = double(fs.counts().total());
@@ -108,6 +148,8 @@ void print(const char* pass, const char* mode, double us, double gflops, double 
                                 {"heads", o.heads},
                                 {"mini_batch", o.mini_batch},
                                 {"head_dim", o.head_dim},
+                                {"inner", o.hidden > 0 ? "mlp" : "linear"},
+                                {"hidden", o.hidden},
                                 {"device", where},
                                 {"commit", git_commit()},
                                 {"build_type", build_type()}};
@@ -134,15 +176,20 @@ void run_bench_scan_dual(const ScanDualBench& o) {
   const Case host = make(o), x = to(host, d);
   const auto [ffwd, fbwd] = counted_flops(host, o.units, o.mini_batch);
   if (!o.json)
-    std::printf("bench dual: TTT-Linear dual form over %lld units, %lld x %lld heads, mini-batch %lld, head dim %lld, "
+    std::printf("bench dual: %s dual form over %lld units, %lld x %lld heads, mini-batch %lld, head dim %lld, "
                 "float32, on %s\ncommit %s, %s build\nscan: the backend's scan kernel, one call each way; units: the "
                 "one-unit kernel called unit by unit (the same bits)\nus = microseconds per call (every unit, all "
                 "heads) and per unit, best of %d reps of >= %.0f ms; GFLOP/s from the engine's FLOP counts (%.3g forward, "
                 "%.3g backward per call); checked: max error against the CPU, relative to its largest value\n\n"
                 "%-9s %-7s %12s %10s %10s %9s\n",
+                o.hidden > 0 ? ("TTT-MLP (hidden " + std::to_string(o.hidden) + ")").c_str() : "TTT-Linear",
                 (long long)o.units, (long long)o.batch, (long long)o.heads, (long long)o.mini_batch,
                 (long long)o.head_dim, where.c_str(), git_commit(), build_type(), o.reps, kMinRepSeconds * 1e3, ffwd,
                 fbwd, "pass", "kernel", "us/call", "us/unit", "GFLOP/s", "checked");
+  const bool has = o.hidden > 0 ? backend(d).mlp_scan() : backend(d).dual_scan();
+  if (!o.json && !has)
+    std::printf("(this backend has no scan kernel for this inner model: both rows call the one-unit kernel unit by "
+                "unit)\n");
   const bool keep = raw::dual_scan_enabled();
   struct Restore {
     bool on;

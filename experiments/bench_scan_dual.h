@@ -1,5 +1,5 @@
-// `ponder bench dual --units N`: TTT-Linear's dual form over N units (mini-batches) of every head, as a layer's scan
-// node runs it: through the backend's scan kernel (one call each way) and through the one-unit kernel called unit by
+// `ponder bench dual --units N`: the dual form (TTT-Linear, or TTT-MLP with --inner mlp) over N units (mini-batches)
+// of every head, as a layer's scan node runs it: through the backend's scan kernel (one call each way) and through the one-unit kernel called unit by
 // unit (experiments/bench_scan_dual.cpp), beside the one-unit rows of experiments/cmd_bench_dual.cpp.
 #pragma once
 #include <cstdint>
@@ -12,6 +12,7 @@ struct ScanDualBench {
   int64_t batch = 16, heads = 12, mini_batch = 16, head_dim = 64, units = 128;
   int reps = 5;
   bool check_only = false, json = false;
+  int64_t hidden = 0;  // > 0: TTT-MLP with this hidden width; 0: TTT-Linear
 };
 // For the scan kernel and then unit by unit: on a GPU every result checked against the CPU's scan first (throws past
 // 1e-3 relative), then forward and backward timed (µs per call of the whole sequence and per unit, GFLOP/s from the

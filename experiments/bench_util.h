@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
@@ -30,6 +31,11 @@ template <size_t N>
 std::array<Tensor, N> on_device(const std::array<Tensor, N>& x, Device d) {
   std::array<Tensor, N> r;
   for (size_t i = 0; i < N; ++i) r[i] = raw::to_device_keep_layout(x[i], d);
+  return r;
+}
+inline std::vector<Tensor> on_device(const std::vector<Tensor>& x, Device d) {
+  std::vector<Tensor> r;
+  for (const Tensor& t : x) r.push_back(raw::to_device_keep_layout(t, d));
   return r;
 }
 // Bytes this process may still allocate: MemAvailable of /proc/meminfo, or the address-space limit (ulimit -v)

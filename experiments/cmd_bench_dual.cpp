@@ -131,11 +131,9 @@ void print(const Row& r, const BenchDualArgs& o, const std::string& where, bool 
 }
 
 void run_bench(const BenchDualArgs& o) {
-  if (o.units > 0) {
-    if (o.inner != "linear") throw std::invalid_argument("bench dual: --units is for TTT-Linear (--inner linear)");
+  if (o.units > 0)
     return run_bench_scan_dual({o.device, o.batch, o.heads, o.mini_batch, o.head_dim, o.units, o.reps, o.check_only,
-                                o.json});
-  }
+                                o.json, o.inner == "mlp" ? (o.hidden > 0 ? o.hidden : 4 * o.head_dim) : 0});
   if (o.inner == "mlp")
     return run_bench_mlp_dual({o.device, o.batch, o.heads, o.mini_batch, o.head_dim,
                                o.hidden > 0 ? o.hidden : 4 * o.head_dim, o.reps, o.check_only, o.json});
@@ -233,7 +231,7 @@ void register_bench_dual(CLI::App& bench) {
       ->capture_default_str();
   sub->add_option("--hidden", opts->hidden, "TTT-MLP's hidden width (default 4 x head dim)")->check(kPositive);
   sub->add_option("--units", opts->units,
-                  "TTT-Linear over this many units (mini-batches) per call, as a layer's scan runs it: the backend's "
+                  "The dual form over this many units (mini-batches) per call, as a layer's scan runs it: the backend's "
                   "scan kernel against the one-unit kernel called unit by unit")
       ->check(kPositive);
   sub->add_option("--reps", opts->reps, "Timed repetitions per row (best is reported)")

@@ -62,7 +62,7 @@ struct Variant {
   // Fused ops run as their compositions in this variant: "dual-composed" the TTT mini-batch's kernels (the
   // reference), "dual-only" every other one (norms, gated products, AdamW: what their kernels save).
   std::vector<FusedOp> composed = {};
-  // The backend's scan kernel for TTT-Linear's dual form; "dual-units": its one-unit kernel called unit by unit.
+  // The backend's scan kernel for the dual form; "dual-units": its one-unit kernel called unit by unit.
   bool scan = true;
   // A chunk of plain dual steps as one scan op; "dual-loop": one dual op per unit (ttt::set_scan_op).
   bool scan_op = true;
@@ -474,7 +474,7 @@ void register_bench_train(CLI::App& bench) {
       ->check(kPositive)
       ->capture_default_str();
   sub->add_option("--variants", opts->variants,
-                  "Comma-separated variants to run: dual, dual-units (TTT-Linear's dual form with its one-unit "
+                  "Comma-separated variants to run: dual, dual-units (the dual form with its one-unit "
                   "kernel called unit by unit instead of the backend's scan kernel), dual-loop (the dual form as one "
                   "op per unit instead of one scan op per chunk), dual-composed (the dual form "
                   "with the fused TTT mini-batch "

@@ -56,8 +56,11 @@ step bench_dual_scan 90 "$ponder" bench dual --device cuda --units 128
 # TTT-MLP's dual-form kernel alone at the 125M MLP shape (h 256), checked against the CPU first; then against its
 # composition in training, in one run (tokens/s; the model tests above check values).
 step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp
-step bench_train_small_mlp 120 "$ponder" bench train --device cuda --config configs/small_mlp.yaml \
-  --variants dual,dual-composed --steps 2 --profile
+# TTT-MLP's scan kernels over 32 units against its one-unit kernel launched unit by unit; in training, dual (the
+# scan kernels), dual-units (the scan node calling the one-unit kernel unit by unit), dual-loop (one op per unit).
+step bench_dual_scan_mlp 90 "$ponder" bench dual --device cuda --inner mlp --units 32
+step bench_train_small_mlp 150 "$ponder" bench train --device cuda --config configs/small_mlp.yaml \
+  --variants dual,dual-units,dual-loop,dual-composed --steps 2 --profile
 # The 125M shape at batch 32 (65,536 tokens a step), where the GPU is fullest: MFU at bf16 and TF32, and a profile;
 # dual-units calls the one-unit dual kernels unit by unit where dual runs the scan kernels (one launch a layer).
 sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
@@ -97,6 +100,8 @@ if [ -n "$cs" ]; then
     -tc='cuda: the TTT-Linear scan kernels give*'
   step racecheck_scan 150 "$cs" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda" \
     -tc='cuda: the TTT-Linear scan kernels give*'
+  step memcheck_scan_mlp 120 "$cs" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda" \
+    -tc='cuda: the TTT-MLP scan kernels give*'
   step memcheck_dual_mlp 90 "$cs" --tool memcheck --error-exitcode 9 "$ponder" bench dual --device cuda \
     --inner mlp --batch 1 --heads 2 --check-only
   # memcheck on TTT-MLP's dual-form kernels and the scan node, through the tiny models' GPU-against-CPU test.

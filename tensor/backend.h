@@ -131,6 +131,13 @@ struct MlpDualOperands {
 // Per head: Z1, gelu(Z1), gelu'(Z1), G2·W2ᵀ, G1, Zb1, gelu(Zb1), gelu'(Zb1) (b × h each); Z2, G2, Zb2 (b × f); S1,
 // S2 (b × b).
 constexpr int64_t kMlpDualSaved(int64_t b, int64_t f, int64_t h) { return 8 * b * h + 3 * b * f + 2 * b * b; }
+// TTT-MLP's dual form over the n units of a sequence (the map: n compose::ttt_mlp_dual, the weights carried):
+// unit 0's operands, whose q, k, v and η are the first parts of units-first (n, G, b, f) and (n, G, b, b)
+// contiguous buffers, so unit u's are u parts on; its weights are what unit u − 1 wrote.
+struct MlpScanOperands {
+  MlpDualOperands first;
+  int64_t units = 0;
+};
 
 const char* unary_name(UnaryOp op);
 const char* fused_op_name(FusedOp op);
@@ -297,6 +304,20 @@ class Backend {
   }
   virtual void ttt_mlp_dual_backward(const std::array<Tensor, 10>&, const MlpDualOperands&, const Tensor&,
                                      const std::array<Tensor, 5>&) {
+    unsupported(FusedOp::TttMlpDualBackward);
+  }
+  // TTT-MLP's dual form over every unit (MlpScanOperands), where mlp_scan() says the backend has it (else the
+  // caller runs the one-unit kernels above unit by unit): Y = {out (n, G, b, f), W1 … b2 (n, G, …)} each unit's
+  // results, S (n, G, kMlpDualSaved(b, f, h)) its intermediates. The backward, for dy = {dout (n, G, b, f), the
+  // last unit's weights' upstream (G, …)}, writes g = {dW1 … db2 (G, …) of the start, dxq, dxk, dxv (n, G, b, f),
+  // deta (n, G, b, b), dγ, dβ}: exactly what the one-unit backward unit by unit writes, dγ and dβ each unit's added
+  // from the last unit to the first.
+  virtual bool mlp_scan() const { return false; }
+  virtual void ttt_mlp_scan(const std::array<Tensor, 5>&, const Tensor&, const MlpScanOperands&) {
+    unsupported(FusedOp::TttMlpDual);
+  }
+  virtual void ttt_mlp_scan_backward(const std::array<Tensor, 10>&, const MlpScanOperands&, const std::array<Tensor, 5>&,
+                                     const Tensor&, const std::array<Tensor, 5>&) {
     unsupported(FusedOp::TttMlpDualBackward);
   }
 

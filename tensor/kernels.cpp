@@ -1000,9 +1000,7 @@ void check_mlp_dual(const std::array<Tensor, 10>& x) {
               "ttt_mlp_dual: γ " + shape_str(x[8].shape()) + " must be one row per head (…, 1, f)");
 }
 
-namespace {
-// TTT-MLP's operands, contiguous, per head; γ and β as the row kernels take them over xq's rows.
-MlpDualOperands mlp_heads(const std::array<Tensor, 10>& x, double eps) {
+MlpDualOperands mlp_operands(const std::array<Tensor, 10>& x, double eps) {
   check_mlp_dual(x);
   const Tensor& xq = x[4];
   const int64_t G = head_count(xq), b = xq.shape()[xq.dim() - 2], f = xq.shape().back(), h = x[0].shape().back();
@@ -1012,7 +1010,6 @@ MlpDualOperands mlp_heads(const std::array<Tensor, 10>& x, double eps) {
           heads(x[5], b, f), heads(x[6], b, f), heads(x[7], b, b), rp.gamma,           rp.beta,
           std::move(rp.rows), eps};
 }
-}  // namespace
 
 namespace {
 // A caller's buffer for a kernel output shaped like `like` (a contiguous (G, m, c) operand): contiguous, of
@@ -1028,7 +1025,7 @@ Tensor mlp_buffer(const char* op, const char* what, const Tensor& buf, const Ten
 
 void ttt_mlp_dual_into(const std::array<Tensor, 5>& y, const Tensor& saved, const std::array<Tensor, 10>& x,
                        double eps) {
-  const MlpDualOperands o = mlp_heads(x, eps);
+  const MlpDualOperands o = mlp_operands(x, eps);
   const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], h = o.W1.shape()[2];
   const Tensor* like[5] = {&o.xq, &o.W1, &o.b1, &o.W2, &o.b2};
   const char* names[5] = {"out", "W1'", "b1'", "W2'", "b2'"};
@@ -1057,7 +1054,7 @@ std::pair<std::array<Tensor, 5>, Tensor> ttt_mlp_dual(const std::array<Tensor, 1
 void ttt_mlp_dual_backward_into(const std::array<Tensor, 10>& g, const std::array<Tensor, 10>& x, double eps,
                                 const Tensor& saved, const std::array<Tensor, 5>& dy) {
   const char* op = "ttt_mlp_dual_backward";
-  const MlpDualOperands o = mlp_heads(x, eps);
+  const MlpDualOperands o = mlp_operands(x, eps);
   const int64_t G = o.xq.shape()[0], b = o.xq.shape()[1], f = o.xq.shape()[2], h = o.W1.shape()[2];
   if (saved.defined()) {  // else the kernel recomputes them
     check_same(op, x[4], saved);

@@ -137,7 +137,8 @@ DualOperands dual_operands(const Tensor& W, const Tensor& bias, const Tensor& xq
 void ttt_linear_scan_into(const Tensor& Y, const Tensor& S, const Tensor& W0, const Tensor& b0, const Tensor& xq,
                           const Tensor& xk, const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                           const Tensor& beta, double eps);
-// Whether ttt_linear_scan_into and its backward take the backend's scan kernel where it has one (default on;
+// Whether the scans (ttt_linear_scan_into, ttt_mlp_scan_into) and their backwards take the backend's scan kernel
+// where it has one (default on;
 // PONDER_DUAL_SCAN=0 at start-up turns it off): off, they run the one-unit kernel unit by unit, which gives the same
 // bits (for comparisons and `ponder bench train --variants dual-units`).
 void set_dual_scan(bool on);
@@ -188,6 +189,9 @@ void ttt_mlp_dual_into(const std::array<Tensor, 5>& y, const Tensor& saved, cons
                        double eps);
 void ttt_mlp_dual_backward_into(const std::array<Tensor, 10>& g, const std::array<Tensor, 10>& x, double eps,
                                 const Tensor& saved, const std::array<Tensor, 5>& dy);
+// TTT-MLP's operands as the backend's kernels take them: contiguous heads (copies where x's are not), γ and β as the
+// row kernels take them. Checks them as check_mlp_dual does.
+MlpDualOperands mlp_operands(const std::array<Tensor, 10>& x, double eps);
 // TTT-MLP's dual form over the n units of a sequence, the state carried from each to the next, into buffers the
 // caller owns: exactly what n calls of ttt_mlp_dual_into write, unit u's weights being what unit u − 1 wrote into
 // Y (x's for unit 0). x = {W1 (…, f, h), b1 (…, 1, h), W2 (…, h, f), b2 (…, 1, f) of xq's leading shape, xq, xk, xv

@@ -25,6 +25,14 @@ int scan_from_env() {
 }
 std::atomic<int> g_scan{scan_from_env()};
 
+// Whether the scans take a backend's scan kernel where it has one; an error for a PONDER_DUAL_SCAN it cannot read.
+bool scan_kernel_on() {
+  if (g_scan < 0)
+    throw std::invalid_argument("PONDER_DUAL_SCAN=" + std::string(std::getenv("PONDER_DUAL_SCAN")) +
+                                " must be 1 (the backend's scan kernel) or 0 (the one-unit kernel unit by unit)");
+  return g_scan == 1;
+}
+
 void scan_need(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument(msg);
 }
@@ -81,10 +89,7 @@ std::pair<Tensor, Tensor> state_before(const Tensor& Y, const Tensor& W0, const 
 std::optional<ScanOperands> scan_operands(const Tensor& W0, const Tensor& b0, const Tensor& xq, const Tensor& xk,
                                           const Tensor& xv, const Tensor& eta, const Tensor& gamma,
                                           const Tensor& beta, double eps, const Geo& g) {
-  if (g_scan < 0)
-    throw std::invalid_argument("PONDER_DUAL_SCAN=" + std::string(std::getenv("PONDER_DUAL_SCAN")) +
-                                " must be 1 (the backend's scan kernel) or 0 (the one-unit kernel unit by unit)");
-  if (g_scan == 0 || !backend(xq.device()).dual_scan() || g.G == 0) return std::nullopt;
+  if (!scan_kernel_on() || !backend(xq.device()).dual_scan() || g.G == 0) return std::nullopt;
   ScanOperands s;
   s.first = dual_operands(W0, b0, unit_rows(xq, g, 0), unit_rows(xk, g, 0), unit_rows(xv, g, 0),
                           unit_eta(eta, g, 0), gamma, beta, eps);
@@ -242,11 +247,52 @@ void mlp_scan_buffers(const char* op, const std::array<Tensor, 5>& Y, const Tens
 }  // namespace
 }  // namespace scan_units
 
+namespace scan_units {
+namespace {
+
+// The operands of the backend's MLP scan kernel, or nothing where it has none (or PONDER_DUAL_SCAN=0): unit 0's,
+// whose rows are the first parts of the units-first copies.
+std::optional<MlpScanOperands> mlp_scan_operands(const std::array<Tensor, 10>& x, const std::array<Tensor, 4>& rows,
+                                                 const std::array<Tensor, 5>& Y, const Geo& g, double eps) {
+  if (!scan_kernel_on() || !backend(x[4].device()).mlp_scan() || g.G == 0) return std::nullopt;
+  return MlpScanOperands{mlp_operands(mlp_unit(x, rows, Y, 0), eps), g.n};
+}
+
+// The backward unit by unit: each unit's weight gradients into one of two sets of buffers (the unit before reads
+// them as its upstream), unit 0's into g; dγ, dβ the last unit's, then each earlier unit's added to them.
+void mlp_backward_units(const std::array<Tensor, 10>& g, const std::array<Tensor, 10>& x,
+                        const std::array<Tensor, 4>& rows, const std::array<Tensor, 5>& Y, const Tensor& S,
+                        const Tensor& dout, const std::array<Tensor, 5>& dy, double eps, const Geo& geo) {
+  const auto like = [&](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
+  std::array<Tensor, 4> buf[2];
+  for (auto& b : buf)
+    for (size_t i = 0; i < 4; ++i) b[i] = like(g[i]);
+  const Tensor tg = like(g[8]), tb = like(g[9]);
+  std::array<Tensor, 4> d{dy[1], dy[2], dy[3], dy[4]};
+  for (int64_t u = geo.n - 1; u >= 0; --u) {
+    const bool last = u == geo.n - 1;
+    const std::array<Tensor, 4>& o = u == 0 ? std::array<Tensor, 4>{g[0], g[1], g[2], g[3]} : buf[u % 2];
+    ttt_mlp_dual_backward_into({o[0], o[1], o[2], o[3], unit_part(g[4], u), unit_part(g[5], u), unit_part(g[6], u),
+                                unit_part(g[7], u), last ? g[8] : tg, last ? g[9] : tb},
+                               mlp_unit(x, rows, Y, u), eps, unit_part(S, u),
+                               {unit_part(dout, u), d[0], d[1], d[2], d[3]});
+    if (!last) {
+      backend(x[4].device()).binary(BinaryOp::Add, g[8], g[8], tg);
+      backend(x[4].device()).binary(BinaryOp::Add, g[9], g[9], tb);
+    }
+    d = o;
+  }
+}
+
+}  // namespace
+}  // namespace scan_units
+
 void ttt_mlp_scan_into(const std::array<Tensor, 5>& Y, const Tensor& S, const std::array<Tensor, 10>& x, double eps) {
   using namespace scan_units;
   const Geo g = geometry(x[4], x[7], "ttt_mlp_scan");
   mlp_scan_buffers("ttt_mlp_scan", Y, S, x, g);
   const std::array<Tensor, 4> rows = units_first_rows(x, g);
+  if (const auto so = mlp_scan_operands(x, rows, Y, g, eps)) return backend(x[4].device()).ttt_mlp_scan(Y, S, *so);
   for (int64_t u = 0; u < g.n; ++u)
     ttt_mlp_dual_into({unit_part(Y[0], u), unit_part(Y[1], u), unit_part(Y[2], u), unit_part(Y[3], u),
                        unit_part(Y[4], u)},
@@ -269,27 +315,19 @@ void ttt_mlp_scan_backward_into(const std::array<Tensor, 10>& g, const std::arra
   }
   scan_need(dy[0].shape() == x[4].shape(), std::string(op) + ": dout " + shape_str(dy[0].shape()) +
                                                " must be xq's " + shape_str(x[4].shape()));
-  const auto like = [&](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
-  std::array<Tensor, 4> buf[2];  // the weights' gradients of units u > 0, alternating
-  for (auto& b : buf)
-    for (size_t i = 0; i < 4; ++i) b[i] = like(g[i]);
-  const Tensor tg = like(g[8]), tb = like(g[9]);
-  std::array<Tensor, 4> d{dy[1], dy[2], dy[3], dy[4]};
+  for (size_t i = 1; i < 5; ++i) {
+    check_same(op, x[4], dy[i]);
+    scan_need(dy[i].shape() == x[i - 1].shape(), std::string(op) + ": the last unit's upstream " +
+                                                     std::to_string(i) + " " + shape_str(dy[i].shape()) +
+                                                     " must be " + shape_str(x[i - 1].shape()));
+  }
   const std::array<Tensor, 4> rows = units_first_rows(x, geo);
   const Tensor dout = units_first_copy(dy[0], geo, true);
-  for (int64_t u = geo.n - 1; u >= 0; --u) {
-    const bool last = u == geo.n - 1;
-    const std::array<Tensor, 4>& o = u == 0 ? std::array<Tensor, 4>{g[0], g[1], g[2], g[3]} : buf[u % 2];
-    ttt_mlp_dual_backward_into({o[0], o[1], o[2], o[3], unit_part(g[4], u), unit_part(g[5], u), unit_part(g[6], u),
-                                unit_part(g[7], u), last ? g[8] : tg, last ? g[9] : tb},
-                               mlp_unit(x, rows, Y, u), eps, unit_part(S, u),
-                               {unit_part(dout, u), d[0], d[1], d[2], d[3]});
-    if (!last) {
-      backend(x[4].device()).binary(BinaryOp::Add, g[8], g[8], tg);
-      backend(x[4].device()).binary(BinaryOp::Add, g[9], g[9], tb);
-    }
-    d = o;
-  }
+  if (const auto so = mlp_scan_operands(x, rows, Y, geo, eps))
+    return backend(x[4].device())
+        .ttt_mlp_scan_backward(g, *so, Y, S, {dout, contiguous(dy[1]), contiguous(dy[2]), contiguous(dy[3]),
+                                              contiguous(dy[4])});
+  mlp_backward_units(g, x, rows, Y, S, dout, dy, eps, geo);
 }
 
 }  // namespace ponder::raw

@@ -183,9 +183,14 @@ check([(x["pass"], x["kernel"]) for x in rows] ==
       all(x["units"] == 3 and x["gflops"] > 0 and abs(x["us_per_unit"] * 3 - x["us_per_call"]) < 1e-6 * x["us_per_call"]
           for x in rows),
       "bench dual --units on the CPU: the scan kernel's rows, then the one-unit kernel's, per call and per unit")
-r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--units", "3", "--inner", "mlp"],
-                   capture_output=True, text=True)
-check(r.returncode != 0 and "--units is for TTT-Linear" in r.stderr, "bench dual --units refuses --inner mlp")
+r = subprocess.run([PONDER, "bench", "dual", "--device", "cpu", "--units", "3", "--inner", "mlp", "--batch", "1",
+                    "--heads", "2", "--head-dim", "8", "--reps", "1", "--json"], capture_output=True, text=True)
+check(r.returncode == 0, "bench dual --units --inner mlp --device cpu runs: " + r.stderr[-300:])
+rows = [json.loads(l) for l in r.stdout.splitlines()]
+check([(x["pass"], x["kernel"], x["inner"], x["hidden"]) for x in rows] ==
+      [(p, k, "mlp", 32) for k in ("scan", "units") for p in ("forward", "backward")] and
+      all(x["units"] == 3 and x["gflops"] > 0 for x in rows),
+      "bench dual --units --inner mlp on the CPU: TTT-MLP's scan rows, then unit by unit")
 r = subprocess.run([PONDER, "bench", "dual", "--device", "cuda", "--inner", "mlp", "--batch", "1", "--heads", "2",
                     "--check-only", "--json"], capture_output=True, text=True)
 if r.returncode == 0:

@@ -549,6 +549,19 @@ namespace {
 // the forward's units in order, the backward's in blocks of `per` from the last unit down, each unit of each head
 // through every phase, thread by thread; each backward block's dγ, dβ parts then summed per unit over heads in chunks
 // of 4 and added onto the later units' sums.
+// dγ, dβ of a scan's backward launch over units hi … lo from their per-head parts, as sum_unit_gamma_parts runs
+// its two kernels (4 heads per partial sum here); sums is scratch for (hi − lo + 1) units.
+constexpr int64_t kEmuHeadChunk = 4;
+void emulate_unit_gammas(const double* parts, double* sums, int64_t G, int64_t P, int64_t units, int64_t lo,
+                         int64_t hi, double* dgam, double* dbet) {
+  const int64_t Q = dual::head_chunks(G, kEmuHeadChunk);
+  for (int64_t x = 0; x < (hi - lo + 1) * Q * P; ++x)
+    dual::sum_gamma_unit_chunk(parts, G, P, kEmuHeadChunk, sums, x);
+  dual::Scan<double> span;  // what add_gamma_units reads
+  span.units = units, span.lo = lo, span.hi = hi, span.G = G;
+  for (int64_t j = 0; j < P; ++j) dual::add_gamma_units(sums, Q, P, span, dgam, dbet, j);
+}
+
 struct ScanRun {
   dual::Args<double> a{};
   dual::Scan<double> s;
@@ -568,16 +581,14 @@ void simulate_scan(ScanRun& r, bool forward, double* dgam, double* dbet) {
     }
   };
   if (forward) return units(0, r.s.units - 1);
-  const int64_t chunk = 4, Q = dual::head_chunks(r.G, chunk), P = r.a.P;
-  std::vector<double> parts(size_t(r.per * r.G * 2 * P)), sums(size_t(r.per * Q * 2 * P));
+  const int64_t P = r.a.P;
+  std::vector<double> parts(size_t(r.per * r.G * 2 * P)), sums(size_t(r.per * r.G * 2 * P));
   r.a.parts = parts.data();
   for (int64_t hi = r.s.units - 1; hi >= 0; hi -= r.per) {
     r.s.hi = hi, r.s.lo = std::max<int64_t>(0, hi - r.per + 1);
     std::fill(parts.begin(), parts.end(), 0.0);
     units(r.s.lo, hi);
-    for (int64_t x = 0; x < (hi - r.s.lo + 1) * Q * P; ++x)
-      dual::sum_gamma_unit_chunk(parts.data(), r.G, P, chunk, sums.data(), x);
-    for (int64_t j = 0; j < P; ++j) dual::add_gamma_units(sums.data(), Q, P, r.s, dgam, dbet, j);
+    emulate_unit_gammas(parts.data(), sums.data(), r.G, P, r.s.units, r.s.lo, hi, dgam, dbet);
   }
 }
 
@@ -671,6 +682,24 @@ TEST_CASE("cuda: the TTT-Linear scan kernels' units, run on the CPU, equal the C
         }
 }
 
+namespace {
+// A GPU scan test's results (every buffer, as vectors): the scan kernels' equal the one-unit launches' bit for bit
+// and the CPU's within float rounding, relative to the largest CPU value (at least 1).
+void check_scan_launches(const std::vector<std::vector<double>>& kernel, const std::vector<std::vector<double>>& units,
+                         const std::vector<std::vector<double>>& cpu, DType dt) {
+  const double tol = dt == DType::F64 ? 1e-10 : 2e-4;
+  REQUIRE(kernel.size() == cpu.size());
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    CAPTURE(i);
+    CHECK(kernel[i] == units[i]);
+    double scale = 1, worst = 0;
+    for (size_t j = 0; j < cpu[i].size(); ++j) scale = std::max(scale, std::abs(cpu[i][j]));
+    for (size_t j = 0; j < cpu[i].size(); ++j) worst = std::max(worst, std::abs(kernel[i][j] - cpu[i][j]) / scale);
+    CHECK(worst <= tol);
+  }
+}
+}  // namespace
+
 // On a GPU: the scan kernels give the bits of the one-unit kernels called unit by unit (the same phases on the same
 // operands, dγ and dβ summed the same way), and the CPU scan's values, at the 125M model's b and f.
 TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits unit by unit, and the CPU's values") {
@@ -707,15 +736,7 @@ TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits uni
       return out;
     };
     const auto kernel = run(Device::CUDA, true), units = run(Device::CUDA, false), cpu = run(Device::CPU, true);
-    const double tol = dt == DType::F64 ? 1e-10 : 2e-4;
-    for (size_t i = 0; i < kernel.size(); ++i) {
-      CAPTURE(i);
-      CHECK(kernel[i] == units[i]);
-      double scale = 1, worst = 0;
-      for (size_t j = 0; j < cpu[i].size(); ++j) scale = std::max(scale, std::abs(cpu[i][j]));
-      for (size_t j = 0; j < cpu[i].size(); ++j) worst = std::max(worst, std::abs(kernel[i][j] - cpu[i][j]) / scale);
-      CHECK(worst <= tol);
-    }
+    check_scan_launches(kernel, units, cpu, dt);
   }
 }
 
@@ -814,6 +835,153 @@ TEST_CASE("cuda: the TTT-MLP dual-form kernel's phases, run on the CPU, equal th
         CHECK_MESSAGE(e.forward <= 1e-12, "forward ", e.forward, " at ", e.forward_at);
         CHECK_MESSAGE(e.backward <= 1e-11, "backward ", e.backward, " at ", e.backward_at);
       }
+}
+
+namespace {
+// The CUDA TTT-MLP scan's phases (mlp::scan_forward_phase, scan_backward_phase) run on the CPU in the launches' order
+// (the backward in blocks of 2 units: 2 … 1, then 0), every head and thread of nt in turn, against the definition:
+// raw::ttt_mlp_scan_into and its backward on the CPU, the one-unit kernel unit by unit. 3 units of 6 heads, γ per
+// head, k a strided view, the start's weights broadcast over the batch.
+DualErrors mlp_scan_phase_errors(int64_t f, int64_t h, int nt) {
+  Generator gen(41);
+  const int64_t B = 2, H = 3, n = 3, b = 4, N = n * b, G = B * H;
+  auto nrm = [&](Shape sh, double sd) { return gen.normal(sh, 0, sd, DType::F64); };
+  const std::array<Tensor, 10> x{raw::expand(nrm({H, f, h}, 0.3), {B, H, f, h}), raw::expand(nrm({H, 1, h}, 0.1), {B, H, 1, h}),
+                                 raw::expand(nrm({H, h, f}, 0.3), {B, H, h, f}), raw::expand(nrm({H, 1, f}, 0.1), {B, H, 1, f}),
+                                 nrm({B, H, N, f}, 1), raw::permute(nrm({B, N, H, f}, 1), {0, 2, 1, 3}),
+                                 nrm({B, H, N, f}, 1), gen.uniform({B, H, n, b, b}, 0, 0.1, DType::F64),
+                                 gen.normal({1, H, 1, f}, 1, 0.1, DType::F64), nrm({1, H, 1, f}, 0.1)};
+  const Shape ys[5] = {{n, B, H, b, f}, {n, B, H, f, h}, {n, B, H, 1, h}, {n, B, H, h, f}, {n, B, H, 1, f}};
+  std::array<Tensor, 5> Y;
+  for (size_t i = 0; i < 5; ++i) Y[i] = Tensor::empty(ys[i], DType::F64);
+  const Tensor S = Tensor::empty({n, G, kMlpDualSaved(b, f, h)}, DType::F64);
+  raw::ttt_mlp_scan_into(Y, S, x, 1e-5);  // the definition: the CPU's one-unit kernel unit by unit
+  // units-first copies of xq, xk, xv, η (and dout below), as raw::ttt_mlp_scan_into hands them to a scan kernel
+  auto first = [&](const Tensor& t, bool rows) {
+    const Tensor v = rows ? raw::reshape(t, {B, H, n, b, t.shape().back()}) : t;
+    return raw::contiguous(raw::permute(v, {2, 0, 1, 3, 4}));
+  };
+  const Tensor w[4] = {raw::contiguous(x[0]), raw::contiguous(x[1]), raw::contiguous(x[2]), raw::contiguous(x[3])};
+  const Tensor q = first(x[4], true), k = first(x[5], true), v = first(x[6], true), eta = first(x[7], false);
+  mlp::Args<double> a{};
+  a.W1 = w[0].data<double>(), a.b1 = w[1].data<double>(), a.W2 = w[2].data<double>(), a.b2 = w[3].data<double>();
+  a.q = q.data<double>(), a.k = k.data<double>(), a.v = v.data<double>(), a.eta = eta.data<double>();
+  a.gamma = x[8].data<double>(), a.beta = x[9].data<double>();
+  const Tensor ge = raw::expand(x[8], {B, H, b, f});
+  a.rows.nd = 3;
+  for (int d = 0; d < 3; ++d) a.rows.size[d] = ge.shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
+  a.b = b, a.f = f, a.h = h, a.P = x[8].numel(), a.eps = 1e-5;
+  std::vector<std::vector<double>> yo(5);
+  for (size_t i = 0; i < 5; ++i) yo[i].assign(size_t(Y[i].numel()), -7.0);
+  std::vector<double> sv(size_t(S.numel()), -7.0), sc(size_t(G * mlp::scratch_t(b, f, h, true))),
+      sd(size_t(G * mlp::scratch_d(b, f)));
+  a.saved = sv.data(), a.scratch = sc.data(), a.dscr = sd.data();
+  mlp::Scan<double> s;
+  s.units = n, s.lo = 0, s.hi = n - 1, s.G = G, s.S = sv.data();
+  s.out = yo[0].data(), s.W1 = yo[1].data(), s.b1 = yo[2].data(), s.W2 = yo[3].data(), s.b2 = yo[4].data();
+  auto units = [&](int64_t hi, int64_t lo, bool forward) {
+    for (int64_t i = 0; i <= hi - lo; ++i) {
+      const int64_t u = forward ? lo + i : hi - i;
+      for (int64_t g = 0; g < G; ++g)
+        for (int ph = 0; ph < (forward ? mlp::kForwardPhases : mlp::kBackwardPhases); ++ph)
+          for (int tid = 0; tid < nt; ++tid)
+            forward ? mlp::scan_forward_phase(a, s, u, g, ph, tid, nt) : mlp::scan_backward_phase(a, s, u, g, ph, tid, nt);
+    }
+  };
+  units(n - 1, 0, true);
+  DualErrors err;
+  for (size_t i = 0; i < 5; ++i) err.add(true, yo[i], Y[i].to_vector(), std::string("result ") + std::to_string(i));
+  err.add(true, sv, S.to_vector(), "S");
+  const std::array<Tensor, 5> dy{nrm({B, H, N, f}, 1), nrm({B, H, f, h}, 1), nrm({B, H, 1, h}, 1), nrm({B, H, h, f}, 1),
+                                 nrm({B, H, 1, f}, 1)};
+  std::array<Tensor, 10> want;
+  std::vector<std::vector<double>> got(10);
+  for (size_t i = 0; i < 10; ++i) {
+    const Shape gs = i >= 4 && i < 7 ? Shape{n, B, H, b, f} : i == 7 ? Shape{n, B, H, b, b} : x[i].shape();
+    want[i] = Tensor::empty(gs, DType::F64);
+    got[i].assign(size_t(want[i].numel()), -7.0);
+  }
+  raw::ttt_mlp_scan_backward_into(want, x, Y, S, dy, 1e-5);
+  const Tensor dO = first(dy[0], true);
+  a.dO = dO.data<double>(), a.dW1u = dy[1].data<double>(), a.db1u = dy[2].data<double>();
+  a.dW2u = dy[3].data<double>(), a.db2u = dy[4].data<double>();
+  double** dst[8] = {&a.dW1, &a.db1, &a.dW2, &a.db2, &a.dq, &a.dk, &a.dv, &a.deta};
+  for (size_t i = 0; i < 8; ++i) *dst[i] = got[i].data();
+  std::vector<double> cw1(size_t(2 * G * f * h)), cb1(size_t(2 * G * h)), cw2 = cw1, cb2(size_t(2 * G * f));
+  s.cW1 = cw1.data(), s.cb1 = cb1.data(), s.cW2 = cw2.data(), s.cb2 = cb2.data();
+  const int64_t per = 2, P = a.P;
+  std::vector<double> parts(size_t(per * G * 2 * P)), sums = parts;
+  a.parts = parts.data();
+  for (int64_t hi = n - 1; hi >= 0; hi -= per) {
+    s.hi = hi, s.lo = std::max<int64_t>(0, hi - per + 1);
+    std::fill(parts.begin(), parts.end(), 0.0);
+    units(hi, s.lo, false);
+    emulate_unit_gammas(parts.data(), sums.data(), G, P, n, s.lo, hi, got[8].data(), got[9].data());
+  }
+  for (size_t i = 0; i < 10; ++i) err.add(false, got[i], want[i].to_vector(), "gradient " + std::to_string(i));
+  return err;
+}
+}  // namespace
+
+// The MLP scan kernels' algorithm where there is no GPU: each unit moved to by unit_args, the weights carried through
+// Y and the carry slots, dγ and dβ per block of units, all equal the one-unit kernel unit by unit.
+TEST_CASE("cuda: the TTT-MLP scan kernels' units, run on the CPU, equal the one-unit kernel unit by unit") {
+  for (int64_t f : {5, 19})
+    for (int nt : {1, 3, 64}) {
+      CAPTURE(f);
+      CAPTURE(nt);
+      const DualErrors e = mlp_scan_phase_errors(f, 2 * f + 3, nt);
+      CHECK_MESSAGE(e.forward <= 1e-12, "forward ", e.forward, " at ", e.forward_at);
+      CHECK_MESSAGE(e.backward <= 1e-11, "backward ", e.backward, " at ", e.backward_at);
+    }
+}
+
+// On a GPU: the MLP scan kernels give the bits of the one-unit kernels called unit by unit, and the CPU's values, at
+// the 125M TTT-MLP model's b, f and h.
+TEST_CASE("cuda: the TTT-MLP scan kernels give the one-unit kernels' bits unit by unit, and the CPU's values") {
+  if (!gpu()) return;
+  const int64_t B = 2, H = 3, n = 5, b = 16, f = 64, h = 256, N = n * b, G = B * H;
+  for (DType dt : {DType::F32, DType::F64}) {
+    CAPTURE(std::string(dtype_name(dt)));
+    Generator gen(43);
+    auto nrm = [&](Shape sh, double mean, double sd) {
+      return raw::to_dtype(gen.normal(sh, mean, sd, DType::F64), dt);
+    };
+    const std::vector<Tensor> x{raw::expand(nrm({H, f, h}, 0, 0.05), {B, H, f, h}),
+                                raw::expand(nrm({H, 1, h}, 0, 0.05), {B, H, 1, h}),
+                                raw::expand(nrm({H, h, f}, 0, 0.05), {B, H, h, f}),
+                                raw::expand(nrm({H, 1, f}, 0, 0.05), {B, H, 1, f}), nrm({B, H, N, f}, 0, 1),
+                                raw::permute(nrm({B, N, H, f}, 0, 1), {0, 2, 1, 3}), nrm({B, H, N, f}, 0, 1),
+                                raw::to_dtype(gen.uniform({B, H, n, b, b}, 0, 0.02, DType::F64), dt),
+                                nrm({1, H, 1, f}, 1, 0.1), nrm({1, H, 1, f}, 0, 0.1),
+                                // then dout and the last unit's weights' upstream
+                                nrm({B, H, N, f}, 0, 1), nrm({B, H, f, h}, 0, 1), nrm({B, H, 1, h}, 0, 1),
+                                nrm({B, H, h, f}, 0, 1), nrm({B, H, 1, f}, 0, 1)};
+    auto run = [&](Device dev, bool scan) {
+      std::vector<Tensor> v;
+      for (const Tensor& t : x) v.push_back(dev == Device::CUDA ? on_gpu(t) : t);
+      raw::set_dual_scan(scan);
+      const std::array<Tensor, 10> in{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+      const Shape ys[5] = {{n, B, H, b, f}, {n, B, H, f, h}, {n, B, H, 1, h}, {n, B, H, h, f}, {n, B, H, 1, f}};
+      std::array<Tensor, 5> Y;
+      for (size_t i = 0; i < 5; ++i) Y[i] = Tensor::empty(ys[i], dt, dev);
+      const Tensor S = Tensor::empty({n, G, kMlpDualSaved(b, f, h)}, dt, dev);
+      raw::ttt_mlp_scan_into(Y, S, in, 1e-5);
+      std::array<Tensor, 10> g;
+      for (size_t i = 0; i < 10; ++i)
+        g[i] = Tensor::empty(i >= 4 && i < 7 ? Shape{n, B, H, b, f} : i == 7 ? Shape{n, B, H, b, b} : v[i].shape(), dt,
+                             dev);
+      raw::ttt_mlp_scan_backward_into(g, in, Y, S, {v[10], v[11], v[12], v[13], v[14]}, 1e-5);
+      raw::set_dual_scan(true);
+      std::vector<std::vector<double>> out;
+      for (const Tensor& t : Y) out.push_back(t.to_vector());
+      out.push_back(S.to_vector());
+      for (const Tensor& t : g) out.push_back(t.to_vector());
+      return out;
+    };
+    const auto kernel = run(Device::CUDA, true), units = run(Device::CUDA, false), cpu = run(Device::CPU, true);
+    check_scan_launches(kernel, units, cpu, dt);
+  }
 }
 
 namespace {

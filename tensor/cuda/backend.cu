@@ -297,6 +297,16 @@ class CudaBackend final : public Backend {
     KernelTimer t(Kind::Fused, "ttt_mlp_dual_backward");
     cuda::ttt_mlp_dual_backward(g, o, saved, dy);
   }
+  bool mlp_scan() const override { return true; }
+  void ttt_mlp_scan(const std::array<Tensor, 5>& Y, const Tensor& S, const MlpScanOperands& o) override {
+    KernelTimer t(Kind::Fused, "ttt_mlp_scan");
+    cuda::ttt_mlp_scan(Y, S, o);
+  }
+  void ttt_mlp_scan_backward(const std::array<Tensor, 10>& g, const MlpScanOperands& o, const std::array<Tensor, 5>& Y,
+                             const Tensor& S, const std::array<Tensor, 5>& dy) override {
+    KernelTimer t(Kind::Fused, "ttt_mlp_scan_backward");
+    cuda::ttt_mlp_scan_backward(g, o, Y, S, dy);
+  }
 };
 
 CudaBackend g_backend;

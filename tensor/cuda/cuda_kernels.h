@@ -73,5 +73,21 @@ void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperand
 // dγ, dβ (each γ's shape, float32/64) from the dual kernels' per-head sums parts (G, 2, P) float64: over heads in
 // head order, 16 at a time and then the chunks in order (ttt_dual.cu).
 void sum_head_gamma_parts(const Tensor& parts, const Tensor& dgamma, const Tensor& dbeta);
+// A scan's backward launch over units hi down to lo (of n): dγ, dβ from their per-head parts (hi − lo + 1, G, 2, P)
+// float64, each unit's summed over heads as sum_head_gamma_parts sums them, rounded to dγ's dtype and added from
+// unit hi down to lo onto the units' after them (unit n − 1's start the sums); sums (hi − lo + 1, head chunks, 2, P)
+// is scratch (ttt_dual.cu).
+void sum_unit_gamma_parts(const Tensor& parts, const Tensor& sums, int64_t units, int64_t lo, int64_t hi,
+                          const Tensor& dgamma, const Tensor& dbeta);
+// Units per launch of a scan's backward: their dγ, dβ parts (G, 2, P doubles each) within 64 MB.
+int64_t scan_backward_units_per_launch(int64_t G, int64_t P, int64_t n);
+// The head chunks sum_unit_gamma_parts' scratch holds per unit.
+int64_t gamma_head_chunks(int64_t G);
+// TTT-MLP's dual form over every unit (tensor/backend.h's MlpScanOperands; ttt_mlp_dual.cu): one launch for the
+// forward, one per block of units for the backward. dy[0] is dout units-first (n, G, b, f), dy[1 …] the last
+// unit's weights' upstream.
+void ttt_mlp_scan(const std::array<Tensor, 5>& Y, const Tensor& S, const MlpScanOperands& so);
+void ttt_mlp_scan_backward(const std::array<Tensor, 10>& g, const MlpScanOperands& so, const std::array<Tensor, 5>& Y,
+                           const Tensor& S, const std::array<Tensor, 5>& dy);
 
 }  // namespace ponder::cuda

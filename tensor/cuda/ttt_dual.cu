@@ -222,12 +222,28 @@ dual::Scan<T> scan_of(const ScanOperands& so, const Tensor& Y, const Tensor& S) 
   s.Y = Y.data<T>(), s.S = S.data<T>();
   return s;
 }
-// Units per launch of the scan's backward: their dγ, dβ parts (G, 2, P doubles each) within 64 MB.
-int64_t backward_units_per_launch(int64_t G, int64_t P, int64_t n) {
+}  // namespace
+
+int64_t gamma_head_chunks(int64_t G) { return dual::head_chunks(G, kHeadChunk); }
+
+int64_t scan_backward_units_per_launch(int64_t G, int64_t P, int64_t n) {
   const int64_t per = std::max<int64_t>(1, G * 2 * P * int64_t(sizeof(double)));
   return std::min(n, std::max<int64_t>(1, (int64_t(64) << 20) / per));
 }
-}  // namespace
+
+void sum_unit_gamma_parts(const Tensor& parts, const Tensor& sums, int64_t units, int64_t lo, int64_t hi,
+                          const Tensor& dgamma, const Tensor& dbeta) {
+  const int64_t G = parts.shape()[1], P = parts.shape()[3], Q = dual::head_chunks(G, kHeadChunk),
+                count = hi - lo + 1;
+  launch("gamma_unit_chunk_kernel", gamma_unit_chunk_kernel, count * Q * P, parts.data<double>(), count, G, P,
+         sums.data<double>());
+  PONDER_DISPATCH_FLOAT(dgamma.dtype(), "sum_unit_gamma_parts", [&] {
+    dual::Scan<scalar_t> s;  // the span of units add_gamma_units reads
+    s.units = units, s.lo = lo, s.hi = hi, s.G = G;
+    launch("gamma_unit_sum_kernel", gamma_unit_sum_kernel<scalar_t>, P, sums.data<double>(), Q, P, s,
+           dgamma.data<scalar_t>(), dbeta.data<scalar_t>());
+  });
+}
 
 void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& so) {
   DualOperands o = so.first;
@@ -253,15 +269,11 @@ namespace {
 template <class T, class K>
 void scan_backward_launch(K kernel, const dual::Args<T>& a, const dual::Scan<T>& s, size_t smem, const Tensor& parts,
                           const Tensor& sums, const std::array<Tensor, 8>& g) {
-  const int64_t G = s.G, P = a.P, Q = dual::head_chunks(G, kHeadChunk), count = s.hi - s.lo + 1;
   fill(parts, 0.0);
-  kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a, s);
+  kernel<<<unsigned(s.G), kDualThreads, smem, stream()>>>(a, s);
   cuda_check_at(cudaGetLastError(), "scan_backward_kernel", __FILE__, __LINE__);
   debug_sync("scan_backward_kernel", __FILE__, __LINE__);
-  launch("gamma_unit_chunk_kernel", gamma_unit_chunk_kernel, count * Q * P, parts.data<double>(), count, G, P,
-         sums.data<double>());
-  launch("gamma_unit_sum_kernel", gamma_unit_sum_kernel<T>, P, sums.data<double>(), Q, P, s, g[6].data<T>(),
-         g[7].data<T>());
+  sum_unit_gamma_parts(parts, sums, s.units, s.lo, s.hi, g[6], g[7]);
 }
 }  // namespace
 
@@ -271,9 +283,9 @@ void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands
   o.saved = S;
   const int64_t G = head_count(o), P = o.gamma.numel(), n = so.units, f = o.xq.shape()[3];
   if (G == 0) return;
-  const int64_t per = backward_units_per_launch(G, P, n);
+  const int64_t per = scan_backward_units_per_launch(G, P, n);
   const Tensor parts = Tensor::empty({per, G, 2, P}, DType::F64, Device::CUDA),
-               sums = Tensor::empty({per, dual::head_chunks(G, kHeadChunk), 2, P}, DType::F64, Device::CUDA),
+               sums = Tensor::empty({per, gamma_head_chunks(G), 2, P}, DType::F64, Device::CUDA),
                carry_w = Tensor::empty({2, G, f, f}, o.xq.dtype(), Device::CUDA),
                carry_b = Tensor::empty({2, G, 1, f}, o.xq.dtype(), Device::CUDA);
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_linear_scan_backward", [&] {

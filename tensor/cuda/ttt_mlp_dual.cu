@@ -1,10 +1,12 @@
 // TTT-MLP's dual form on one mini-batch on the GPU, forward and backward: one thread block per head, whose threads
 // run the phases of tensor/cuda/ttt_mlp_dual_body.h and ttt_mlp_dual_backward.h with a block barrier after each (one
-// launch per call, where the composition takes about forty ops and their backward). A head's intermediates live in
+// launch per call, where the composition takes about forty ops and their backward). The scan kernels run every
+// unit of a sequence that way in one launch (the backward in blocks of units), each block keeping its head. A head's intermediates live in
 // global memory; the row formulas run in double over column chunks (tensor/cuda/ttt_dual_rows.h); dγ and dβ are
 // summed per head in row order and then over heads in order (sum_head_gamma_parts), so results do not depend on
 // scheduling. A first version: its products are the TTT-Linear body's loops at one output per thread, with no
 // shared-memory staging.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -39,6 +41,25 @@ __global__ void __launch_bounds__(kMlpThreads) mlp_backward_kernel(mlp::Args<T> 
   }
 }
 
+// The scan: every unit of the sequence in one launch (the forward) or units hi … lo (a block of the backward's),
+// each unit's phases on the launch's Args moved to it, a barrier after each phase.
+template <class T>
+__global__ void __launch_bounds__(kMlpThreads) mlp_scan_forward_kernel(mlp::Args<T> a, mlp::Scan<T> s) {
+  for (int64_t u = 0; u < s.units; ++u)
+    for (int ph = 0; ph < mlp::kForwardPhases; ++ph) {
+      mlp::scan_forward_phase(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      __syncthreads();
+    }
+}
+template <class T>
+__global__ void __launch_bounds__(kMlpThreads) mlp_scan_backward_kernel(mlp::Args<T> a, mlp::Scan<T> s) {
+  for (int64_t u = s.hi; u >= s.lo; --u)
+    for (int ph = 0; ph < mlp::kBackwardPhases; ++ph) {
+      mlp::scan_backward_phase(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      __syncthreads();
+    }
+}
+
 // The operands (contiguous (G, r, c) heads: raw::ttt_mlp_dual makes them so) and global scratch for G heads.
 template <class T>
 mlp::Args<T> args(const MlpDualOperands& o, const Tensor& saved, Tensor& scratch, Tensor& dscratch) {
@@ -57,6 +78,17 @@ mlp::Args<T> args(const MlpDualOperands& o, const Tensor& saved, Tensor& scratch
   a.rows = row_geom(o.rows.sizes, o.rows.strides, "ttt_mlp_dual");
   a.b = b, a.f = f, a.h = h, a.P = o.gamma.numel(), a.eps = o.eps;
   return a;
+}
+
+// The backward's upstream dy, gradients g (the first eight; dγ, dβ come from parts) and per-head dγ, dβ parts.
+template <class T>
+void backward_pointers(mlp::Args<T>& a, const std::array<Tensor, 10>& g, const std::array<Tensor, 5>& dy,
+                       const Tensor& parts) {
+  a.dO = dy[0].data<T>(), a.dW1u = dy[1].data<T>(), a.db1u = dy[2].data<T>(), a.dW2u = dy[3].data<T>();
+  a.db2u = dy[4].data<T>();
+  a.dW1 = g[0].data<T>(), a.db1 = g[1].data<T>(), a.dW2 = g[2].data<T>(), a.db2 = g[3].data<T>();
+  a.dq = g[4].data<T>(), a.dk = g[5].data<T>(), a.dv = g[6].data<T>(), a.deta = g[7].data<T>();
+  a.parts = parts.data<double>();
 }
 
 }  // namespace
@@ -84,17 +116,64 @@ void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperand
   PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_mlp_dual_backward", [&] {
     Tensor scratch, dscratch;
     mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
-    a.dO = dy[0].data<scalar_t>(), a.dW1u = dy[1].data<scalar_t>(), a.db1u = dy[2].data<scalar_t>();
-    a.dW2u = dy[3].data<scalar_t>(), a.db2u = dy[4].data<scalar_t>();
-    a.dW1 = g[0].data<scalar_t>(), a.db1 = g[1].data<scalar_t>(), a.dW2 = g[2].data<scalar_t>();
-    a.db2 = g[3].data<scalar_t>(), a.dq = g[4].data<scalar_t>(), a.dk = g[5].data<scalar_t>();
-    a.dv = g[6].data<scalar_t>(), a.deta = g[7].data<scalar_t>();
-    a.parts = parts.data<double>();
+    backward_pointers(a, g, dy, parts);
     mlp_backward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "mlp_backward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_backward_kernel", __FILE__, __LINE__);
   });
   sum_head_gamma_parts(parts, g[8], g[9]);
+}
+
+namespace {
+// The scan's units-first results and intermediates.
+template <class T>
+mlp::Scan<T> scan_of(const MlpScanOperands& so, const std::array<Tensor, 5>& Y, const Tensor& S) {
+  mlp::Scan<T> s;
+  s.units = so.units, s.lo = 0, s.hi = so.units - 1, s.G = so.first.xq.shape()[0];
+  s.out = Y[0].data<T>(), s.W1 = Y[1].data<T>(), s.b1 = Y[2].data<T>(), s.W2 = Y[3].data<T>(), s.b2 = Y[4].data<T>();
+  s.S = S.data<T>();
+  return s;
+}
+}  // namespace
+
+void ttt_mlp_scan(const std::array<Tensor, 5>& Y, const Tensor& S, const MlpScanOperands& so) {
+  const int64_t G = so.first.xq.shape()[0];
+  if (G == 0 || so.units == 0) return;
+  PONDER_DISPATCH_FLOAT(so.first.xq.dtype(), "ttt_mlp_scan", [&] {
+    Tensor scratch, dscratch;
+    const mlp::Args<scalar_t> a = args<scalar_t>(so.first, S, scratch, dscratch);  // saved: unit 0's part of S
+    mlp_scan_forward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a, scan_of<scalar_t>(so, Y, S));
+    cuda_check_at(cudaGetLastError(), "mlp_scan_forward_kernel", __FILE__, __LINE__);
+    debug_sync("mlp_scan_forward_kernel", __FILE__, __LINE__);
+  });
+}
+
+void ttt_mlp_scan_backward(const std::array<Tensor, 10>& g, const MlpScanOperands& so, const std::array<Tensor, 5>& Y,
+                           const Tensor& S, const std::array<Tensor, 5>& dy) {
+  const MlpDualOperands& o = so.first;
+  const int64_t G = o.xq.shape()[0], P = o.gamma.numel(), n = so.units, f = o.xq.shape()[2], h = o.W1.shape()[2];
+  if (G == 0 || n == 0) return;
+  const int64_t per = scan_backward_units_per_launch(G, P, n);
+  const auto carry = [&](int64_t r, int64_t c) { return Tensor::empty({2, G, r, c}, o.xq.dtype(), Device::CUDA); };
+  const Tensor parts = Tensor::empty({per, G, 2, P}, DType::F64, Device::CUDA),
+               sums = Tensor::empty({per, gamma_head_chunks(G), 2, P}, DType::F64, Device::CUDA), cW1 = carry(f, h),
+               cb1 = carry(1, h), cW2 = carry(h, f), cb2 = carry(1, f);
+  PONDER_DISPATCH_FLOAT(o.xq.dtype(), "ttt_mlp_scan_backward", [&] {
+    Tensor scratch, dscratch;
+    mlp::Args<scalar_t> a = args<scalar_t>(o, S, scratch, dscratch);
+    backward_pointers(a, g, dy, parts);
+    mlp::Scan<scalar_t> s = scan_of<scalar_t>(so, Y, S);
+    s.cW1 = cW1.data<scalar_t>(), s.cb1 = cb1.data<scalar_t>(), s.cW2 = cW2.data<scalar_t>();
+    s.cb2 = cb2.data<scalar_t>();
+    for (int64_t hi = n - 1; hi >= 0; hi -= per) {
+      s.hi = hi, s.lo = std::max<int64_t>(0, hi - per + 1);
+      fill(parts, 0.0);
+      mlp_scan_backward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a, s);
+      cuda_check_at(cudaGetLastError(), "mlp_scan_backward_kernel", __FILE__, __LINE__);
+      debug_sync("mlp_scan_backward_kernel", __FILE__, __LINE__);
+      sum_unit_gamma_parts(parts, sums, n, s.lo, s.hi, g[8], g[9]);
+    }
+  });
 }
 
 }  // namespace ponder::cuda

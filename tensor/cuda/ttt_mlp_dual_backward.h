@@ -12,14 +12,15 @@ constexpr int kRecomputePhases = 14, kBackwardPhases = 27;
 
 // Phases 0–13: the output norm's backward and the two combines (Zb2 through layer 2, then Zb1 through layer 1).
 template <class T>
-PONDER_HD void backward_combines(const Args<T>& a, const Head<T>& d, int64_t g, int phase, int tid, int nt) {
+PONDER_HD void backward_combines(const Args<T>& a, const RowGeom& rows, const Head<T>& d, int64_t g, int phase,
+                                 int tid, int nt) {
   const int64_t b = d.b, f = d.f, h = d.hw;
   T *dq = a.dq + g * b * f, *dk = a.dk + g * b * f, *deta = a.deta + g * b * b;
   T *dW1 = a.dW1 + g * f * h, *dW2 = a.dW2 + g * h * f;
   const T *dO = a.dO + g * b * f, *db1u = a.db1u + g * h;
   switch (phase) {
     case 0:
-      dual::row_offsets(d, a.rows, tid, nt);
+      dual::row_offsets(d, rows, tid, nt);
       cheap_parts(d, tid, nt);
       m_from(d, d.s1, d.m1, tid, nt);
       m_from(d, d.s2, d.m2, tid, nt);
@@ -117,10 +118,27 @@ PONDER_HD void backward_inner(const Args<T>& a, const Head<T>& d, int64_t g, int
   }
 }
 
+// rows as for forward_phase.
+template <class T>
+PONDER_HD void backward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, int phase, int tid, int nt) {
+  const Head<T> d = head(a, g);
+  phase < 14 ? backward_combines(a, rows, d, g, phase, tid, nt) : backward_inner(a, d, g, phase, tid, nt);
+}
 template <class T>
 PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
-  const Head<T> d = head(a, g);
-  phase < 14 ? backward_combines(a, d, g, phase, tid, nt) : backward_inner(a, d, g, phase, tid, nt);
+  backward_phase(a, a.rows, g, phase, tid, nt);
+}
+
+// A scan's phase of unit u: the one-unit phase on the launch's Args moved to unit u (unit_args).
+template <class T>
+PONDER_HD void scan_forward_phase(const Args<T>& a, const Scan<T>& s, int64_t u, int64_t g, int phase, int tid,
+                                  int nt) {
+  forward_phase(unit_args(a, s, u, true), a.rows, g, phase, tid, nt);
+}
+template <class T>
+PONDER_HD void scan_backward_phase(const Args<T>& a, const Scan<T>& s, int64_t u, int64_t g, int phase, int tid,
+                                   int nt) {
+  backward_phase(unit_args(a, s, u, false), a.rows, g, phase, tid, nt);
 }
 
 }  // namespace ponder::cuda::mlp

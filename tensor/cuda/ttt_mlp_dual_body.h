@@ -158,14 +158,16 @@ PONDER_HD void update(const Head<T>& d, const T* W, const T* bias, const T* x, c
 
 constexpr int kForwardPhases = 17;
 // Phases 0–13 compute the saved intermediates (the backward's recomputation runs them too); 14–16 the results.
+// rows: a.rows, or the kernel parameter's where a is a copy (a scan's unit_args), which indexing the geometry's
+// arrays would otherwise keep in local memory.
 template <class T>
-PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+PONDER_HD void forward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, int phase, int tid, int nt) {
   const Head<T> d = head(a, g);
   const int64_t b = d.b, f = d.f, h = d.hw;
   auto zero = [](int64_t, int64_t) { return T(0); };
   switch (phase) {
     case 0:  // γ offsets, t, E; Z1 = k·W1 + b1; S1 = q·kᵀ
-      dual::row_offsets(d, a.rows, tid, nt);
+      dual::row_offsets(d, rows, tid, nt);
       cheap_parts(d, tid, nt);
       prod<T>(b, h, f, tid, nt, [&](int64_t, int64_t c) { return d.b1[c]; }, [&](int64_t i, int64_t k) { return d.k[i * f + k]; },
               [&](int64_t k, int64_t c) { return d.W1[k * h + c]; }, [&](int64_t i, int64_t c, T s) { d.z1[i * h + c] = s; });
@@ -216,6 +218,54 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, in
     case 16: dual::stage_affine(d, d.zb2, d.q, a.out + g * b * f, tid, nt); break;
     default: break;
   }
+}
+template <class T>
+PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
+  forward_phase(a, a.rows, g, phase, tid, nt);
+}
+
+// ---- the scan (Backend::ttt_mlp_scan): one launch runs units lo … hi of every head, each unit as the one-unit
+// kernel runs it on the launch's Args moved to that unit (unit_args). Every operand and result is units-first
+// (n, G, …) and contiguous, so unit u's head g is entry u·G + g. A block keeps its head: unit u + 1's phase 0 reads
+// the weights its own unit u wrote, visible after the barrier that ends unit u.
+template <class T>
+struct Scan {
+  int64_t units = 1, lo = 0, hi = 0;  // the sequence's n units; this launch's first and last
+  int64_t G = 0;
+  T *out = nullptr, *W1 = nullptr, *b1 = nullptr, *W2 = nullptr, *b2 = nullptr;  // (n, G, …) results
+  T* S = nullptr;                                                                  // (n, G, saved_size)
+  // backward: two slots of every head's weight gradients (2, G, …), unit u writing slot u % 2 and reading unit
+  // u + 1's (unit 0 writes Args' dW1 … db2)
+  T *cW1 = nullptr, *cb1 = nullptr, *cW2 = nullptr, *cb2 = nullptr;
+};
+
+// a (unit 0's Args: the start's weights, the results' and gradients' unit-0 parts, parts of unit lo) moved to unit u.
+template <class T>
+PONDER_HD Args<T> unit_args(Args<T> a, const Scan<T>& s, int64_t u, bool forward) {
+  const int64_t U = u * s.G, b = a.b, f = a.f, h = a.h;
+  a.q += U * b * f, a.k += U * b * f, a.v += U * b * f, a.eta += U * b * b;
+  if (u > 0) {
+    const int64_t p = (u - 1) * s.G;
+    a.W1 = s.W1 + p * f * h, a.b1 = s.b1 + p * h, a.W2 = s.W2 + p * h * f, a.b2 = s.b2 + p * f;
+  }
+  a.saved = s.S + U * saved_size(b, f, h);
+  if (forward) {
+    a.out = s.out + U * b * f, a.W1o = s.W1 + U * f * h, a.b1o = s.b1 + U * h, a.W2o = s.W2 + U * h * f;
+    a.b2o = s.b2 + U * f;
+    return a;
+  }
+  a.dO += U * b * f;
+  if (u + 1 < s.units) {
+    const int64_t slot = ((u + 1) & 1) * s.G;
+    a.dW1u = s.cW1 + slot * f * h, a.db1u = s.cb1 + slot * h, a.dW2u = s.cW2 + slot * h * f, a.db2u = s.cb2 + slot * f;
+  }
+  if (u > 0) {
+    const int64_t slot = (u & 1) * s.G;
+    a.dW1 = s.cW1 + slot * f * h, a.db1 = s.cb1 + slot * h, a.dW2 = s.cW2 + slot * h * f, a.db2 = s.cb2 + slot * f;
+  }
+  a.dq += U * b * f, a.dk += U * b * f, a.dv += U * b * f, a.deta += U * b * b;
+  a.parts += (u - s.lo) * s.G * 2 * a.P;
+  return a;
 }
 
 // ---- the backward's steps (its phases: tensor/cuda/ttt_mlp_dual_backward.h)
