@@ -583,6 +583,36 @@ TEST_CASE("the TTT-MLP scan op equals its composition: values, gradients, FLOPs 
   }
 }
 
+// Bad shapes reach the user as one message naming the op and the operand, before any kernel runs.
+TEST_CASE("the TTT-MLP scan names a bad operand or buffer") {
+  Generator g(73);
+  const int64_t B = 1, H = 2, n = 2, b = 3, f = 4, h = 5, N = n * b;
+  const std::array<Tensor, 10> x{g.normal({B, H, f, h}, 0, 0.3), g.normal({B, H, 1, h}, 0, 0.1),
+                                 g.normal({B, H, h, f}, 0, 0.3), g.normal({B, H, 1, f}, 0, 0.1),
+                                 g.normal({B, H, N, f}, 0, 1),   g.normal({B, H, N, f}, 0, 1),
+                                 g.normal({B, H, N, f}, 0, 1),   g.uniform({B, H, n, b, b}, 0, 0.1),
+                                 g.normal({1, H, 1, f}, 1, 0.1), g.normal({1, H, 1, f}, 0, 0.1)};
+  std::array<Tensor, 10> bad = x;
+  bad[7] = g.uniform({B, H, n + 1, b, b}, 0, 0.1);  // η for more rows than xq has
+  CHECK_THROWS_WITH_AS(ttt_mlp_scan(bad, 1e-6), doctest::Contains("ttt_mlp_scan: eta"), std::invalid_argument);
+  const Shape ys[5] = {{n, B, H, b, f}, {n, B, H, f, h}, {n, B, H, 1, h}, {n, B, H, h, f}, {n, B, H, 1, f}};
+  std::array<Tensor, 5> Y;
+  for (size_t i = 0; i < 5; ++i) Y[i] = Tensor::empty(ys[i]);
+  const Tensor S = Tensor::empty({n, B * H, kMlpDualSaved(b, f, h)});
+  std::array<Tensor, 5> wrong = Y;
+  wrong[3] = Tensor::empty({n, B, H, f, h});  // W2's buffer shaped like W1's
+  CHECK_THROWS_WITH_AS(raw::ttt_mlp_scan_into(wrong, S, x, 1e-6), doctest::Contains("ttt_mlp_scan: W2"),
+                       std::invalid_argument);
+  raw::ttt_mlp_scan_into(Y, S, x, 1e-6);
+  std::array<Tensor, 10> gr;
+  for (size_t i = 0; i < 10; ++i)
+    gr[i] = Tensor::empty(i >= 4 && i < 7 ? Shape{n, B, H, b, f} : i == 7 ? Shape{n, B, H, b, b} : x[i].shape());
+  const std::array<Tensor, 5> dy{g.normal({B, H, N, f}, 0, 1), g.normal({B, H, f, h}, 0, 1), g.normal({B, H, 1, h}, 0, 1),
+                                 g.normal({B, H, f, h}, 0, 1), g.normal({B, H, 1, f}, 0, 1)};  // dW2_n misshaped
+  CHECK_THROWS_WITH_AS(raw::ttt_mlp_scan_backward_into(gr, x, Y, S, dy, 1e-6),
+                       doctest::Contains("the last unit's upstream 3"), std::invalid_argument);
+}
+
 TEST_CASE("the attention kernel equals its composition across query blocks, with a cache and a window") {
   Generator g(43);
   NoGradGuard ng;
