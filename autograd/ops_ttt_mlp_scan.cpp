@@ -1,8 +1,9 @@
 // TTT-MLP's dual form over every mini-batch of a sequence as one differentiable op, the inner weights carried from
 // each mini-batch to the next. Its definition is n ttt_mlp_dual ops and one concatenation (compose_mlp_scan below).
-// As one node it runs the dual kernels unit by unit into buffers with one part per unit (raw::ttt_mlp_scan_into),
-// each unit reading the weights the one before wrote there, and its backward walks the units in reverse, writing
-// their input gradients into one buffer each (raw::ttt_mlp_scan_backward_into). That leaves the kernels, where the
+// As one node it writes every unit's results into buffers with one part per unit (raw::ttt_mlp_scan_into: the
+// backend's scan kernel where it has one, else the one-unit kernel unit by unit), each unit reading the weights the
+// one before wrote there, and its backward walks the units in reverse, writing their input gradients into one
+// buffer each (raw::ttt_mlp_scan_backward_into). That leaves the kernels, where the
 // op-by-op scan also split its inputs, concatenated its outputs and the inputs' gradients and added dγ, dβ through
 // the engine, with a node per unit. Under create_graph, and where the kernels do not run, the composition is
 // recorded or re-run, so gradients of any order flow and the FLOPs are the same either way.

@@ -1,8 +1,9 @@
 // The TTT dual forms over every unit (mini-batch) of a sequence, the inner state carried from each unit to the
-// next (tensor/kernels.h, ttt_linear_scan_into, ttt_mlp_scan_into). TTT-Linear's runs: one call of the backend's scan kernel where it has one
-// (Backend::dual_scan), else the one-unit kernel unit by unit. The loop below is the definition the scan kernels
-// are tested against bit for bit (tests/test_ops.cpp); a scan kernel saves what a call per unit costs: a launch or a
-// parallel region per unit and, on the CPU, reloading a head's state and buffers into cache each time.
+// next (tensor/kernels.h: ttt_linear_scan_into, ttt_mlp_scan_into): one call of the backend's scan kernel where it
+// has one (Backend::dual_scan, Backend::mlp_scan), else the one-unit kernel unit by unit. Those loops are the
+// definition the scan kernels are tested against bit for bit (tests/test_ops.cpp, tests/test_cuda.cpp); a scan
+// kernel saves what a call per unit costs: a launch or a parallel region per unit and, on the CPU, reloading a
+// head's state and buffers into cache each time.
 #include <atomic>
 #include <cstdlib>
 #include <optional>
@@ -197,7 +198,7 @@ void ttt_linear_scan_backward_into(const std::array<Tensor, 8>& g, const Tensor&
       {dout0, dual_head_view(dy[1], false), dual_head_view(dy[2], false)}, b * dy[0].strides()[size_t(geo.r)]);
 }
 
-// ---- TTT-MLP: the one-unit kernel unit by unit (no backend has an MLP scan kernel yet).
+// ---- TTT-MLP: the backend's scan kernel (CUDA), else the one-unit kernel unit by unit (the CPU).
 namespace scan_units {
 namespace {
 
