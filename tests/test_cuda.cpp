@@ -684,11 +684,14 @@ TEST_CASE("cuda: the TTT-Linear scan kernels' units, run on the CPU, equal the C
 
 namespace {
 // A GPU scan test's results (every buffer, as vectors): the scan kernels' equal the one-unit launches' bit for bit
-// and the CPU's within float rounding, relative to the largest CPU value (at least 1).
-void check_scan_launches(const std::vector<std::vector<double>>& kernel, const std::vector<std::vector<double>>& units,
-                         const std::vector<std::vector<double>>& cpu, DType dt) {
+// and the CPU's within float rounding, relative to the largest CPU value (at least 1). Returns how many buffers it
+// compared, for the caller to check against the buffers it meant to.
+size_t check_scan_launches(const std::vector<std::vector<double>>& kernel,
+                           const std::vector<std::vector<double>>& units, const std::vector<std::vector<double>>& cpu,
+                           DType dt) {
   const double tol = dt == DType::F64 ? 1e-10 : 2e-4;
   REQUIRE(kernel.size() == cpu.size());
+  REQUIRE(units.size() == cpu.size());
   for (size_t i = 0; i < kernel.size(); ++i) {
     CAPTURE(i);
     CHECK(kernel[i] == units[i]);
@@ -697,6 +700,7 @@ void check_scan_launches(const std::vector<std::vector<double>>& kernel, const s
     for (size_t j = 0; j < cpu[i].size(); ++j) worst = std::max(worst, std::abs(kernel[i][j] - cpu[i][j]) / scale);
     CHECK(worst <= tol);
   }
+  return kernel.size();
 }
 }  // namespace
 
@@ -736,7 +740,7 @@ TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits uni
       return out;
     };
     const auto kernel = run(Device::CUDA, true), units = run(Device::CUDA, false), cpu = run(Device::CPU, true);
-    check_scan_launches(kernel, units, cpu, dt);
+    CHECK(check_scan_launches(kernel, units, cpu, dt) == 2 + 8);  // Y, S, the eight gradients
   }
 }
 
@@ -980,7 +984,7 @@ TEST_CASE("cuda: the TTT-MLP scan kernels give the one-unit kernels' bits unit b
       return out;
     };
     const auto kernel = run(Device::CUDA, true), units = run(Device::CUDA, false), cpu = run(Device::CPU, true);
-    check_scan_launches(kernel, units, cpu, dt);
+    CHECK(check_scan_launches(kernel, units, cpu, dt) == 5 + 1 + 10);  // Y's five, S, the ten gradients
   }
 }
 
