@@ -2,7 +2,7 @@
 // at a model's shape (default: the 125M config's at batch 16: 16 × 12 heads, mini-batch 16, head dim 64), in µs per
 // call and GFLOP/s from the engine's own FLOP counts. On a GPU every result is first checked against the CPU kernel,
 // then the kernel's variants are timed (a head's intermediates in the block's shared memory at each unroll of the
-// products and with 2 × 2 tiles of outputs, in global memory), and the backward phase by phase: the kernel run with
+// products, with 2 × 2 tiles of outputs and with the products on the tensor cores; in global memory), and the backward phase by phase: the kernel run with
 // only its first n phases, n = 0 … all, so each phase's cost is the difference of two rows measured in the same run.
 #include <algorithm>
 #include <array>
@@ -153,7 +153,8 @@ void run_bench(const BenchDualArgs& o) {
                 git_commit(), build_type(), o.reps, kMinRepSeconds * 1e3, ffwd, fbwd);
     if (d == Device::CUDA)
       std::printf("scratch: a head's intermediates in the block's shared memory or in global memory, /uN: N outputs "
-                  "in flight per thread in the products, /tiles: 2 x 2 tiles of outputs sharing their loads; checked: "
+                  "in flight per thread in the products, /tiles: 2 x 2 tiles of outputs sharing their loads, /mma: the "
+                  "products on the tensor cores (three TF32 products a term); checked: "
                   "max error against the CPU kernel, relative to its largest value\n");
     std::printf("\n%-9s %-9s %6s %12s %10s %9s\n", "pass", "scratch", "phases", "us/call", "GFLOP/s", "checked");
   }
@@ -179,14 +180,16 @@ void run_bench(const BenchDualArgs& o) {
   // Shared scratch at each unroll, then global scratch at the run's unroll; the backward phase by phase at the
   // run's settings (cuda_dual_options: the default or PONDER_CUDA_DUAL_UNROLL).
   const std::vector<std::pair<bool, int>> variants = {
-      {true, 1}, {true, 2}, {true, 4}, {true, kDualTiles}, {false, keep.unroll}};
+      {true, 1}, {true, 2}, {true, 4}, {true, kDualTiles}, {true, kDualMma}, {false, keep.unroll}};
   for (const auto& [shared, unroll] : variants) {
     CudaDualOptions opt = keep;
     opt.shared_scratch = shared;
     opt.unroll = unroll;
     cuda_set_dual_options(opt);
     const std::string mode = std::string(shared ? "shared" : "global") +
-                             (unroll == kDualTiles ? "/tiles" : "/u" + std::to_string(unroll));
+                             (unroll == kDualTiles ? "/tiles"
+                              : unroll == kDualMma ? "/mma"
+                                                   : "/u" + std::to_string(unroll));
     const Outputs got = run(x);
     const double err = check(got, want, mode);
     if (o.check_only) {  // under compute-sanitizer, say: each variant run once, no timing

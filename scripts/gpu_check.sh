@@ -53,6 +53,9 @@ step bench_dual 90 "$ponder" bench dual --device cuda
 # The same over a whole 2,048-token sequence (128 units): the scan kernels (one launch a layer) against the one-unit
 # kernels launched unit by unit, both checked against the CPU first.
 step bench_dual_scan 90 "$ponder" bench dual --device cuda --units 128
+# The same with the products on the tensor cores (three TF32 products a term; `bench dual` above times the one-unit
+# kernel with them as its /mma rows).
+step bench_dual_scan_mma 90 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench dual --device cuda --units 128
 # TTT-MLP's dual-form kernel alone at the 125M MLP shape (h 256), checked against the CPU first; then against its
 # composition in training, in one run (tokens/s; the model tests above check values).
 step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp
@@ -66,6 +69,9 @@ step bench_train_small_mlp 150 "$ponder" bench train --device cuda --config conf
 sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
 step bench_train_125m_b32_bf16 150 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
   --variants dual,dual-units,dual-only --steps 2 --precision bf16
+# The same training step with the dual-form kernels' products on the tensor cores.
+step bench_train_125m_b32_bf16_mma 120 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench train --device cuda \
+  --config "$logs/ttt125m_b32.yaml" --variants dual --steps 2 --precision bf16
 # Why the dual-form kernels run far below the GPU's peak (a few percent of it at the 125M shape): Nsight Compute's
 # stall reasons, occupancy and memory traffic for one forward and one backward launch at that shape, where ncu is
 # installed and may read the performance counters (a permission error is in the log).

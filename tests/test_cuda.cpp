@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "autograd/engine.h"
 #include "autograd/nn.h"
@@ -353,17 +355,20 @@ TEST_CASE("to_device_keep_layout keeps a view's strides and offset") {
 namespace {
 // The CUDA dual-form kernels' phases (tensor/cuda/ttt_dual_body.h) run on the CPU: every head, every phase, every
 // thread of a block of nt in turn, the phase boundary standing for the block barrier.
-template <int U>
-void simulate_dual_u(dual::Args<double>& a, int64_t G, bool forward, int nt) {
+template <int U, class T>
+void simulate_dual_u(dual::Args<T>& a, int64_t G, bool forward, int nt) {
   for (int64_t g = 0; g < G; ++g)
     for (int ph = 0; ph < (forward ? dual::kForwardPhases : dual::kBackwardPhases); ++ph)
       for (int tid = 0; tid < nt; ++tid)
         forward ? dual::forward_phase<U>(a, g, ph, tid, nt) : dual::backward_phase<U>(a, g, ph, tid, nt);
 }
-// unroll: the products' outputs in flight per thread (1, 2 or 4) or dual::kTiles, as the kernel instantiations.
-void simulate_dual(dual::Args<double>& a, int64_t G, bool forward, int nt, int unroll) {
+// unroll: the products' outputs in flight per thread (1, 2 or 4), dual::kTiles or dual::kMma (tensor-core products,
+// emulated), as the kernel instantiations.
+template <class T>
+void simulate_dual(dual::Args<T>& a, int64_t G, bool forward, int nt, int unroll) {
   switch (unroll) {
     case dual::kTiles: return simulate_dual_u<dual::kTiles>(a, G, forward, nt);
+    case dual::kMma: return simulate_dual_u<dual::kMma>(a, G, forward, nt);
     case 1: return simulate_dual_u<1>(a, G, forward, nt);
     case 2: return simulate_dual_u<2>(a, G, forward, nt);
     case 4: return simulate_dual_u<4>(a, G, forward, nt);
@@ -374,9 +379,9 @@ void simulate_dual(dual::Args<double>& a, int64_t G, bool forward, int nt, int u
 struct DualCase {
   Tensor W, bias, xq, xk, xv, eta, gamma, beta;  // xq (B, H, b, f); W (B, H, f, f), …
 };
-DualCase dual_case(const Shape& gamma_shape, int64_t f) {
+DualCase dual_case(const Shape& gamma_shape, int64_t f, int64_t b) {
   Generator gen(19);
-  const int64_t B = 2, H = 3, b = 4;
+  const int64_t B = 2, H = 3;
   auto n = [&](Shape s, double sd) { return gen.normal(s, 0, sd, DType::F64); };
   DualCase c{n({B, H, f, f}, 0.3), n({B, H, 1, f}, 0.1), n({B, H, b, f}, 1), n({B, H, b, f}, 1), n({B, H, b, f}, 1),
              gen.uniform({B, H, b, b}, 0, 0.1, DType::F64), gen.normal(gamma_shape, 1, 0.1, DType::F64),
@@ -398,7 +403,8 @@ Tensor scattered(const Tensor& x, bool rows_apart) {
 struct DualErrors {
   double forward = 0, backward = 0;
   std::string forward_at, backward_at;
-  void add(bool fwd, const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  template <class T>
+  void add(bool fwd, const std::vector<T>& got, const std::vector<double>& want, const std::string& what) {
     REQUIRE(got.size() == want.size());
     double& worst = fwd ? forward : backward;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -413,32 +419,37 @@ struct DualErrors {
 
 // The phases of one case, thread by thread (nt threads), with each head's scratch in its own part of one global
 // array or, as with the GPU's shared memory, in one head-sized buffer that every head reuses (block). With views,
-// the operands are head views of scattered storage (raw::dual_head_view, as the GPU backend takes them).
-DualErrors dual_phase_errors(const Shape& gs, int64_t f, int nt, bool block, bool views, int unroll) {
+// the operands are head views of scattered storage (raw::dual_head_view, as the GPU backend takes them). T: the
+// phases' precision (the CPU kernel's results, the reference, are float64 either way); b: the mini-batch.
+template <class T = double>
+DualErrors dual_phase_errors(const Shape& gs, int64_t f, int nt, bool block, bool views, int unroll, int64_t b = 4) {
   DualErrors err;
-  const DualCase c = dual_case(gs, f);
-  const int64_t G = 6, b = 4;
+  const DualCase c = dual_case(gs, f, b);
+  const int64_t G = 6;
+  const DType dt = std::is_same_v<T, float> ? DType::F32 : DType::F64;
   auto [y, saved] = raw::ttt_linear_dual(c.W, c.bias, c.xq, c.xk, c.xv, c.eta, c.gamma, c.beta, 1e-5);
-  const Tensor gamma = raw::contiguous(c.gamma), beta = raw::contiguous(c.beta);
+  const Tensor gamma = raw::contiguous(raw::to_dtype(c.gamma, dt)), beta = raw::contiguous(raw::to_dtype(c.beta, dt));
   const Tensor ge = raw::expand(gamma, c.xq.shape());
-  dual::Args<double> a{};
-  auto bind = [&](const Tensor& x, bool rows_apart, const double*& ptr, dual::HeadLayout& l) {
-    const Tensor v = raw::dual_head_view(views ? scattered(x, rows_apart) : x, rows_apart);
+  dual::Args<T> a{};
+  auto bind = [&](const Tensor& x, bool rows_apart, const T*& ptr, dual::HeadLayout& l) {
+    const Tensor v = raw::dual_head_view(views ? scattered(raw::to_dtype(x, dt), rows_apart) : raw::to_dtype(x, dt),
+                                         rows_apart);
     if (views) CHECK(!v.same(x));
-    ptr = v.data<double>(), l = dual::layout_of(v);
+    ptr = v.template data<T>(), l = dual::layout_of(v);
     return v;
   };
   const Tensor keep[6] = {bind(c.W, false, a.W, a.lW),     bind(c.bias, false, a.bias, a.lbias),
                           bind(c.xq, true, a.q, a.lq),     bind(c.xk, true, a.k, a.lk),
                           bind(c.xv, true, a.v, a.lv),     bind(c.eta, false, a.eta, a.leta)};
   if (views) CHECK(a.lq.rs == 2 * f);  // rows B·f apart: the gather reads them where they are
-  a.gamma = gamma.data<double>(), a.beta = beta.data<double>();
+  a.gamma = gamma.template data<T>(), a.beta = beta.template data<T>();
   a.rows.nd = 3;
   for (int d = 0; d < 3; ++d)
     a.rows.size[d] = c.xq.shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
   a.b = b, a.f = f, a.P = gamma.numel(), a.eps = 1e-5;
-  std::vector<double> sv(size_t(G * dual::saved_size(b, f))), sc(size_t((block ? 1 : G) * dual::scratch_t(b, f))),
-      sd(size_t((block ? 1 : G) * dual::scratch_d(b, f))), ys(size_t(G * (b + f + 1) * f));
+  std::vector<T> sv(size_t(G * dual::saved_size(b, f))), sc(size_t((block ? 1 : G) * dual::scratch_t(b, f))),
+      ys(size_t(G * (b + f + 1) * f));
+  std::vector<double> sd(size_t((block ? 1 : G) * dual::scratch_d(b, f)));
   a.scratch = sc.data(), a.dscr = sd.data(), a.y = ys.data();  // as the GPU's forward
   a.block_scratch = block;
   a.saved = block ? nullptr : sv.data(), a.saved_out = block ? sv.data() : nullptr;
@@ -451,9 +462,9 @@ DualErrors dual_phase_errors(const Shape& gs, int64_t f, int nt, bool block, boo
                                                   dy, 1e-5);
   for (bool with_saved : {true, false}) {
     CAPTURE(with_saved);
-    std::vector<std::vector<double>> got(8);
+    std::vector<std::vector<T>> got(8);
     const Tensor* like[8] = {&c.W, &c.bias, &c.xq, &c.xk, &c.xv, &c.eta, &gamma, &beta};
-    for (size_t i = 0; i < 8; ++i) got[i].assign(size_t(like[i]->numel()), -7.0);
+    for (size_t i = 0; i < 8; ++i) got[i].assign(size_t(like[i]->numel()), T(-7));
     std::vector<double> parts(size_t(G * 2 * a.P), 0.0);
     a.saved = with_saved ? sv.data() : nullptr, a.saved_out = nullptr;
     a.parts = parts.data();
@@ -519,6 +530,118 @@ TEST_CASE("cuda: the dual kernels' product loops give the same bits at every unr
     }
 }
 
+namespace {
+// One m16n8k8 tile D = C + A·B through the warp's fragments, as mma_step builds them: every lane's A and B registers
+// read at the frag_* coordinates (with two of A's registers swapped when `swap_a12`, a planted layout error),
+// emulate_mma_tf32 for each lane, and its D registers written back at the C coordinates. Operands are TF32 values.
+std::vector<double> fragment_product(const std::vector<float>& A, const std::vector<float>& B,
+                                     const std::vector<float>& C, bool swap_a12) {
+  float a[32][4], b[32][2];
+  for (int l = 0; l < 32; ++l) {
+    for (int r = 0; r < 4; ++r) {
+      const int q = swap_a12 && (r == 1 || r == 2) ? 3 - r : r;
+      a[l][r] = A[size_t(dual::frag_a_row(l, q) * 8 + dual::frag_a_col(l, q))];
+    }
+    for (int r = 0; r < 2; ++r) b[l][r] = B[size_t(dual::frag_b_row(l, r) * 8 + dual::frag_b_col(l))];
+  }
+  std::vector<double> D(16 * 8, -1.0);
+  for (int l = 0; l < 32; ++l) {
+    float d[4];
+    for (int r = 0; r < 4; ++r) d[r] = C[size_t(dual::frag_c_row(l, r) * 8 + dual::frag_c_col(l, r))];
+    dual::emulate_mma_tf32(d, l, a, b);
+    for (int r = 0; r < 4; ++r) D[size_t(dual::frag_c_row(l, r) * 8 + dual::frag_c_col(l, r))] = d[r];
+  }
+  return D;
+}
+}  // namespace
+
+// The tensor-core products' fragment coordinates (tensor/cuda/ttt_dual_mma.h) against the PTX ISA's tables as
+// emulate_mma_tf32 spells them out: one tile through the 32 lanes' registers is C + A·B, every output once; TF32
+// rounding is cvt.rna's (ties away from zero). A layout error planted in the coordinates gives another product.
+TEST_CASE("cuda: the tensor-core products' fragments follow the PTX ISA's m16n8k8 layout; TF32 rounds as cvt.rna") {
+  CHECK(dual::tf32_round(1.0f + 0x1p-11f) == 1.0f + 0x1p-10f);   // a tie: away from zero
+  CHECK(dual::tf32_round(-1.0f - 0x1p-11f) == -1.0f - 0x1p-10f);
+  CHECK(dual::tf32_round(1.0f + 0x1.fp-12f) == 1.0f);            // under half an ulp: down
+  CHECK(std::isinf(dual::tf32_round(std::numeric_limits<float>::max())));  // past TF32's largest: infinity
+  Generator gen(43);
+  auto values = [&](Shape sh) {
+    std::vector<float> v;
+    for (double x : gen.normal(sh, 0, 1, DType::F64).to_vector()) v.push_back(dual::tf32_round(float(x)));
+    return v;
+  };
+  const std::vector<float> A = values({16, 8}), B = values({8, 8}), C = values({16, 8});
+  const std::vector<double> D = fragment_product(A, B, C, false);
+  double worst = 0;
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < 8; ++c) {
+      double want = C[size_t(i * 8 + c)];
+      for (int k = 0; k < 8; ++k) want += double(A[size_t(i * 8 + k)]) * double(B[size_t(k * 8 + c)]);
+      worst = std::max(worst, std::abs(D[size_t(i * 8 + c)] - want) / std::max(1.0, std::abs(want)));
+    }
+  CHECK(worst <= 1e-6);  // one float32 rounding of each sum
+  const std::vector<double> planted = fragment_product(A, B, C, true);
+  double moved = 0;
+  for (size_t x = 0; x < D.size(); ++x) moved = std::max(moved, std::abs(planted[x] - D[x]));
+  CHECK(moved > 0.1);
+}
+
+// products() at kMma, run thread by thread: on grids of 16 × 8 tiles with K a multiple of 8 and whole warps, the
+// emulated tensor-core sums (three TF32 products a term) are within float32 rounding of the float64 product, every
+// output written once, for several sums at once; other grids and thread counts, and float64, give U = 1's bits.
+TEST_CASE("cuda: the dual kernels' tensor-core products are float32-accurate where the tiles fit, U = 1 elsewhere") {
+  Generator gen(47);
+  for (const std::array<int64_t, 3>& grid : std::vector<std::array<int64_t, 3>>{
+           {16, 64, 64}, {64, 64, 16}, {16, 16, 64}, {32, 8, 8}, {4, 8, 5}, {16, 12, 16}, {16, 16, 12}})
+    for (int nt : {32, 64, 256, 48}) {
+      const int64_t rows = grid[0], w = grid[1], K = grid[2];
+      CAPTURE(rows);
+      CAPTURE(w);
+      CAPTURE(K);
+      CAPTURE(nt);
+      const bool tiles = rows % 16 == 0 && w % 8 == 0 && K % 8 == 0 && nt % 32 == 0;
+      const std::vector<double> A = gen.normal({rows, K}, 0, 1, DType::F64).to_vector(),
+                                B = gen.normal({K, w}, 0, 1, DType::F64).to_vector(),
+                                bias = gen.normal({w}, 0, 1, DType::F64).to_vector();
+      auto run = [&](auto unroll, auto zero) {  // sum 0: bias + A·B, sum 1: −A·B (two at once, as in the body)
+        using T = decltype(zero);
+        constexpr int U = decltype(unroll)::value;
+        std::vector<T> C(size_t(2 * rows * w), T(0));
+        std::vector<int> writes(size_t(rows * w), 0);
+        for (int tid = 0; tid < nt; ++tid)
+          dual::products<U, T, 2>(
+              rows, w, K, tid, nt, [&](int64_t, int64_t c, T* a) { a[0] = T(bias[size_t(c)]), a[1] = 0; },
+              [&](int s, int64_t i, int64_t k) { return T(s == 0 ? A[size_t(i * K + k)] : -A[size_t(i * K + k)]); },
+              [&](int, int64_t k, int64_t c) { return T(B[size_t(k * w + c)]); },
+              [&](int64_t i, int64_t c, const T* a) {
+                C[size_t(i * w + c)] = a[0], C[size_t(rows * w + i * w + c)] = a[1];
+                ++writes[size_t(i * w + c)];
+              });
+        CHECK(std::all_of(writes.begin(), writes.end(), [](int n) { return n == 1; }));
+        return C;
+      };
+      const std::vector<float> mma = run(std::integral_constant<int, dual::kMma>{}, 0.0f),
+                               one = run(std::integral_constant<int, 1>{}, 0.0f);
+      CHECK((run(std::integral_constant<int, dual::kMma>{}, 0.0) == run(std::integral_constant<int, 1>{}, 0.0)));
+      if (!tiles) {
+        CHECK(mma == one);
+        continue;
+      }
+      double worst = 0;  // relative to the sum of |terms|, the scale of a float32 sum's rounding
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < w; ++c) {
+          double want = bias[size_t(c)], scale = std::abs(want);
+          for (int64_t k = 0; k < K; ++k) {
+            want += A[size_t(i * K + k)] * B[size_t(k * w + c)];
+            scale += std::abs(A[size_t(i * K + k)] * B[size_t(k * w + c)]);
+          }
+          worst = std::max(worst, std::abs(mma[size_t(i * w + c)] - want) / scale);
+          worst = std::max(worst, std::abs(mma[size_t(rows * w + i * w + c)] + (want - bias[size_t(c)])) / scale);
+        }
+      CHECK(worst <= 4e-7);
+      CHECK(mma != one);  // the tensor-core path ran: its sums round differently
+    }
+}
+
 // The CUDA kernel's algorithm checked where there is no GPU: its phases, run thread by thread, give the CPU
 // kernel's forward (with its saved intermediates) and backward, for γ per head, shared and per row, with the
 // intermediates saved and recomputed, with global and with block scratch. On a GPU the op table and the training
@@ -542,6 +665,26 @@ TEST_CASE("cuda: the TTT dual-form kernel's phases, run on the CPU, equal the CP
               CHECK_MESSAGE(e.forward <= 1e-12, "forward ", e.forward, " at ", e.forward_at);
               CHECK_MESSAGE(e.backward <= 1e-11, "backward ", e.backward, " at ", e.backward_at);
             }
+}
+
+// The phases with tensor-core products (unroll kMma, emulated) in float32 at mini-batch 16, where their products take
+// 16 × 8 tiles, against the CPU kernel in float64: as close as the same phases with the one-output loops in float32.
+TEST_CASE("cuda: the TTT dual-form kernel's phases with tensor-core products, run on the CPU, are float32-accurate") {
+  for (int64_t f : {16, 32})
+    for (int nt : {32, 128})
+      for (bool block : {false, true}) {
+        CAPTURE(f);
+        CAPTURE(nt);
+        CAPTURE(block);
+        const Shape gs{1, 3, 1, f};
+        const DualErrors mma = dual_phase_errors<float>(gs, f, nt, block, true, dual::kMma, 16),
+                         one = dual_phase_errors<float>(gs, f, nt, block, true, 1, 16);
+        // Measured: forward 2.1e-6 and 2.7e-6 against 1.8e-6 and 5.1e-6 with the loops, backward 1.3e-5 and 1.2e-5
+        // against 1.8e-5 and 2.1e-5; one TF32 product a term instead of three gives 5e-3 and 3.5e-2.
+        CHECK_MESSAGE(mma.forward <= std::max(2 * one.forward, 1e-6), "forward ", mma.forward, " at ", mma.forward_at);
+        CHECK_MESSAGE(mma.backward <= std::max(2 * one.backward, 1e-5), "backward ", mma.backward, " at ",
+                      mma.backward_at);
+      }
 }
 
 namespace {
@@ -705,7 +848,8 @@ size_t check_scan_launches(const std::vector<std::vector<double>>& kernel,
 }  // namespace
 
 // On a GPU: the scan kernels give the bits of the one-unit kernels called unit by unit (the same phases on the same
-// operands, dγ and dβ summed the same way), and the CPU scan's values, at the 125M model's b and f.
+// operands, dγ and dβ summed the same way), and the CPU scan's values, at the 125M model's b and f; with the products
+// on the loops and on the tensor cores.
 TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits unit by unit, and the CPU's values") {
   if (!gpu()) return;
   const int64_t B = 2, H = 3, n = 5, b = 16, f = 64, N = n * b, G = B * H;
@@ -721,10 +865,14 @@ TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits uni
                                 raw::to_dtype(gen.uniform({B, H, n, b, b}, 0, 0.02, DType::F64), dt),
                                 nrm({1, H, 1, f}, 1, 0.1), nrm({1, H, 1, f}, 0, 0.1), nrm({B, H, N, f}, 0, 1),
                                 nrm({B, H, f, f}, 0, 1), nrm({B, H, 1, f}, 0, 1)};  // then dout, dW_n, dbias_n
-    auto run = [&](Device dev, bool scan) {
+    const CudaDualOptions keep = cuda_dual_options();
+    auto run = [&](Device dev, bool scan, int unroll) {
       std::vector<Tensor> v;
       for (const Tensor& t : x) v.push_back(dev == Device::CUDA ? on_gpu(t) : t);
       raw::set_dual_scan(scan);
+      CudaDualOptions opt = keep;
+      opt.unroll = unroll;
+      cuda_set_dual_options(opt);
       const Tensor Y = Tensor::empty({n, B, H, b + f + 1, f}, dt, dev),
                    S = Tensor::empty({n, G, kDualSaved(b, f)}, dt, dev);
       raw::ttt_linear_scan_into(Y, S, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], 1e-5);
@@ -735,12 +883,18 @@ TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits uni
       raw::ttt_linear_scan_backward_into(g, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], Y, S, {v[8], v[9], v[10]},
                                          1e-5);
       raw::set_dual_scan(true);
+      cuda_set_dual_options(keep);
       std::vector<std::vector<double>> out{Y.to_vector(), S.to_vector()};
       for (const Tensor& t : g) out.push_back(t.to_vector());
       return out;
     };
-    const auto kernel = run(Device::CUDA, true), units = run(Device::CUDA, false), cpu = run(Device::CPU, true);
+    const auto kernel = run(Device::CUDA, true, keep.unroll), units = run(Device::CUDA, false, keep.unroll),
+               cpu = run(Device::CPU, true, keep.unroll);
     CHECK(check_scan_launches(kernel, units, cpu, dt) == 2 + 8);  // Y, S, the eight gradients
+    // The products on the tensor cores (float32: three TF32 products a term; float64 runs the loops): the scan and
+    // the one-unit kernels still agree bit for bit, and both stay within float32 rounding of the CPU.
+    const auto kernel_mma = run(Device::CUDA, true, kDualMma), units_mma = run(Device::CUDA, false, kDualMma);
+    CHECK(check_scan_launches(kernel_mma, units_mma, cpu, dt) == 2 + 8);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/cuda.h"
@@ -25,13 +26,14 @@ namespace {
 
 constexpr int kDualThreads = 256;
 static_assert(kDualTiles == dual::kTiles, "the options' tiles are the body's");
-// PONDER_CUDA_DUAL_UNROLL sets the products' unroll for a whole run: 1, 2, 4 or "tiles" (checked at the first
+static_assert(kDualMma == dual::kMma, "the options' tensor-core products are the body's");
+// PONDER_CUDA_DUAL_UNROLL sets the products' unroll for a whole run: 1, 2, 4, "tiles" or "mma" (checked at the first
 // launch; anything else is -1 there, so a typo is an error rather than another unroll).
 CudaDualOptions options_from_env() {
   CudaDualOptions o;
   if (const char* u = std::getenv("PONDER_CUDA_DUAL_UNROLL")) {
     const std::string v = u;
-    o.unroll = v == "tiles" ? kDualTiles : v == "1" ? 1 : v == "2" ? 2 : v == "4" ? 4 : -1;
+    o.unroll = v == "tiles" ? kDualTiles : v == "mma" ? kDualMma : v == "1" ? 1 : v == "2" ? 2 : v == "4" ? 4 : -1;
   }
   return o;
 }
@@ -81,19 +83,26 @@ __global__ void __launch_bounds__(kDualThreads, 2) scan_backward_kernel(dual::Ar
     }
 }
 
-// The instantiation for the options' unroll: kDualTiles, 1, 2 or 4.
+// The instantiation for the options' unroll: kDualTiles, 1, 2, 4 or kDualMma (float64 has no tensor-core products:
+// its kMma is the U = 1 kernel, which products() would run anyway). DUAL_KERNELS(k) lists k's five for pick.
+template <class T>
+constexpr int kMmaUnroll = std::is_same_v<T, float> ? dual::kMma : 1;
+#define DUAL_KERNELS(k) \
+  k<scalar_t, kDualTiles>, k<scalar_t, 1>, k<scalar_t, 2>, k<scalar_t, 4>, k<scalar_t, kMmaUnroll<scalar_t>>
 template <class K>
-K pick(int unroll, K kt, K k1, K k2, K k4) {
+K pick(int unroll, K kt, K k1, K k2, K k4, K kmma) {
   switch (unroll) {
     case kDualTiles: return kt;
     case 1: return k1;
     case 2: return k2;
     case 4: return k4;
+    case kDualMma: return kmma;
     default: {
       const char* env = std::getenv("PONDER_CUDA_DUAL_UNROLL");
       throw std::invalid_argument("ttt_linear_dual (CUDA): unroll " + std::to_string(unroll) +
                                   (env ? " (PONDER_CUDA_DUAL_UNROLL=" + std::string(env) + ")" : std::string()) +
-                                  " must be 1, 2, 4 or tiles (" + std::to_string(kDualTiles) + ")");
+                                  " must be 1, 2, 4, tiles (" + std::to_string(kDualTiles) + ") or mma (" +
+                                  std::to_string(kDualMma) + ")");
     }
   }
 }
@@ -174,9 +183,7 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
     size_t smem = 0;
     dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
     a.y = y.data<scalar_t>();
-    const auto kernel = pick(g_dual_options.unroll, dual_forward_kernel<scalar_t, kDualTiles>,
-                             dual_forward_kernel<scalar_t, 1>, dual_forward_kernel<scalar_t, 2>,
-                             dual_forward_kernel<scalar_t, 4>);
+    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(dual_forward_kernel));
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
@@ -201,9 +208,7 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     a.dv = g[4].data<scalar_t>();
     a.deta = g[5].data<scalar_t>();
     a.parts = parts.data<double>();
-    const auto kernel = pick(g_dual_options.unroll, dual_backward_kernel<scalar_t, kDualTiles>,
-                             dual_backward_kernel<scalar_t, 1>, dual_backward_kernel<scalar_t, 2>,
-                             dual_backward_kernel<scalar_t, 4>);
+    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(dual_backward_kernel));
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);
@@ -254,9 +259,7 @@ void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& so) {
     Tensor scratch, dscratch;
     size_t smem = 0;
     const dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
-    const auto kernel = pick(g_dual_options.unroll, scan_forward_kernel<scalar_t, kDualTiles>,
-                             scan_forward_kernel<scalar_t, 1>, scan_forward_kernel<scalar_t, 2>,
-                             scan_forward_kernel<scalar_t, 4>);
+    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(scan_forward_kernel));
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a, scan_of<scalar_t>(so, Y, S));
     cuda_check_at(cudaGetLastError(), "scan_forward_kernel", __FILE__, __LINE__);
@@ -299,9 +302,7 @@ void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands
     a.parts = parts.data<double>();
     dual::Scan<scalar_t> s = scan_of<scalar_t>(so, Y, S);
     s.sdout = step_dout, s.cW = carry_w.data<scalar_t>(), s.cb = carry_b.data<scalar_t>();
-    const auto kernel = pick(g_dual_options.unroll, scan_backward_kernel<scalar_t, kDualTiles>,
-                             scan_backward_kernel<scalar_t, 1>, scan_backward_kernel<scalar_t, 2>,
-                             scan_backward_kernel<scalar_t, 4>);
+    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(scan_backward_kernel));
     allow_shared(kernel, smem);
     for (int64_t hi = n - 1; hi >= 0; hi -= per) {
       s.hi = hi, s.lo = std::max<int64_t>(0, hi - per + 1);

@@ -179,24 +179,30 @@ PONDER_HD void row_offsets(const H& h, const RowGeom& rg, int tid, int nt) {
 
 // ---- forward phases
 
+// The init of S sums that start at zero (products(), sums()).
+template <int S = 1>
+struct ZeroSums {
+  template <class T>
+  PONDER_HD void operator()(int64_t, int64_t, T* a) const {
+    for (int s = 0; s < S; ++s) a[s] = 0;
+  }
+};
+
 // Z = k·W + bias, zb = q·W + bias (M·G comes off later), S = q·kᵀ.
 template <int U, class T>
 PONDER_HD void fwd_products(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  sums<U, T, 2>(
+  products<U, T, 2>(
       b, f, f, tid, nt, [&](int64_t, int64_t c, T* a) { a[0] = a[1] = h.bias[c]; },
-      [&](int64_t i, int64_t c, int64_t r, T* a) {
-        const T w = h.W[r * f + c];
-        a[0] += h.k[i * f + r] * w;
-        a[1] += h.q[i * f + r] * w;
-      },
+      [&](int s, int64_t i, int64_t r) { return (s == 0 ? h.k : h.q)[i * f + r]; },
+      [&](int, int64_t r, int64_t c) { return h.W[r * f + c]; },
       [&](int64_t i, int64_t c, const T* a) {
         h.z[i * f + c] = a[0];
         h.zb[i * f + c] = a[1];
       });
-  sums<U, T, 1>(
-      b, b, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
-      [&](int64_t i, int64_t j, int64_t c, T* a) { a[0] += h.q[i * f + c] * h.k[j * f + c]; },
+  products<U, T, 1>(
+      b, b, f, tid, nt, ZeroSums<>{}, [&](int, int64_t i, int64_t c) { return h.q[i * f + c]; },
+      [&](int, int64_t c, int64_t j) { return h.k[j * f + c]; },
       [&](int64_t i, int64_t j, const T* a) { h.s[i * b + j] = a[0]; });
 }
 
@@ -261,9 +267,9 @@ PONDER_HD void cheap_parts(const Head<T>& h, int tid, int nt) {
 template <int U, class T>
 PONDER_HD void fwd_zb(const Head<T>& h, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  sums<U, T, 1>(
-      b, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
-      [&](int64_t i, int64_t c, int64_t j, T* a) { a[0] += h.m[i * b + j] * h.g[j * f + c]; },
+  products<U, T, 1>(
+      b, f, b, tid, nt, ZeroSums<>{}, [&](int, int64_t i, int64_t j) { return h.m[i * b + j]; },
+      [&](int, int64_t j, int64_t c) { return h.g[j * f + c]; },
       [&](int64_t i, int64_t c, const T* a) { h.zb[i * f + c] -= a[0]; });
 }
 
@@ -273,13 +279,12 @@ PONDER_HD void fwd_update(const Head<T>& h, T* y, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   const T* el = h.eta + (b - 1) * b;
   T *W2 = y + b * f, *b2 = W2 + f * f;
-  auto zero = [](int64_t, int64_t, T* a) { a[0] = 0; };
-  sums<U, T, 1>(
-      f, f, b, tid, nt, zero,
-      [&](int64_t r, int64_t c, int64_t j, T* a) { a[0] += el[j] * h.k[j * f + r] * h.g[j * f + c]; },
+  products<U, T, 1>(
+      f, f, b, tid, nt, ZeroSums<>{}, [&](int, int64_t r, int64_t j) { return el[j] * h.k[j * f + r]; },
+      [&](int, int64_t j, int64_t c) { return h.g[j * f + c]; },
       [&](int64_t r, int64_t c, const T* a) { W2[r * f + c] = h.W[r * f + c] - a[0]; });
-  sums<U, T, 1>(
-      1, f, b, tid, nt, zero, [&](int64_t, int64_t c, int64_t j, T* a) { a[0] += el[j] * h.g[j * f + c]; },
+  sums<U == kMma ? 1 : U, T, 1>(
+      1, f, b, tid, nt, ZeroSums<>{}, [&](int64_t, int64_t c, int64_t j, T* a) { a[0] += el[j] * h.g[j * f + c]; },
       [&](int64_t, int64_t c, const T* a) { b2[c] = h.bias[c] - a[0]; });
 }
 
@@ -298,21 +303,20 @@ PONDER_HD Out<T> head_out(const Args<T>& a, int64_t g) {
 template <int U, class T, class Init, class Store>
 PONDER_HD void times_wt(const Head<T>& h, const T* a, int tid, int nt, Init init, Store store) {
   const int64_t f = h.f;
-  sums<U, T, 1>(
-      h.b, f, f, tid, nt, init, [&](int64_t i, int64_t r, int64_t c, T* s) { s[0] += a[i * f + c] * h.wt[c * h.ft + r]; },
-      store);
+  products<U, T, 1>(
+      h.b, f, f, tid, nt, init, [&](int, int64_t i, int64_t c) { return a[i * f + c]; },
+      [&](int, int64_t c, int64_t r) { return h.wt[c * h.ft + r]; }, store);
 }
 
 // dq = dO + dzb·Wᵀ; dM = −dzb·Gᵀ.
 template <int U, class T>
 PONDER_HD void bwd_dq_dm(const Head<T>& h, const T* dy, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  times_wt<U>(
-      h, h.dzb, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
-      [&](int64_t i, int64_t r, const T* a) { o.dq[i * f + r] = dy[i * f + r] + a[0]; });
-  sums<U, T, 1>(
-      b, b, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
-      [&](int64_t i, int64_t j, int64_t c, T* a) { a[0] += h.dzb[i * f + c] * h.g[j * f + c]; },
+  times_wt<U>(h, h.dzb, tid, nt, ZeroSums<>{},
+              [&](int64_t i, int64_t r, const T* a) { o.dq[i * f + r] = dy[i * f + r] + a[0]; });
+  products<U, T, 1>(
+      b, b, f, tid, nt, ZeroSums<>{}, [&](int, int64_t i, int64_t c) { return h.dzb[i * f + c]; },
+      [&](int, int64_t c, int64_t j) { return h.g[j * f + c]; },
       [&](int64_t i, int64_t j, const T* a) { h.dm[i * b + j] = -a[0]; });
 }
 
@@ -332,13 +336,10 @@ template <int U, class T>
 PONDER_HD void bwd_products(const Head<T>& h, const T* dW2, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
   const T* el = h.eta + (b - 1) * b;
-  sums<U, T, 3>(
-      b, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = a[1] = a[2] = 0; },
-      [&](int64_t i, int64_t c, int64_t j, T* a) {
-        a[0] += h.dm[i * b + j] * h.k[j * f + c];
-        a[1] += h.dm[j * b + i] * h.q[j * f + c];
-        a[2] += h.m[j * b + i] * h.dzb[j * f + c];
-      },
+  products<U, T, 3>(
+      b, f, b, tid, nt, ZeroSums<3>{},
+      [&](int s, int64_t i, int64_t j) { return s == 0 ? h.dm[i * b + j] : (s == 1 ? h.dm : h.m)[j * b + i]; },
+      [&](int s, int64_t j, int64_t c) { return (s == 0 ? h.k : s == 1 ? h.q : h.dzb)[j * f + c]; },
       [&](int64_t i, int64_t c, const T* a) {
         const int64_t x = i * f + c;
         o.dq[x] += a[0];
@@ -346,9 +347,9 @@ PONDER_HD void bwd_products(const Head<T>& h, const T* dW2, const Out<T>& o, int
         h.dg[x] = -a[2];
         h.pk[x] = el[i] * h.k[x];
       });
-  sums<U, T, 1>(
-      f, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
-      [&](int64_t r, int64_t c, int64_t i, T* a) { a[0] += h.q[i * f + r] * h.dzb[i * f + c]; },
+  products<U, T, 1>(
+      f, f, b, tid, nt, ZeroSums<>{}, [&](int, int64_t r, int64_t i) { return h.q[i * f + r]; },
+      [&](int, int64_t i, int64_t c) { return h.dzb[i * f + c]; },
       [&](int64_t r, int64_t c, const T* a) { o.dW[r * f + c] = dW2[r * f + c] + a[0]; });
 }
 
@@ -356,12 +357,9 @@ PONDER_HD void bwd_products(const Head<T>& h, const T* dW2, const Out<T>& o, int
 template <int U, class T>
 PONDER_HD void bwd_update(const Head<T>& h, const T* dW2, int tid, int nt) {
   const int64_t f = h.f;
-  sums<U, T, 2>(
-      h.b, f, f, tid, nt, [](int64_t, int64_t, T* a) { a[0] = a[1] = 0; },
-      [&](int64_t j, int64_t c, int64_t r, T* a) {
-        a[0] += h.pk[j * f + r] * dW2[r * f + c];
-        a[1] += h.g[j * f + r] * h.dw2t[r * h.ft + c];
-      },
+  products<U, T, 2>(
+      h.b, f, f, tid, nt, ZeroSums<2>{}, [&](int s, int64_t j, int64_t r) { return (s == 0 ? h.pk : h.g)[j * f + r]; },
+      [&](int s, int64_t r, int64_t c) { return s == 0 ? dW2[r * f + c] : h.dw2t[r * h.ft + c]; },
       [&](int64_t j, int64_t c, const T* a) {
         h.dg[j * f + c] -= a[0];
         h.dp[j * f + c] = -a[1];
@@ -393,17 +391,15 @@ PONDER_HD void last_row_eta(const Head<T>& h, const Out<T>& o, int tid, int nt) 
 template <int U, class T>
 PONDER_HD void bwd_inner_products(const Head<T>& h, const T* db2, const Out<T>& o, int tid, int nt) {
   const int64_t b = h.b, f = h.f;
-  times_wt<U>(
-      h, h.dz, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
-      [&](int64_t i, int64_t r, const T* a) {
-        const int64_t x = i * f + r;
-        o.dk[x] = o.dk[x] - o.dv[x] + a[0];
-      });
-  sums<U, T, 1>(
-      f, f, b, tid, nt, [](int64_t, int64_t, T* a) { a[0] = 0; },
-      [&](int64_t r, int64_t c, int64_t i, T* a) { a[0] += h.k[i * f + r] * h.dz[i * f + c]; },
+  times_wt<U>(h, h.dz, tid, nt, ZeroSums<>{}, [&](int64_t i, int64_t r, const T* a) {
+    const int64_t x = i * f + r;
+    o.dk[x] = o.dk[x] - o.dv[x] + a[0];
+  });
+  products<U, T, 1>(
+      f, f, b, tid, nt, ZeroSums<>{}, [&](int, int64_t r, int64_t i) { return h.k[i * f + r]; },
+      [&](int, int64_t i, int64_t c) { return h.dz[i * f + c]; },
       [&](int64_t r, int64_t c, const T* a) { o.dW[r * f + c] += a[0]; });
-  sums<U, T, 1>(
+  sums<U == kMma ? 1 : U, T, 1>(
       1, f, b, tid, nt, [&](int64_t, int64_t c, T* a) { a[0] = db2[c]; },
       [&](int64_t, int64_t c, int64_t i, T* a) { a[0] += h.dzb[i * f + c] + h.dz[i * f + c]; },
       [&](int64_t, int64_t c, const T* a) { o.db[c] = a[0]; });

@@ -4,18 +4,24 @@
 // sums side by side, each sum keeping its order (k = 0, 1, …), so values do not depend on U or the number of
 // threads; with the kernels held to 128 registers, U = 1 measured fastest (bench dual: backward 147, 185 and 193 µs
 // at U = 1, 2, 4), and the kernels are built for all three. Each of those loads both operands of every product it
-// adds; U = kTiles takes 2 × 2 tiles of outputs, whose terms share their loads (not yet timed on a GPU). Plain C++
-// with PONDER_HD, as the body.
+// adds; U = kTiles takes 2 × 2 tiles of outputs, whose terms share their loads (not yet timed on a GPU); products()
+// at U = kMma runs float32 products on the tensor cores (tensor/cuda/ttt_dual_mma.h, not yet timed on a GPU either).
+// Plain C++ with PONDER_HD, as the body.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/cuda/host_device.h"
+#include "tensor/cuda/ttt_dual_mma.h"
 
 namespace ponder::cuda::dual {
 
 constexpr int kUnroll = 4;  // moves(); sums() takes its own (the kernels are built for 1, 2, 4 and kTiles)
 // sums<kTiles>: each thread's outputs in 2 × 2 tiles instead of U side by side (see tile_sums).
 constexpr int kTiles = 0;
+// products<kMma>: float32 products on the tensor cores in three TF32 parts (ttt_dual_mma.h); float64, and shapes the
+// tiles do not fit, run as U = 1.
+constexpr int kMma = -2;
 
 // The outputs of an even rows × w grid in 2 × 2 tiles: thread item x is the tile of rows i, i + rows/2 and columns
 // c, c + w/2 (i = x / (w/2), c = x % (w/2)), its four sums advanced together. Inlined, the terms of one row load
@@ -78,6 +84,22 @@ PONDER_HD void sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init in
   } else {
     return side_sums<U, T, S>(rows, w, K, tid, nt, init, term, store);
   }
+}
+
+// A product's outputs: sum s of output (i, c) of a rows × w grid is init + Σ_k a(s, i, k)·b(s, k, c), for s = 0 …
+// S − 1 (init, store as for sums). At U = kMma a float grid that fits 16 × 8 tiles, with K a multiple of 8 and whole
+// warps, runs on the tensor cores (mma_sums; its sums round differently), anything else as sums<U> (U = 1 for kMma),
+// whose terms are a(s, i, k) * b(s, k, c) added in k order.
+template <int U, class T, int S, class Init, class A, class B, class Store>
+PONDER_HD void products(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, A a, B b, Store store) {
+  if constexpr (U == kMma && std::is_same_v<T, float>)
+    if (rows % 16 == 0 && w % 8 == 0 && K % 8 == 0 && nt % 32 == 0)
+      return mma_sums<S>(rows, w, K, tid, nt, init, a, b, store);
+  auto term = [&](int64_t i, int64_t c, int64_t k, T* acc) {
+    PONDER_UNROLL
+    for (int s = 0; s < S; ++s) acc[s] += a(s, i, k) * b(s, k, c);
+  };
+  sums<U == kMma ? 1 : U, T, S>(rows, w, K, tid, nt, init, term, store);
 }
 
 // x = tid, tid + nt, … of n, kUnroll at a time: load(x) for all of them, then store(x, value) for each.
