@@ -59,6 +59,8 @@ step bench_dual_scan_mma 90 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench dual
 # TTT-MLP's dual-form kernel alone at the 125M MLP shape (h 256), checked against the CPU first; then against its
 # composition in training, in one run (tokens/s; the model tests above check values).
 step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp
+# The same with its products on the tensor cores (checked against the CPU first, as every row).
+step bench_dual_mlp_mma 90 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench dual --device cuda --inner mlp
 # TTT-MLP's scan kernels over 32 units against its one-unit kernel launched unit by unit; in training, dual (the
 # scan kernels), dual-units (the scan node calling the one-unit kernel unit by unit), dual-loop (one op per unit).
 step bench_dual_scan_mlp 90 "$ponder" bench dual --device cuda --inner mlp --units 32

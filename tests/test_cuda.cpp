@@ -900,27 +900,31 @@ TEST_CASE("cuda: the TTT-Linear scan kernels give the one-unit kernels' bits uni
 
 namespace {
 // The CUDA TTT-MLP kernels' phases (tensor/cuda/ttt_mlp_dual_backward.h) run on the CPU as simulate_dual runs the
-// TTT-Linear ones: every head, every phase, every thread of a block of nt in turn.
-void simulate_mlp(mlp::Args<double>& a, int64_t G, bool forward, int nt) {
+// TTT-Linear ones: every head, every phase, every thread of a block of nt in turn; U: the products' (1 or dual::kMma).
+template <int U = 1, class T>
+void simulate_mlp(mlp::Args<T>& a, int64_t G, bool forward, int nt) {
   auto run = [&](int phases, auto phase) {
     for (int ph = 0; ph < phases; ++ph)
       for (int tid = 0; tid < nt; ++tid) phase(ph, tid);
   };
   for (int64_t g = 0; g < G; ++g) {
     if (forward) {
-      run(mlp::kForwardPhases, [&](int ph, int tid) { mlp::forward_phase(a, g, ph, tid, nt); });
+      run(mlp::kForwardPhases, [&](int ph, int tid) { mlp::forward_phase<U>(a, g, ph, tid, nt); });
       continue;
     }
-    if (!a.saved) run(mlp::kRecomputePhases, [&](int ph, int tid) { mlp::forward_phase(a, g, ph, tid, nt); });
-    run(mlp::kBackwardPhases, [&](int ph, int tid) { mlp::backward_phase(a, g, ph, tid, nt); });
+    if (!a.saved) run(mlp::kRecomputePhases, [&](int ph, int tid) { mlp::forward_phase<U>(a, g, ph, tid, nt); });
+    run(mlp::kBackwardPhases, [&](int ph, int tid) { mlp::backward_phase<U>(a, g, ph, tid, nt); });
   }
 }
 
 // The largest |got − want| relative to max(1, max |want|) over the forward's five results and saved intermediates
-// and over the backward's ten gradients (intermediates saved and recomputed), for γ of shape gs.
-DualErrors mlp_phase_errors(const Shape& gs, int64_t f, int64_t h, int nt) {
+// and over the backward's ten gradients (intermediates saved and recomputed), for γ of shape gs. T, U: the phases'
+// precision and products (the float64 CPU kernel is the reference either way); b: the mini-batch.
+template <class T = double, int U = 1>
+DualErrors mlp_phase_errors(const Shape& gs, int64_t f, int64_t h, int nt, int64_t b = 4) {
   Generator gen(23);
-  const int64_t B = 2, H = 3, b = 4, G = B * H;
+  const int64_t B = 2, H = 3, G = B * H;
+  const DType dt = std::is_same_v<T, float> ? DType::F32 : DType::F64;
   auto n = [&](Shape s, double sd) { return gen.normal(s, 0, sd, DType::F64); };
   const std::array<Tensor, 10> x{n({B, H, f, h}, 0.3), n({B, H, 1, h}, 0.1), n({B, H, h, f}, 0.3), n({B, H, 1, f}, 0.1),
                                  n({B, H, b, f}, 1), n({B, H, b, f}, 1), n({B, H, b, f}, 1),
@@ -928,46 +932,50 @@ DualErrors mlp_phase_errors(const Shape& gs, int64_t f, int64_t h, int nt) {
                                  gen.normal(gs, 0, 0.1, DType::F64)};
   auto [y, saved] = raw::ttt_mlp_dual(x, 1e-5);  // the CPU kernel
   const Tensor ge = raw::expand(x[8], x[4].shape());
-  mlp::Args<double> a{};
-  a.W1 = x[0].data<double>(), a.b1 = x[1].data<double>(), a.W2 = x[2].data<double>(), a.b2 = x[3].data<double>();
-  a.q = x[4].data<double>(), a.k = x[5].data<double>(), a.v = x[6].data<double>(), a.eta = x[7].data<double>();
-  a.gamma = x[8].data<double>(), a.beta = x[9].data<double>();
+  std::array<Tensor, 10> xt;  // the operands in T
+  for (size_t i = 0; i < 10; ++i) xt[i] = raw::contiguous(raw::to_dtype(x[i], dt));
+  auto ptr = [&](const Tensor& t) { return t.template data<T>(); };
+  mlp::Args<T> a{};
+  a.W1 = ptr(xt[0]), a.b1 = ptr(xt[1]), a.W2 = ptr(xt[2]), a.b2 = ptr(xt[3]);
+  a.q = ptr(xt[4]), a.k = ptr(xt[5]), a.v = ptr(xt[6]), a.eta = ptr(xt[7]), a.gamma = ptr(xt[8]), a.beta = ptr(xt[9]);
   a.rows.nd = 3;
   for (int d = 0; d < 3; ++d) a.rows.size[d] = x[4].shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
   a.b = b, a.f = f, a.h = h, a.P = x[8].numel(), a.eps = 1e-5;
   DualErrors err;
-  auto add = [&](bool fwd, const std::vector<double>& got, const Tensor& want, const std::string& what) {
+  auto add = [&](bool fwd, const std::vector<T>& got, const Tensor& want, const std::string& what) {
     double scale = 1;
     for (double v : want.to_vector()) scale = std::max(scale, std::abs(v));
-    std::vector<double> g = got, w = want.to_vector();
+    std::vector<double> g(got.begin(), got.end()), w = want.to_vector();
     for (size_t i = 0; i < g.size() && i < w.size(); ++i) g[i] /= scale, w[i] /= scale;
     err.add(fwd, g, w, what);
   };
-  std::vector<double> sv(size_t(G * mlp::saved_size(b, f, h))), sd(size_t(G * mlp::scratch_d(b, f)));
-  std::vector<std::vector<double>> out(5);
-  for (size_t i = 0; i < 5; ++i) out[i].assign(size_t(y[i].numel()), -7.0);
-  std::vector<double> sc(size_t(G * mlp::scratch_t(b, f, h, false)));
+  std::vector<T> sv(size_t(G * mlp::saved_size(b, f, h))), sc(size_t(G * mlp::scratch_t(b, f, h, false)));
+  std::vector<double> sd(size_t(G * mlp::scratch_d(b, f)));
+  std::vector<std::vector<T>> out(5);
+  for (size_t i = 0; i < 5; ++i) out[i].assign(size_t(y[i].numel()), T(-7));
   a.saved = sv.data(), a.scratch = sc.data(), a.dscr = sd.data();
   a.out = out[0].data(), a.W1o = out[1].data(), a.b1o = out[2].data(), a.W2o = out[3].data(), a.b2o = out[4].data();
-  simulate_mlp(a, G, true, nt);
+  simulate_mlp<U>(a, G, true, nt);
   for (size_t i = 0; i < 5; ++i) add(true, out[i], y[i], "result " + std::to_string(i));
   add(true, sv, saved, "saved");
   Generator gu(29);
-  std::array<Tensor, 5> dy;
-  for (size_t i = 0; i < 5; ++i) dy[i] = gu.normal(y[i].shape(), 0, 1, DType::F64);
+  std::array<Tensor, 5> dy, dyt;
+  for (size_t i = 0; i < 5; ++i) {
+    dy[i] = gu.normal(y[i].shape(), 0, 1, DType::F64);
+    dyt[i] = raw::to_dtype(dy[i], dt);
+  }
   const auto want = raw::ttt_mlp_dual_backward(x, 1e-5, saved, dy);
   for (bool with_saved : {true, false}) {
-    std::vector<std::vector<double>> got(10);
-    for (size_t i = 0; i < 10; ++i) got[i].assign(size_t(want[i].numel()), -7.0);
+    std::vector<std::vector<T>> got(10);
+    for (size_t i = 0; i < 10; ++i) got[i].assign(size_t(want[i].numel()), T(-7));
     std::vector<double> parts(size_t(G * 2 * a.P), 0.0);
     a.saved = with_saved ? sv.data() : nullptr;
-    a.dO = dy[0].data<double>(), a.dW1u = dy[1].data<double>(), a.db1u = dy[2].data<double>();
-    a.dW2u = dy[3].data<double>(), a.db2u = dy[4].data<double>();
-    double* dst[8] = {nullptr};
+    a.dO = ptr(dyt[0]), a.dW1u = ptr(dyt[1]), a.db1u = ptr(dyt[2]), a.dW2u = ptr(dyt[3]), a.db2u = ptr(dyt[4]);
+    T* dst[8] = {nullptr};
     for (size_t i = 0; i < 8; ++i) dst[i] = got[i].data();
     a.dW1 = dst[0], a.db1 = dst[1], a.dW2 = dst[2], a.db2 = dst[3], a.dq = dst[4], a.dk = dst[5], a.dv = dst[6];
     a.deta = dst[7], a.parts = parts.data();
-    simulate_mlp(a, G, false, nt);
+    simulate_mlp<U>(a, G, false, nt);
     const int64_t chunk = 4, Q = dual::head_chunks(G, chunk);
     std::vector<double> sums(size_t(Q * 2 * a.P));
     for (int64_t q = 0; q < Q * a.P; ++q) dual::sum_gamma_chunk(a.parts, G, a.P, chunk, sums.data(), q);
@@ -993,6 +1001,26 @@ TEST_CASE("cuda: the TTT-MLP dual-form kernel's phases, run on the CPU, equal th
         CHECK_MESSAGE(e.forward <= 1e-12, "forward ", e.forward, " at ", e.forward_at);
         CHECK_MESSAGE(e.backward <= 1e-11, "backward ", e.backward, " at ", e.backward_at);
       }
+}
+
+// TTT-MLP's phases with tensor-core products (dual::kMma, emulated) in float32 at mini-batch 16 against the CPU
+// kernel in float64: as close as the same phases with the one-output loops in float32. The products whose grids do
+// not fit the tiles (the bias sums, one row) run the loops inside the same kernel.
+TEST_CASE("cuda: the TTT-MLP dual-form kernel's phases with tensor-core products, run on the CPU, are float32-accurate") {
+  for (int64_t f : {16, 32})
+    for (int nt : {32, 128}) {
+      CAPTURE(f);
+      CAPTURE(nt);
+      const Shape gs{1, 3, 1, f};
+      const DualErrors mma = mlp_phase_errors<float, dual::kMma>(gs, f, 4 * f, nt, 16),
+                       one = mlp_phase_errors<float, 1>(gs, f, 4 * f, nt, 16);
+      // Measured (relative to each result's largest value): forward 1.7e-7 against 1.8e-7 and 2.8e-7 with the loops,
+      // backward 4.6e-7 and 3.0e-7 against 4.7e-7 and 4.8e-7.
+      CHECK_MESSAGE(mma.forward <= std::max(2 * one.forward, 1e-7), "forward ", mma.forward, " at ", mma.forward_at);
+      CHECK_MESSAGE(mma.backward <= std::max(2 * one.backward, 1e-7), "backward ", mma.backward, " at ",
+                    mma.backward_at);
+      CHECK(mma.backward != one.backward);  // the tensor-core sums ran: they round differently
+    }
 }
 
 namespace {
@@ -1043,7 +1071,8 @@ DualErrors mlp_scan_phase_errors(int64_t f, int64_t h, int nt) {
       for (int64_t g = 0; g < G; ++g)
         for (int ph = 0; ph < (forward ? mlp::kForwardPhases : mlp::kBackwardPhases); ++ph)
           for (int tid = 0; tid < nt; ++tid)
-            forward ? mlp::scan_forward_phase(a, s, u, g, ph, tid, nt) : mlp::scan_backward_phase(a, s, u, g, ph, tid, nt);
+            forward ? mlp::scan_forward_phase<1>(a, s, u, g, ph, tid, nt)
+                    : mlp::scan_backward_phase<1>(a, s, u, g, ph, tid, nt);
     }
   };
   units(n - 1, 0, true);

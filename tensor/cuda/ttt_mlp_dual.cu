@@ -5,12 +5,14 @@
 // global memory; the row formulas run in double over column chunks (tensor/cuda/ttt_dual_rows.h); dγ and dβ are
 // summed per head in row order and then over heads in order (sum_head_gamma_parts), so results do not depend on
 // scheduling. A first version: its products are the TTT-Linear body's loops at one output per thread, with no
-// shared-memory staging.
+// shared-memory staging, or with PONDER_CUDA_DUAL_UNROLL=mma (float32) on the tensor cores (ttt_dual_mma.h).
 #include <algorithm>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 
 #include "tensor/cuda/common.cuh"
+#include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_kernels.h"
 #include "tensor/cuda/ttt_mlp_dual_backward.h"
 #include "tensor/dtype.h"
@@ -20,42 +22,51 @@ namespace {
 
 constexpr int kMlpThreads = 256;
 
+// The kernels' products: U = 1 (one output per thread) or, in float32 when the options ask for it
+// (PONDER_CUDA_DUAL_UNROLL=mma), dual::kMma on the tensor cores. pick_mlp chooses between the two instantiations.
 template <class T>
+constexpr int kMlpMma = std::is_same_v<T, float> ? dual::kMma : 1;
+template <class K>
+K pick_mlp(K one, K mma) {
+  return cuda_dual_options().unroll == kDualMma ? mma : one;
+}
+
+template <class T, int U>
 __global__ void __launch_bounds__(kMlpThreads) mlp_forward_kernel(mlp::Args<T> a) {
   for (int ph = 0; ph < mlp::kForwardPhases; ++ph) {
-    mlp::forward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    mlp::forward_phase<U>(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
     __syncthreads();
   }
 }
 
-template <class T>
+template <class T, int U>
 __global__ void __launch_bounds__(kMlpThreads) mlp_backward_kernel(mlp::Args<T> a) {
   if (!a.saved)
     for (int ph = 0; ph < mlp::kRecomputePhases; ++ph) {
-      mlp::forward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      mlp::forward_phase<U>(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
       __syncthreads();
     }
   for (int ph = 0; ph < mlp::kBackwardPhases; ++ph) {
-    mlp::backward_phase(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+    mlp::backward_phase<U>(a, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
     __syncthreads();
   }
 }
 
 // The scan: every unit of the sequence in one launch (the forward) or units hi … lo (a block of the backward's),
 // each unit's phases on the launch's Args moved to it, a barrier after each phase.
-template <class T>
+template <class T, int U>
 __global__ void __launch_bounds__(kMlpThreads) mlp_scan_forward_kernel(mlp::Args<T> a, mlp::Scan<T> s) {
   for (int64_t u = 0; u < s.units; ++u)
     for (int ph = 0; ph < mlp::kForwardPhases; ++ph) {
-      mlp::scan_forward_phase(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      mlp::scan_forward_phase<U>(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
       __syncthreads();
     }
 }
-template <class T>
+template <class T, int U>
 __global__ void __launch_bounds__(kMlpThreads) mlp_scan_backward_kernel(mlp::Args<T> a, mlp::Scan<T> s) {
   for (int64_t u = s.hi; u >= s.lo; --u)
     for (int ph = 0; ph < mlp::kBackwardPhases; ++ph) {
-      mlp::scan_backward_phase(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
+      mlp::scan_backward_phase<U>(a, s, u, int64_t(blockIdx.x), ph, int(threadIdx.x), int(blockDim.x));
       __syncthreads();
     }
 }
@@ -102,7 +113,8 @@ void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const Mlp
     mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
     a.out = y[0].data<scalar_t>(), a.W1o = y[1].data<scalar_t>(), a.b1o = y[2].data<scalar_t>();
     a.W2o = y[3].data<scalar_t>(), a.b2o = y[4].data<scalar_t>();
-    mlp_forward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
+    const auto kernel = pick_mlp(mlp_forward_kernel<scalar_t, 1>, mlp_forward_kernel<scalar_t, kMlpMma<scalar_t>>);
+    kernel<<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "mlp_forward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_forward_kernel", __FILE__, __LINE__);
   });
@@ -117,7 +129,8 @@ void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperand
     Tensor scratch, dscratch;
     mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
     backward_pointers(a, g, dy, parts);
-    mlp_backward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
+    const auto kernel = pick_mlp(mlp_backward_kernel<scalar_t, 1>, mlp_backward_kernel<scalar_t, kMlpMma<scalar_t>>);
+    kernel<<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "mlp_backward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_backward_kernel", __FILE__, __LINE__);
   });
@@ -142,7 +155,9 @@ void ttt_mlp_scan(const std::array<Tensor, 5>& Y, const Tensor& S, const MlpScan
   PONDER_DISPATCH_FLOAT(so.first.xq.dtype(), "ttt_mlp_scan", [&] {
     Tensor scratch, dscratch;
     const mlp::Args<scalar_t> a = args<scalar_t>(so.first, S, scratch, dscratch);  // saved: unit 0's part of S
-    mlp_scan_forward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a, scan_of<scalar_t>(so, Y, S));
+    const auto kernel =
+        pick_mlp(mlp_scan_forward_kernel<scalar_t, 1>, mlp_scan_forward_kernel<scalar_t, kMlpMma<scalar_t>>);
+    kernel<<<unsigned(G), kMlpThreads, 0, stream()>>>(a, scan_of<scalar_t>(so, Y, S));
     cuda_check_at(cudaGetLastError(), "mlp_scan_forward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_scan_forward_kernel", __FILE__, __LINE__);
   });
@@ -165,10 +180,12 @@ void ttt_mlp_scan_backward(const std::array<Tensor, 10>& g, const MlpScanOperand
     mlp::Scan<scalar_t> s = scan_of<scalar_t>(so, Y, S);
     s.cW1 = cW1.data<scalar_t>(), s.cb1 = cb1.data<scalar_t>(), s.cW2 = cW2.data<scalar_t>();
     s.cb2 = cb2.data<scalar_t>();
+    const auto kernel =
+        pick_mlp(mlp_scan_backward_kernel<scalar_t, 1>, mlp_scan_backward_kernel<scalar_t, kMlpMma<scalar_t>>);
     for (int64_t hi = n - 1; hi >= 0; hi -= per) {
       s.hi = hi, s.lo = std::max<int64_t>(0, hi - per + 1);
       fill(parts, 0.0);
-      mlp_scan_backward_kernel<scalar_t><<<unsigned(G), kMlpThreads, 0, stream()>>>(a, s);
+      kernel<<<unsigned(G), kMlpThreads, 0, stream()>>>(a, s);
       cuda_check_at(cudaGetLastError(), "mlp_scan_backward_kernel", __FILE__, __LINE__);
       debug_sync("mlp_scan_backward_kernel", __FILE__, __LINE__);
       sum_unit_gamma_parts(parts, sums, n, s.lo, s.hi, g[8], g[9]);

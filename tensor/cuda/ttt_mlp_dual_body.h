@@ -103,12 +103,14 @@ PONDER_HD Head<T> head(const Args<T>& a, int64_t g) {
   return d;
 }
 
-// store(i, c, init(i, c) + Σ_k a(i, k)·m(k, c)) over a rows × cols grid, K terms each, in k order.
-template <class T, class Init, class A, class M, class Store>
+// store(i, c, init(i, c) + Σ_k a(i, k)·m(k, c)) over a rows × cols grid, K terms each: in k order at one output per
+// thread (U = 1), or on the tensor cores where the grid fits their tiles (U = dual::kMma, float32; dual::products).
+template <int U, class T, class Init, class A, class M, class Store>
 PONDER_HD void prod(int64_t rows, int64_t cols, int64_t K, int tid, int nt, Init init, A a, M m, Store store) {
-  dual::sums<1, T, 1>(
+  static_assert(U == 1 || U == dual::kMma, "TTT-MLP's products run at U = 1 or on the tensor cores");
+  dual::products<U, T, 1>(
       rows, cols, K, tid, nt, [&](int64_t i, int64_t c, T* s) { s[0] = init(i, c); },
-      [&](int64_t i, int64_t c, int64_t k, T* s) { s[0] += a(i, k) * m(k, c); },
+      [&](int, int64_t i, int64_t k) { return a(i, k); }, [&](int, int64_t k, int64_t c) { return m(k, c); },
       [&](int64_t i, int64_t c, const T* s) { store(i, c, s[0]); });
 }
 // fn(x) for thread tid's share of x < n.
@@ -143,15 +145,15 @@ PONDER_HD void gelu_pair(const T* x, T* y, T* dy, int64_t n, int tid, int nt) {
 }
 
 // W' = W − (ηl⊙x)ᵀ·g (r × c) and bias' = bias − Σ_j ηl_j·g_j for one layer: x (b, r), g (b, c).
-template <class T>
+template <int U, class T>
 PONDER_HD void update(const Head<T>& d, const T* W, const T* bias, const T* x, const T* g, int64_t r, int64_t c,
                       T* Wo, T* bo, int tid, int nt) {
   const int64_t b = d.b;
   const T* el = d.eta + (b - 1) * b;
-  prod<T>(
+  prod<U, T>(
       r, c, b, tid, nt, [&](int64_t, int64_t) { return T(0); }, [&](int64_t i, int64_t j) { return el[j] * x[j * r + i]; },
       [&](int64_t j, int64_t cc) { return g[j * c + cc]; }, [&](int64_t i, int64_t cc, T s) { Wo[i * c + cc] = W[i * c + cc] - s; });
-  prod<T>(
+  prod<U, T>(
       1, c, b, tid, nt, [&](int64_t, int64_t) { return T(0); }, [&](int64_t, int64_t j) { return el[j]; },
       [&](int64_t j, int64_t cc) { return g[j * c + cc]; }, [&](int64_t, int64_t cc, T s) { bo[cc] = bias[cc] - s; });
 }
@@ -160,7 +162,7 @@ constexpr int kForwardPhases = 17;
 // Phases 0–13 compute the saved intermediates (the backward's recomputation runs them too); 14–16 the results.
 // rows: a.rows, or the kernel parameter's where a is a copy (a scan's unit_args), which indexing the geometry's
 // arrays would otherwise keep in local memory.
-template <class T>
+template <int U, class T>
 PONDER_HD void forward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, int phase, int tid, int nt) {
   const Head<T> d = head(a, g);
   const int64_t b = d.b, f = d.f, h = d.hw;
@@ -169,9 +171,9 @@ PONDER_HD void forward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, i
     case 0:  // γ offsets, t, E; Z1 = k·W1 + b1; S1 = q·kᵀ
       dual::row_offsets(d, rows, tid, nt);
       cheap_parts(d, tid, nt);
-      prod<T>(b, h, f, tid, nt, [&](int64_t, int64_t c) { return d.b1[c]; }, [&](int64_t i, int64_t k) { return d.k[i * f + k]; },
+      prod<U, T>(b, h, f, tid, nt, [&](int64_t, int64_t c) { return d.b1[c]; }, [&](int64_t i, int64_t k) { return d.k[i * f + k]; },
               [&](int64_t k, int64_t c) { return d.W1[k * h + c]; }, [&](int64_t i, int64_t c, T s) { d.z1[i * h + c] = s; });
-      prod<T>(b, b, f, tid, nt, zero, [&](int64_t i, int64_t k) { return d.q[i * f + k]; },
+      prod<U, T>(b, b, f, tid, nt, zero, [&](int64_t i, int64_t k) { return d.q[i * f + k]; },
               [&](int64_t k, int64_t j) { return d.k[j * f + k]; }, [&](int64_t i, int64_t j, T s) { d.s1[i * b + j] = s; });
       break;
     case 1:
@@ -179,7 +181,7 @@ PONDER_HD void forward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, i
       m_from(d, d.s1, d.m1, tid, nt);
       break;
     case 2:  // Z2 = X2·W2 + b2
-      prod<T>(b, f, h, tid, nt, [&](int64_t, int64_t c) { return d.b2[c]; }, [&](int64_t i, int64_t k) { return d.x2[i * h + k]; },
+      prod<U, T>(b, f, h, tid, nt, [&](int64_t, int64_t c) { return d.b2[c]; }, [&](int64_t i, int64_t k) { return d.x2[i * h + k]; },
               [&](int64_t k, int64_t c) { return d.W2[k * f + c]; }, [&](int64_t i, int64_t c, T s) { d.z2[i * f + c] = s; });
       break;
     case 3: dual::stage_sum(d, d.z2, tid, nt); break;  // G2 = ∇ℓ(Z2, t) in stages
@@ -187,31 +189,31 @@ PONDER_HD void forward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, i
     case 5: dual::stage_l2_sums(d, d.z2, d.t, static_cast<const T*>(nullptr), tid, nt); break;
     case 6: dual::stage_l2_grad(d, d.z2, d.t, d.g2, tid, nt); break;
     case 7:  // P = G2·W2ᵀ
-      prod<T>(b, h, f, tid, nt, zero, [&](int64_t i, int64_t k) { return d.g2[i * f + k]; },
+      prod<U, T>(b, h, f, tid, nt, zero, [&](int64_t i, int64_t k) { return d.g2[i * f + k]; },
               [&](int64_t k, int64_t c) { return d.W2[c * f + k]; }, [&](int64_t i, int64_t c, T s) { d.p[i * h + c] = s; });
       break;
     case 8: each(b * h, tid, nt, [&](int64_t x) { d.g1[x] = d.p[x] * d.d1[x]; }); break;
     case 9:  // Zb1 = q·W1 + b1 − M1·G1: terms k < f from q·W1, then b from M1·G1
-      prod<T>(b, h, f + b, tid, nt, [&](int64_t, int64_t c) { return d.b1[c]; },
+      prod<U, T>(b, h, f + b, tid, nt, [&](int64_t, int64_t c) { return d.b1[c]; },
               [&](int64_t i, int64_t k) { return k < f ? d.q[i * f + k] : -d.m1[i * b + k - f]; },
               [&](int64_t k, int64_t c) { return k < f ? d.W1[k * h + c] : d.g1[(k - f) * h + c]; },
               [&](int64_t i, int64_t c, T s) { d.zb1[i * h + c] = s; });
       break;
     case 10: gelu_pair(d.zb1, d.xb2, d.db1, b * h, tid, nt); break;
     case 11:  // S2 = Xb2·X2ᵀ
-      prod<T>(b, b, h, tid, nt, zero, [&](int64_t i, int64_t k) { return d.xb2[i * h + k]; },
+      prod<U, T>(b, b, h, tid, nt, zero, [&](int64_t i, int64_t k) { return d.xb2[i * h + k]; },
               [&](int64_t k, int64_t j) { return d.x2[j * h + k]; }, [&](int64_t i, int64_t j, T s) { d.s2[i * b + j] = s; });
       break;
     case 12: m_from(d, d.s2, d.m2, tid, nt); break;
     case 13:  // Zb2 = Xb2·W2 + b2 − M2·G2
-      prod<T>(b, f, h + b, tid, nt, [&](int64_t, int64_t c) { return d.b2[c]; },
+      prod<U, T>(b, f, h + b, tid, nt, [&](int64_t, int64_t c) { return d.b2[c]; },
               [&](int64_t i, int64_t k) { return k < h ? d.xb2[i * h + k] : -d.m2[i * b + k - h]; },
               [&](int64_t k, int64_t c) { return k < h ? d.W2[k * f + c] : d.g2[(k - h) * f + c]; },
               [&](int64_t i, int64_t c, T s) { d.zb2[i * f + c] = s; });
       break;
     case 14:  // the updates, and out = q + LN(Zb2) in stages
-      update(d, d.W1, d.b1, d.k, d.g1, f, h, a.W1o + g * f * h, a.b1o + g * h, tid, nt);
-      update(d, d.W2, d.b2, d.x2, d.g2, h, f, a.W2o + g * h * f, a.b2o + g * f, tid, nt);
+      update<U>(d, d.W1, d.b1, d.k, d.g1, f, h, a.W1o + g * f * h, a.b1o + g * h, tid, nt);
+      update<U>(d, d.W2, d.b2, d.x2, d.g2, h, f, a.W2o + g * h * f, a.b2o + g * f, tid, nt);
       dual::stage_sum(d, d.zb2, tid, nt);
       break;
     case 15: dual::stage_var(d, d.zb2, tid, nt); break;
@@ -219,9 +221,9 @@ PONDER_HD void forward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, i
     default: break;
   }
 }
-template <class T>
+template <int U, class T>
 PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int phase, int tid, int nt) {
-  forward_phase(a, a.rows, g, phase, tid, nt);
+  forward_phase<U>(a, a.rows, g, phase, tid, nt);
 }
 
 // ---- the scan (Backend::ttt_mlp_scan): one launch runs units lo … hi of every head, each unit as the one-unit
@@ -272,17 +274,17 @@ PONDER_HD Args<T> unit_args(Args<T> a, const Scan<T>& s, int64_t u, bool forward
 
 // Through Zb = X·W + bias − M·G, M = E⊙S + E, S = X·Yᵀ for dZb (b, c), X, Y (b, r), part 1: dX ← dZb·Wᵀ (+ the
 // dX given when acc), dW += Xᵀ·dZb, dM = −dZb·Gᵀ (into d.dm).
-template <class T>
+template <int U, class T>
 PONDER_HD void combine_a(const Head<T>& d, int64_t r, int64_t c, const T* dzb, const T* X, const T* W, const T* G,
                          T* dX, bool acc, T* dW, int tid, int nt) {
   const int64_t b = d.b;
-  prod<T>(b, r, c, tid, nt, [&](int64_t i, int64_t j) { return acc ? dX[i * r + j] : T(0); },
+  prod<U, T>(b, r, c, tid, nt, [&](int64_t i, int64_t j) { return acc ? dX[i * r + j] : T(0); },
           [&](int64_t i, int64_t k) { return dzb[i * c + k]; }, [&](int64_t k, int64_t j) { return W[j * c + k]; },
           [&](int64_t i, int64_t j, T s) { dX[i * r + j] = s; });
-  prod<T>(r, c, b, tid, nt, [&](int64_t i, int64_t j) { return dW[i * c + j]; },
+  prod<U, T>(r, c, b, tid, nt, [&](int64_t i, int64_t j) { return dW[i * c + j]; },
           [&](int64_t i, int64_t k) { return X[k * r + i]; }, [&](int64_t k, int64_t j) { return dzb[k * c + j]; },
           [&](int64_t i, int64_t j, T s) { dW[i * c + j] = s; });
-  prod<T>(b, b, c, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t i, int64_t k) { return dzb[i * c + k]; },
+  prod<U, T>(b, b, c, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t i, int64_t k) { return dzb[i * c + k]; },
           [&](int64_t k, int64_t j) { return G[j * c + k]; }, [&](int64_t i, int64_t j, T s) { d.dm[i * b + j] = -s; });
 }
 // Part 2: dη += tril(dM⊙(S + 1)); dS = tril(dM)⊙E (into d.dm).
@@ -299,30 +301,30 @@ PONDER_HD void combine_b(const Head<T>& d, const T* S, T* deta, int tid, int nt)
   });
 }
 // Part 3: dX += dS·Y, dY = dSᵀ·X, dG = −Mᵀ·dZb.
-template <class T>
+template <int U, class T>
 PONDER_HD void combine_c(const Head<T>& d, int64_t r, int64_t c, const T* dzb, const T* X, const T* Y, const T* M,
                          T* dX, T* dY, T* dG, int tid, int nt) {
   const int64_t b = d.b;
-  prod<T>(b, r, b, tid, nt, [&](int64_t i, int64_t j) { return dX[i * r + j]; },
+  prod<U, T>(b, r, b, tid, nt, [&](int64_t i, int64_t j) { return dX[i * r + j]; },
           [&](int64_t i, int64_t k) { return d.dm[i * b + k]; }, [&](int64_t k, int64_t j) { return Y[k * r + j]; },
           [&](int64_t i, int64_t j, T s) { dX[i * r + j] = s; });
-  prod<T>(b, r, b, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t i, int64_t k) { return d.dm[k * b + i]; },
+  prod<U, T>(b, r, b, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t i, int64_t k) { return d.dm[k * b + i]; },
           [&](int64_t k, int64_t j) { return X[k * r + j]; }, [&](int64_t i, int64_t j, T s) { dY[i * r + j] = s; });
-  prod<T>(b, c, b, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t i, int64_t k) { return M[k * b + i]; },
+  prod<U, T>(b, c, b, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t i, int64_t k) { return M[k * b + i]; },
           [&](int64_t k, int64_t j) { return dzb[k * c + j]; }, [&](int64_t i, int64_t j, T s) { dG[i * c + j] = -s; });
 }
 
 // Through W' = W − (ηl⊙x)ᵀ·g and bias' for upstream dWu (r, c), dbu (c), part 1: dg −= (ηl⊙x)·dWu + ηl·dbuᵀ,
 // dpx = −g·dWuᵀ.
-template <class T>
+template <int U, class T>
 PONDER_HD void back_update_a(const Head<T>& d, int64_t r, int64_t c, const T* x, const T* g, const T* dWu,
                              const T* dbu, T* dg, T* dpx, int tid, int nt) {
   const int64_t b = d.b;
   const T* el = d.eta + (b - 1) * b;
-  prod<T>(b, c, r, tid, nt, [&](int64_t j, int64_t cc) { return dg[j * c + cc]; },
+  prod<U, T>(b, c, r, tid, nt, [&](int64_t j, int64_t cc) { return dg[j * c + cc]; },
           [&](int64_t j, int64_t i) { return -(el[j] * x[j * r + i]); }, [&](int64_t i, int64_t cc) { return dWu[i * c + cc]; },
           [&](int64_t j, int64_t cc, T s) { dg[j * c + cc] = s - el[j] * dbu[cc]; });
-  prod<T>(b, r, c, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t j, int64_t cc) { return g[j * c + cc]; },
+  prod<U, T>(b, r, c, tid, nt, [](int64_t, int64_t) { return T(0); }, [&](int64_t j, int64_t cc) { return g[j * c + cc]; },
           [&](int64_t cc, int64_t i) { return dWu[i * c + cc]; }, [&](int64_t j, int64_t i, T s) { dpx[j * r + i] = -s; });
 }
 // Part 2: dx += ηl·dpx; del_j = Σ_i x·dpx − Σ_c g·dbu (one thread per row j).
