@@ -83,6 +83,12 @@ if [ -n "$ncu_bin" ]; then
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
     "$ponder" bench dual --device cuda --check-only
+  # The same for the tensor-core products: the fifth variant --check-only runs, after four variants of one forward
+  # and one backward launch each. Shared-memory bank conflicts of the fragment loads show in the memory tables.
+  step ncu_dual_mma 150 "$ncu_bin" --kernel-name 'regex:dual_(forward|backward)_kernel' --launch-skip 8 \
+    --launch-count 2 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section SourceCounters \
+    "$ponder" bench dual --device cuda --check-only
 fi
 # The attention kernels against their composition in training: small.yaml with attention in every layer.
 sed 's/^model:$/model:\n  mixers: [attention, attention, attention, attention]/' configs/small.yaml > "$logs/small_attn.yaml"
