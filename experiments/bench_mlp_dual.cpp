@@ -31,9 +31,9 @@ struct Case {
   std::array<Tensor, 5> dy;  // upstream of out, W1', b1', W2', b2'
 };
 
-Case make(const MlpDualBench& o) {
+Case make(const DualBenchOptions& o) {
   Generator gen(7);
-  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, h = o.hidden;
+  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, h = o.mlp_hidden();
   auto n = [&](Shape s, double sd, double mean = 0) { return gen.normal(s, mean, sd, DType::F32); };
   auto per_head = [&](Shape s, double sd) {  // (H, r, c) broadcast over the batch, as the layer's W0
     Shape full = s;
@@ -77,12 +77,13 @@ double check(const Outputs& got, const Outputs& want) {
   return worst;
 }
 
-void print(const char* pass, double us, double gflops, double err, const MlpDualBench& o, const std::string& where) {
+void print(const char* pass, double us, double gflops, double err, const DualBenchOptions& o,
+           const std::string& where) {
   if (o.json) {
     nlohmann::ordered_json j = {{"bench", "dual"},          {"inner", "mlp"},          {"pass", pass},
                                 {"us_per_call", us},        {"gflops", gflops},        {"max_rel_err", nullptr},
                                 {"batch", o.batch},         {"heads", o.heads},        {"mini_batch", o.mini_batch},
-                                {"head_dim", o.head_dim},   {"hidden", o.hidden},      {"device", where},
+                                {"head_dim", o.head_dim},   {"hidden", o.mlp_hidden()},      {"device", where},
                                 {"commit", git_commit()},   {"build_type", build_type()}};
     if (err >= 0) j["max_rel_err"] = err;
     std::cout << j.dump() << std::endl;
@@ -97,7 +98,7 @@ void print(const char* pass, double us, double gflops, double err, const MlpDual
 }  // namespace
 }  // namespace bench_mlp_dual
 
-void run_bench_mlp_dual(const MlpDualBench& o) {
+void run_bench_mlp_dual(const DualBenchOptions& o) {
   using namespace bench_mlp_dual;
   if (o.check_only && o.device != "cuda")
     throw std::invalid_argument("bench dual: --check-only needs --device cuda (on the CPU the kernel is the reference)");
@@ -118,8 +119,8 @@ void run_bench_mlp_dual(const MlpDualBench& o) {
                 "%.0f ms; GFLOP/s from the engine's FLOP counts (%.3g forward, %.3g backward per call); checked: max "
                 "error against the CPU kernel, relative to its largest value\n\n%-9s %12s %10s %9s\n",
                 (long long)o.batch, (long long)o.heads, (long long)o.mini_batch, (long long)o.head_dim,
-                (long long)o.hidden, where.c_str(), git_commit(), build_type(), o.reps, kMinRepSeconds * 1e3, ffwd,
-                fbwd, "pass", "us/call", "GFLOP/s", "checked");
+                (long long)o.mlp_hidden(), where.c_str(), git_commit(), build_type(), o.reps, kMinRepSeconds * 1e3,
+                ffwd, fbwd, "pass", "us/call", "GFLOP/s", "checked");
   const double err = d == Device::CUDA ? check(run(x), want) : -1;
   if (o.check_only) {
     print("checked", 0, 0, err, o, where);

@@ -34,9 +34,9 @@ struct Case {
   std::vector<Tensor> x, dy;
 };
 
-Case make(const ScanDualBench& o) {
+Case make(const DualBenchOptions& o) {
   Generator gen(7);
-  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units, N = n * b, h = o.hidden;
+  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units, N = n * b, h = o.mlp_hidden();
   auto nrm = [&](Shape s, double sd, double mean = 0) { return gen.normal(s, mean, sd, DType::F32); };
   auto per_head = [&](int64_t r, int64_t c) { return raw::expand(nrm({1, H, r, c}, 0.02), {B, H, r, c}); };
   auto proj = [&] { return raw::permute(nrm({B, N, H, f}, 1), {0, 2, 1, 3}); };
@@ -61,8 +61,8 @@ struct Buffers {
   Tensor S;
   std::vector<Tensor> g;
 };
-Buffers buffers(const Case& c, const ScanDualBench& o, Device d) {
-  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units, h = o.hidden;
+Buffers buffers(const Case& c, const DualBenchOptions& o, Device d) {
+  const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim, n = o.units, h = o.mlp_hidden();
   const size_t nw = h > 0 ? 4 : 2;  // the start's weights, then xq, xk, xv, η, γ, β
   auto empty = [&](const Shape& s) { return Tensor::empty(s, DType::F32, d); };
   Buffers r;
@@ -133,7 +133,7 @@ std::pair<double, double> counted_flops(const Case& c, int64_t units, int64_t b)
   return {fwd * double(units), (double(fs.counts().total()) - fwd) * double(units)};
 }
 
-void print(const char* pass, const char* mode, double us, double gflops, double err, const ScanDualBench& o,
+void print(const char* pass, const char* mode, double us, double gflops, double err, const DualBenchOptions& o,
            const std::string& where) {
   if (o.json) {
     nlohmann::ordered_json j = {{"bench", "dual"},
@@ -148,8 +148,8 @@ void print(const char* pass, const char* mode, double us, double gflops, double 
                                 {"heads", o.heads},
                                 {"mini_batch", o.mini_batch},
                                 {"head_dim", o.head_dim},
-                                {"inner", o.hidden > 0 ? "mlp" : "linear"},
-                                {"hidden", o.hidden},
+                                {"inner", o.inner},
+                                {"hidden", o.mlp_hidden()},
                                 {"device", where},
                                 {"commit", git_commit()},
                                 {"build_type", build_type()}};
@@ -166,7 +166,7 @@ void print(const char* pass, const char* mode, double us, double gflops, double 
 }  // namespace
 }  // namespace bench_scan_dual
 
-void run_bench_scan_dual(const ScanDualBench& o) {
+void run_bench_scan_dual(const DualBenchOptions& o) {
   using namespace bench_scan_dual;
   if (o.check_only && o.device != "cuda")
     throw std::invalid_argument("bench dual: --check-only needs --device cuda (on the CPU the kernel is the "
@@ -182,11 +182,11 @@ void run_bench_scan_dual(const ScanDualBench& o) {
                 "heads) and per unit, best of %d reps of >= %.0f ms; GFLOP/s from the engine's FLOP counts (%.3g forward, "
                 "%.3g backward per call); checked: max error against the CPU, relative to its largest value\n\n"
                 "%-9s %-7s %12s %10s %10s %9s\n",
-                o.hidden > 0 ? ("TTT-MLP (hidden " + std::to_string(o.hidden) + ")").c_str() : "TTT-Linear",
+                o.inner == "mlp" ? ("TTT-MLP (hidden " + std::to_string(o.mlp_hidden()) + ")").c_str() : "TTT-Linear",
                 (long long)o.units, (long long)o.batch, (long long)o.heads, (long long)o.mini_batch,
                 (long long)o.head_dim, where.c_str(), git_commit(), build_type(), o.reps, kMinRepSeconds * 1e3, ffwd,
                 fbwd, "pass", "kernel", "us/call", "us/unit", "GFLOP/s", "checked");
-  const bool has = o.hidden > 0 ? backend(d).mlp_scan() : backend(d).dual_scan();
+  const bool has = o.inner == "mlp" ? backend(d).mlp_scan() : backend(d).dual_scan();
   if (!o.json && !has)
     std::printf("(this backend has no scan kernel for this inner model: both rows call the one-unit kernel unit by "
                 "unit)\n");

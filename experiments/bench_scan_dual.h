@@ -2,21 +2,13 @@
 // of every head, as a layer's scan node runs it: through the backend's scan kernel (one call each way) and through the one-unit kernel called unit by
 // unit (experiments/bench_scan_dual.cpp), beside the one-unit rows of experiments/cmd_bench_dual.cpp.
 #pragma once
-#include <cstdint>
-#include <string>
+#include "experiments/bench_dual_options.h"
 
 namespace ponder::cli {
 
-struct ScanDualBench {
-  std::string device = "cuda";
-  int64_t batch = 16, heads = 12, mini_batch = 16, head_dim = 64, units = 128;
-  int reps = 5;
-  bool check_only = false, json = false;
-  int64_t hidden = 0;  // > 0: TTT-MLP with this hidden width; 0: TTT-Linear
-};
 // For the scan kernel and then unit by unit: on a GPU every result checked against the CPU's scan first (throws past
 // 1e-3 relative), then forward and backward timed (µs per call of the whole sequence and per unit, GFLOP/s from the
 // engine's counts). The two ways give the same bits; the rows say what the per-unit calls cost.
-void run_bench_scan_dual(const ScanDualBench& o);
+void run_bench_scan_dual(const DualBenchOptions& o);
 
 }  // namespace ponder::cli

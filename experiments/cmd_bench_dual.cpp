@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "autograd/fused.h"
+#include "experiments/bench_dual_options.h"
 #include "experiments/bench_mlp_dual.h"
 #include "experiments/bench_scan_dual.h"
 #include "experiments/bench_util.h"
@@ -36,15 +37,6 @@ constexpr double kMinRepSeconds = 0.05;
 constexpr double kEps = 1e-5;
 constexpr double kTolerance = 1e-3;  // float32 against the CPU kernel, relative to the largest value
 
-struct BenchDualArgs {
-  std::string device = "cuda", inner = "linear";
-  int64_t batch = 16, heads = 12, mini_batch = 16, head_dim = 64, hidden = 0;  // hidden 0: 4 × head_dim
-  int64_t units = 0;  // > 0: the dual form over that many units, scan kernel against unit by unit
-  int reps = 5;
-  bool phases = true;
-  bool check_only = false;
-  bool json = false;
-};
 
 // W (B, H, f, f), bias (B, H, 1, f), xq, xk, xv (B, H, b, f), η (B, H, b, b) lower triangle, γ, β (1, H, 1, f), as a
 // TTT-Linear layer passes them (xq, xk, xv as views of (B, b, H, f) projections: rows H·f apart, as a mini-batch's
@@ -53,7 +45,7 @@ struct Operands {
   Tensor W, bias, xq, xk, xv, eta, gamma, beta, dy;
 };
 
-Operands make(const BenchDualArgs& o) {
+Operands make(const DualBenchOptions& o) {
   Generator gen(7);
   const int64_t B = o.batch, H = o.heads, b = o.mini_batch, f = o.head_dim;
   auto n = [&](Shape s, double sd, double mean = 0) { return gen.normal(s, mean, sd, DType::F32); };
@@ -112,7 +104,7 @@ struct Row {
   double us, gflops, err;  // err < 0: not checked (a partial kernel)
 };
 
-void print(const Row& r, const BenchDualArgs& o, const std::string& where, bool json) {
+void print(const Row& r, const DualBenchOptions& o, const std::string& where, bool json) {
   if (json) {
     using J = nlohmann::ordered_json;
     J j = {{"bench", "dual"}, {"pass", r.pass}, {"scratch", r.mode},
@@ -130,13 +122,9 @@ void print(const Row& r, const BenchDualArgs& o, const std::string& where, bool 
   std::fflush(stdout);
 }
 
-void run_bench(const BenchDualArgs& o) {
-  if (o.units > 0)
-    return run_bench_scan_dual({o.device, o.batch, o.heads, o.mini_batch, o.head_dim, o.units, o.reps, o.check_only,
-                                o.json, o.inner == "mlp" ? (o.hidden > 0 ? o.hidden : 4 * o.head_dim) : 0});
-  if (o.inner == "mlp")
-    return run_bench_mlp_dual({o.device, o.batch, o.heads, o.mini_batch, o.head_dim,
-                               o.hidden > 0 ? o.hidden : 4 * o.head_dim, o.reps, o.check_only, o.json});
+void run_bench(const DualBenchOptions& o) {
+  if (o.units > 0) return run_bench_scan_dual(o);
+  if (o.inner == "mlp") return run_bench_mlp_dual(o);
   if (o.check_only && o.device != "cuda")
     throw std::invalid_argument("bench dual: --check-only needs --device cuda (on the CPU the kernel is the reference)");
   const Device d = use_device(o.device);
@@ -216,7 +204,7 @@ void run_bench(const BenchDualArgs& o) {
 
 void register_bench_dual(CLI::App& bench) {
   using namespace cmd_bench_dual;
-  auto opts = std::make_shared<BenchDualArgs>();
+  auto opts = std::make_shared<DualBenchOptions>();
   CLI::App* sub = bench.add_subcommand(
       "dual", "The fused TTT dual-form kernel (TTT-Linear, or TTT-MLP with --inner mlp): us per call, GFLOP/s, checked "
               "against the CPU, phase by phase");
