@@ -83,6 +83,9 @@ void sum_unit_gamma_parts(const Tensor& parts, const Tensor& sums, int64_t units
 int64_t scan_backward_units_per_launch(int64_t G, int64_t P, int64_t n);
 // The head chunks sum_unit_gamma_parts' scratch holds per unit.
 int64_t gamma_head_chunks(int64_t G);
+// The dual-form kernels' products for this run (cuda_dual_options().unroll): 1, 2, 4, kDualTiles or kDualMma; any
+// other value (a mistyped PONDER_CUDA_DUAL_UNROLL) throws, naming op and the variable (ttt_dual.cu).
+int dual_unroll(const char* op);
 // TTT-MLP's dual form over every unit (tensor/backend.h's MlpScanOperands; ttt_mlp_dual.cu): one launch for the
 // forward, one per block of units for the backward. dy[0] is dout units-first (n, G, b, f), dy[1 …] the last
 // unit's weights' upstream.

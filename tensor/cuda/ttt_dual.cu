@@ -96,14 +96,7 @@ K pick(int unroll, K kt, K k1, K k2, K k4, K kmma) {
     case 1: return k1;
     case 2: return k2;
     case 4: return k4;
-    case kDualMma: return kmma;
-    default: {
-      const char* env = std::getenv("PONDER_CUDA_DUAL_UNROLL");
-      throw std::invalid_argument("ttt_linear_dual (CUDA): unroll " + std::to_string(unroll) +
-                                  (env ? " (PONDER_CUDA_DUAL_UNROLL=" + std::string(env) + ")" : std::string()) +
-                                  " must be 1, 2, 4, tiles (" + std::to_string(kDualTiles) + ") or mma (" +
-                                  std::to_string(kDualMma) + ")");
-    }
+    default: return kmma;  // kDualMma: dual_unroll checked it
   }
 }
 
@@ -175,6 +168,16 @@ dual::Args<T> args(const DualOperands& o, bool forward, Tensor& scratch, Tensor&
 
 }  // namespace
 
+int dual_unroll(const char* op) {
+  const int u = g_dual_options.unroll;
+  if (u == kDualTiles || u == 1 || u == 2 || u == 4 || u == kDualMma) return u;
+  const char* env = std::getenv("PONDER_CUDA_DUAL_UNROLL");
+  throw std::invalid_argument(std::string(op) + " (CUDA): unroll " + std::to_string(u) +
+                              (env ? " (PONDER_CUDA_DUAL_UNROLL=" + std::string(env) + ")" : std::string()) +
+                              " must be 1, 2, 4, tiles (" + std::to_string(kDualTiles) + ") or mma (" +
+                              std::to_string(kDualMma) + ")");
+}
+
 void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
   const int64_t G = head_count(o);  // checked against the grid in args() before it is narrowed
   if (G == 0) return;
@@ -183,7 +186,7 @@ void ttt_linear_dual(const Tensor& y, const DualOperands& o) {
     size_t smem = 0;
     dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
     a.y = y.data<scalar_t>();
-    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(dual_forward_kernel));
+    const auto kernel = pick(dual_unroll("ttt_linear_dual"), DUAL_KERNELS(dual_forward_kernel));
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_forward_kernel", __FILE__, __LINE__);
@@ -208,7 +211,7 @@ void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands
     a.dv = g[4].data<scalar_t>();
     a.deta = g[5].data<scalar_t>();
     a.parts = parts.data<double>();
-    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(dual_backward_kernel));
+    const auto kernel = pick(dual_unroll("ttt_linear_dual_backward"), DUAL_KERNELS(dual_backward_kernel));
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "dual_backward_kernel", __FILE__, __LINE__);
@@ -259,7 +262,7 @@ void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& so) {
     Tensor scratch, dscratch;
     size_t smem = 0;
     const dual::Args<scalar_t> a = args<scalar_t>(o, true, scratch, dscratch, smem);
-    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(scan_forward_kernel));
+    const auto kernel = pick(dual_unroll("ttt_linear_scan"), DUAL_KERNELS(scan_forward_kernel));
     allow_shared(kernel, smem);
     kernel<<<unsigned(G), kDualThreads, smem, stream()>>>(a, scan_of<scalar_t>(so, Y, S));
     cuda_check_at(cudaGetLastError(), "scan_forward_kernel", __FILE__, __LINE__);
@@ -302,7 +305,7 @@ void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands
     a.parts = parts.data<double>();
     dual::Scan<scalar_t> s = scan_of<scalar_t>(so, Y, S);
     s.sdout = step_dout, s.cW = carry_w.data<scalar_t>(), s.cb = carry_b.data<scalar_t>();
-    const auto kernel = pick(g_dual_options.unroll, DUAL_KERNELS(scan_backward_kernel));
+    const auto kernel = pick(dual_unroll("ttt_linear_scan_backward"), DUAL_KERNELS(scan_backward_kernel));
     allow_shared(kernel, smem);
     for (int64_t hi = n - 1; hi >= 0; hi -= per) {
       s.hi = hi, s.lo = std::max<int64_t>(0, hi - per + 1);

@@ -23,13 +23,15 @@ namespace {
 constexpr int kMlpThreads = 256;
 
 // The kernels' products: U = 1 (one output per thread) or, in float32 when the options ask for it
-// (PONDER_CUDA_DUAL_UNROLL=mma), dual::kMma on the tensor cores. pick_mlp chooses between the two instantiations.
+// (PONDER_CUDA_DUAL_UNROLL=mma), dual::kMma on the tensor cores; the other unrolls leave TTT-MLP at 1. pick_mlp
+// chooses between the two instantiations MLP_KERNELS lists.
 template <class T>
 constexpr int kMlpMma = std::is_same_v<T, float> ? dual::kMma : 1;
 template <class K>
-K pick_mlp(K one, K mma) {
-  return cuda_dual_options().unroll == kDualMma ? mma : one;
+K pick_mlp(const char* op, K one, K mma) {
+  return dual_unroll(op) == kDualMma ? mma : one;
 }
+#define MLP_KERNELS(k) k<scalar_t, 1>, k<scalar_t, kMlpMma<scalar_t>>
 
 template <class T, int U>
 __global__ void __launch_bounds__(kMlpThreads) mlp_forward_kernel(mlp::Args<T> a) {
@@ -113,7 +115,7 @@ void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const Mlp
     mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
     a.out = y[0].data<scalar_t>(), a.W1o = y[1].data<scalar_t>(), a.b1o = y[2].data<scalar_t>();
     a.W2o = y[3].data<scalar_t>(), a.b2o = y[4].data<scalar_t>();
-    const auto kernel = pick_mlp(mlp_forward_kernel<scalar_t, 1>, mlp_forward_kernel<scalar_t, kMlpMma<scalar_t>>);
+    const auto kernel = pick_mlp("ttt_mlp_dual", MLP_KERNELS(mlp_forward_kernel));
     kernel<<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "mlp_forward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_forward_kernel", __FILE__, __LINE__);
@@ -129,7 +131,7 @@ void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperand
     Tensor scratch, dscratch;
     mlp::Args<scalar_t> a = args<scalar_t>(o, saved, scratch, dscratch);
     backward_pointers(a, g, dy, parts);
-    const auto kernel = pick_mlp(mlp_backward_kernel<scalar_t, 1>, mlp_backward_kernel<scalar_t, kMlpMma<scalar_t>>);
+    const auto kernel = pick_mlp("ttt_mlp_dual_backward", MLP_KERNELS(mlp_backward_kernel));
     kernel<<<unsigned(G), kMlpThreads, 0, stream()>>>(a);
     cuda_check_at(cudaGetLastError(), "mlp_backward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_backward_kernel", __FILE__, __LINE__);
@@ -155,8 +157,7 @@ void ttt_mlp_scan(const std::array<Tensor, 5>& Y, const Tensor& S, const MlpScan
   PONDER_DISPATCH_FLOAT(so.first.xq.dtype(), "ttt_mlp_scan", [&] {
     Tensor scratch, dscratch;
     const mlp::Args<scalar_t> a = args<scalar_t>(so.first, S, scratch, dscratch);  // saved: unit 0's part of S
-    const auto kernel =
-        pick_mlp(mlp_scan_forward_kernel<scalar_t, 1>, mlp_scan_forward_kernel<scalar_t, kMlpMma<scalar_t>>);
+    const auto kernel = pick_mlp("ttt_mlp_scan", MLP_KERNELS(mlp_scan_forward_kernel));
     kernel<<<unsigned(G), kMlpThreads, 0, stream()>>>(a, scan_of<scalar_t>(so, Y, S));
     cuda_check_at(cudaGetLastError(), "mlp_scan_forward_kernel", __FILE__, __LINE__);
     debug_sync("mlp_scan_forward_kernel", __FILE__, __LINE__);
@@ -180,8 +181,7 @@ void ttt_mlp_scan_backward(const std::array<Tensor, 10>& g, const MlpScanOperand
     mlp::Scan<scalar_t> s = scan_of<scalar_t>(so, Y, S);
     s.cW1 = cW1.data<scalar_t>(), s.cb1 = cb1.data<scalar_t>(), s.cW2 = cW2.data<scalar_t>();
     s.cb2 = cb2.data<scalar_t>();
-    const auto kernel =
-        pick_mlp(mlp_scan_backward_kernel<scalar_t, 1>, mlp_scan_backward_kernel<scalar_t, kMlpMma<scalar_t>>);
+    const auto kernel = pick_mlp("ttt_mlp_scan_backward", MLP_KERNELS(mlp_scan_backward_kernel));
     for (int64_t hi = n - 1; hi >= 0; hi -= per) {
       s.hi = hi, s.lo = std::max<int64_t>(0, hi - per + 1);
       fill(parts, 0.0);
