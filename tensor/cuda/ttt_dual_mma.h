@@ -128,6 +128,9 @@ template <int S, class Init, class A, class B, class Store>
 PONDER_HD void mma_sums(int64_t rows, int64_t w, int64_t K, int tid, int nt, Init init, A a, B b, Store store) {
   const int lane = tid & 31;
   const int64_t tw = w / 8, tiles = rows / 16 * tw;
+#ifdef __CUDA_ARCH__
+  __syncwarp();  // mma.sync.aligned needs the warp's lanes converged; a phase's loops before this may leave them apart
+#endif
   for (int64_t x = tid >> 5; x < tiles; x += nt >> 5) {
     const int64_t i0 = x / tw * 16, c0 = x % tw * 8;
     float acc[S][4];

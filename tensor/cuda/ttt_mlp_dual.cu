@@ -7,9 +7,9 @@
 // scheduling. A first version: its products are the TTT-Linear body's loops at one output per thread, with no
 // shared-memory staging, or with PONDER_CUDA_DUAL_UNROLL=mma (float32) on the tensor cores (ttt_dual_mma.h).
 #include <algorithm>
-#include <type_traits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/cuda.h"
