@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <type_traits>
 
@@ -23,6 +24,7 @@
 #include "autograd/nn.h"
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
+#include "cuda_emulation.h"
 #include "model_fixtures.h"
 #include "op_table_checks.h"
 #include "tensor/cuda/allocator.h"
@@ -354,13 +356,14 @@ TEST_CASE("to_device_keep_layout keeps a view's strides and offset") {
 
 namespace {
 // The CUDA dual-form kernels' phases (tensor/cuda/ttt_dual_body.h) run on the CPU: every head, every phase, every
-// thread of a block of nt in turn, the phase boundary standing for the block barrier.
+// thread of a block of nt in turn, the phase boundary standing for the block barrier (tests/cuda_emulation.h: in the
+// emulation's order of heads and threads).
 template <int U, class T>
 void simulate_dual_u(dual::Args<T>& a, int64_t G, bool forward, int nt) {
-  for (int64_t g = 0; g < G; ++g)
-    for (int ph = 0; ph < (forward ? dual::kForwardPhases : dual::kBackwardPhases); ++ph)
-      for (int tid = 0; tid < nt; ++tid)
-        forward ? dual::forward_phase<U>(a, g, ph, tid, nt) : dual::backward_phase<U>(a, g, ph, tid, nt);
+  for (int64_t g : emu::in_order(G))
+    emu::run_block(forward ? dual::kForwardPhases : dual::kBackwardPhases, nt, [&](int ph, int tid) {
+      forward ? dual::forward_phase<U>(a, g, ph, tid, nt) : dual::backward_phase<U>(a, g, ph, tid, nt);
+    });
 }
 // unroll: the products' outputs in flight per thread (1, 2 or 4), dual::kTiles or dual::kMma (tensor-core products,
 // emulated), as the kernel instantiations.
@@ -399,13 +402,16 @@ Tensor scattered(const Tensor& x, bool rows_apart) {
 }
 
 // The largest |got − want| over the forward's outputs (y and the saved intermediates) and over the backward's eight
-// gradients (with the intermediates saved and recomputed), and where each was; NaN wins.
+// gradients (with the intermediates saved and recomputed), and where each was; NaN wins. digest: the bits of every
+// result added, for the order check (tests/cuda_emulation.h).
 struct DualErrors {
   double forward = 0, backward = 0;
   std::string forward_at, backward_at;
+  uint64_t digest = emu::digest(std::vector<char>{});
   template <class T>
   void add(bool fwd, const std::vector<T>& got, const std::vector<double>& want, const std::string& what) {
     REQUIRE(got.size() == want.size());
+    digest = emu::digest(got, digest);
     double& worst = fwd ? forward : backward;
     for (size_t i = 0; i < got.size(); ++i) {
       const double d = std::abs(got[i] - want[i]);
@@ -447,9 +453,11 @@ DualErrors dual_phase_errors(const Shape& gs, int64_t f, int nt, bool block, boo
   for (int d = 0; d < 3; ++d)
     a.rows.size[d] = c.xq.shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
   a.b = b, a.f = f, a.P = gamma.numel(), a.eps = 1e-5;
-  std::vector<T> sv(size_t(G * dual::saved_size(b, f))), sc(size_t((block ? 1 : G) * dual::scratch_t(b, f))),
-      ys(size_t(G * (b + f + 1) * f));
-  std::vector<double> sd(size_t((block ? 1 : G) * dual::scratch_d(b, f)));
+  // The scratch starts as NaN (the GPU's shared memory holds whatever was there), so a phase that reads what no
+  // earlier phase wrote shows in the results.
+  std::vector<T> sv(size_t(G * dual::saved_size(b, f))),
+      sc(size_t((block ? 1 : G) * dual::scratch_t(b, f)), T(std::nan(""))), ys(size_t(G * (b + f + 1) * f));
+  std::vector<double> sd(size_t((block ? 1 : G) * dual::scratch_d(b, f)), std::nan(""));
   a.scratch = sc.data(), a.dscr = sd.data(), a.y = ys.data();  // as the GPU's forward
   a.block_scratch = block;
   a.saved = block ? nullptr : sv.data(), a.saved_out = block ? sv.data() : nullptr;
@@ -716,11 +724,11 @@ void simulate_scan(ScanRun& r, bool forward, double* dgam, double* dbet) {
   auto units = [&](int64_t lo, int64_t hi) {
     for (int64_t i = 0; i <= hi - lo; ++i) {
       const int64_t u = forward ? lo + i : hi - i;
-      for (int64_t g = 0; g < r.G; ++g)
-        for (int ph = 0; ph < (forward ? dual::kForwardPhases : dual::kBackwardPhases); ++ph)
-          for (int tid = 0; tid < r.nt; ++tid)
-            forward ? dual::scan_forward_phase<U>(r.a, r.s, u, g, ph, tid, r.nt)
-                    : dual::scan_backward_phase<U>(r.a, r.s, u, g, ph, tid, r.nt);
+      for (int64_t g : emu::in_order(r.G))
+        emu::run_block(forward ? dual::kForwardPhases : dual::kBackwardPhases, r.nt, [&](int ph, int tid) {
+          forward ? dual::scan_forward_phase<U>(r.a, r.s, u, g, ph, tid, r.nt)
+                  : dual::scan_backward_phase<U>(r.a, r.s, u, g, ph, tid, r.nt);
+        });
     }
   };
   if (forward) return units(0, r.s.units - 1);
@@ -765,8 +773,9 @@ DualErrors scan_phase_errors(int64_t f, int nt, bool block, int unroll) {
   a.rows.nd = 3;
   for (int d = 0; d < 3; ++d) a.rows.size[d] = ge.shape()[size_t(d)], a.rows.stride[d] = ge.strides()[size_t(d)];
   a.b = b, a.f = f, a.P = gamma.numel(), a.eps = 1e-5;
-  std::vector<double> ys(size_t(Y.numel())), sv(size_t(S.numel())), sc(size_t((block ? 1 : G) * dual::scratch_t(b, f))),
-      sd(size_t((block ? 1 : G) * dual::scratch_d(b, f)));
+  std::vector<double> ys(size_t(Y.numel())), sv(size_t(S.numel())),
+      sc(size_t((block ? 1 : G) * dual::scratch_t(b, f)), std::nan("")),  // NaN: as dual_phase_errors
+      sd(size_t((block ? 1 : G) * dual::scratch_d(b, f)), std::nan(""));
   a.scratch = sc.data(), a.dscr = sd.data(), a.block_scratch = block;
   (block ? a.saved_out : a.saved) = sv.data();  // as the backend's args() leaves them for a forward
   r.s.units = n, r.s.lo = 0, r.s.hi = n - 1, r.s.G = G, r.s.Y = ys.data(), r.s.S = sv.data();
@@ -903,11 +912,8 @@ namespace {
 // TTT-Linear ones: every head, every phase, every thread of a block of nt in turn; U: the products' (1 or dual::kMma).
 template <int U = 1, class T>
 void simulate_mlp(mlp::Args<T>& a, int64_t G, bool forward, int nt) {
-  auto run = [&](int phases, auto phase) {
-    for (int ph = 0; ph < phases; ++ph)
-      for (int tid = 0; tid < nt; ++tid) phase(ph, tid);
-  };
-  for (int64_t g = 0; g < G; ++g) {
+  auto run = [&](int phases, auto phase) { emu::run_block(phases, nt, phase); };
+  for (int64_t g : emu::in_order(G)) {
     if (forward) {
       run(mlp::kForwardPhases, [&](int ph, int tid) { mlp::forward_phase<U>(a, g, ph, tid, nt); });
       continue;
@@ -949,8 +955,9 @@ DualErrors mlp_phase_errors(const Shape& gs, int64_t f, int64_t h, int nt, int64
     for (size_t i = 0; i < g.size() && i < w.size(); ++i) g[i] /= scale, w[i] /= scale;
     err.add(fwd, g, w, what);
   };
-  std::vector<T> sv(size_t(G * mlp::saved_size(b, f, h))), sc(size_t(G * mlp::scratch_t(b, f, h, false)));
-  std::vector<double> sd(size_t(G * mlp::scratch_d(b, f)));
+  std::vector<T> sv(size_t(G * mlp::saved_size(b, f, h))),
+      sc(size_t(G * mlp::scratch_t(b, f, h, false)), T(std::nan("")));  // NaN: as dual_phase_errors
+  std::vector<double> sd(size_t(G * mlp::scratch_d(b, f)), std::nan(""));
   std::vector<std::vector<T>> out(5);
   for (size_t i = 0; i < 5; ++i) out[i].assign(size_t(y[i].numel()), T(-7));
   a.saved = sv.data(), a.scratch = sc.data(), a.dscr = sd.data();
@@ -1059,8 +1066,8 @@ DualErrors mlp_scan_phase_errors(int64_t f, int64_t h, int nt) {
   a.b = b, a.f = f, a.h = h, a.P = x[8].numel(), a.eps = 1e-5;
   std::vector<std::vector<double>> yo(5);
   for (size_t i = 0; i < 5; ++i) yo[i].assign(size_t(Y[i].numel()), -7.0);
-  std::vector<double> sv(size_t(S.numel()), -7.0), sc(size_t(G * mlp::scratch_t(b, f, h, true))),
-      sd(size_t(G * mlp::scratch_d(b, f)));
+  std::vector<double> sv(size_t(S.numel()), -7.0), sc(size_t(G * mlp::scratch_t(b, f, h, true)), std::nan("")),
+      sd(size_t(G * mlp::scratch_d(b, f)), std::nan(""));
   a.saved = sv.data(), a.scratch = sc.data(), a.dscr = sd.data();
   mlp::Scan<double> s;
   s.units = n, s.lo = 0, s.hi = n - 1, s.G = G, s.S = sv.data();
@@ -1068,11 +1075,11 @@ DualErrors mlp_scan_phase_errors(int64_t f, int64_t h, int nt) {
   auto units = [&](int64_t hi, int64_t lo, bool forward) {
     for (int64_t i = 0; i <= hi - lo; ++i) {
       const int64_t u = forward ? lo + i : hi - i;
-      for (int64_t g = 0; g < G; ++g)
-        for (int ph = 0; ph < (forward ? mlp::kForwardPhases : mlp::kBackwardPhases); ++ph)
-          for (int tid = 0; tid < nt; ++tid)
-            forward ? mlp::scan_forward_phase<1>(a, s, u, g, ph, tid, nt)
-                    : mlp::scan_backward_phase<1>(a, s, u, g, ph, tid, nt);
+      for (int64_t g : emu::in_order(G))
+        emu::run_block(forward ? mlp::kForwardPhases : mlp::kBackwardPhases, nt, [&](int ph, int tid) {
+          forward ? mlp::scan_forward_phase<1>(a, s, u, g, ph, tid, nt)
+                  : mlp::scan_backward_phase<1>(a, s, u, g, ph, tid, nt);
+        });
     }
   };
   units(n - 1, 0, true);
@@ -1178,18 +1185,22 @@ namespace {
 void simulate_attn(attn::Args<double>& a, attn::Kind kind, int nt) {
   std::vector<double> sc(size_t(attn::scratch_t(kind, a.f))), sd(size_t(4 * attn::kRows));
   a.scratch = sc.data(), a.dscr = sd.data();
-  for (int64_t b = 0; b < attn::blocks(kind, a); ++b) {
+  for (int64_t b : emu::in_order(attn::blocks(kind, a))) {
     std::fill(sc.begin(), sc.end(), std::nan(""));
     std::fill(sd.begin(), sd.end(), std::nan(""));
-    const int n = attn::phases(kind, a, b);
-    for (int ph = 0; ph < n; ++ph)
-      for (int tid = 0; tid < nt; ++tid) attn::phase(kind, a, b, ph, tid, nt);
+    emu::run_block(attn::phases(kind, a, b), nt, [&](int ph, int tid) { attn::phase(kind, a, b, ph, tid, nt); });
   }
 }
 
-// The largest |got − want| over max(1, max |want|) of the kernels' y, lse, dq, dk, dv against the CPU kernel's, G
-// heads of n queries and Tk keys of width f.
-double attn_phase_error(const AttnGeometry& geo, int64_t n, int64_t Tk, int64_t f, int nt) {
+// The largest |got − want| over max(1, max |want|) of a kernel's results against the CPU kernel's, and the digest
+// of their bits (the order check: tests/cuda_emulation.h).
+struct PhaseError {
+  double worst = 0;
+  uint64_t digest = 0;
+};
+
+// PhaseError of the attention kernels' y, lse, dq, dk, dv, G heads of n queries and Tk keys of width f.
+PhaseError attn_phase_error(const AttnGeometry& geo, int64_t n, int64_t Tk, int64_t f, int nt) {
   Generator gen(29);
   const int64_t G = 3;
   const Tensor q = gen.normal({G, n, f}, 0, 1, DType::F64), k = gen.normal({G, Tk, f}, 0, 1, DType::F64),
@@ -1209,8 +1220,9 @@ double attn_phase_error(const AttnGeometry& geo, int64_t n, int64_t Tk, int64_t 
   simulate_attn(a, attn::Kind::Dq, nt);
   simulate_attn(a, attn::Kind::Dkv, nt);
   const Tensor* ref[5] = {&y, &lse, &want[0], &want[1], &want[2]};
-  double worst = 0;
+  PhaseError out{0, emu::digest(std::vector<char>{})};
   for (size_t i = 0; i < 5; ++i) {
+    out.digest = emu::digest(got[i], out.digest);
     const std::vector<double> w = ref[i]->to_vector();
     REQUIRE(w.size() == got[i].size());
     double scale = 1, err = 0;
@@ -1220,17 +1232,17 @@ double attn_phase_error(const AttnGeometry& geo, int64_t n, int64_t Tk, int64_t 
     }
     INFO("result ", i);
     CHECK(err / scale <= 1e-12);
-    worst = std::max(worst, err / scale);
+    out.worst = std::max(out.worst, err / scale);
   }
-  return worst;
+  return out;
 }
 }  // namespace
 
 namespace {
-// The largest |got − want| over max(1, max |want|) of the CUDA prefix-mode kernels' phases, run thread by thread on
-// the CPU (nt threads, every head in turn), against the CPU kernel: the forward's A and saved steps, the backward's
-// six gradients. γ of shape gs; the scratch NaN-filled first, so a phase that reads what none wrote shows.
-double prefix_phase_error(const Shape& gs, int64_t b, int64_t f, int steps, int nt) {
+// PhaseError of the CUDA prefix-mode kernels' phases, run thread by thread on the CPU (nt threads, every head in
+// turn), against the CPU kernel: the forward's A and saved steps, the backward's six gradients. γ of shape gs; the
+// scratch NaN-filled first, so a phase that reads what none wrote shows.
+PhaseError prefix_phase_error(const Shape& gs, int64_t b, int64_t f, int steps, int nt) {
   Generator gen(31);
   const int64_t B = 2, H = 3, G = B * H, P = prefix::pairs(b);
   const Tensor z0 = gen.normal({B, H, b, f}, 0, 1, DType::F64), t = gen.normal({B, H, b, f}, 0, 1, DType::F64),
@@ -1251,9 +1263,7 @@ double prefix_phase_error(const Shape& gs, int64_t b, int64_t f, int steps, int 
       out(size_t(a_want.numel()), -7.0), parts(size_t(G * 2 * a.Pg), 0.0);
   a.scratch = sc.data(), a.dscr = sd.data(), a.saved = sv.data(), a.a = out.data();
   auto run = [&](int phases, auto phase) {
-    for (int64_t g = 0; g < G; ++g)
-      for (int ph = 0; ph < phases; ++ph)
-        for (int tid = 0; tid < nt; ++tid) phase(g, ph, tid);
+    for (int64_t g : emu::in_order(G)) emu::run_block(phases, nt, [&](int ph, int tid) { phase(g, ph, tid); });
   };
   run(prefix::forward_phases(steps), [&](int64_t g, int ph, int tid) { prefix::forward_phase(a, g, ph, tid, nt); });
   std::vector<std::vector<double>> got{out, sv};
@@ -1271,8 +1281,9 @@ double prefix_phase_error(const Shape& gs, int64_t b, int64_t f, int steps, int 
   std::vector<double> sums(size_t(Q * 2 * a.Pg));
   for (int64_t x = 0; x < Q * a.Pg; ++x) dual::sum_gamma_chunk(parts.data(), G, a.Pg, chunk, sums.data(), x);
   for (int64_t j = 0; j < a.Pg; ++j) dual::sum_gamma_parts(sums.data(), Q, a.Pg, got[6].data(), got[7].data(), j);
-  double worst = 0;
+  PhaseError res{0, emu::digest(std::vector<char>{})};
   for (size_t i = 0; i < got.size(); ++i) {
+    res.digest = emu::digest(got[i], res.digest);
     const std::vector<double> wv = want[i].to_vector();
     REQUIRE(wv.size() == got[i].size());
     double scale = 1, err = 0;
@@ -1282,9 +1293,9 @@ double prefix_phase_error(const Shape& gs, int64_t b, int64_t f, int steps, int 
     }
     INFO("result ", i, " (a, saved, dz0, dt, dneg_m, dw, dgamma, dbeta)");
     CHECK(err / scale <= 1e-12);
-    worst = std::max(worst, err / scale);
+    res.worst = std::max(res.worst, err / scale);
   }
-  return worst;
+  return res;
 }
 }  // namespace
 
@@ -1301,7 +1312,7 @@ TEST_CASE("cuda: the prefix-mode kernel's phases, run on the CPU, equal the CPU 
             CAPTURE(shape_str(gs));
             CAPTURE(steps);
             CAPTURE(nt);
-            CHECK(prefix_phase_error(gs, b, f, steps, nt) <= 1e-12);  // the worst of the eight results
+            CHECK(prefix_phase_error(gs, b, f, steps, nt).worst <= 1e-12);  // the worst of the eight results
           }
 }
 
@@ -1323,7 +1334,7 @@ TEST_CASE("cuda: the attention kernels' phases, run on the CPU, equal the CPU ke
         CAPTURE(c.n);
         CAPTURE(f);
         CAPTURE(nt);
-        CHECK(attn_phase_error(c.geo, c.n, c.Tk, f, nt) <= 1e-12);  // the worst of the five results
+        CHECK(attn_phase_error(c.geo, c.n, c.Tk, f, nt).worst <= 1e-12);  // the worst of the five results
       }
   // seers() against a scan: the queries that see a key of each key tile.
   for (const Case& c : cases)
@@ -1339,6 +1350,86 @@ TEST_CASE("cuda: the attention kernels' phases, run on the CPU, equal the CPU ke
       CHECK(s.lo == (hi > lo ? lo : s.lo));
       CHECK(s.hi - s.lo == std::max<int64_t>(0, hi - lo));
     }
+}
+
+namespace {
+// The bits of a spread of the kernels' emulated runs (their DualErrors and PhaseError digests) in the emulation's
+// current order: TTT-Linear one unit (row stages of several column chunks, global and block scratch, every unroll,
+// tensor-core products at b 16 on four warps) and its scan, TTT-MLP one unit (loops and tensor cores) and its scan,
+// prefix mode, attention with a window and behind a cache.
+std::vector<uint64_t> phase_digests() {
+  std::vector<uint64_t> d;
+  for (bool block : {false, true}) {
+    for (int unroll : {dual::kTiles, 1, 2, 4})
+      d.push_back(dual_phase_errors(Shape{1, 3, 1, 19}, 19, 64, block, true, unroll).digest);
+    d.push_back(dual_phase_errors(Shape{2, 3, 4, 8}, 8, 3, block, false, dual::kTiles).digest);
+    d.push_back(dual_phase_errors<float>(Shape{1, 3, 1, 16}, 16, 128, block, true, dual::kMma, 16).digest);
+    for (int unroll : {dual::kTiles, 1}) d.push_back(scan_phase_errors(8, 64, block, unroll).digest);
+  }
+  d.push_back(mlp_phase_errors(Shape{1, 3, 1, 19}, 19, 41, 64).digest);
+  d.push_back(mlp_phase_errors<float, dual::kMma>(Shape{1, 3, 1, 16}, 16, 64, 128, 16).digest);
+  d.push_back(mlp_scan_phase_errors(19, 41, 64).digest);
+  d.push_back(prefix_phase_error(Shape{1, 3, 1, 19}, 5, 19, 2, 64).digest);
+  d.push_back(attn_phase_error({0.3, 0, 0, 5}, 40, 40, 19, 64).digest);
+  d.push_back(attn_phase_error({0.25, 10, 4, 7}, 20, 26, 19, 64).digest);
+  return d;
+}
+
+// Whether leaving out the barrier after phase p (tests/cuda_emulation.h, drop_barrier) changes the bits of some
+// order, in either of two TTT-Linear cases (row stages in three column chunks; tensor-core products at b 16) or, for
+// mlp, two TTT-MLP cases.
+bool dropped_barrier_caught(int p, bool mlp) {
+  for (int c = 0; c < 2; ++c) {
+    std::vector<uint64_t> d;
+    for (emu::Order o : {emu::Order::Ascending, emu::Order::Descending, emu::Order::Shuffled}) {
+      emu::Scoped scope({o, p});
+      if (mlp)
+        d.push_back(c == 0 ? mlp_phase_errors(Shape{1, 3, 1, 19}, 19, 41, 64).digest
+                           : mlp_phase_errors<float, dual::kMma>(Shape{1, 3, 1, 16}, 16, 64, 128, 16).digest);
+      else
+        d.push_back(c == 0 ? dual_phase_errors(Shape{1, 3, 1, 19}, 19, 64, true, true, 1).digest
+                           : dual_phase_errors<float>(Shape{1, 3, 1, 16}, 16, 128, true, true, dual::kMma, 16).digest);
+    }
+    if (d[1] != d[0] || d[2] != d[0]) return true;
+  }
+  return false;
+}
+}  // namespace
+
+// A race check where there is no GPU: on a GPU a phase's threads and a launch's blocks run at once, so the kernels'
+// phases must give the same bits whichever order the emulation runs them in (tests/cuda_emulation.h): ascending,
+// descending and shuffled, heads and threads alike.
+TEST_CASE("cuda: the kernels' phases give the same bits in every order of their threads and blocks (race check)") {
+  const std::vector<uint64_t> want = phase_digests();
+  for (emu::Order o : {emu::Order::Descending, emu::Order::Shuffled}) {
+    CAPTURE(emu::order_name(o));
+    emu::Scoped scope({o, -1});
+    const std::vector<uint64_t> got = phase_digests();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(got[i] == want[i]);
+    }
+  }
+}
+
+// The race check finds a missing barrier (planted: the barrier after phase p left out, each thread running phases
+// p and p + 1 back to back): after every phase of the TTT-Linear and TTT-MLP kernels whose results a thread of the
+// next phase reads, some order gives other bits. Ascending order alone misses some of them: at f 8 with block
+// scratch, TTT-Linear without the barrier after phase 5 or 10 still gives the right values. The barriers the check does
+// not need are those where the next phase reads nothing the phase wrote: after the VJP's C sums (the E, F sums that
+// follow read the same inputs), after the last products (the dγ, dβ parts that follow read the rows' terms written
+// before them) and, in TTT-MLP, after dk −= dv (the W2 products that follow do not read dk).
+TEST_CASE("cuda: the race check catches a barrier left out (planted) wherever the next phase depends on it") {
+  const std::set<int> free_linear{19, 22}, free_mlp{19, 22, 25};
+  for (int p = 0; p + 1 < dual::kBackwardPhases; ++p) {
+    CAPTURE(p);
+    CHECK(dropped_barrier_caught(p, false) == !free_linear.count(p));
+  }
+  for (int p = 0; p + 1 < mlp::kBackwardPhases; ++p) {
+    CAPTURE(p);
+    CHECK(dropped_barrier_caught(p, true) == !free_mlp.count(p));
+  }
 }
 
 TEST_CASE("cuda: the op table passes on the GPU (forward f32/f64, gradcheck and gradgradcheck in f64)") {
