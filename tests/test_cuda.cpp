@@ -16,7 +16,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <set>
 #include <string>
 #include <type_traits>
 
@@ -1414,21 +1413,20 @@ TEST_CASE("cuda: the kernels' phases give the same bits in every order of their 
 }
 
 // The race check finds a missing barrier (planted: the barrier after phase p left out, each thread running phases
-// p and p + 1 back to back): after every phase of the TTT-Linear and TTT-MLP kernels whose results a thread of the
-// next phase reads, some order gives other bits. Ascending order alone misses some of them: at f 8 with block
-// scratch, TTT-Linear without the barrier after phase 5 or 10 still gives the right values. The barriers the check does
-// not need are those where the next phase reads nothing the phase wrote: after the VJP's C sums (the E, F sums that
-// follow read the same inputs), after the last products (the dγ, dβ parts that follow read the rows' terms written
-// before them) and, in TTT-MLP, after dk −= dv (the W2 products that follow do not read dk).
-TEST_CASE("cuda: the race check catches a barrier left out (planted) wherever the next phase depends on it") {
-  const std::set<int> free_linear{19, 22}, free_mlp{19, 22, 25};
+// p and p + 1 back to back): after every phase of the TTT-Linear and TTT-MLP kernels some order gives other bits, so
+// every barrier guards a read of the phase before it. Ascending order alone misses some: at f 8 with block scratch,
+// TTT-Linear without the barrier after phase 5 or 10 still gives the right values. (This check first found five
+// barriers that guarded nothing; their phases now share one.)
+// Under the sanitizers it is left out (it checks the check, ~30 s instrumented; the race check itself runs there).
+TEST_CASE("cuda: the race check catches a barrier left out (planted) after every phase of the TTT kernels" *
+          doctest::skip(ponder::test::kSanitized)) {
   for (int p = 0; p + 1 < dual::kBackwardPhases; ++p) {
     CAPTURE(p);
-    CHECK(dropped_barrier_caught(p, false) == !free_linear.count(p));
+    CHECK(dropped_barrier_caught(p, false));
   }
   for (int p = 0; p + 1 < mlp::kBackwardPhases; ++p) {
     CAPTURE(p);
-    CHECK(dropped_barrier_caught(p, true) == !free_mlp.count(p));
+    CHECK(dropped_barrier_caught(p, true));
   }
 }
 

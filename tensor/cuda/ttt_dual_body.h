@@ -511,7 +511,7 @@ PONDER_HD void add_gamma_units(const double* sums, int64_t Q, int64_t P, const S
 }
 
 // ---- the phase lists: run(phase index) for phases 0 … count − 1 with a block barrier after each.
-constexpr int kForwardPhases = 11, kBackwardPhases = 24;
+constexpr int kForwardPhases = 11, kBackwardPhases = 22;
 
 // Forward phases 2–6 (the backward's too when nothing was saved): E and M, G = ln_l2_grad(Z, t) in stages, zb −= M·G.
 template <int U, class T>
@@ -592,11 +592,12 @@ PONDER_HD void backward_phase(const Args<T>& a, const RowGeom& rows, int64_t g, 
       break;
     case 17: stage_var(h, h.z, tid, nt); break;
     case 18: stage_l2_sums(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
-    case 19: stage_vjp_c(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
-    case 20: stage_vjp_ef(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
-    case 21: stage_vjp_out(h, h.z, h.t, static_cast<const T*>(h.dg), h.dz, o.dv, h.rg, h.rb, tid, nt); break;
-    case 22: bwd_inner_products<U>(h, db2, o, tid, nt); break;
-    case 23: bwd_gamma_parts(h, a.P, a.parts + g * 2 * a.P, tid, nt); break;
+    case 19: stage_vjp_sums(h, h.z, h.t, static_cast<const T*>(h.dg), tid, nt); break;
+    case 20: stage_vjp_out(h, h.z, h.t, static_cast<const T*>(h.dg), h.dz, o.dv, h.rg, h.rb, tid, nt); break;
+    case 21:  // the head's dγ, dβ from the rows' terms (complete after phase 20) beside the last products
+      bwd_inner_products<U>(h, db2, o, tid, nt);
+      bwd_gamma_parts(h, a.P, a.parts + g * 2 * a.P, tid, nt);
+      break;
     default: break;
   }
 }

@@ -19,7 +19,7 @@ namespace ponder::cuda::dual {
 
 constexpr int64_t kChunk = 8;  // columns per work item
 // Partial-sum slots, named as in ln_l2_grad_vjp below; kF also carries the backward's last-row sums, which are read
-// before stage E writes it.
+// before the VJP's sums (stage_vjp_sums) write it.
 enum Slot : int { kSum, kVar, kM1, kM2, kA, kB, kC, kE, kF, kSlots };
 PONDER_HD constexpr int64_t chunks(int64_t f) { return (f + kChunk - 1) / kChunk; }
 
@@ -189,28 +189,20 @@ struct VjpTerms {
     return -n.s * (m2 * double(w[i * h.f + c]) + b * r(c, xc) * g) + dgy(c, xc) * g * g;
   }
 };
+// The VJP's row sums c (kC), e and f (kE, kF) in one pass over the item's columns; each sum adds its terms in column
+// order as the two stages it replaces did, so the bits are theirs with one barrier and one VjpTerms fewer.
 template <class H, class T>
-PONDER_HD void stage_vjp_c(const H& h, const T* z, const T* t, const T* w, int tid, int nt) {
+PONDER_HD void stage_vjp_sums(const H& h, const T* z, const T* t, const T* w, int tid, int nt) {
   row_items(h, tid, nt, [&](int64_t i, int64_t j) {
     const VjpTerms<H, T> v(h, z, t, w, i);
-    double c_sum = 0;
-    PONDER_CHUNK_COLUMNS(h, j, c) {
-      const double xc = v.x(c);
-      c_sum += double(w[i * h.f + c]) * (v.n.s * (v.r(c, xc) * double(v.gm[c]) - v.m1 - xc * v.m2));
-    }
-    part(h, kC, i, j) = c_sum;
-  });
-}
-template <class H, class T>
-PONDER_HD void stage_vjp_ef(const H& h, const T* z, const T* t, const T* w, int tid, int nt) {
-  row_items(h, tid, nt, [&](int64_t i, int64_t j) {
-    const VjpTerms<H, T> v(h, z, t, w, i);
-    double e = 0, f = 0;
+    double c_sum = 0, e = 0, f = 0;
     PONDER_CHUNK_COLUMNS(h, j, c) {
       const double xc = v.x(c), d = v.dxh(c, xc);
+      c_sum += double(w[i * h.f + c]) * (v.n.s * (v.r(c, xc) * double(v.gm[c]) - v.m1 - xc * v.m2));
       e += d;
       f += d * xc;
     }
+    part(h, kC, i, j) = c_sum;
     part(h, kE, i, j) = e;
     part(h, kF, i, j) = f;
   });

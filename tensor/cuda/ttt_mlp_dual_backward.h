@@ -8,7 +8,7 @@
 namespace ponder::cuda::mlp {
 
 // The forward's phases that compute the saved intermediates; the backward's own.
-constexpr int kRecomputePhases = 14, kBackwardPhases = 27;
+constexpr int kRecomputePhases = 14, kBackwardPhases = 24;
 
 // Phases 0–13: the output norm's backward and the two combines (Zb2 through layer 2, then Zb1 through layer 1).
 template <int U, class T>
@@ -57,7 +57,7 @@ PONDER_HD void backward_combines(const Args<T>& a, const RowGeom& rows, const He
   }
 }
 
-// Phases 14–26: G1 = P⊙gelu'(Z1) and P = G2·W2ᵀ, then G2's VJP, then Z2 and Z1.
+// Phases 14–23: G1 = P⊙gelu'(Z1) and P = G2·W2ᵀ, then G2's VJP, then Z2 and Z1.
 template <int U, class T>
 PONDER_HD void backward_inner(const Args<T>& a, const Head<T>& d, int64_t g, int phase, int tid, int nt) {
   const int64_t b = d.b, f = d.f, h = d.hw;
@@ -85,16 +85,13 @@ PONDER_HD void backward_inner(const Args<T>& a, const Head<T>& d, int64_t g, int
     case 16: dual::stage_sum(d, d.z2, tid, nt); break;  // dZ2, dv = G2's VJP; dγ, dβ terms added to the rows'
     case 17: dual::stage_var(d, d.z2, tid, nt); break;
     case 18: dual::stage_l2_sums(d, d.z2, d.t, static_cast<const T*>(d.dg2), tid, nt); break;
-    case 19: dual::stage_vjp_c(d, d.z2, d.t, static_cast<const T*>(d.dg2), tid, nt); break;
-    case 20: dual::stage_vjp_ef(d, d.z2, d.t, static_cast<const T*>(d.dg2), tid, nt); break;
-    case 21: dual::stage_vjp_out(d, d.z2, d.t, static_cast<const T*>(d.dg2), d.dz2, dv, d.rg, d.rb, tid, nt); break;
-    case 22:  // dk −= dv; db2 = db2' + Σ_j (dZb2 + dZ2)
+    case 19: dual::stage_vjp_sums(d, d.z2, d.t, static_cast<const T*>(d.dg2), tid, nt); break;
+    case 20: dual::stage_vjp_out(d, d.z2, d.t, static_cast<const T*>(d.dg2), d.dz2, dv, d.rg, d.rb, tid, nt); break;
+    case 21:  // dk −= dv; db2 = db2' + Σ_j (dZb2 + dZ2); Z2 = X2·W2 + b2: dX2 += dZ2·W2ᵀ; dW2 += X2ᵀ·dZ2 (reads no dk)
       each(b * f, tid, nt, [&](int64_t x) { dk[x] -= dv[x]; });
       prod<U, T>(1, f, b, tid, nt, [&](int64_t, int64_t c) { return a.db2u[g * f + c]; }, [](int64_t, int64_t) { return T(1); },
               [&](int64_t j, int64_t c) { return d.dzb2[j * f + c] + d.dz2[j * f + c]; },
               [&](int64_t, int64_t c, T s) { a.db2[g * f + c] = s; });
-      break;
-    case 23:  // Z2 = X2·W2 + b2: dX2 += dZ2·W2ᵀ; dW2 += X2ᵀ·dZ2
       prod<U, T>(b, h, f, tid, nt, [&](int64_t i, int64_t r) { return d.dx2[i * h + r]; },
               [&](int64_t i, int64_t c) { return d.dz2[i * f + c]; }, [&](int64_t c, int64_t r) { return d.W2[r * f + c]; },
               [&](int64_t i, int64_t r, T s) { d.dx2[i * h + r] = s; });
@@ -102,8 +99,8 @@ PONDER_HD void backward_inner(const Args<T>& a, const Head<T>& d, int64_t g, int
               [&](int64_t r, int64_t j) { return d.x2[j * h + r]; }, [&](int64_t j, int64_t c) { return d.dz2[j * f + c]; },
               [&](int64_t r, int64_t c, T s) { dW2[r * f + c] = s; });
       break;
-    case 24: each(b * h, tid, nt, [&](int64_t x) { d.tmp[x] += d.dx2[x] * d.d1[x]; }); break;  // dZ1 in full
-    case 25:  // Z1 = k·W1 + b1: dk += dZ1·W1ᵀ; dW1 += kᵀ·dZ1; db1 += Σ_j dZ1
+    case 22: each(b * h, tid, nt, [&](int64_t x) { d.tmp[x] += d.dx2[x] * d.d1[x]; }); break;  // dZ1 in full
+    case 23:  // Z1 = k·W1 + b1: dk += dZ1·W1ᵀ; dW1 += kᵀ·dZ1; db1 += Σ_j dZ1; the head's dγ, dβ from the rows' terms
       prod<U, T>(b, f, h, tid, nt, [&](int64_t i, int64_t c) { return dk[i * f + c]; },
               [&](int64_t i, int64_t k) { return d.tmp[i * h + k]; }, [&](int64_t k, int64_t c) { return d.W1[c * h + k]; },
               [&](int64_t i, int64_t c, T s) { dk[i * f + c] = s; });
@@ -112,8 +109,8 @@ PONDER_HD void backward_inner(const Args<T>& a, const Head<T>& d, int64_t g, int
               [&](int64_t r, int64_t c, T s) { dW1[r * h + c] = s; });
       prod<U, T>(1, h, b, tid, nt, [&](int64_t, int64_t c) { return a.db1[g * h + c]; }, [](int64_t, int64_t) { return T(1); },
               [&](int64_t j, int64_t c) { return d.tmp[j * h + c]; }, [&](int64_t, int64_t c, T s) { a.db1[g * h + c] = s; });
+      dual::bwd_gamma_parts(d, a.P, a.parts + g * 2 * a.P, tid, nt);
       break;
-    case 26: dual::bwd_gamma_parts(d, a.P, a.parts + g * 2 * a.P, tid, nt); break;
     default: break;
   }
 }

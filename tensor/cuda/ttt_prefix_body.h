@@ -123,7 +123,7 @@ PONDER_HD void l2_grad_stage(const Rows<T>& r, const T* z, const T* t, T* out, i
     default: rows::stage_l2_grad(r, z, t, out, tid, nt);
   }
 }
-// Its VJP for upstream w: six row stages; dz, dt written, the rows' dγ, dβ terms added to ag, ab.
+// Its VJP for upstream w: five row stages; dz, dt written, the rows' dγ, dβ terms added to ag, ab.
 template <class T>
 PONDER_HD void l2_vjp_stage(const Rows<T>& r, const T* z, const T* t, const T* w, T* dz, T* dt, double* ag,
                             double* ab, int stage, int tid, int nt) {
@@ -131,8 +131,7 @@ PONDER_HD void l2_vjp_stage(const Rows<T>& r, const T* z, const T* t, const T* w
     case 0: rows::stage_sum(r, z, tid, nt); return;
     case 1: rows::stage_var(r, z, tid, nt); return;
     case 2: rows::stage_l2_sums(r, z, t, w, tid, nt); return;
-    case 3: rows::stage_vjp_c(r, z, t, w, tid, nt); return;
-    case 4: rows::stage_vjp_ef(r, z, t, w, tid, nt); return;
+    case 3: rows::stage_vjp_sums(r, z, t, w, tid, nt); return;
     default: rows::stage_vjp_out(r, z, t, w, dz, dt, ag, ab, tid, nt);
   }
 }
@@ -186,10 +185,10 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int ph, int tid, int n
   later_forward(h, 2 + q / kLaterPhases, q % kLaterPhases, tid, nt);
 }
 
-// ---- backward: setup, each later step from the last (dw and dg, 6 row stages, then dz0, dt, d(−M) and dA), the
-// first step (dw and dg1, 6 row stages, dz0 and dt), then the head's dγ, dβ
+// ---- backward: setup, each later step from the last (dw and dg, 5 row stages, then dz0, dt, d(−M) and dA), the
+// first step (dw and dg1, 5 row stages, dz0 and dt), then the head's dγ, dβ
 
-constexpr int kLaterBack = 8, kFirstBack = 8;
+constexpr int kLaterBack = 7, kFirstBack = 7;
 PONDER_HD inline int backward_phases(int steps) { return 1 + kLaterBack * (steps - 1) + kFirstBack + 1; }
 
 template <class T>
@@ -220,7 +219,7 @@ PONDER_HD void later_backward(const Args<T>& a, const Head<T>& h, int64_t g, int
     for (int64_t x = tid; x < P * f; x += nt) h.dg[x] = h.w[x / f] * h.dA[x];
     return;
   }
-  if (ph <= 6) return l2_vjp_stage(h.pr, Z, h.tp, h.dg, h.dz, h.dtp, h.rg, h.rb, ph - 1, tid, nt);
+  if (ph <= 5) return l2_vjp_stage(h.pr, Z, h.tp, h.dg, h.dz, h.dtp, h.rg, h.rb, ph - 1, tid, nt);
   T *dz0 = a.dz0 + g * b * f, *dt = a.dt + g * b * f, *dnm = a.dnm + g * b * b;
   for (int64_t x = tid; x < b * f; x += nt) {  // dz0, dt of row j: its pairs' dZ, dt
     const int64_t j = x / f, c = x % f;
@@ -261,7 +260,7 @@ PONDER_HD void first_backward(const Args<T>& a, const Head<T>& h, int64_t g, int
     }
     return;
   }
-  if (ph <= 6) return l2_vjp_stage(h.br, h.z0, h.t, h.dg, h.dz, h.dtp, h.rg + P * f, h.rb + P * f, ph - 1, tid, nt);
+  if (ph <= 5) return l2_vjp_stage(h.br, h.z0, h.t, h.dg, h.dz, h.dtp, h.rg + P * f, h.rb + P * f, ph - 1, tid, nt);
   T *dz0 = a.dz0 + g * b * f, *dt = a.dt + g * b * f;
   for (int64_t x = tid; x < b * f; x += nt) dz0[x] += h.dz[x], dt[x] += h.dtp[x];
 }
