@@ -186,10 +186,10 @@ PONDER_HD void forward_phase(const Args<T>& a, int64_t g, int ph, int tid, int n
 }
 
 // ---- backward: setup, each later step from the last (dw and dg, 5 row stages, then dz0, dt, d(−M) and dA), the
-// first step (dw and dg1, 5 row stages, dz0 and dt), then the head's dγ, dβ
+// first step (dw and dg1, 5 row stages, then dz0, dt and the head's dγ, dβ)
 
 constexpr int kLaterBack = 7, kFirstBack = 7;
-PONDER_HD inline int backward_phases(int steps) { return 1 + kLaterBack * (steps - 1) + kFirstBack + 1; }
+PONDER_HD inline int backward_phases(int steps) { return 1 + kLaterBack * (steps - 1) + kFirstBack; }
 
 template <class T>
 PONDER_HD void backward_setup(const Args<T>& a, const Head<T>& h, int64_t g, int tid, int nt) {
@@ -286,8 +286,9 @@ PONDER_HD void backward_phase(const Args<T>& a, int64_t g, int ph, int tid, int 
     const int q = ph - 1;
     return later_backward(a, h, g, a.steps - q / kLaterBack, q % kLaterBack, tid, nt);
   }
-  if (ph <= later + kFirstBack) return first_backward(a, h, g, ph - 1 - later, tid, nt);
-  gamma_parts(a, h, g, tid, nt);
+  first_backward(a, h, g, ph - 1 - later, tid, nt);
+  // The last phase: the rows' dγ, dβ terms are complete after the VJP's output stage, before it.
+  if (ph == later + kFirstBack) gamma_parts(a, h, g, tid, nt);
 }
 
 }  // namespace ponder::cuda::prefix
