@@ -64,7 +64,8 @@ struct Rule {
 // form, or that counts nothing, is a std::logic_error naming the op. `bcast`: the per-row parameters (γ, β, w)
 // are smaller than x, so their gradients are sums over rows. `variant` tells apart ops whose composition depends
 // on a setting (act_mul's activation: int(GateAct); the TTT dual form's phase).
-Rule rule(FusedOp op, bool bcast = false, int variant = 0);
+// The reference stays valid for the process (rules are kept, never replaced).
+const Rule& rule(FusedOp op, bool bcast = false, int variant = 0);
 // Adds rule(op, bcast, variant) at `sizes` to this thread's FLOP counters.
 void count(FusedOp op, const Sizes& sizes, bool bcast = false, int variant = 0);
 // Prefix mode's closed-form steps (ttt_prefix_steps): the FLOPs of compose::ttt_prefix_steps at the op's shapes per
