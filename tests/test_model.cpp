@@ -56,13 +56,17 @@ TEST_CASE("causality of attention, TTT and hybrid models under random schedules"
     }
 }
 
+// The tables are cached by the positions they hold (ttt/rope.cpp): offsets 5 and 21 share one at period 16 and not at
+// period 0, a repeated offset is a hit, and after more tables than the cache keeps it starts over.
 TEST_CASE("rope rotates pair i of token t by ((offset + t) % period) * theta^(-2i/f)") {
   const int64_t N = 37, f = 6;  // more than two periods, so rows copied from earlier ones are checked
   Generator gen(3);
   Tensor x = gen.normal({1, 2, N, f}, 0, 1, DType::F64);  // (B, H, N, f)
-  for (int64_t period : {0, 16}) {
-    const int64_t offset = 5;
-    const auto in = x.to_vector(), out = rope(x, period, 10000.0, offset).to_vector();
+  const auto in = x.to_vector();
+  auto check = [&](int64_t period, int64_t offset) {
+    CAPTURE(period);
+    CAPTURE(offset);
+    const auto out = rope(x, period, 10000.0, offset).to_vector();
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t t = 0; t < N; ++t)
         for (int64_t i = 0; i < f / 2; ++i) {
@@ -72,6 +76,11 @@ TEST_CASE("rope rotates pair i of token t by ((offset + t) % period) * theta^(-2
           CHECK(out[e] == doctest::Approx(in[e] * std::cos(ang) - in[e + 1] * std::sin(ang)).epsilon(1e-14));
           CHECK(out[e + 1] == doctest::Approx(in[e] * std::sin(ang) + in[e + 1] * std::cos(ang)).epsilon(1e-14));
         }
+  };
+  for (int64_t period : {0, 16}) {
+    for (int64_t offset : {5, 21, 0, 5}) check(period, offset);
+    for (int64_t o = 100; o < 400; ++o) (void)rope(x, period, 10000.0, o);  // more tables than the cache keeps
+    check(period, 7);
   }
 }
 
