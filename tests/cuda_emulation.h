@@ -68,9 +68,11 @@ void run_block(int n, int nt, Phase phase) {
   }
 }
 
-// FNV-1a over the bytes of values, continuing from h: the fingerprint the order check compares.
+// FNV-1a over the bytes of values, continuing from h (kDigestStart for a new one): the fingerprint the order check
+// compares.
+constexpr uint64_t kDigestStart = 0xcbf29ce484222325ull;
 template <class T>
-uint64_t digest(const std::vector<T>& values, uint64_t h = 0xcbf29ce484222325ull) {
+uint64_t digest(const std::vector<T>& values, uint64_t h = kDigestStart) {
   for (const T& x : values) {
     unsigned char bytes[sizeof(T)];
     std::memcpy(bytes, &x, sizeof(T));

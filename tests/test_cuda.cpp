@@ -406,7 +406,7 @@ Tensor scattered(const Tensor& x, bool rows_apart) {
 struct DualErrors {
   double forward = 0, backward = 0;
   std::string forward_at, backward_at;
-  uint64_t digest = emu::digest(std::vector<char>{});
+  uint64_t digest = emu::kDigestStart;
   template <class T>
   void add(bool fwd, const std::vector<T>& got, const std::vector<double>& want, const std::string& what) {
     REQUIRE(got.size() == want.size());
@@ -1219,7 +1219,7 @@ PhaseError attn_phase_error(const AttnGeometry& geo, int64_t n, int64_t Tk, int6
   simulate_attn(a, attn::Kind::Dq, nt);
   simulate_attn(a, attn::Kind::Dkv, nt);
   const Tensor* ref[5] = {&y, &lse, &want[0], &want[1], &want[2]};
-  PhaseError out{0, emu::digest(std::vector<char>{})};
+  PhaseError out{0, emu::kDigestStart};
   for (size_t i = 0; i < 5; ++i) {
     out.digest = emu::digest(got[i], out.digest);
     const std::vector<double> w = ref[i]->to_vector();
@@ -1280,7 +1280,7 @@ PhaseError prefix_phase_error(const Shape& gs, int64_t b, int64_t f, int steps, 
   std::vector<double> sums(size_t(Q * 2 * a.Pg));
   for (int64_t x = 0; x < Q * a.Pg; ++x) dual::sum_gamma_chunk(parts.data(), G, a.Pg, chunk, sums.data(), x);
   for (int64_t j = 0; j < a.Pg; ++j) dual::sum_gamma_parts(sums.data(), Q, a.Pg, got[6].data(), got[7].data(), j);
-  PhaseError res{0, emu::digest(std::vector<char>{})};
+  PhaseError res{0, emu::kDigestStart};
   for (size_t i = 0; i < got.size(); ++i) {
     res.digest = emu::digest(got[i], res.digest);
     const std::vector<double> wv = want[i].to_vector();
