@@ -4,9 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "util/small_vector.h"
+
 namespace ponder {
 
-using Shape = std::vector<int64_t>;
+// Six numbers inline: the engine's tensors have at most five axes in every model here, so a shape or a
+// stride list never touches the heap (util/small_vector.h says why that matters).
+using Shape = SmallVector<int64_t, 6>;
 
 int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);

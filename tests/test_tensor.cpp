@@ -19,6 +19,49 @@
 
 using namespace ponder;
 
+// Every operation of the shapes' small vector against std::vector on a long random sequence, across the point where
+// it leaves its inline storage (N = 3 here, so that happens often) and back through copies and moves.
+TEST_CASE("SmallVector does what std::vector does, inline and on the heap") {
+  using SV = SmallVector<int64_t, 3>;
+  SV a;
+  std::vector<int64_t> ref;
+  uint64_t state = 12345;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const int64_t v = int64_t(next(1000));
+    const size_t at = ref.empty() ? 0 : size_t(next(ref.size() + 1));
+    switch (next(10)) {
+      case 0: case 1: a.push_back(v); ref.push_back(v); break;
+      case 2: if (!ref.empty()) { a.pop_back(); ref.pop_back(); } break;
+      case 3: a.insert(a.begin() + at, v); ref.insert(ref.begin() + long(at), v); break;
+      case 4: if (!ref.empty()) {  // an element of the array itself, which may move under the insert
+          const size_t from = size_t(next(ref.size()));
+          a.insert(a.begin() + at, 2, a[from]);
+          ref.insert(ref.begin() + long(at), 2, ref[from]);
+        } break;
+      case 5: if (at < ref.size()) { a.erase(a.begin() + at); ref.erase(ref.begin() + long(at)); } break;
+      case 6: { const size_t n = size_t(next(7)); a.resize(n, v); ref.resize(n, v); } break;
+      case 7: { SV b(a); a = std::move(b); CHECK(b.empty()); } break;  // NOLINT(bugprone-use-after-move)
+      case 8: { SV b = a; b.push_back(v); CHECK(b.size() == a.size() + 1); a = b; ref.push_back(v); } break;
+      case 9: a.insert(a.begin() + at, {v, v + 1}); ref.insert(ref.begin() + long(at), {v, v + 1}); break;
+    }
+    REQUIRE(a.size() == ref.size());
+    REQUIRE(std::equal(a.begin(), a.end(), ref.begin()));
+    REQUIRE(a == SV(ref));
+  }
+  SV big{1, 2, 3, 4, 5};
+  CHECK(big.capacity() >= 5);
+  SV moved(std::move(big));
+  CHECK(moved == SV{1, 2, 3, 4, 5});
+  CHECK(big.empty());  // NOLINT(bugprone-use-after-move): a moved-from vector is left empty
+  CHECK(SV{1, 2} < SV{1, 3});
+  CHECK(SV{1, 2} != SV{1, 2, 0});
+  CHECK(moved.vec() == std::vector<int64_t>{1, 2, 3, 4, 5});
+}
+
 TEST_CASE("views share storage and report geometry") {
   Tensor a = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {2, 3}, DType::F64);
   Tensor t = raw::transpose(a, 0, 1);

@@ -21,8 +21,8 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape);
 
 template <size_t N, class RowFn>
 void strided_rows(const Shape& shape, const std::array<Shape, N>& strides, RowFn&& fn) {
-  std::vector<int64_t> sz;
-  std::array<std::vector<int64_t>, N> st;
+  Shape sz;
+  std::array<Shape, N> st;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
     bool merge = !sz.empty();
