@@ -183,13 +183,14 @@ std::string AccumulateGrad::label() const {
   return impl && impl->autograd ? impl->autograd->name : std::string();
 }
 
-OpRecorder::OpRecorder(Op op, std::vector<Tensor> inputs) : op_(op), inputs_(std::move(inputs)) {
+OpRecorder::OpRecorder(Op op, const Tensor* inputs, size_t n) : op_(op) {
   active_ = false;
   if (GradMode::enabled())
-    for (const Tensor& t : inputs_) active_ = active_ || requires_grad(t);
+    for (size_t i = 0; i < n; ++i) active_ = active_ || requires_grad(inputs[i]);
+  if (active_) inputs_.assign(inputs, inputs + n);
 }
 
-Tensor OpRecorder::done(Tensor out, std::vector<Tensor> saved, BackwardFn fn, bool save_output) {
+Tensor OpRecorder::done(Tensor out, std::initializer_list<Tensor> saved, BackwardFn fn, bool save_output) {
   if (!active_) return out;
   // A result may be a view sharing the input's impl data; give it its own impl before attaching.
   if (out.impl()->autograd) out = out.alias();
