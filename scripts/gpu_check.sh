@@ -56,6 +56,11 @@ step bench_dual_scan 90 "$ponder" bench dual --device cuda --units 128
 # The same with the products on the tensor cores (three TF32 products a term; `bench dual` above times the one-unit
 # kernel with them as its /mma rows).
 step bench_dual_scan_mma 90 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench dual --device cuda --units 128
+# Wave quantisation: the 125M training step's batch 32 gives the scan 384 head blocks; at two blocks a multiprocessor
+# (register-bound) an H100/H200's 132 make 264 slots, so the launch runs in two rounds, the second 45 % full. Batch
+# 22 (264 blocks) fills one round exactly. Per-head time at 22 against 32 says what the partial round costs.
+step bench_dual_scan_b22 60 "$ponder" bench dual --device cuda --units 128 --batch 22 --no-phases
+step bench_dual_scan_b32 60 "$ponder" bench dual --device cuda --units 128 --batch 32 --no-phases
 # TTT-MLP's dual-form kernel alone at the 125M MLP shape (h 256), checked against the CPU first; then against its
 # composition in training, in one run (tokens/s; the model tests above check values).
 step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp
