@@ -33,7 +33,7 @@ TEST_CASE("SmallVector does what std::vector does, inline and on the heap") {
   for (int step = 0; step < 20000; ++step) {
     const int64_t v = int64_t(next(1000));
     const size_t at = ref.empty() ? 0 : size_t(next(ref.size() + 1));
-    switch (next(10)) {
+    switch (next(11)) {
       case 0: case 1: a.push_back(v); ref.push_back(v); break;
       case 2: if (!ref.empty()) { a.pop_back(); ref.pop_back(); } break;
       case 3: a.insert(a.begin() + at, v); ref.insert(ref.begin() + long(at), v); break;
@@ -44,6 +44,11 @@ TEST_CASE("SmallVector does what std::vector does, inline and on the heap") {
         } break;
       case 5: if (at < ref.size()) { a.erase(a.begin() + at); ref.erase(ref.begin() + long(at)); } break;
       case 6: { const size_t n = size_t(next(7)); a.resize(n, v); ref.resize(n, v); } break;
+      case 10: if (!ref.empty()) {  // grows from one of its own elements, which may move
+          const size_t n = ref.size() + size_t(next(6)), from = size_t(next(ref.size()));
+          a.resize(n, a[from]);
+          ref.resize(n, ref[from]);
+        } break;
       case 7: { SV b(a); a = std::move(b); CHECK(b.empty()); } break;  // NOLINT(bugprone-use-after-move)
       case 8: { SV b = a; b.push_back(v); CHECK(b.size() == a.size() + 1); a = b; ref.push_back(v); } break;
       case 9: a.insert(a.begin() + at, {v, v + 1}); ref.insert(ref.begin() + long(at), {v, v + 1}); break;

@@ -95,8 +95,9 @@ class SmallVector {
   }
   void clear() { size_ = 0; }
   void resize(size_t n, const T& v = T()) {
+    const T copy = v;  // v may live in this array
     reserve(n);
-    for (size_t i = size_; i < n; ++i) data_[i] = v;
+    for (size_t i = size_; i < n; ++i) data_[i] = copy;
     size_ = uint32_t(n);
   }
   void assign(size_t n, const T& v) {
