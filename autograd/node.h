@@ -142,7 +142,7 @@ uint64_t node_seq_now();
 // FunctionNode with edges to `inputs` (in order), `saved` (and the output, when save_output) kept
 // for the backward rule. `flops` is the forward work, for graph dumps.
 // The lists are initializer_lists, copied only when a node is made: without grad (evaluation, rollouts) an op then
-// allocates nothing here, where two vectors per op were about a fifth of a comparison's mallocs.
+// allocates nothing here, where two vectors per op were a fifth of the mallocs a comparison had left.
 class OpRecorder {
  public:
   OpRecorder(Op op, std::initializer_list<Tensor> inputs) : OpRecorder(op, inputs.begin(), inputs.size()) {}

@@ -8,8 +8,8 @@
 
 namespace ponder {
 
-// Six numbers inline: the engine's tensors have at most five axes in every model here, so a shape or a
-// stride list never touches the heap (util/small_vector.h says why that matters).
+// Six numbers inline: a scan's η, (B, H, units, b, b), has five axes and most tensors fewer, so shapes and strides
+// stay off the heap (util/small_vector.h says why that matters); a longer one goes to the heap and works the same.
 using Shape = SmallVector<int64_t, 6>;
 
 int64_t shape_numel(const Shape& s);
