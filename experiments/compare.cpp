@@ -12,6 +12,7 @@
 #include "data/windows.h"
 #include "experiments/method_build.h"
 #include "experiments/result_json.h"
+#include "policy/episodes.h"
 #include "tensor/cpu/runtime.h"
 
 namespace ponder::cli {
@@ -200,6 +201,17 @@ void append_oracle_units(const nlohmann::json& j, OracleUnits& u) {
 
 using Report = std::function<void(const std::string&, double, double)>;
 
+// The oracle at `mu` on every window of the set, side by side (policy/episodes.h).
+std::vector<Episode> oracle_episodes(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt, double mu,
+                                     const policy::WindowProgress& progress) {
+  const int jobs = policy::episode_jobs(ro.model(), opt.rollout, set.windows.size());
+  return policy::run_episodes(set.windows, opt.rollout, progress, jobs,
+                              [&](size_t i, const policy::RolloutOptions& o, int) {
+                                const Window& w = set.windows[i];
+                                return ro.oracle(w.first, w.second, opt.step_options, mu, opt.oracle_lookahead, o);
+                              });
+}
+
 FrontierPoint frontier_point(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt, double mu,
                              const SeedResult* greedy, Journal& jr) {
   const std::string key = frontier_key(mu);
@@ -208,9 +220,7 @@ FrontierPoint frontier_point(const policy::Rollouts& ro, const EvalSet& set, con
   if (mu == 0 && greedy) {  // μ = 0 is the greedy oracle itself, already run on these windows as a method
     p = {0.0, greedy->bpb, greedy->inner_per_token, greedy->base_per_token, greedy->mean_k, greedy->window_bpb};
   } else {
-    std::vector<Episode> eps;
-    for (const Window& w : set.windows)
-      eps.push_back(ro.oracle(w.first, w.second, opt.step_options, mu, opt.oracle_lookahead, opt.rollout));
+    const std::vector<Episode> eps = oracle_episodes(ro, set, opt, mu, {});
     const SeedResult s = summarise(0, eps, set, 0);
     p = {mu, s.bpb, s.inner_per_token, s.base_per_token, s.mean_k, s.window_bpb};
   }
@@ -379,16 +389,7 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
 // The oracle on every window, with its K and the difficulty scores it saw per unit (for the oracle analysis).
 std::vector<Episode> run_oracle_set(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
                                     OracleUnits& units, const policy::WindowProgress& progress) {
-  std::vector<Episode> eps;
-  double all = 0, read = 0;  // progress by tokens: held-out streams differ in length by 10x and more
-  for (const Window& w : set.windows) all += double(w.first.numel());
-  for (const Window& w : set.windows) {
-    if (progress) progress(read / all);
-    const double size = double(w.first.numel());
-    const policy::RolloutOptions o = policy::window_progress(opt.rollout, progress, read, size, all);
-    read += size;
-    eps.push_back(ro.oracle(w.first, w.second, opt.step_options, 0.0, opt.oracle_lookahead, o));
-  }
+  std::vector<Episode> eps = oracle_episodes(ro, set, opt, 0.0, progress);
   const int64_t unit = ro.model().config().mini_batch * opt.rollout.unit_batches;
   for (size_t i = 0; i < eps.size(); ++i) {
     const std::vector<int64_t> ids = set.windows[i].first.to_ints();
@@ -494,14 +495,17 @@ CompareResult run_compare(const ttt::Model& model, const data::TokenStream& cali
 }
 
 CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& calib, const data::TokenStream& test,
-                          const CompareOptions& opt, const CompareProgress& progress, Journal* journal,
+                          const CompareOptions& given, const CompareProgress& progress, Journal* journal,
                           const std::vector<data::StreamTokens>* test_streams, const CellShare& share) {
   Journal off;
   Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();
-  // One sequence at a time, unit by unit: every op is tiny, and threads cost more than they save
-  // (measured: 0.43 s on 1 thread vs 0.66 s on 2 for the same episodes).
+  // A sequence runs unit by unit, and every op is tiny: threads inside an op cost more than they save (measured:
+  // 0.43 s on 1 thread vs 0.66 s on 2 for the same episodes). So each op runs on one thread, and the threads run
+  // whole episodes side by side instead (policy/episodes.h).
   const int threads = cpu::num_threads();
+  CompareOptions opt = given;
+  if (opt.rollout.jobs == 0) opt.rollout.jobs = threads;
   cpu::set_num_threads(1);
   struct Restore {
     int n;

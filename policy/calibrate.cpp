@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "policy/episodes.h"
+
 namespace ponder::policy {
 namespace {
 
@@ -29,15 +31,14 @@ RolloutOptions window_progress(RolloutOptions opt, const WindowProgress& progres
 CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
                         const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes,
                         const WindowProgress& progress) {
+  const int jobs = episode_jobs(rollouts.model(), opt, windows.size());
+  PolicyCopies copies(policy, jobs);
+  std::vector<Episode> eps = run_episodes(windows, opt, progress, jobs, [&](size_t i, const RolloutOptions& o, int w) {
+    return rollouts.policy(windows[i].first, windows[i].second, copies[w], o, seed + i);
+  });
   CostSummary s;
-  double tokens = 0, units = 0, ksum = 0, read = 0, all_read = 0;
-  for (const Window& w : windows) all_read += double(w.first.numel());
-  for (size_t i = 0; i < windows.size(); ++i) {
-    if (progress && i > 0) progress(read / all_read);
-    const double size = double(windows[i].first.numel());
-    const RolloutOptions o = window_progress(opt, progress, read, size, all_read);
-    read += size;
-    Episode ep = rollouts.policy(windows[i].first, windows[i].second, policy, o, seed + i);
+  double tokens = 0, units = 0, ksum = 0;
+  for (Episode& ep : eps) {  // in window order, so the sums do not depend on which thread ran what
     tokens += double(ep.tokens());
     s.inner_per_token += double(ep.inner);
     s.base_per_token += double(ep.base);

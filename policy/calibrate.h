@@ -24,7 +24,8 @@ using WindowProgress = std::function<void(double fraction)>;
 // share of all the windows' tokens (unchanged without `progress`). `progress` must outlive the returned options.
 RolloutOptions window_progress(RolloutOptions opt, const WindowProgress& progress, double before, double size, double all);
 
-// Runs `policy` over the windows (sequence seed = seed + window index) and sums the episodes.
+// Runs `policy` over the windows (sequence seed = seed + window index) and sums the episodes in window order. Windows
+// run side by side (opt.jobs, policy/episodes.h), each further thread with its own policy.clone().
 CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
                         const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes = nullptr,
                         const WindowProgress& progress = {});

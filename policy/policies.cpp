@@ -97,6 +97,10 @@ void HardBudgetPolicy::begin_sequence(uint64_t seed) {
   inner_->begin_sequence(seed);
 }
 
+std::unique_ptr<Policy> HardBudgetPolicy::clone() const {
+  return std::make_unique<HardBudgetPolicy>(inner_->clone(), per_unit_, options_);
+}
+
 int HardBudgetPolicy::decide(const UnitFeatures& f) {
   const double left = per_unit_ * double(f.n_units) - spent_;
   const int cap = std::min(inner_->decide(f), int(std::floor(left + 1e-9)));

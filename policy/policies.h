@@ -18,10 +18,21 @@ class Policy {
   virtual FeatureNeeds needs() const { return {}; }
   virtual void begin_sequence(uint64_t seed) { (void)seed; }
   virtual int decide(const UnitFeatures& f) = 0;
+  // An independent copy that decides as this one does from begin_sequence() on: run_windows gives one to each thread
+  // that runs episodes side by side (policy/episodes.h). So whatever a decision depends on besides the features must
+  // be set up again by begin_sequence(), as the sequence's seed alone decides it.
+  virtual std::unique_ptr<Policy> clone() const = 0;
+};
+
+// clone() for a policy whose members copy as they are (no owned policies or networks).
+template <class P>
+class Copyable : public Policy {
+ public:
+  std::unique_ptr<Policy> clone() const override { return std::make_unique<P>(static_cast<const P&>(*this)); }
 };
 
 // uniform-K
-class UniformPolicy final : public Policy {
+class UniformPolicy final : public Copyable<UniformPolicy> {
  public:
   explicit UniformPolicy(int k) : k_(k) {}
   std::string name() const override { return "uniform-" + std::to_string(k_); }
@@ -31,7 +42,7 @@ class UniformPolicy final : public Policy {
 };
 
 // every-K/N: K on every N-th unit (starting with the first), SKIP otherwise.
-class EveryPolicy final : public Policy {
+class EveryPolicy final : public Copyable<EveryPolicy> {
  public:
   EveryPolicy(int k, int every) : k_(k), every_(every) {
     if (every < 1 || k < 0)  // every = 0 would divide by zero in decide()
@@ -45,7 +56,7 @@ class EveryPolicy final : public Policy {
 };
 
 // Two levels: `high` with probability q, `low` otherwise (i.i.d. per unit, seeded per sequence).
-class RandomPolicy final : public Policy {
+class RandomPolicy final : public Copyable<RandomPolicy> {
  public:
   RandomPolicy(int low, int high, double q) : low_(low), high_(high), q_(q) {}
   std::string name() const override { return "random"; }
@@ -65,7 +76,7 @@ double score_of(Score s, const UnitFeatures& f);  // NaN when unknown (first uni
 
 // Maps a difficulty score to K by thresholds: score ≤ thresholds[0] → levels[0], …, above the last
 // threshold → levels.back(). Units without a score (the first one) get `fallback`.
-class ThresholdPolicy final : public Policy {
+class ThresholdPolicy final : public Copyable<ThresholdPolicy> {
  public:
   ThresholdPolicy(Score score, std::vector<double> thresholds, std::vector<int> levels, int fallback);
   std::string name() const override { return score_name(score_); }
@@ -85,7 +96,7 @@ class ThresholdPolicy final : public Policy {
 // high decisions e ← (1 − α)·e + α·[high] moves the threshold, τ ← τ + (e − rate)·α·|τ|: up while it spends
 // more often than `rate`, down while less. Each sequence starts from the calibrated τ0 with e = rate, so a
 // stream's decisions depend on its own past only.
-class EmaGatePolicy final : public Policy {
+class EmaGatePolicy final : public Copyable<EmaGatePolicy> {
  public:
   EmaGatePolicy(Score score, double tau0, int low, int high, double rate, double alpha);
   std::string name() const override { return "gate-" + score_name(score_); }
@@ -111,6 +122,7 @@ class HardBudgetPolicy final : public Policy {
   FeatureNeeds needs() const override { return inner_->needs(); }
   void begin_sequence(uint64_t seed) override;
   int decide(const UnitFeatures& f) override;
+  std::unique_ptr<Policy> clone() const override;
  private:
   std::unique_ptr<Policy> inner_;
   double per_unit_;

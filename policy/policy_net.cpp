@@ -159,6 +159,12 @@ LearnedPolicy::LearnedPolicy(std::string name, std::shared_ptr<PolicyNet> net, s
                                 std::to_string(options_.size()) + " step options");
 }
 
+std::unique_ptr<Policy> LearnedPolicy::clone() const {
+  auto copy = std::make_unique<LearnedPolicy>(*this);
+  copy->net_ = net_->with_parameters(net_->parameters());
+  return copy;
+}
+
 void LearnedPolicy::begin_sequence(uint64_t seed) {
   gen_ = Generator(seed);
   net_->reset();
@@ -191,6 +197,12 @@ int LearnedPolicy::action_index(int k) const {
 
 HaltingPolicy::HaltingPolicy(std::string name, std::shared_ptr<PolicyNet> net, FeatureNorm norm, FeatureNeeds needs)
     : name_(std::move(name)), net_(std::move(net)), norm_(std::move(norm)), needs_(needs) {}
+
+std::unique_ptr<Policy> HaltingPolicy::clone() const {
+  auto copy = std::make_unique<HaltingPolicy>(*this);
+  copy->net_ = net_->with_parameters(net_->parameters());
+  return copy;
+}
 
 void HaltingPolicy::begin_sequence(uint64_t seed) {
   gen_ = Generator(seed);

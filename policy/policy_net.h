@@ -101,6 +101,7 @@ class LearnedPolicy final : public Policy, public VectorActor {
   FeatureNeeds needs() const override { return needs_; }
   void begin_sequence(uint64_t seed) override;
   int decide(const UnitFeatures& f) override { return act(f.vector()); }
+  std::unique_ptr<Policy> clone() const override;  // the same parameters, its own recurrent state and generator
   // Decides from a raw feature vector (synthetic environments call this directly); returns K.
   int act(const std::vector<double>& x) override;
   int last_action() const { return last_action_; }  // index into options() of the last decision
@@ -134,6 +135,7 @@ class HaltingPolicy final : public Policy, public VectorActor {
   void begin_sequence(uint64_t seed) override;
   int decide(const UnitFeatures& f) override { return act(f.vector()); }
   int act(const std::vector<double>& x) override;  // returns the number of steps n ∈ 1..N
+  std::unique_ptr<Policy> clone() const override;  // the same parameters, its own recurrent state and generator
   int64_t max_steps() const { return net_->outputs(); }
   void set_mode(ActMode m) { mode_ = m; }
   PolicyNet& net() { return *net_; }

@@ -23,6 +23,9 @@ struct RolloutOptions {
   // weights as they are; k > 0 takes k update steps on each before reading the next, a rollout of uniform-k, so the
   // objective values a choice by what follows it under that policy rather than by frozen weights.
   int oracle_lookahead_k = 0;
+  // Windows (or streams) run side by side on CPU threads when a whole set is run (policy/episodes.h); 0: as many as
+  // the CPU threads. It changes the time a set takes, never a result.
+  int jobs = 0;
   // Optional: told the share of the sequence's units done, every 64 units (a pycode repository read as one stream
   // is tens of thousands of units and minutes of work; run_windows and the comparison turn it into their progress).
   std::function<void(double fraction)> progress;

@@ -29,6 +29,9 @@ class Env {
   // The same, also filling trial_loss: at each unit, the loss every step count in `trial_ks` would have given
   // from the state the unit started in. The carried state follows the policy's own decisions.
   virtual Trajectory run_trials(policy::Policy& policy, int64_t c, uint64_t seed, const std::vector<int>& trial_ks) = 0;
+  // How many episodes may run side by side, each on its own thread with its own copy of the policy (policy/episodes.h):
+  // more than 1 only where run() and run_trials() change nothing the environment keeps.
+  virtual int jobs() const { return 1; }
 };
 
 }  // namespace ponder::rl

@@ -1,20 +1,27 @@
 #include "rl/learn_util.h"
 
+#include <algorithm>
+#include <numeric>
 #include <stdexcept>
+
+#include "policy/episodes.h"
 
 namespace ponder::rl {
 
 std::vector<Trajectory> collect(Env& env, policy::Policy& policy, int64_t iteration, int64_t contexts_per_iter,
                                 int64_t samples, uint64_t seed, const std::vector<int>& trial_ks) {
-  std::vector<Trajectory> out;
-  for (int64_t i = 0; i < contexts_per_iter; ++i) {
+  const size_t n = size_t(std::max<int64_t>(contexts_per_iter * samples, 0));
+  const int jobs = int(std::min<size_t>(size_t(std::max(env.jobs(), 1)), std::max<size_t>(n, 1)));
+  policy::PolicyCopies copies(policy, jobs);
+  std::vector<Trajectory> out(n);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  policy::side_by_side(order, jobs, [&](size_t e, int w) {
+    const int64_t i = int64_t(e) / samples, s = int64_t(e) % samples;
     const int64_t c = (iteration * contexts_per_iter + i) % env.contexts();
-    for (int64_t s = 0; s < samples; ++s) {
-      const uint64_t episode_seed = seed * 1000003 + uint64_t(iteration) * 7919 + uint64_t(i * samples + s);
-      out.push_back(trial_ks.empty() ? env.run(policy, c, episode_seed)
-                                     : env.run_trials(policy, c, episode_seed, trial_ks));
-    }
-  }
+    const uint64_t episode_seed = seed * 1000003 + uint64_t(iteration) * 7919 + uint64_t(i * samples + s);
+    out[e] = trial_ks.empty() ? env.run(copies[w], c, episode_seed) : env.run_trials(copies[w], c, episode_seed, trial_ks);
+  });
   return out;
 }
 

@@ -1,6 +1,9 @@
 #include "rl/ttt_env.h"
 
+#include <limits>
 #include <stdexcept>
+
+#include "policy/episodes.h"
 
 namespace ponder::rl {
 
@@ -37,6 +40,10 @@ Trajectory TTTEnv::run_trials(policy::Policy& policy, int64_t c, uint64_t seed, 
   opt.trial_ks = trial_ks;
   const policy::Window& w = windows_[size_t(c % contexts())];
   return convert(rollouts_->policy(w.first, w.second, policy, opt, seed));
+}
+
+int TTTEnv::jobs() const {
+  return policy::episode_jobs(rollouts_->model(), opt_, std::numeric_limits<size_t>::max());
 }
 
 }  // namespace ponder::rl

@@ -18,6 +18,7 @@ class TTTEnv final : public Env {
   int64_t contexts() const override { return int64_t(windows_.size()); }
   Trajectory run(policy::Policy& policy, int64_t c, uint64_t seed) override;
   Trajectory run_trials(policy::Policy& policy, int64_t c, uint64_t seed, const std::vector<int>& trial_ks) override;
+  int jobs() const override;  // the rollout options' (policy::episode_jobs): episodes only read the model and windows
 
  private:
   Trajectory convert(const policy::Episode& ep) const;

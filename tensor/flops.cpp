@@ -38,6 +38,7 @@ namespace flops {
 void add(FlopCat c, uint64_t count) { t_counts.n[size_t(c)][size_t(t_phase)] += count; }
 void add_bytes(uint64_t bytes) { t_counts.bytes_moved += bytes; }
 FlopCounts snapshot() { return t_counts; }
+void absorb(const FlopCounts& c) { t_counts += c; }
 Phase phase() { return t_phase; }
 PhaseGuard::PhaseGuard(Phase p) : prev_(t_phase) { t_phase = p; }
 PhaseGuard::~PhaseGuard() { t_phase = prev_; }

@@ -34,6 +34,9 @@ void add(FlopCat c, uint64_t count);
 void add_bytes(uint64_t bytes);
 // Totals since the thread started; counters are per thread (kernels are launched from one thread).
 FlopCounts snapshot();
+// Adds counts made on other threads to this thread's totals (work a caller farmed out to a thread team, such as
+// episodes run side by side: policy/episodes.h), so the caller's scopes see it.
+void absorb(const FlopCounts& c);
 Phase phase();
 // RAII: sets the phase (the engine uses it around backward), restoring the previous one.
 class PhaseGuard {

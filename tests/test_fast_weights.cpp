@@ -314,6 +314,7 @@ class Replay final : public policy::Policy {
   explicit Replay(std::vector<int> ks) : ks_(std::move(ks)) {}
   std::string name() const override { return "replay"; }
   int decide(const policy::UnitFeatures&) override { return ks_.at(next_++); }
+  std::unique_ptr<policy::Policy> clone() const override { return std::make_unique<Replay>(*this); }
  private:
   std::vector<int> ks_;
   size_t next_ = 0;
@@ -427,4 +428,29 @@ TEST_CASE("with_parameters replaces only what it names and shares the rest") {
   REQUIRE(mp.size() == params.size());
   for (size_t i = 0; i < mp.size(); ++i) CHECK(mp[i].impl() == (i == 5 ? w : params[i]).impl());
   CHECK(base.parameters()[5].impl() == params[5].impl());  // the original is untouched
+}
+
+TEST_CASE("fast-weight episodes side by side are the ones run one at a time, costs included") {
+  Model base(test_model({"ttt", "attention"}), 31);
+  Generator gen(32);
+  std::vector<policy::Window> windows;
+  for (int64_t n : {25, 57, 41, 17}) windows.push_back(sequence(random_ids(gen, 1, n, 32), 8));
+  for (const FastWeightsConfig& f : {lora_cfg(), head_cfg()}) {
+    policy::AdaptRollouts rollouts(base, adapt_cfg(f, 0.5));
+    policy::RandomPolicy p(0, 2, 0.5);
+    policy::RolloutOptions one, three;
+    one.jobs = 1;
+    three.jobs = 3;
+    std::vector<policy::Episode> a, b;
+    const policy::CostSummary sa = policy::run_windows(rollouts, windows, p, one, 5, &a);
+    const policy::CostSummary sb = policy::run_windows(rollouts, windows, p, three, 5, &b);
+    CHECK(sa.loss == sb.loss);
+    CHECK(sa.inner_per_token == sb.inner_per_token);
+    CHECK(sa.inner_per_token > 0);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].token_loss == b[i].token_loss);
+      CHECK(a[i].inner == b[i].inner);
+    }
+  }
 }

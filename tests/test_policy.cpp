@@ -113,8 +113,10 @@ TEST_CASE("run_windows reports progress inside a window too, every 64 units, as 
   ttt::Model model(test::small_hybrid(), 3, DType::F64);
   const std::vector<Window> windows = {test::random_sequence(1, 512), test::random_sequence(2, 256)};  // 128 and 64 units of 4
   UniformPolicy one(1);
+  RolloutOptions in_turn;
+  in_turn.jobs = 1;  // one window after the other (side by side: test_episodes.cpp)
   std::vector<double> seen;
-  run_windows(LayerRollouts(model), windows, one, {}, 0, nullptr, [&](double f) { seen.push_back(f); });
+  run_windows(LayerRollouts(model), windows, one, in_turn, 0, nullptr, [&](double f) { seen.push_back(f); });
   // unit 64 of the first window (half of its 512 tokens), then the second window's start; a unit 0 says nothing
   REQUIRE(seen.size() == 2);
   CHECK(seen[0] == doctest::Approx(256.0 / 768.0));
