@@ -125,7 +125,8 @@ int main(int argc, char** argv) {
   // Runs while parsing, before any subcommand callback, so every kernel sees the setting.
   app.add_option_function<int>(
          "--threads", [](const int& n) { ponder::cpu::set_num_threads(threads_within_address_limit(n)); },
-         "Threads for OpenMP kernels and OpenBLAS (default: OpenMP's, e.g. OMP_NUM_THREADS)")
+         "Threads for OpenMP kernels and OpenBLAS; comparisons and policy training run whole episodes side by side on "
+         "them instead (default: OpenMP's, e.g. OMP_NUM_THREADS)")
       ->check(kPositive);
   register_bench(app);
   register_demo(app);
