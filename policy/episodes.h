@@ -11,18 +11,13 @@
 #include <vector>
 
 #include "policy/calibrate.h"
+#include "tensor/side_by_side.h"
 
 namespace ponder::policy {
 
 // How many windows run side by side: opt.jobs if set, else the CPU threads (cpu::num_threads()), at most the number
 // of windows; 1 on a GPU (one stream runs the episodes one after another).
 int episode_jobs(const ttt::Model& model, const RolloutOptions& opt, size_t windows);
-
-// Calls task(i, worker) for every i in `order`, `jobs` threads taking the next i as they finish one (worker 0 is the
-// calling thread). The FLOPs the other workers count are added to the calling thread's counters, so a FlopScope
-// around the call sees all of them. The first exception a task throws is rethrown here once the workers stop (they
-// take no new task after it). On one job, or inside another parallel region, the tasks run here in order.
-void side_by_side(const std::vector<size_t>& order, int jobs, const std::function<void(size_t i, int worker)>& task);
 
 // A policy for each worker: worker 0 uses `policy` itself, the others a clone() each, made here (on one thread).
 class PolicyCopies {

@@ -16,7 +16,7 @@ std::vector<Trajectory> collect(Env& env, policy::Policy& policy, int64_t iterat
   std::vector<Trajectory> out(n);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t(0));
-  policy::side_by_side(order, jobs, [&](size_t e, int w) {
+  side_by_side(order, jobs, [&](size_t e, int w) {
     const int64_t i = int64_t(e) / samples, s = int64_t(e) % samples;
     const int64_t c = (iteration * contexts_per_iter + i) % env.contexts();
     const uint64_t episode_seed = seed * 1000003 + uint64_t(iteration) * 7919 + uint64_t(i * samples + s);

@@ -266,6 +266,39 @@ TEST_CASE("stream evaluation with a carried state equals the whole-sequence forw
   }
 }
 
+TEST_CASE("streams read side by side give the bits and FLOPs they give one after another") {
+  Model model(test::test_model({"ttt", "attention"}), 8, DType::F32);
+  Generator gen(12);
+  std::vector<data::StreamTokens> streams;
+  for (int64_t n : {43, 120, 17, 77, 64}) {
+    data::StreamTokens s{"s" + std::to_string(n), {}, n / 3};
+    for (int64_t v : random_ids(gen, 1, n, 32).to_ints()) s.tokens.push_back(int32_t(v));
+    streams.push_back(s);
+  }
+  auto read = [&](int jobs, std::vector<double>& progress) {
+    StreamEvalOptions opt;
+    opt.chunk = 16;
+    opt.inner.schedule = "uniform-2";
+    opt.jobs = jobs;
+    opt.progress = [&](double f) { progress.push_back(f); };
+    return evaluate_streams(model, streams, opt);
+  };
+  std::vector<double> p1, p3;
+  const StreamEvalResult a = read(1, p1), b = read(3, p3);
+  CHECK(a.loss == b.loss);
+  CHECK(a.stream_bpb == b.stream_bpb);
+  CHECK(a.stream_tokens == b.stream_tokens);
+  CHECK(a.by_position.loss_sum == b.by_position.loss_sum);
+  CHECK(a.by_position.count == b.by_position.count);
+  CHECK(a.read == b.read);
+  CHECK(a.inner.total() == b.inner.total());
+  CHECK(a.inner.total() > 0);
+  CHECK(a.flops.total() == b.flops.total());  // the workers' counts reach the caller
+  CHECK(p3.size() == p1.size());
+  for (size_t i = 1; i < p3.size(); ++i) CHECK(p3[i] >= p3[i - 1]);
+  CHECK(p3.back() == doctest::Approx(1.0));
+}
+
 TEST_CASE("FLOPs by section: in forward order, adding up to the pass's total, inner steps counted in the mixer") {
   Model model(small({"ttt", "attention"}, "transformer"), 3, DType::F64);
   Generator gen(5);

@@ -3,9 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 #include <stdexcept>
 
 #include "autograd/grad_mode.h"
+#include "tensor/cpu/runtime.h"
+#include "tensor/side_by_side.h"
 
 namespace ponder::ttt {
 namespace {
@@ -32,6 +35,52 @@ void PositionBins::add(int64_t position, double loss) {
   ++count[bin];
 }
 
+namespace {
+
+// What one stream gave: every prediction's loss in stream order (positions 1, 2, …), the scored part's sum and count,
+// the tokens read and the inner loop's FLOPs.
+struct StreamPart {
+  std::vector<double> losses;
+  double sum = 0;
+  int64_t count = 0, read = 0;
+  UnitCost inner;
+};
+
+// One stream fed chunk by chunk with the state carried; `progress` is told the share of its tokens read.
+StreamPart read_stream(const Model& model, const data::StreamTokens& s, const StreamEvalOptions& opt,
+                       const std::function<void(double)>& progress) {
+  const int64_t b = model.config().mini_batch;
+  const int64_t n = int64_t(s.tokens.size()) - 1;  // predictions: input t predicts token t + 1
+  std::unique_ptr<StepSchedule> schedule = make_schedule(opt.inner.schedule);
+  StreamPart p;
+  ModelState state;
+  for (int64_t c0 = 0; c0 < n; c0 += opt.chunk) {
+    const int64_t len = std::min(opt.chunk, n - c0), padded = (len + b - 1) / b * b;
+    std::vector<int64_t> in(size_t(padded), 0), tgt(size_t(padded), 0);
+    for (int64_t i = 0; i < len; ++i) {
+      in[size_t(i)] = s.tokens[size_t(c0 + i)];
+      tgt[size_t(i)] = s.tokens[size_t(c0 + i + 1)];
+    }
+    std::vector<UnitCost> costs;
+    const TTTRun run = make_run(opt.inner, schedule.get(), opt.lr_mult, &costs);
+    const Tensor logits = model.forward_chunk(Tensor::from_ints(in, {1, padded}), state, run);
+    add_costs(costs, p.inner);
+    const std::vector<double> losses = chunk_losses(logits, tgt);
+    for (int64_t i = 0; i < len; ++i) {
+      p.losses.push_back(losses[size_t(i)]);
+      if (c0 + i + 1 < s.first_scored) continue;  // position of the predicted token in the stream
+      p.sum += losses[size_t(i)];
+      ++p.count;
+    }
+    p.read += len;
+    // after every chunk, not every stream: one held-out repository can be megabytes read for many minutes
+    if (progress && c0 + len < n) progress(double(c0 + len) / double(s.tokens.size()));
+  }
+  return p;
+}
+
+}  // namespace
+
 StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::StreamTokens>& streams,
                                   const StreamEvalOptions& opt) {
   const int64_t b = model.config().mini_batch;
@@ -39,48 +88,34 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
     throw std::invalid_argument("evaluate_streams: chunk " + std::to_string(opt.chunk) +
                                 " must be a positive multiple of the mini-batch size " + std::to_string(b));
   if (streams.empty()) throw std::invalid_argument("evaluate_streams: no streams to evaluate");
+  if (opt.jobs < 0) throw std::invalid_argument("evaluate_streams: jobs must be >= 0, got " + std::to_string(opt.jobs));
   NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<StepSchedule> schedule = make_schedule(opt.inner.schedule);
+  FlopScope scope;
+  std::vector<double> sizes;
+  for (const data::StreamTokens& s : streams) sizes.push_back(double(s.tokens.size()));
+  const int jobs = model.device() != Device::CPU ? 1 : std::min<int>(opt.jobs > 0 ? opt.jobs : cpu::num_threads(),
+                                                                       int(streams.size()));
+  SharedProgress told(opt.progress, sizes);
+  std::vector<StreamPart> parts(streams.size());
+  // One stream after another on one job (its ops then have the threads), or side by side, largest first.
+  std::vector<size_t> order(streams.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  side_by_side(jobs > 1 ? largest_first(sizes) : order, jobs, [&](size_t i, int) {
+    parts[i] = read_stream(model, streams[i], opt, [&told, i](double f) { told.tell(i, f); });
+    told.tell(i, 1.0);
+  });
+  // Combined in stream order, as one stream after another would have added them, so the thread count changes no bit.
   StreamEvalResult r;
   double loss_sum = 0;
-  FlopScope scope;
-  const double all_tokens = data::stream_tokens(streams);
-  double fed = 0;  // tokens of the streams before this one
-  for (const data::StreamTokens& s : streams) {
-    const int64_t n = int64_t(s.tokens.size()) - 1;  // predictions: input t predicts token t + 1
-    double stream_sum = 0;
-    int64_t stream_count = 0;
-    ModelState state;
-    for (int64_t c0 = 0; c0 < n; c0 += opt.chunk) {
-      const int64_t len = std::min(opt.chunk, n - c0), padded = (len + b - 1) / b * b;
-      std::vector<int64_t> in(size_t(padded), 0), tgt(size_t(padded), 0);
-      for (int64_t i = 0; i < len; ++i) {
-        in[size_t(i)] = s.tokens[size_t(c0 + i)];
-        tgt[size_t(i)] = s.tokens[size_t(c0 + i + 1)];
-      }
-      std::vector<UnitCost> costs;
-      const TTTRun run = make_run(opt.inner, schedule.get(), opt.lr_mult, &costs);
-      const Tensor logits = model.forward_chunk(Tensor::from_ints(in, {1, padded}), state, run);
-      add_costs(costs, r.inner);
-      const std::vector<double> losses = chunk_losses(logits, tgt);
-      for (int64_t i = 0; i < len; ++i) {
-        const int64_t position = c0 + i + 1;  // index of the predicted token in the stream
-        r.by_position.add(position, losses[size_t(i)]);  // every prediction read: how loss evolves along the stream
-        if (position < s.first_scored) continue;
-        stream_sum += losses[size_t(i)];
-        ++stream_count;
-      }
-      r.read += len;
-      // after every chunk, not every stream: one held-out repository can be megabytes read for many minutes
-      if (opt.progress && c0 + len < n) opt.progress((fed + double(c0 + len)) / all_tokens);
-    }
-    fed += double(s.tokens.size());
-    if (opt.progress) opt.progress(fed / all_tokens);
-    loss_sum += stream_sum;
-    r.tokens += stream_count;
-    r.stream_tokens.push_back(stream_count);
-    r.stream_bpb.push_back(stream_count > 0 ? stream_sum / double(stream_count) / std::numbers::ln2 : NAN);
+  for (const StreamPart& p : parts) {
+    for (size_t i = 0; i < p.losses.size(); ++i) r.by_position.add(int64_t(i) + 1, p.losses[i]);
+    add_costs({p.inner}, r.inner);
+    loss_sum += p.sum;
+    r.tokens += p.count;
+    r.read += p.read;
+    r.stream_tokens.push_back(p.count);
+    r.stream_bpb.push_back(p.count > 0 ? p.sum / double(p.count) / std::numbers::ln2 : NAN);
     ++r.streams;
   }
   if (r.tokens == 0) throw std::invalid_argument("evaluate_streams: the streams have no scored token");

@@ -17,6 +17,9 @@ struct StreamEvalOptions {
   int64_t chunk = 1024;   // tokens per forward pass (a multiple of the mini-batch; the state carries across chunks)
   double lr_mult = 1.0;   // ttt_lr_mult (TTT-MLP ends its warm-up at 1)
   std::function<void(double fraction)> progress;  // optional: after each chunk, the share of the tokens read
+  // Streams read side by side on CPU threads (tensor/side_by_side.h), each op on one thread; 0: as many as the CPU
+  // threads (one on a GPU). Results are the same bits whatever it is.
+  int jobs = 0;
 };
 
 // Position bins [1, 2), [2, 4), [4, 8), … up to the longest stream: a bin holds the predictions of tokens whose
