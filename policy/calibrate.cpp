@@ -23,11 +23,6 @@ CostSummary run_windows(const ttt::Model& model, const std::vector<Window>& wind
   return run_windows(LayerRollouts(model), windows, policy, opt, seed, episodes);
 }
 
-RolloutOptions window_progress(RolloutOptions opt, const WindowProgress& progress, double before, double size, double all) {
-  if (progress) opt.progress = [&progress, before, size, all](double f) { progress((before + f * size) / all); };
-  return opt;
-}
-
 CostSummary run_windows(const Rollouts& rollouts, const std::vector<Window>& windows, Policy& policy,
                         const RolloutOptions& opt, uint64_t seed, std::vector<Episode>* episodes,
                         const WindowProgress& progress) {

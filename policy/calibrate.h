@@ -20,9 +20,6 @@ struct CostSummary {
 
 // Told the share of the windows' tokens read so far after each window (a whole held-out split is one long call).
 using WindowProgress = std::function<void(double fraction)>;
-// `opt` for one window of `size` tokens read after `before` of `all`: its units' progress reported to `progress` as a
-// share of all the windows' tokens (unchanged without `progress`). `progress` must outlive the returned options.
-RolloutOptions window_progress(RolloutOptions opt, const WindowProgress& progress, double before, double size, double all);
 
 // Runs `policy` over the windows (sequence seed = seed + window index) and sums the episodes in window order. Windows
 // run side by side (opt.jobs, policy/episodes.h), each further thread with its own policy.clone().

@@ -1,26 +1,10 @@
 #include "policy/episodes.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "tensor/cpu/runtime.h"
 
 namespace ponder::policy {
-namespace {
-
-std::vector<Episode> one_at_a_time(const std::vector<double>& sizes, double all, const RolloutOptions& opt,
-                                   const WindowProgress& progress, const EpisodeFn& episode) {
-  std::vector<Episode> out;
-  double read = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (progress && i > 0) progress(read / all);
-    out.push_back(episode(i, window_progress(opt, progress, read, sizes[i], all), 0));
-    read += sizes[i];
-  }
-  return out;
-}
-
-}  // namespace
 
 int episode_jobs(const ttt::Model& model, const RolloutOptions& opt, size_t windows) {
   if (opt.jobs < 0) throw std::invalid_argument("rollout: jobs must be >= 0, got " + std::to_string(opt.jobs));
@@ -39,12 +23,9 @@ std::vector<Episode> run_episodes(const std::vector<Window>& windows, const Roll
   const size_t n = windows.size();
   std::vector<double> sizes(n);
   for (size_t i = 0; i < n; ++i) sizes[i] = double(windows[i].first.numel());
-  const double all = std::accumulate(sizes.begin(), sizes.end(), 0.0);
-  if (jobs <= 1 || n <= 1) return one_at_a_time(sizes, all, opt, progress, episode);
-
   SharedProgress told(progress, sizes);
   std::vector<Episode> out(n);
-  side_by_side(largest_first(sizes), jobs, [&](size_t i, int w) {
+  side_by_side(hand_out_order(sizes, jobs), jobs, [&](size_t i, int w) {
     RolloutOptions o = opt;  // the caller's own progress callback is not made for several threads at once
     o.progress = progress ? std::function<void(double)>([&told, i](double f) { told.tell(i, f); }) : nullptr;
     out[i] = episode(i, o, w);

@@ -33,7 +33,7 @@ class PolicyCopies {
 // calling thread; workers 1… are the others, each running one episode at a time).
 using EpisodeFn = std::function<Episode(size_t i, const RolloutOptions& opt, int worker)>;
 
-// Runs `episode` for every window, `jobs` at a time (side_by_side, the longest windows first), and returns the
+// Runs `episode` for every window, `jobs` at a time (side_by_side in hand_out_order), and returns the
 // episodes in window order. `progress` is told the share of all the windows' tokens read, from one thread at a time.
 std::vector<Episode> run_episodes(const std::vector<Window>& windows, const RolloutOptions& opt,
                                   const WindowProgress& progress, int jobs, const EpisodeFn& episode);

@@ -40,10 +40,10 @@ void side_by_side(const std::vector<size_t>& order, int jobs, const std::functio
   if (error) std::rethrow_exception(error);
 }
 
-std::vector<size_t> largest_first(const std::vector<double>& sizes) {
+std::vector<size_t> hand_out_order(const std::vector<double>& sizes, int jobs) {
   std::vector<size_t> order(sizes.size());
   std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  if (jobs > 1) std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
   return order;
 }
 

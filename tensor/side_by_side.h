@@ -16,9 +16,10 @@ namespace ponder {
 // take no new task after it). On one job, or inside another parallel region, the tasks run here in order.
 void side_by_side(const std::vector<size_t>& order, int jobs, const std::function<void(size_t i, int worker)>& task);
 
-// Indices of `sizes`, the largest first (ties in index order): the order to hand out pieces of very different sizes
-// so that the last ones to start are short.
-std::vector<size_t> largest_first(const std::vector<double>& sizes);
+// The order to hand pieces of these sizes to `jobs` threads: on one job index order (one piece after another, as
+// before there were threads); on several the largest first (ties in index order), so that the last pieces to start
+// are short.
+std::vector<size_t> hand_out_order(const std::vector<double>& sizes, int jobs);
 
 // Each piece's share done, told from any thread, summed into one share of the whole weighted by the pieces' sizes
 // and passed on to `progress` (one call at a time).

@@ -117,10 +117,11 @@ TEST_CASE("run_windows reports progress inside a window too, every 64 units, as 
   in_turn.jobs = 1;  // one window after the other (side by side: test_episodes.cpp)
   std::vector<double> seen;
   run_windows(LayerRollouts(model), windows, one, in_turn, 0, nullptr, [&](double f) { seen.push_back(f); });
-  // unit 64 of the first window (half of its 512 tokens), then the second window's start; a unit 0 says nothing
-  REQUIRE(seen.size() == 2);
+  // unit 64 of the first window (half of its 512 tokens), the first window's end, the second's; a unit 0 says nothing
+  REQUIRE(seen.size() == 3);
   CHECK(seen[0] == doctest::Approx(256.0 / 768.0));
   CHECK(seen[1] == doctest::Approx(512.0 / 768.0));
+  CHECK(seen[2] == doctest::Approx(1.0));
 }
 
 TEST_CASE("every-K/N refuses N = 0 (it would divide by zero) and negative K, naming the method") {

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <numbers>
-#include <numeric>
 #include <stdexcept>
 
 #include "autograd/grad_mode.h"
@@ -98,10 +97,7 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
                                                                        int(streams.size()));
   SharedProgress told(opt.progress, sizes);
   std::vector<StreamPart> parts(streams.size());
-  // One stream after another on one job (its ops then have the threads), or side by side, largest first.
-  std::vector<size_t> order(streams.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  side_by_side(jobs > 1 ? largest_first(sizes) : order, jobs, [&](size_t i, int) {
+  side_by_side(hand_out_order(sizes, jobs), jobs, [&](size_t i, int) {
     parts[i] = read_stream(model, streams[i], opt, [&told, i](double f) { told.tell(i, f); });
     told.tell(i, 1.0);
   });
