@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/side_by_side.h"
 
 namespace ponder {
 namespace {
@@ -20,6 +21,12 @@ AutogradMeta& meta(const Tensor& t) {
 
 bool GradMode::enabled() { return t_grad_enabled; }
 void GradMode::set(bool on) { t_grad_enabled = on; }
+
+namespace {
+// Work run side by side on other threads takes the calling thread's grad mode (tensor/side_by_side.h): a worker's
+// own is on, and a stream read under NoGradGuard would otherwise keep every chunk's graph through its carried state.
+const bool g_grad_mode_inherited = (inherit_on_workers({&GradMode::enabled, &GradMode::set}), true);
+}  // namespace
 
 const char* op_name(Op op) {
 #define PONDER_OP_NAME(id, name) name,

@@ -11,6 +11,35 @@
 
 namespace ponder {
 
+namespace {
+
+std::vector<ThreadSetting>& inherited() {
+  static std::vector<ThreadSetting> settings;
+  return settings;
+}
+
+// Sets the calling thread's values of the inherited settings on a worker for its lifetime in side_by_side.
+class Inherit {
+ public:
+  explicit Inherit(const std::vector<bool>& values) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      own_.push_back(inherited()[i].get());
+      inherited()[i].set(values[i]);
+    }
+  }
+  ~Inherit() {
+    for (size_t i = 0; i < own_.size(); ++i) inherited()[i].set(own_[i]);
+  }
+  Inherit(const Inherit&) = delete;
+
+ private:
+  std::vector<bool> own_;
+};
+
+}  // namespace
+
+void inherit_on_workers(ThreadSetting setting) { inherited().push_back(setting); }
+
 void side_by_side(const std::vector<size_t>& order, int jobs, const std::function<void(size_t, int)>& task) {
   if (jobs <= 1 || order.size() <= 1 || omp_in_parallel()) {
     for (size_t i : order) task(i, 0);
@@ -21,9 +50,12 @@ void side_by_side(const std::vector<size_t>& order, int jobs, const std::functio
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex error_mu;
+  std::vector<bool> caller;
+  for (const ThreadSetting& s : inherited()) caller.push_back(s.get());
 #pragma omp parallel num_threads(jobs)
   {
     const int w = omp_get_thread_num();
+    const Inherit settings(caller);
     const FlopScope scope;
     for (size_t t = 0; !failed && (t = next++) < order.size();) {
       try {

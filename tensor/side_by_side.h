@@ -16,6 +16,16 @@ namespace ponder {
 // take no new task after it). On one job, or inside another parallel region, the tasks run here in order.
 void side_by_side(const std::vector<size_t>& order, int jobs, const std::function<void(size_t i, int worker)>& task);
 
+// A thread-local setting that a layer above this one keeps (autograd's grad mode). side_by_side's workers take the
+// calling thread's value before their first task and have their own back after their last, so a task runs as it would
+// on the calling thread: an evaluation under NoGradGuard records no graph on a worker either. Registered once, when
+// the layer's code is loaded.
+struct ThreadSetting {
+  bool (*get)();
+  void (*set)(bool);
+};
+void inherit_on_workers(ThreadSetting setting);
+
 // The order to hand pieces of these sizes to `jobs` threads: on one job index order (one piece after another, as
 // before there were threads); on several the largest first (ties in index order), so that the last pieces to start
 // are short.

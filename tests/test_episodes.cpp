@@ -2,6 +2,8 @@
 // episodes, sums and FLOP counts they give one at a time, bit for bit; the learners' episode collection likewise.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -164,6 +166,32 @@ TEST_CASE("side_by_side runs tasks at once on several threads, and passes the fi
   CHECK_THROWS_WITH(run_windows(model, windows, bad, three, 100), "planted failure in sequence 103");
   ThrowsAt fine(7);  // and the next call runs as usual
   CHECK(run_windows(model, windows, fine, three, 100).mean_k == 1);
+}
+
+TEST_CASE("side_by_side's workers take the calling thread's grad mode, and have their own back after") {
+  // Two tasks that wait for each other run on two threads, so one of them is a worker, not the caller.
+  auto modes_seen = [] {
+    std::atomic<int> started{0};
+    std::vector<int> mode(2, -1), worker(2, -1);
+    side_by_side({0, 1}, 2, [&](size_t i, int w) {
+      ++started;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (started < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      mode[i] = GradMode::enabled() ? 1 : 0;
+      worker[i] = w;
+    });
+    REQUIRE(std::set<int>(worker.begin(), worker.end()) == std::set<int>{0, 1});
+    return mode;
+  };
+  {
+    NoGradGuard off;  // an evaluation's: without it on a worker, a carried state keeps every chunk's graph
+    CHECK(modes_seen() == std::vector<int>{0, 0});
+  }
+  CHECK(modes_seen() == std::vector<int>{1, 1});
+  std::vector<int> after(2, -1);  // the pool's threads are back to their own setting (on)
+#pragma omp parallel num_threads(2)
+  after[size_t(omp_get_thread_num())] = GradMode::enabled() ? 1 : 0;
+  CHECK(after == std::vector<int>{1, 1});
 }
 
 TEST_CASE("progress of windows side by side rises to the whole set's tokens and never goes back") {
