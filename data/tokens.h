@@ -24,6 +24,9 @@ struct StreamTokens {
   std::string name;
   std::vector<int32_t> tokens;
   int64_t first_scored = 1;
+  // Where each document after the first begins: ascending offsets into tokens, each in (0, size). Empty: the stream
+  // is one document (or its documents are not known). What split_at_documents cuts at.
+  std::vector<int64_t> doc_starts = {};
   int64_t scored() const { return std::max<int64_t>(0, int64_t(tokens.size()) - first_scored); }
 };
 std::vector<StreamTokens> tokenize_streams(const std::vector<HeldOut>& streams, const ByteTokenizer& tokenizer = {});
@@ -37,6 +40,12 @@ StreamTokens cap_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_sc
 // With max_segments = 1 the result is cap_stream(s, max_adapt, max_scored).
 std::vector<StreamTokens> segment_stream(const StreamTokens& s, int64_t max_adapt, int64_t max_scored,
                                          int64_t max_segments);
+// `s` read with its state reset at every document's start: one stream per document that holds a scored token, named
+// "<name>/<j>" for the stream's j-th document. Each begins with the token right before its document (the previous
+// document's last, as input only; none for the stream's first document), so every prediction `s` scores is scored by
+// exactly one piece, and from the same input token; before the first scored token a piece reads its document from
+// its start, unscored. A stream without doc_starts gives itself.
+std::vector<StreamTokens> split_at_documents(const StreamTokens& s);
 // Scored tokens over all streams.
 int64_t scored_tokens(const std::vector<StreamTokens>& streams);
 // Tokens over all streams, scored or not: what reading them costs (progress weights).

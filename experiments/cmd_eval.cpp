@@ -27,7 +27,9 @@ struct EvalArgs {
   bool json = false;
   bool flops_by_layer = false;  // also the FLOPs of one window's forward pass, section by section
   bool streams = false;         // the held-out streams read whole (the config's streams: section cuts them)
+  bool reset = false;           // --streams: the state reset at every document's start
   std::optional<int64_t> position_docs, position_len;  // --streams: loss by position from documents' starts
+  std::optional<int64_t> max_adapt, max_scored, max_segments;  // --streams: the config's streams: caps, overridden
 };
 
 // One window's forward pass under `inner`, FLOPs per token by section (ttt/flop_profile.h).
@@ -96,11 +98,17 @@ double mean_over_streams(const ttt::StreamEvalResult& r) {
   return n > 0 ? sum / double(n) : NAN;
 }
 
+// How a pass read its streams, for the text and the JSON.
+std::string how_read(const ttt::StreamEvalResult& r, bool reset) {
+  return reset ? "the state reset at each of their " + std::to_string(r.pieces) +
+                     " documents' starts (each read alone after the token before it)"
+               : "each read with the state carried from its first token to its last";
+}
+
 void print_streams(const ttt::StreamEvalResult& r, const ttt::InnerRun& inner, const std::string& where,
-                   int64_t split_tokens, const std::string& positions, const std::vector<double>& carry) {
-  std::printf("%s: %lld streams, %lld scored tokens (%.1f %% of the split), each read with the state carried from its "
-              "first token to its last\n", where.c_str(), (long long)r.streams, (long long)r.tokens,
-              100.0 * double(r.tokens) / double(split_tokens));
+                   int64_t split_tokens, const std::string& positions, const std::vector<double>& carry, bool reset) {
+  std::printf("%s: %lld streams, %lld scored tokens (%.1f %% of the split), %s\n", where.c_str(), (long long)r.streams,
+              (long long)r.tokens, 100.0 * double(r.tokens) / double(split_tokens), how_read(r, reset).c_str());
   std::printf("schedule %s, mode %s, path %s\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
               ttt::path_name(inner.path));
   std::printf("%.4f bits/byte over every scored token; %.4f mean over streams\n", r.bpb, mean_over_streams(r));
@@ -124,6 +132,9 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   ro.split = split;
   if (o.position_docs) ro.position_docs = *o.position_docs;
   if (o.position_len) ro.position_len = *o.position_len;
+  if (o.max_adapt) ro.max_adapt = *o.max_adapt;
+  if (o.max_scored) ro.max_scored = *o.max_scored;
+  if (o.max_segments) ro.max_segments = *o.max_segments;
   int64_t split_tokens = 0, candidates = 0;
   const std::vector<data::StreamTokens> streams = held_out_streams(ds, ro, split_tokens);
   const std::vector<data::StreamTokens> docs = position_documents(ds, ro, candidates);  // fails before the pass
@@ -131,6 +142,7 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   so.inner = inner;
   so.chunk = ro.chunk;
   so.lr_mult = eval_options(m, inner).lr_mult;
+  so.reset_at_documents = o.reset;
   // One progress line over both passes, each weighed by the tokens it reads, so the ETA covers what is left of both.
   const double first = tokens_of(streams), total = first + tokens_of(docs);
   const CompareProgress progress = stderr_progress("eval");
@@ -139,6 +151,7 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   std::string positions = "every prediction read, by its position in its stream";
   if (!docs.empty()) {
     so.progress = [&](double f) { progress(inner.schedule + " from documents' starts", first + f * (total - first), total); };
+    so.reset_at_documents = false;  // each is one document already
     r.by_position = ttt::evaluate_streams(m.model, docs, so).by_position;
     positions = std::to_string(docs.size()) + " documents read from their first token, " +
                 std::to_string(ro.position_len) + " tokens each";
@@ -146,7 +159,7 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   if (!o.json) {
     std::printf("device %s\ncheckpoint %s (step %lld)\n", describe_device(m.model.device()).c_str(),
                 o.checkpoint.c_str(), (long long)m.step);
-    print_streams(r, inner, split + " split", split_tokens, positions, m.model.carry_factors());
+    print_streams(r, inner, split + " split", split_tokens, positions, m.model.carry_factors(), o.reset);
     return;
   }
   std::vector<std::string> names;  // the order of stream_bpb and stream_tokens
@@ -154,7 +167,8 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   nlohmann::ordered_json j = provenance(m, ds, o.checkpoint, "ponder eval --streams");
   j.update({{"trained_commit", ck.meta_value("commit")}, {"split", split}, {"schedule", inner.schedule},
             {"mode", ttt::mode_name(inner.mode)}, {"path", ttt::path_name(inner.path)},
-            {"carry_token_factor", m.model.carry_factors()}, {"streams", r.streams}, {"scored_tokens", r.tokens},
+            {"carry_token_factor", m.model.carry_factors()}, {"streams", r.streams}, {"read", how_read(r, o.reset)},
+            {"reset_at_documents", o.reset}, {"documents_read_alone", o.reset ? r.pieces : 0}, {"scored_tokens", r.tokens},
             {"split_tokens", split_tokens}, {"read_tokens", r.read}, {"bpb", r.bpb},
             {"bpb_mean_over_streams", mean_over_streams(r)}, {"loss", r.loss}, {"stream_bpb", r.stream_bpb},
             {"stream_tokens", r.stream_tokens}, {"stream_names", names}, {"flops_per_token", r.flops_per_token},
@@ -176,9 +190,9 @@ void run_eval(const EvalArgs& o) {
   const std::string split = o.split.empty() ? ec.split : o.split;
   const Dataset ds = load_dataset(m.config.data);
   if (o.streams) return run_stream_eval(o, m, inner, split, ds, ck);
-  if (o.position_docs || o.position_len)
-    throw std::invalid_argument("ponder eval: --position-docs and --position-len read documents' starts as streams; "
-                                "add --streams");
+  if (o.position_docs || o.position_len || o.reset || o.max_adapt || o.max_scored || o.max_segments)
+    throw std::invalid_argument("ponder eval: --position-docs, --position-len, --reset-at-documents and --max-adapt, "
+                                "--max-scored, --max-segments read held-out streams; add --streams");
   const data::EvalWindows windows(ds.split(split), m.config.train.seq_len, o.max_windows.value_or(ec.max_windows));
   const ttt::EvalResult r = ttt::evaluate(m.model, windows, eval_options(m, inner));
   const nlohmann::ordered_json sections = o.flops_by_layer ? flops_by_section(m, windows, inner) : nlohmann::ordered_json();
@@ -221,6 +235,24 @@ void register_eval(CLI::App& app) {
   sub->add_flag("--streams", opts->streams,
                 "Read the split's held-out streams whole, the state carried from each one's first token to its last "
                 "(cut as the config's streams: section says), instead of fixed windows from a fresh state");
+  sub->add_flag("--reset-at-documents", opts->reset,
+                "With --streams: reset the state at every document's start (each file of a repository's stream read "
+                "alone, after the byte before it), scoring the same tokens; loss by position is then along each file");
+  struct Cap {
+    const char* flag;
+    std::optional<int64_t>* value;
+    const char* help;
+  };
+  for (const Cap& c : {Cap{"--max-adapt", &opts->max_adapt,
+                           "With --streams: unscored tokens read before each scored segment, at most (default "
+                           "streams.max_adapt; 0 = all)"},
+                       Cap{"--max-scored", &opts->max_scored,
+                           "With --streams: scored tokens per segment (default streams.max_scored; 0 = a stream's "
+                           "whole scored part)"},
+                       Cap{"--max-segments", &opts->max_segments,
+                           "With --streams: segments kept per stream, evenly spaced (default streams.max_segments; 0 = "
+                           "all: with --max-scored 0, every scored token of the split)"}})
+    sub->add_option(c.flag, *c.value, c.help)->check(CLI::NonNegativeNumber);
   sub->add_option("--position-docs", opts->position_docs,
                   "With --streams: loss by position from this many documents' starts (default streams.position_docs; "
                   "0 = along the streams)")

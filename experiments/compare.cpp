@@ -335,6 +335,18 @@ Entry placeholder(const policy::MethodSpec& m, const policy::Rollouts& ro, const
   return e;
 }
 
+// What streams mode reads of stream `st`: its segments (data::segment_stream), or with a reset every document of them
+// alone (data::split_at_documents).
+std::vector<data::StreamTokens> reads_of(const data::StreamTokens& st, const CompareOptions& opt) {
+  std::vector<data::StreamTokens> segments =
+      data::segment_stream(st, opt.stream_max_adapt, opt.stream_max_scored, opt.stream_max_segments);
+  if (!opt.stream_reset) return segments;
+  std::vector<data::StreamTokens> out;
+  for (const data::StreamTokens& c : segments)
+    for (data::StreamTokens& d : data::split_at_documents(c)) out.push_back(std::move(d));
+  return out;
+}
+
 // Every held-out stream, cut into segments and capped as configured (data::segment_stream), each padded to the
 // smallest length every method's decision unit divides: padded positions cost FLOPs that are charged to the tokens
 // read, so padding to more than that (e.g. the window length) would inflate every cost.
@@ -347,8 +359,7 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
   for (const data::StreamTokens& st : *test_streams) {
     res.split_tokens += st.scored();
     bool kept = false;
-    for (data::StreamTokens& c : data::segment_stream(st, opt.stream_max_adapt, opt.stream_max_scored,
-                                                      opt.stream_max_segments))
+    for (data::StreamTokens& c : reads_of(st, opt))
       if (c.scored() > 0) {
         res.context_tokens += std::max<int64_t>(0, c.first_scored - 1);
         capped.push_back(std::move(c));
@@ -359,6 +370,7 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
   }
   res.eval_tokens = data::scored_tokens(capped);
   res.segments = int64_t(capped.size());
+  res.stream_reset = opt.stream_reset;
   int64_t pad_to = mini_batch;
   for (const Entry& e : entries) pad_to = std::lcm(pad_to, std::max<int64_t>(1, e.result.unit_tokens));
   EvalSet streams = stream_set(capped, doc, std::move(names), pad_to);

@@ -63,6 +63,9 @@ struct CompareOptions {
   // the config (data::cap_stream); results say which fraction of the split was scored.
   bool streams = false;
   int64_t stream_max_adapt = 0, stream_max_scored = 0, stream_max_segments = 0;  // data::segment_stream
+  // Streams mode: the state reset at every document's start (data::split_at_documents: each file of a repository read
+  // alone after the byte before it; the same tokens scored), instead of carried across the stream's files.
+  bool stream_reset = false;
   policy::RolloutOptions rollout;
   LearnOptions learn;  // learned-reinforce, learned-ppo-pid, pondernet
   Criteria criteria;
@@ -123,9 +126,10 @@ struct CompareResult {
   // Streams mode: the streams scored, their scored tokens, and the scored tokens of the whole split (no caps).
   std::vector<std::string> stream_names;
   int64_t eval_tokens = 0, split_tokens = 0;  // windows mode: over the distinct windows scored and all of the split's
-  // Streams mode: segments read, and the unscored tokens read before their scored parts (context, e.g. adaptation
-  // files; token 0, which has no prediction, not counted).
+  // Streams mode: segments read (with CompareOptions::stream_reset, the documents read alone), and the unscored tokens
+  // read before their scored parts (context, e.g. adaptation files; token 0, which has no prediction, not counted).
   int64_t segments = 0, context_tokens = 0;
+  bool stream_reset = false;  // streams mode: whether the state was reset at every document
   int64_t windows_per_seed = 0;                // windows mode: windows scored per seed (all of them for 0)
 };
 

@@ -68,11 +68,15 @@ class Section {
       }
     }
   }
-  // A list of step counts, each in [0, kMaxSteps]: a larger count is a typo or an overflow, not a schedule.
-  void get_steps(const std::string& key, std::vector<int>& out) {
+  // A list of step counts, each in [0, kMaxSteps]: a larger count is a typo or an overflow, not a schedule. An empty
+  // list keeps the default unless `may_be_empty`.
+  void get_steps(const std::string& key, std::vector<int>& out, bool may_be_empty = false) {
     std::vector<int64_t> v;
     get(key, v);
-    if (v.empty()) return;
+    if (v.empty()) {
+      if (may_be_empty && node_ && node_.IsMap() && node_[key]) out.clear();
+      return;
+    }
     for (int64_t k : v)
       if (k < 0 || k > kMaxSteps)
         fail(node_[key], key, "step counts must lie in 0.." + std::to_string(kMaxSteps) + ", got " + std::to_string(k));
@@ -321,6 +325,8 @@ void read_streams(Section& s, StreamsConfig& c) {
   s.get("attention_baseline", c.attention_baseline);
   s.get("position_docs", c.position_docs);
   s.get("position_len", c.position_len);
+  s.get_steps("reset_ks", c.reset_ks, true);
+  s.get("reset_at_documents", c.reset_at_documents);
 }
 
 void read_adapt(Section& s, AdaptSection& a) {
@@ -510,6 +516,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
   c.compare.stream_max_adapt = c.streams.max_adapt;  // compare.streams reads the streams as the regime checks do
   c.compare.stream_max_scored = c.streams.max_scored;
   c.compare.stream_max_segments = c.streams.max_segments;
+  c.compare.stream_reset = c.streams.reset_at_documents;
   for (const Section* s : {&model, &train, &data, &eval, &compare, &learn, &streams, &adapt}) s->done();
   try {
     check(c);

@@ -52,6 +52,12 @@ struct StreamsConfig {
   // documents from their start show what reading more of the same text is worth (the TTT paper's figure).
   int64_t position_docs = 0;
   int64_t position_len = 1024;
+  // uniform-K schedules also read with the state reset at every file's start (each file alone, after the byte before
+  // it), on the same scored tokens: does carrying the state across a repository's files help? [] = none.
+  std::vector<int> reset_ks = {1};
+  // The comparison's streams mode (compare.streams) reads with the state reset at every file's start instead of
+  // carried across a repository's files. The regime's uniform passes stay carried (reset_ks adds the reset ones).
+  bool reset_at_documents = false;
 };
 
 // adapt: the fast-weight path (`ponder adapt`, policy/adapt_rollout.h): what the fast weights are, how they are

@@ -24,6 +24,7 @@ RegimeOptions regime_options(const StreamsConfig& streams) {
   ro.max_ngram = int(streams.max_ngram);
   ro.position_docs = streams.position_docs;
   ro.position_len = streams.position_len;
+  ro.reset_ks = streams.reset_ks;
   return ro;
 }
 namespace {
@@ -55,6 +56,12 @@ double ngram_bits(const data::NgramModel& model, const std::vector<data::StreamT
 
 const ttt::StreamEvalResult* RegimeResult::uniform_k(int k) const {
   for (const auto& [kk, r] : uniform)
+    if (kk == k) return &r;
+  return nullptr;
+}
+
+const ttt::StreamEvalResult* RegimeResult::reset_k(int k) const {
+  for (const auto& [kk, r] : reset)
     if (kk == k) return &r;
   return nullptr;
 }
@@ -189,6 +196,13 @@ void read_positions(RegimeResult& r, const TrainedModel& m, const TrainedModel* 
                (long long)r.position_len);
 }
 
+// Whether some stream joins documents: otherwise a reset at every document reads exactly what the carried pass read.
+bool several_documents(const std::vector<data::StreamTokens>& streams) {
+  for (const data::StreamTokens& s : streams)
+    if (!s.doc_starts.empty()) return true;
+  return false;
+}
+
 // The held-out streams the regime reads, cut by RegimeOptions' caps; counts the split's and the scored tokens.
 std::vector<data::StreamTokens> regime_streams(RegimeResult& r, const Dataset& ds, const RegimeOptions& opt) {
   std::vector<data::StreamTokens> streams = held_out_streams(ds, opt, r.split_tokens);
@@ -235,8 +249,10 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
   }
   const std::vector<data::StreamTokens> streams = regime_streams(r, ds, opt);
   const std::vector<data::StreamTokens> docs = position_documents(r, ds, opt);  // before the passes: fails fast
+  const std::vector<int> reset_ks = several_documents(streams) ? opt.reset_ks : std::vector<int>{};
   const double passes_each = double(opt.ks.size()) + (attention ? 1 : 0);
-  PassProgress passes(progress, passes_each * (tokens_of(streams) + tokens_of(docs)));
+  PassProgress passes(progress, passes_each * (tokens_of(streams) + tokens_of(docs)) +
+                                    double(reset_ks.size()) * tokens_of(streams));
   for (int k : opt.ks) {
     const double n = tokens_of(streams);
     const std::string what = uniform_name(k, opt);
@@ -244,6 +260,14 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
     r.uniform.push_back({k, journaled(journal, what, [&] { return ttt::evaluate_streams(m.model, streams, so); })});
     std::fprintf(stderr, "regime: %s on %lld streams: %.4f bits/byte (%.1f s)\n", what.c_str(), (long long)r.streams,
                  r.uniform.back().second.bpb, r.uniform.back().second.seconds);
+  }
+  for (int k : reset_ks) {
+    const std::string what = uniform_name(k, opt) + ", reset at every document";
+    ttt::StreamEvalOptions so = passes.track(uniform_options(m, k, opt), what, tokens_of(streams));
+    so.reset_at_documents = true;
+    r.reset.push_back({k, journaled(journal, what, [&] { return ttt::evaluate_streams(m.model, streams, so); })});
+    std::fprintf(stderr, "regime: %s (%lld documents): %.4f bits/byte (%.1f s)\n", what.c_str(),
+                 (long long)r.reset.back().second.pieces, r.reset.back().second.bpb, r.reset.back().second.seconds);
   }
   if (attention) {
     const ttt::StreamEvalOptions so = passes.track(attention_options(opt.chunk), "attention-only", tokens_of(streams));
@@ -258,6 +282,20 @@ RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, co
   }
   if (!docs.empty()) read_positions(r, m, attention, docs, opt, passes, journal);
   return r;
+}
+
+CarriedVsReset carried_vs_reset(const RegimeResult& r, int k) {
+  CarriedVsReset c;
+  const ttt::StreamEvalResult *carried = r.uniform_k(k), *reset = r.reset_k(k);
+  if (!carried || !reset) return c;
+  c.delta = carried->bpb - reset->bpb;
+  for (size_t i = 0; i < carried->stream_bpb.size() && i < reset->stream_bpb.size(); ++i) {
+    const double a = carried->stream_bpb[i], b = reset->stream_bpb[i];
+    if (std::isnan(a) || std::isnan(b)) continue;
+    ++c.compared;
+    c.better += a < b;
+  }
+  return c;
 }
 
 void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j) {
@@ -298,6 +336,15 @@ void add_regime_json(const RegimeResult& r, nlohmann::ordered_json& j) {
                      {"inner_flops_per_token", res.inner_flops_per_token}, {"stream_bpb", res.stream_bpb},
                      {"seconds", res.seconds}});
   reg["uniform"] = sched;
+  nlohmann::ordered_json resets = nlohmann::ordered_json::array();
+  for (const auto& [k, res] : r.reset) {
+    const CarriedVsReset c = carried_vs_reset(r, k);
+    resets.push_back({{"schedule", "uniform-" + std::to_string(k)}, {"bpb", res.bpb}, {"documents", res.pieces},
+                      {"carried_minus_reset_bpb", c.delta}, {"streams_better_carried", c.better},
+                      {"streams_compared", c.compared}, {"flops_per_token", res.flops_per_token},
+                      {"stream_bpb", res.stream_bpb}, {"seconds", res.seconds}});
+  }
+  reg["reset_at_documents"] = resets;
   if (r.attention)
     reg["attention"] = {{"checkpoint", r.attention_checkpoint}, {"bpb", r.attention->bpb},
                         {"flops_per_token", r.attention->flops_per_token}, {"stream_bpb", r.attention->stream_bpb}};
@@ -311,6 +358,18 @@ std::string position_source(const RegimeResult& r) {
   return "read on " + std::to_string(r.position_docs) + " held-out documents from their first token, each alone with a "
          "fresh state and cut to " + std::to_string(r.position_len) + " tokens (of the " +
          std::to_string(r.position_candidates) + " documents that long), so every bin holds the same documents";
+}
+
+// The answer to "does carrying the state across documents help?" for uniform-K.
+std::string reset_bullet(const RegimeResult& r, int k, const ttt::StreamEvalResult& reset) {
+  const ttt::StreamEvalResult* carried = r.uniform_k(k);
+  if (!carried) return "";
+  const CarriedVsReset c = carried_vs_reset(r, k);
+  return "- State carried across each stream's documents vs reset at every document's start (uniform-" +
+         std::to_string(k) + "; " + std::to_string(reset.pieces) + " documents read alone, each after the token "
+         "before it, the same scored tokens): " + fmt("%.4f", carried->bpb) + " vs " + fmt("%.4f", reset.bpb) +
+         " bits/byte → **carrying " + (c.delta < 0 ? "helps" : "does not help") + "** (" + fmt("%+.4f", c.delta) +
+         "; better carried on " + std::to_string(c.better) + " of " + std::to_string(c.compared) + " streams).\n";
 }
 
 }  // namespace
@@ -365,10 +424,14 @@ std::string regime_markdown(const RegimeResult& r) {
        << ") " << fmt("%.4f", r.attention->bpb)
        << " bits/byte → TTT is " << (u1->bpb < r.attention->bpb ? "better" : "worse") << " ("
        << fmt("%+.4f", u1->bpb - r.attention->bpb) << ").\n";
+  for (const auto& [k, res] : r.reset) md << reset_bullet(r, k, res);
   md << "\n| model | bits/byte | FLOPs/token read | inner TTT share |\n|---|---|---|---|\n";
-  for (const auto& [k, res] : r.uniform)
-    md << "| TTT uniform-" << k << " | " << fmt("%.4f", res.bpb) << " | " << fmt("%.4g", res.flops_per_token) << " | "
+  const auto row = [&md](const std::string& name, const ttt::StreamEvalResult& res) {
+    md << "| " << name << " | " << fmt("%.4f", res.bpb) << " | " << fmt("%.4g", res.flops_per_token) << " | "
        << fmt("%.1f %%", 100 * res.inner_flops_per_token / res.flops_per_token) << " |\n";
+  };
+  for (const auto& [k, res] : r.uniform) row("TTT uniform-" + std::to_string(k), res);
+  for (const auto& [k, res] : r.reset) row("TTT uniform-" + std::to_string(k) + ", reset at every document", res);
   if (r.attention)
     md << "| attention-only | " << fmt("%.4f", r.attention->bpb) << " | " << fmt("%.4g", r.attention->flops_per_token)
        << " | – |\n";

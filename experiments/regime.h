@@ -26,6 +26,9 @@ struct RegimeOptions {
   // The comparison's inner-step mode: in prefix mode K ≥ 1 also change a unit's own outputs (the dual path reads
   // it in closed form; docs/ttt.md §3.3).
   ttt::StepMode mode = ttt::StepMode::Carry;
+  // uniform-K also read with the state reset at every document's start (ttt::StreamEvalOptions::reset_at_documents)
+  // on the same scored tokens; skipped when every stream is one document, where a reset changes nothing.
+  std::vector<int> reset_ks = {1};
 };
 
 // The options the config's streams: section sets (quick, compare, adapt read the streams the same way).
@@ -35,6 +38,7 @@ struct RegimeResult {
   ttt::StepMode mode = ttt::StepMode::Carry;     // how the uniform passes took their inner steps
   std::vector<double> carry_factors;             // per TTT layer
   std::vector<std::pair<int, ttt::StreamEvalResult>> uniform;  // K → result
+  std::vector<std::pair<int, ttt::StreamEvalResult>> reset;    // K → result with the state reset at every document
   std::optional<ttt::StreamEvalResult> attention;  // the attention-only baseline, when given
   std::string attention_checkpoint;
   int64_t attention_layers = 0, attention_window = 0, model_layers = 0;  // how the baseline compares in size
@@ -48,6 +52,7 @@ struct RegimeResult {
   int64_t position_docs = 0, position_len = 0, position_candidates = 0;
   double scored_fraction() const { return split_tokens > 0 ? double(eval_tokens) / double(split_tokens) : 0; }
   const ttt::StreamEvalResult* uniform_k(int k) const;
+  const ttt::StreamEvalResult* reset_k(int k) const;
   // The liveness checks, each with the numbers it rests on.
   bool carry_alive() const;       // some layer's carry factor > 0
   bool loss_falls() const;        // uniform-1: mean loss past the first 64 positions below that of positions 16–63
@@ -81,6 +86,14 @@ std::vector<data::StreamTokens> position_documents(const Dataset& ds, const Regi
 // reused pass equals a recomputed one.
 RegimeResult run_regime(const TrainedModel& m, const TrainedModel* attention, const Dataset& ds,
                         const RegimeOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr);
+
+// uniform-K carried against the same schedule reset at every document: carried − reset bits/byte, and over the
+// streams both scored, how many read better carried. Zeros when either pass is missing.
+struct CarriedVsReset {
+  double delta = 0;
+  int64_t better = 0, compared = 0;
+};
+CarriedVsReset carried_vs_reset(const RegimeResult& r, int k);
 
 // results.json's top-level fields: carry_token_factor, ngram_bpb, loss_by_position, eval_tokens, and a `regime`
 // object with the per-schedule numbers and the checks.

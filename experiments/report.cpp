@@ -45,9 +45,16 @@ std::string setup_text(const CompareResult& r, const CompareOptions& opt) {
           ? "; each of the " + std::to_string(r.segments) + " segments read after " +
                 fmt("%.0f", double(r.context_tokens) / double(r.segments)) + " unscored tokens of context on average"
           : "; no segment has unscored context before its scored part" +
-                std::string(opt.stream_max_adapt > 0 ? " (streams.max_adapt has no effect: every stream is scored from "
-                                                       "its first token)" : "");
-  return std::to_string(r.stream_names.size()) + " held-out streams, each read whole with its state carried, " +
+                std::string(r.stream_reset ? " (each file is scored from its start, and the reset drops what came "
+                                             "before it)"
+                            : opt.stream_max_adapt > 0 ? " (streams.max_adapt has no effect: every stream is scored "
+                                                         "from its first token)"
+                                                       : "");
+  const std::string how = r.stream_reset ? "each read with its state reset at every file's start (" +
+                                               std::to_string(r.segments) + " files read alone, each after the byte "
+                                               "before it; `streams.reset_at_documents`), "
+                                         : "each read whole with its state carried, ";
+  return std::to_string(r.stream_names.size()) + " held-out streams, " + how +
          std::to_string(r.eval_tokens) + " scored tokens = " +
          fmt("%.1f", r.split_tokens > 0 ? 100.0 * double(r.eval_tokens) / double(r.split_tokens) : 0.0) +
          " % of the split (caps in `streams:`)" + context + ", × " + std::to_string(opt.seeds) +
@@ -358,6 +365,7 @@ ordered_json results_json(const CompareResult& r, const CompareOptions& opt, con
     out["eval_tokens"] = r.eval_tokens;
     out["segments"] = r.segments;
     out["context_tokens"] = r.context_tokens;  // unscored tokens read before the segments' scored parts
+    out["reset_at_documents"] = r.stream_reset;
   } else {  // distinct windows scored over all seeds, of all the split's non-overlapping windows
     out["scored_windows"] = r.eval_tokens / opt.seq_len;
     out["split_windows"] = r.split_tokens / opt.seq_len;

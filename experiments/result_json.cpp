@@ -64,7 +64,7 @@ void from_json(const nlohmann::json& j, FrontierPoint& p) {
 nlohmann::json stream_result_json(const ttt::StreamEvalResult& r) {
   const ttt::PositionBins& b = r.by_position;
   const ttt::UnitCost& u = r.inner;
-  return {{"streams", r.streams}, {"tokens", r.tokens}, {"read", r.read}, {"loss", r.loss}, {"bpb", r.bpb},
+  return {{"streams", r.streams}, {"pieces", r.pieces}, {"tokens", r.tokens}, {"read", r.read}, {"loss", r.loss}, {"bpb", r.bpb},
           {"stream_bpb", r.stream_bpb}, {"stream_tokens", r.stream_tokens},
           {"by_position", {{"lo", b.lo}, {"hi", b.hi}, {"loss_sum", b.loss_sum}, {"count", b.count}}},
           {"flops", {{"n", r.flops.n}, {"bytes_moved", r.flops.bytes_moved}}},
@@ -77,6 +77,7 @@ nlohmann::json stream_result_json(const ttt::StreamEvalResult& r) {
 ttt::StreamEvalResult stream_result_from_json(const nlohmann::json& j) {
   ttt::StreamEvalResult r;
   j.at("streams").get_to(r.streams);
+  r.pieces = j.value("pieces", r.streams);  // journals written before resets were read: one read per stream
   j.at("tokens").get_to(r.tokens);
   j.at("read").get_to(r.read);
   r.loss = number(j, "loss");

@@ -137,6 +137,20 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_train_") as tmp:
     check("streams.position_len" in error_line(r), "documents longer than the split has: " + error_line(r))
     r = ponder("eval", "--checkpoint", ckpt, "--position-docs", "2", ok=False)
     check("add --streams" in error_line(r), "--position-docs without --streams is refused by name")
+    # --reset-at-documents: this corpus's streams are one document each, so a reset reads what the carried pass read.
+    rs = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-1", "--streams",
+                           "--reset-at-documents", "--json").stdout)
+    check(rs["reset_at_documents"] and rs["documents_read_alone"] == rs["streams"] == st["streams"] and
+          rs["stream_bpb"] == st["stream_bpb"] and "reset" in rs["read"],
+          "eval --streams --reset-at-documents on one-document streams reads them as the carried pass does")
+    cut = json.loads(ponder("eval", "--checkpoint", ckpt, "--split", "test", "--schedule", "uniform-1", "--streams",
+                            "--max-scored", "100", "--max-segments", "1", "--json").stdout)
+    check(cut["streams"] == st["streams"] and cut["scored_tokens"] == sum(min(100, n) for n in st["stream_tokens"]),
+          "eval --streams --max-scored/--max-segments override the config's caps: the first 100 scored tokens a stream")
+    r = ponder("eval", "--checkpoint", ckpt, "--max-segments", "1", ok=False)
+    check("add --streams" in error_line(r), "--max-segments without --streams is refused by name")
+    r = ponder("eval", "--checkpoint", ckpt, "--reset-at-documents", ok=False)
+    check("add --streams" in error_line(r), "--reset-at-documents without --streams is refused by name")
 
     bad = os.path.join(tmp, "bad.ckpt")
     data = bytearray(a)

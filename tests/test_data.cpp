@@ -633,3 +633,67 @@ TEST_CASE("stream segments: every scored token scored once, bounded context, eve
   CHECK(whole[0].scored() == 100);
   CHECK(segment_stream(s, 0, 30, 0)[3].first_scored == 130);  // max_adapt 0: everything before as context
 }
+
+namespace {
+
+// The (input, target) pairs `s` scores, in order: what each scored prediction reads last and predicts.
+std::vector<std::pair<int32_t, int32_t>> scored_pairs(const StreamTokens& s) {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (int64_t t = std::max<int64_t>(1, s.first_scored); t < int64_t(s.tokens.size()); ++t)
+    out.push_back({s.tokens[size_t(t - 1)], s.tokens[size_t(t)]});
+  return out;
+}
+
+std::vector<std::pair<int32_t, int32_t>> scored_pairs(const std::vector<StreamTokens>& pieces) {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (const StreamTokens& p : pieces)
+    for (const auto& pr : scored_pairs(p)) out.push_back(pr);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a stream reset at every document: each document read alone after the token before it, the same predictions "
+          "scored, starts kept through caps and segments") {
+  // Adaptation files "ab", "cde", evaluation files "fg", "" (empty: starts nothing), "hij".
+  const HeldOut h{"repo", {{"a.py", "ab", "repo"}, {"b.py", "cde", "repo"}},
+                  {{"c.py", "fg", "repo"}, {"d.py", "", "repo"}, {"e.py", "hij", "repo"}}};
+  const StreamTokens s = tokenize_streams({h}).at(0);
+  CHECK(s.doc_starts == std::vector<int64_t>{2, 5, 7});
+  CHECK(s.first_scored == 5);
+  const std::vector<StreamTokens> pieces = split_at_documents(s);
+  REQUIRE(pieces.size() == 2);  // the adaptation files hold no scored token
+  CHECK(pieces[0].name == "repo/2");
+  CHECK(pieces[0].tokens == std::vector<int32_t>{'e', 'f', 'g'});  // "fg" after the 'e' before it
+  CHECK(pieces[0].first_scored == 1);
+  CHECK(pieces[1].tokens == std::vector<int32_t>{'g', 'h', 'i', 'j'});
+  CHECK(scored_pairs(pieces) == scored_pairs(s));
+  CHECK(scored_tokens(pieces) == s.scored());
+
+  // A longer stream cut into segments mid-document: each segment keeps the starts inside it, and its pieces score
+  // exactly its predictions; a piece whose document began before the segment's scored part reads that part unscored.
+  StreamTokens long_s{"long", {}, 37, {10, 25, 37, 60, 61, 90}};
+  for (int32_t t = 0; t < 120; ++t) long_s.tokens.push_back(t);
+  CHECK(scored_pairs(split_at_documents(long_s)) == scored_pairs(long_s));
+  for (const StreamTokens& g : segment_stream(long_s, 8, 20, 0)) {
+    INFO(g.name);
+    for (int64_t a : g.doc_starts) CHECK((a > 0 && a < int64_t(g.tokens.size())));
+    const std::vector<StreamTokens> gp = split_at_documents(g);
+    CHECK(scored_pairs(gp) == scored_pairs(g));
+    for (const StreamTokens& p : gp) CHECK(p.first_scored >= 1);
+  }
+  const StreamTokens seg1 = segment_stream(long_s, 8, 20, 0).at(1);  // tokens 49 … 76, scored from 57
+  CHECK(seg1.doc_starts == std::vector<int64_t>{11, 12});              // 60 and 61
+  const std::vector<StreamTokens> seg1_pieces = split_at_documents(seg1);
+  REQUIRE(seg1_pieces.size() == 3);
+  CHECK(seg1_pieces[0].tokens.front() == 49);  // the document 37 … 59 from the segment's start, 8 tokens unscored
+  CHECK(seg1_pieces[0].first_scored == 8);
+  CHECK(seg1_pieces[1].tokens == std::vector<int32_t>{59, 60});  // the one-token document 60
+  CHECK(cap_stream(long_s, 8, 20).doc_starts == std::vector<int64_t>{8});  // 37 in tokens 29 … 56
+  // No starts: the stream itself. Starts out of order: an error naming the stream.
+  const StreamTokens plain{"plain", {1, 2, 3}, 1};
+  REQUIRE(split_at_documents(plain).size() == 1);
+  CHECK(split_at_documents(plain)[0].tokens == plain.tokens);
+  const StreamTokens bad{"bad", {1, 2, 3, 4}, 1, {3, 2}};
+  CHECK(error_of([&] { split_at_documents(bad); }).find("stream 'bad' has document start 2") != std::string::npos);
+}

@@ -299,6 +299,70 @@ TEST_CASE("streams read side by side give the bits and FLOPs they give one after
   CHECK(p3.back() == doctest::Approx(1.0));
 }
 
+TEST_CASE("streams read with the state reset at every document: each document's reads alone, nothing before it "
+          "seen, summed per stream") {
+  Model model(test::test_model({"ttt", "attention"}), 9, DType::F64);
+  Generator gen(13);
+  std::vector<data::StreamTokens> streams;
+  for (const auto& [n, starts] : std::vector<std::pair<int64_t, std::vector<int64_t>>>{
+           {70, {20, 33, 50}}, {41, {}}, {90, {5, 6, 64}}}) {
+    data::StreamTokens s{"s" + std::to_string(n), {}, 30, starts};
+    for (int64_t v : random_ids(gen, 1, n, 32).to_ints()) s.tokens.push_back(int32_t(v));
+    streams.push_back(s);
+  }
+  StreamEvalOptions opt;
+  opt.chunk = 16;
+  opt.inner.schedule = "uniform-1";
+  opt.reset_at_documents = true;
+  const StreamEvalResult r = evaluate_streams(model, streams, opt);
+  // The same as reading the pieces as streams of their own, then gathering them per stream.
+  std::vector<data::StreamTokens> pieces;
+  std::vector<size_t> owner;
+  for (size_t i = 0; i < streams.size(); ++i)
+    for (const data::StreamTokens& p : data::split_at_documents(streams[i])) pieces.push_back(p), owner.push_back(i);
+  StreamEvalOptions alone = opt;
+  alone.reset_at_documents = false;
+  const StreamEvalResult direct = evaluate_streams(model, pieces, alone);
+  CHECK(r.streams == 3);
+  CHECK(r.pieces == int64_t(pieces.size()));
+  CHECK(r.pieces == 6);  // scored from 30: s70's documents from 20, 33 and 50; s41 itself; s90's from 6 and 64
+  CHECK(r.tokens == direct.tokens);
+  CHECK(r.tokens == 40 + 11 + 60);  // every scored prediction of the streams, once
+  CHECK(r.loss == doctest::Approx(direct.loss).epsilon(1e-12));
+  CHECK(r.read == direct.read);
+  CHECK(r.inner.total() == direct.inner.total());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    double sum = 0;
+    int64_t n = 0;
+    for (size_t j = 0; j < pieces.size(); ++j)
+      if (owner[j] == i) sum += direct.stream_bpb[j] * double(direct.stream_tokens[j]), n += direct.stream_tokens[j];
+    CHECK(r.stream_tokens[i] == n);
+    CHECK(r.stream_bpb[i] == doctest::Approx(sum / double(n)).epsilon(1e-12));
+  }
+  // A reset means it: changing every token of the first stream's documents before 49 (the token before document 50,
+  // its lead, stays) leaves that document's predictions as they were, while the carried read sees the change.
+  std::vector<data::StreamTokens> changed = streams;
+  for (size_t t = 0; t < 49; ++t) changed[0].tokens[t] = (changed[0].tokens[t] + 7) % 32;
+  changed[0].first_scored = 50;
+  std::vector<data::StreamTokens> last = streams;
+  last[0].first_scored = 50;
+  CHECK(evaluate_streams(model, changed, opt).stream_bpb[0] == evaluate_streams(model, last, opt).stream_bpb[0]);
+  StreamEvalOptions carried = opt;
+  carried.reset_at_documents = false;
+  CHECK(evaluate_streams(model, changed, carried).stream_bpb[0] != evaluate_streams(model, last, carried).stream_bpb[0]);
+  // Without the reset the starts change nothing; with it the thread count changes no bit.
+  std::vector<data::StreamTokens> no_starts = streams;
+  for (data::StreamTokens& s : no_starts) s.doc_starts.clear();
+  CHECK(evaluate_streams(model, no_starts, carried).stream_bpb == evaluate_streams(model, streams, carried).stream_bpb);
+  StreamEvalOptions three = opt;
+  three.jobs = 3;
+  const StreamEvalResult r3 = evaluate_streams(model, streams, three);
+  CHECK(r3.loss == r.loss);
+  CHECK(r3.stream_bpb == r.stream_bpb);
+  CHECK(r3.by_position.loss_sum == r.by_position.loss_sum);
+  CHECK(r3.flops.total() == r.flops.total());
+}
+
 TEST_CASE("FLOPs by section: in forward order, adding up to the pass's total, inner steps counted in the mixer") {
   Model model(small({"ttt", "attention"}, "transformer"), 3, DType::F64);
   Generator gen(5);

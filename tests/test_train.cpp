@@ -894,6 +894,29 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
     CHECK(m.seeds[0].total_per_token() > 0.9 * e.flops_per_token);
     CHECK(m.seeds[0].total_per_token() < 1.1 * e.flops_per_token);
   }
+
+  // With the state reset at every file, the comparison reads each segment's files alone: the same scored tokens,
+  // pooled into the same stream, and each method's score is stream evaluation's with the same reset.
+  opt.stream_reset = true;
+  const cli::CompareResult reset = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams);
+  int64_t files = 0;
+  for (const data::StreamTokens& c : capped) files += int64_t(data::split_at_documents(c).size());
+  // One evaluation file: one read a segment, the first without the end of the adaptation file it was read after.
+  CHECK(files == int64_t(capped.size()));
+  CHECK(reset.segments == files);
+  CHECK(reset.stream_reset);
+  CHECK(reset.eval_tokens == r.eval_tokens);
+  CHECK(reset.stream_names == r.stream_names);
+  for (const cli::MethodResult& m : reset.methods) {
+    INFO(m.name, " reset at every file");
+    ttt::StreamEvalOptions so;
+    so.inner.schedule = m.name;
+    so.chunk = 16;
+    so.reset_at_documents = true;
+    const ttt::StreamEvalResult e = ttt::evaluate_streams(model, capped, so);
+    CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));
+    if (m.name != "uniform-0") CHECK(m.seeds[0].bpb != cli::find(r, m.name)->seeds[0].bpb);
+  }
 }
 
 TEST_CASE("loss by position from documents' starts: every held-out file read alone from its first token, the same "
@@ -945,6 +968,35 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   for (size_t i = 0; i < b.lo.size(); ++i) CHECK(b.mean(i) == doctest::Approx(direct.by_position.mean(i)).epsilon(1e-12));
   // The scored tokens are still the streams' evaluation part: the bins change, the bits/byte do not.
   CHECK(r.eval_tokens == ds.test_streams[0].scored());
+  // The held-out repository's stream joins its files: uniform-1 is also read with the state reset at each file's
+  // start, on the same scored tokens, and the report and results.json say which read is better. (Several documents
+  // of one stream are tested in test_model.)
+  REQUIRE(r.reset.size() == 1);
+  const ttt::StreamEvalResult& reset = *r.reset_k(1);
+  int64_t all_tokens = 0, files = 0;
+  for (const data::StreamTokens& st : cli::held_out_streams(ds, opt, all_tokens))
+    files += int64_t(data::split_at_documents(st).size());
+  CHECK(files == 1);  // its evaluation file, read without the adaptation files before it
+  CHECK(reset.pieces == files);
+  CHECK(reset.tokens == r.uniform_k(1)->tokens);
+  CHECK(reset.bpb != r.uniform_k(1)->bpb);
+  nlohmann::ordered_json rj;
+  cli::add_regime_json(r, rj);
+  const nlohmann::ordered_json& rr = rj["regime"]["reset_at_documents"].at(0);
+  CHECK(rr["documents"] == files);
+  CHECK(rr["carried_minus_reset_bpb"].get<double>() == r.uniform_k(1)->bpb - reset.bpb);
+  CHECK(rr["streams_compared"] == 1);
+  CHECK(cli::regime_markdown(r).find("reset at every document's start (uniform-1; " + std::to_string(files) +
+                                     " documents read alone") != std::string::npos);
+  // None asked for, or streams that are one document each (where a reset reads what the carried pass read): no pass.
+  cli::RegimeOptions no_reset = opt;
+  no_reset.reset_ks = {};
+  no_reset.position_docs = 0;
+  CHECK(cli::run_regime(m, nullptr, ds, no_reset).reset.empty());
+  cli::Dataset single = ds;
+  for (data::StreamTokens& st : single.test_streams) st.doc_starts.clear();
+  no_reset.reset_ks = {1, 2};
+  CHECK(cli::run_regime(m, nullptr, single, no_reset).reset.empty());
   opt.position_len = 4096;
   CHECK(error_of([&] { cli::run_regime(m, nullptr, ds, opt); }).find("documents of at least 4096 tokens") !=
         std::string::npos);
@@ -956,7 +1008,7 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   cli::Journal first(t.file("journal.jsonl"), fp);
   const cli::RegimeResult once = cli::run_regime(m, nullptr, ds, opt, {}, &first);
   cli::Journal again(t.file("journal.jsonl"), fp);
-  CHECK(again.reused() == 4);  // uniform-0 and uniform-1, over the streams and over the documents' starts
+  CHECK(again.reused() == 5);  // uniform-0 and uniform-1 over the streams and the documents' starts; uniform-1 reset
   const cli::RegimeResult twice = cli::run_regime(m, nullptr, ds, opt, {}, &again);
   for (int k : {0, 1}) {
     INFO("uniform-" << k);
@@ -972,6 +1024,10 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
     CHECK(a.flops_per_token == b.flops_per_token);
     CHECK(a.seconds == b.seconds);
   }
+  REQUIRE(twice.reset_k(1) != nullptr);
+  CHECK(twice.reset_k(1)->pieces == once.reset_k(1)->pieces);
+  CHECK(twice.reset_k(1)->stream_bpb == once.reset_k(1)->stream_bpb);
+  CHECK(twice.reset_k(1)->seconds == once.reset_k(1)->seconds);
   // A NaN (a stream with nothing scored) is stored as null and reads back as NaN.
   ttt::StreamEvalResult nan_stream = *once.uniform_k(1);
   nan_stream.stream_bpb.push_back(NAN);
@@ -988,7 +1044,7 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   opt.position_docs = 0;
   cli::Journal third(t.file("journal.jsonl"), fp);
   const cli::RegimeResult pr = cli::run_regime(m, nullptr, ds, opt, {}, &third);
-  CHECK(cli::Journal(t.file("journal.jsonl"), fp).reused() == 6);  // two passes more, none read back
+  CHECK(cli::Journal(t.file("journal.jsonl"), fp).reused() == 8);  // three passes more (uniform-1 reset too), none read back
   int64_t split_tokens = 0;
   ttt::StreamEvalOptions ps;
   ps.inner = {"uniform-2", ttt::StepMode::Prefix, ttt::InnerPath::Iterative};  // the reference path

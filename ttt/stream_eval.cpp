@@ -78,6 +78,57 @@ StreamPart read_stream(const Model& model, const data::StreamTokens& s, const St
   return p;
 }
 
+// What evaluate_streams reads: the streams themselves, or with a reset each stream's documents (data::
+// split_at_documents); owner[i] is the stream that read i belongs to.
+struct Pieces {
+  std::vector<data::StreamTokens> split;
+  std::vector<const data::StreamTokens*> read;
+  std::vector<size_t> owner;
+  Pieces(const Pieces&) = delete;  // read points into split
+  Pieces(const std::vector<data::StreamTokens>& streams, bool reset) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (!reset) {
+        read.push_back(&streams[i]);
+        owner.push_back(i);
+        continue;
+      }
+      for (data::StreamTokens& p : data::split_at_documents(streams[i])) {
+        split.push_back(std::move(p));
+        owner.push_back(i);
+      }
+    }
+    for (const data::StreamTokens& p : split) read.push_back(&p);
+  }
+};
+
+// The reads' parts combined in read order, as one read after another would have added them, so the thread count
+// changes no bit; a stream's scored sums and counts gather its reads'.
+StreamEvalResult combine(const std::vector<StreamPart>& parts, const std::vector<size_t>& owner, size_t streams) {
+  StreamEvalResult r;
+  std::vector<double> sums(streams, 0.0);
+  std::vector<int64_t> counts(streams, 0);
+  double loss_sum = 0;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const StreamPart& p = parts[j];
+    for (size_t i = 0; i < p.losses.size(); ++i) r.by_position.add(int64_t(i) + 1, p.losses[i]);
+    add_costs({p.inner}, r.inner);
+    loss_sum += p.sum;
+    sums[owner[j]] += p.sum;
+    counts[owner[j]] += p.count;
+    r.tokens += p.count;
+    r.read += p.read;
+  }
+  for (size_t i = 0; i < streams; ++i) {
+    r.stream_tokens.push_back(counts[i]);
+    r.stream_bpb.push_back(counts[i] > 0 ? sums[i] / double(counts[i]) / std::numbers::ln2 : NAN);
+  }
+  r.streams = int64_t(streams);
+  r.pieces = int64_t(parts.size());
+  r.loss = r.tokens > 0 ? loss_sum / double(r.tokens) : NAN;
+  r.bpb = r.loss / std::numbers::ln2;
+  return r;
+}
+
 }  // namespace
 
 StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::StreamTokens>& streams,
@@ -91,33 +142,21 @@ StreamEvalResult evaluate_streams(const Model& model, const std::vector<data::St
   NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
   FlopScope scope;
+  const Pieces pieces(streams, opt.reset_at_documents);
+  if (pieces.read.empty()) throw std::invalid_argument("evaluate_streams: the streams have no scored token");
   std::vector<double> sizes;
-  for (const data::StreamTokens& s : streams) sizes.push_back(double(s.tokens.size()));
+  for (const data::StreamTokens* s : pieces.read) sizes.push_back(double(s->tokens.size()));
   const int jobs = model.device() != Device::CPU ? 1 : std::min<int>(opt.jobs > 0 ? opt.jobs : cpu::num_threads(),
-                                                                       int(streams.size()));
+                                                                       int(sizes.size()));
   SharedProgress told(opt.progress, sizes);
-  std::vector<StreamPart> parts(streams.size());
+  std::vector<StreamPart> parts(sizes.size());
   side_by_side(hand_out_order(sizes, jobs), jobs, [&](size_t i, int) {
-    parts[i] = read_stream(model, streams[i], opt, [&told, i](double f) { told.tell(i, f); });
+    parts[i] = read_stream(model, *pieces.read[i], opt, [&told, i](double f) { told.tell(i, f); });
     told.tell(i, 1.0);
   });
-  // Combined in stream order, as one stream after another would have added them, so the thread count changes no bit.
-  StreamEvalResult r;
-  double loss_sum = 0;
-  for (const StreamPart& p : parts) {
-    for (size_t i = 0; i < p.losses.size(); ++i) r.by_position.add(int64_t(i) + 1, p.losses[i]);
-    add_costs({p.inner}, r.inner);
-    loss_sum += p.sum;
-    r.tokens += p.count;
-    r.read += p.read;
-    r.stream_tokens.push_back(p.count);
-    r.stream_bpb.push_back(p.count > 0 ? p.sum / double(p.count) / std::numbers::ln2 : NAN);
-    ++r.streams;
-  }
+  StreamEvalResult r = combine(parts, pieces.owner, streams.size());
   if (r.tokens == 0) throw std::invalid_argument("evaluate_streams: the streams have no scored token");
   r.flops = scope.counts();
-  r.loss = loss_sum / double(r.tokens);
-  r.bpb = r.loss / std::numbers::ln2;
   r.flops_per_token = double(r.flops.total()) / double(r.read);
   r.inner_flops_per_token = double(r.inner.total()) / double(r.read);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

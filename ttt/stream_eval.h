@@ -20,6 +20,10 @@ struct StreamEvalOptions {
   // Streams read side by side on CPU threads (tensor/side_by_side.h), each op on one thread; 0: as many as the CPU
   // threads (one on a GPU). Results are the same bits whatever it is.
   int jobs = 0;
+  // Reset the state at every document's start (data::split_at_documents): each document of a stream is read alone,
+  // from a fresh state, after the one token before it. The same predictions are scored as without it, and the
+  // results still count per stream; only the context a prediction has changes.
+  bool reset_at_documents = false;
 };
 
 // Position bins [1, 2), [2, 4), [4, 8), … up to the longest stream: a bin holds the predictions of tokens whose
@@ -34,12 +38,14 @@ struct PositionBins {
 
 struct StreamEvalResult {
   int64_t streams = 0;
+  int64_t pieces = 0;                 // reads from a fresh state: the streams, or their documents with a reset
   int64_t tokens = 0;                 // scored predictions
   int64_t read = 0;                   // tokens fed through the model (scored or not, padding excluded)
   double loss = 0, bpb = 0;           // mean over scored predictions
   std::vector<double> stream_bpb;     // per stream (NaN for a stream with nothing scored)
   std::vector<int64_t> stream_tokens; // scored predictions per stream
   PositionBins by_position;           // every prediction read (the adaptation part too): loss along the stream
+                                      // (with a reset, along the document, its lead token at position 0)
   FlopCounts flops;                   // every forward pass, unscored parts included
   UnitCost inner;                     // TTT inner-loop FLOPs over all units and layers
   double flops_per_token = 0;         // flops.total() / read: what reading one token costs
