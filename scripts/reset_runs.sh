@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Does carrying the TTT state across a repository's files help, against resetting it at each file's start? Training
+# windows never cross a file boundary (data/windows.h), so a carried state meets one only at evaluation. This trains
+# three models of the main job's config (configs/quick.yaml, train.seed 0, 1, 2) on a corpus of repositories, then
+# reads every scored token of its test split under uniform-K with the state carried through each repository (its
+# adaptation files, then its evaluation files) and with it reset at every file (`ponder eval --streams
+# --reset-at-documents`: each file alone after the byte before it, the same predictions scored), and uniform-0 (no
+# inner learning) beside them: results/reset_<corpus>/<model>-u<K>-<carry|reset>.json and the table
+# results/reset_<corpus>/table.md (scripts/reset_table.py).
+#
+#   bash scripts/reset_runs.sh [pystdlib|pycode]   (default pystdlib, the main job's corpus; pycode needs
+#                                                   bash scripts/setup.sh --corpora pycode first)
+#   RESET_KS="1 2 4" bash scripts/reset_runs.sh    (schedules read both ways; default "1 4")
+#
+# On pystdlib the models are the main job's own: results/quick/{,model-2/,model-3/}checkpoint.ckpt are reused when
+# `ponder quick` made them. Every step resumes: a finished model or result is kept. On 2 cores of an Intel Xeon VM:
+# ~1.5 minutes a model (two side by side), then ~11 s a carried pass of pystdlib's split (1.66M tokens read, 300k
+# scored) and ~33 s of pycode's (4.5M read, 808k scored); a reset pass reads only the evaluation files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ponder=./build/experiments/ponder
+[ -x "$ponder" ] || { echo "reset_runs.sh: $ponder is missing; build first (bash scripts/setup.sh)" >&2; exit 2; }
+corpus=${1:-pystdlib}
+case "$corpus" in pystdlib | pycode) ;; *) echo "reset_runs.sh: unknown corpus '$corpus' (pystdlib, pycode)" >&2; exit 2 ;; esac
+ks=${RESET_KS:-"1 4"}
+results=results/reset_$corpus
+mkdir -p "$results"
+
+# checkpoint SEED: the model of train.seed SEED, trained here unless the main job already has it.
+checkpoint() {
+  local quick=(results/quick/checkpoint.ckpt results/quick/model-2/checkpoint.ckpt results/quick/model-3/checkpoint.ckpt)
+  if [ "$corpus" = pystdlib ] && [ -f "${quick[$1]}" ]; then echo "${quick[$1]}"; else echo "runs/reset_$corpus-s$1/checkpoint.ckpt"; fi
+}
+
+# train SEED THREADS: one model of the main job's config on the corpus.
+train() {
+  local ck out
+  ck=$(checkpoint "$1")
+  [ -f "$ck" ] && return 0
+  out=$(dirname "$ck")
+  echo "reset_runs.sh: training $out (log $out.log)"
+  mkdir -p "$(dirname "$out")"
+  "$ponder" --threads "$2" train --config quick --set data.corpus="$corpus" --seed "$1" --out "$out" > "$out.log" 2>&1
+}
+
+# read SEED K HOW: every scored token of the test split under uniform-K, carried or reset.
+read_split() {
+  local f=$results/model-$1-u$2-$3.json extra=()
+  [ -s "$f" ] && return 0
+  [ "$3" = reset ] && extra=(--reset-at-documents)
+  echo "reset_runs.sh: model $1, uniform-$2, $3"
+  "$ponder" eval --checkpoint "$(checkpoint "$1")" --split test --schedule "uniform-$2" --streams --max-adapt 0 \
+    --max-scored 0 --max-segments 0 --position-docs 0 "${extra[@]}" --json > "$f.tmp"
+  mv "$f.tmp" "$f"
+}
+
+train 0 1 &
+train 1 1 &
+wait
+train 2 2
+for s in 0 1 2; do
+  read_split "$s" 0 reset  # uniform-0 changes no state: carried and reset read alike
+  for k in $ks; do
+    read_split "$s" "$k" carry
+    read_split "$s" "$k" reset
+  done
+done
+python3 scripts/reset_table.py "$results" $ks > "$results/table.md"
+cat "$results/table.md"
