@@ -130,6 +130,20 @@ Split split_by_repository(const Corpus& corpus, double valid_frac, double test_f
   return split;
 }
 
+std::vector<Document> join_by_repository(const std::vector<Document>& docs) {
+  std::vector<Document> out;
+  for (const Document& d : docs) {
+    if (d.repo.empty())
+      throw std::invalid_argument("join_by_repository: document '" + d.name + "' belongs to no repository");
+    if (out.empty() || out.back().repo != d.repo) {
+      out.push_back({d.repo, d.text, d.repo});
+      continue;
+    }
+    out.back().text += d.text;
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> split_roles(const Split& split) {
   std::vector<std::pair<std::string, std::string>> roles;
   for (const Document& d : split.train) roles.push_back({d.name, "train"});

@@ -61,6 +61,11 @@ Split split_from_name(const Corpus& corpus, const std::string& test_from, double
 // file has no adaptation part. Throws when a split would hold no repository.
 Split split_by_repository(const Corpus& corpus, double valid_frac, double test_frac, double adapt_frac);
 
+// The consecutive documents of each repository in `docs` joined into one, in their order, named by the repository:
+// what training windows are drawn from when they may cross a file boundary (data.train_across_files). Documents of
+// one repository that are not consecutive stay apart. Throws when no document names a repository.
+std::vector<Document> join_by_repository(const std::vector<Document>& docs);
+
 // What each document is in `split`: "train", "valid-adapt", "valid-eval", "test-adapt" or "test-eval", by name.
 std::vector<std::pair<std::string, std::string>> split_roles(const Split& split);
 

@@ -223,6 +223,7 @@ void read_data(Section& s, DataConfig& d) {
   s.get("test_frac", d.test_frac);
   s.get("test_from", d.test_from);
   s.get("adapt_frac", d.adapt_frac);
+  s.get("train_across_files", d.train_across_files);
   s.get("extensions", d.extensions);
   s.get("max_file_bytes", d.max_file_bytes);
   s.get<std::string>("layout", d.layout, [](const std::string& v) { return one_of(v, {"auto", "documents", "repositories"}); });

@@ -26,6 +26,9 @@ struct DataConfig {
   std::vector<std::string> extensions;  // path corpora: file suffixes to read (e.g. [".py"]); empty = all
   int64_t max_file_bytes = 1 << 20;  // path corpora: larger files are skipped
   std::string layout = "auto";       // path corpora: auto | documents | repositories
+  // Repository corpora: training windows are drawn from each training repository's files joined in path order, so a
+  // window may cross a file boundary, as a state carried through a held-out repository does. Off: each file alone.
+  bool train_across_files = false;
 };
 
 struct EvalConfig {

@@ -224,7 +224,10 @@ Dataset load_dataset(const DataConfig& cfg) {
   ds.corpus = load_corpus(cfg);
   const data::Split split = split_corpus(ds.corpus, cfg);
   ds.corpus.docs.clear();
-  ds.train = data::tokenize(split.train);
+  if (cfg.train_across_files && !ds.corpus.repositories)
+    throw std::invalid_argument("data.train_across_files joins each training repository's files; corpus '" +
+                                ds.corpus.name + "' is not a corpus of repositories");
+  ds.train = data::tokenize(cfg.train_across_files ? data::join_by_repository(split.train) : split.train);
   ds.valid = data::tokenize(split.valid);
   ds.test = data::tokenize(split.test);
   ds.valid_streams = data::tokenize_streams(split.valid_streams);

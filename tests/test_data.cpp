@@ -697,3 +697,17 @@ TEST_CASE("a stream reset at every document: each document read alone after the 
   const StreamTokens bad{"bad", {1, 2, 3, 4}, 1, {3, 2}};
   CHECK(error_of([&] { split_at_documents(bad); }).find("stream 'bad' has document start 2") != std::string::npos);
 }
+
+TEST_CASE("a repository's consecutive files joined into one document, for training windows that cross files") {
+  const std::vector<Document> docs = {{"a/x.py", "xx", "a"}, {"a/y.py", "yyy", "a"}, {"b/z.py", "z", "b"},
+                                      {"a/w.py", "w", "a"}};
+  const std::vector<Document> joined = join_by_repository(docs);
+  REQUIRE(joined.size() == 3);  // a's last file follows b's, so it stays apart
+  CHECK(joined[0].name == "a");
+  CHECK(joined[0].text == "xxyyy");
+  CHECK(joined[1].text == "z");
+  CHECK(joined[2].text == "w");
+  CHECK(total_bytes(joined) == total_bytes(docs));
+  CHECK(error_of([] { join_by_repository({{"notes.txt", "n", ""}}); }).find("'notes.txt' belongs to no repository") !=
+        std::string::npos);
+}

@@ -89,7 +89,7 @@ TrainLoopOptions loop_options(const std::string& path, const RunConfig& c) {
 }
 
 // Four repositories of three files each under `dir`: with these fractions two train, one validates, one is held out.
-cli::Dataset four_repositories(const std::filesystem::path& dir) {
+cli::Dataset four_repositories(const std::filesystem::path& dir, bool train_across_files = false) {
   for (int r = 0; r < 4; ++r)
     for (int f = 0; f < 3; ++f) {
       std::ostringstream text;
@@ -104,6 +104,7 @@ cli::Dataset four_repositories(const std::filesystem::path& dir) {
   dc.corpus = dir.string();
   dc.valid_frac = 0.25;
   dc.test_frac = 0.25;
+  dc.train_across_files = train_across_files;
   return cli::load_dataset(dc);
 }
 
@@ -917,6 +918,23 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
     CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));
     if (m.name != "uniform-0") CHECK(m.seeds[0].bpb != cli::find(r, m.name)->seeds[0].bpb);
   }
+}
+
+TEST_CASE("data.train_across_files: training windows from each training repository's files joined, held-out streams "
+          "as before") {
+  Scratch t("across");
+  const cli::Dataset files = four_repositories(t.dir), joined = four_repositories(t.dir, true);
+  REQUIRE(files.train.docs.size() == 6);  // two training repositories of three files
+  REQUIRE(joined.train.docs.size() == 2);
+  std::vector<int32_t> a;
+  for (size_t f = 0; f < 3; ++f) a.insert(a.end(), files.train.docs[f].begin(), files.train.docs[f].end());
+  CHECK(joined.train.docs[0] == a);
+  CHECK(joined.train.num_tokens() == files.train.num_tokens());
+  CHECK(joined.test_streams[0].tokens == files.test_streams[0].tokens);
+  CHECK(joined.valid.num_tokens() == files.valid.num_tokens());
+  cli::DataConfig flat;
+  flat.train_across_files = true;  // moby_dick: chapters, no repositories
+  CHECK(error_of([&] { cli::load_dataset(flat); }).find("is not a corpus of repositories") != std::string::npos);
 }
 
 TEST_CASE("loss by position from documents' starts: every held-out file read alone from its first token, the same "
