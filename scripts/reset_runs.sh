@@ -6,11 +6,17 @@
 # adaptation files, then its evaluation files) and with it reset at every file (`ponder eval --streams
 # --reset-at-documents`: each file alone after the byte before it, the same predictions scored), and uniform-0 (no
 # inner learning) beside them: results/reset_<corpus>/<model>-u<K>-<carry|reset>.json and the table
-# results/reset_<corpus>/table.md (scripts/reset_table.py).
+# results/reset_<corpus>/table.md (scripts/reset_table.py). The control for length: uniform-1 over the same tokens in
+# segments of 1,024 scored tokens, each read after at most the 1,024 before it (files or not), carried and reset
+# (<model>-u1-bounded-<carry|reset>.json): a state carried no further than the training windows' length.
 #
 #   bash scripts/reset_runs.sh [pystdlib|pycode]   (default pystdlib, the main job's corpus; pycode needs
 #                                                   bash scripts/setup.sh --corpora pycode first)
 #   RESET_KS="1 2 4" bash scripts/reset_runs.sh    (schedules read both ways; default "1 4")
+#   ACROSS=1 bash scripts/reset_runs.sh [corpus]   (models trained with data.train_across_files: windows drawn from each
+#                                                   training repository's files joined, so they cross file boundaries
+#                                                   as a carried state does; runs/reset_<corpus>_across-s<S>,
+#                                                   results/reset_<corpus>_across)
 #
 # On pystdlib the models are the main job's own: results/quick/{,model-2/,model-3/}checkpoint.ckpt are reused when
 # `ponder quick` made them. Every step resumes: a finished model or result is kept. On 2 cores of an Intel Xeon VM:
@@ -23,13 +29,20 @@ ponder=./build/experiments/ponder
 corpus=${1:-pystdlib}
 case "$corpus" in pystdlib | pycode) ;; *) echo "reset_runs.sh: unknown corpus '$corpus' (pystdlib, pycode)" >&2; exit 2 ;; esac
 ks=${RESET_KS:-"1 4"}
-results=results/reset_$corpus
+across=${ACROSS:-0}
+name=$corpus
+train_set=()
+if [ "$across" = 1 ]; then
+  name=${corpus}_across
+  train_set=(--set data.train_across_files=true)
+fi
+results=results/reset_$name
 mkdir -p "$results"
 
 # checkpoint SEED: the model of train.seed SEED, trained here unless the main job already has it.
 checkpoint() {
   local quick=(results/quick/checkpoint.ckpt results/quick/model-2/checkpoint.ckpt results/quick/model-3/checkpoint.ckpt)
-  if [ "$corpus" = pystdlib ] && [ -f "${quick[$1]}" ]; then echo "${quick[$1]}"; else echo "runs/reset_$corpus-s$1/checkpoint.ckpt"; fi
+  if [ "$name" = pystdlib ] && [ -f "${quick[$1]}" ]; then echo "${quick[$1]}"; else echo "runs/reset_$name-s$1/checkpoint.ckpt"; fi
 }
 
 # train SEED THREADS: one model of the main job's config on the corpus.
@@ -40,17 +53,20 @@ train() {
   out=$(dirname "$ck")
   echo "reset_runs.sh: training $out (log $out.log)"
   mkdir -p "$(dirname "$out")"
-  "$ponder" --threads "$2" train --config quick --set data.corpus="$corpus" --seed "$1" --out "$out" > "$out.log" 2>&1
+  "$ponder" --threads "$2" train --config quick --set data.corpus="$corpus" "${train_set[@]}" --seed "$1" --out "$out" \
+    > "$out.log" 2>&1
 }
 
-# read SEED K HOW: every scored token of the test split under uniform-K, carried or reset.
+# read SEED K HOW [CAP]: every scored token of the test split under uniform-K, carried or reset; with CAP, in segments
+# of CAP scored tokens each read after at most CAP tokens before it.
 read_split() {
-  local f=$results/model-$1-u$2-$3.json extra=()
+  local f=$results/model-$1-u$2-$3.json extra=() cap=${4:-0}
+  [ "$cap" != 0 ] && f=$results/model-$1-u$2-bounded-$3.json
   [ -s "$f" ] && return 0
   [ "$3" = reset ] && extra=(--reset-at-documents)
-  echo "reset_runs.sh: model $1, uniform-$2, $3"
-  "$ponder" eval --checkpoint "$(checkpoint "$1")" --split test --schedule "uniform-$2" --streams --max-adapt 0 \
-    --max-scored 0 --max-segments 0 --position-docs 0 "${extra[@]}" --json > "$f.tmp"
+  echo "reset_runs.sh: model $1, uniform-$2, $3${4:+, segments of $cap}"
+  "$ponder" eval --checkpoint "$(checkpoint "$1")" --split test --schedule "uniform-$2" --streams --max-adapt "$cap" \
+    --max-scored "$cap" --max-segments 0 --position-docs 0 "${extra[@]}" --json > "$f.tmp"
   mv "$f.tmp" "$f"
 }
 
@@ -64,6 +80,8 @@ for s in 0 1 2; do
     read_split "$s" "$k" carry
     read_split "$s" "$k" reset
   done
+  read_split "$s" 1 carry 1024
+  read_split "$s" 1 reset 1024
 done
 python3 scripts/reset_table.py "$results" $ks > "$results/table.md"
 cat "$results/table.md"

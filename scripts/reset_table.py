@@ -9,6 +9,7 @@ import sys
 
 
 def load(folder, seed, k, how):
+    """how: carry, reset, bounded-carry or bounded-reset."""
     path = os.path.join(folder, f"model-{seed}-u{k}-{how}.json")
     with open(path) as f:
         return json.load(f)
@@ -24,11 +25,13 @@ def main():
     print(f"Every scored token of the test split: {first['streams']} streams, {reset['documents_read_alone']} "
           f"evaluation files, {first['scored_tokens']:,} scored tokens ({first['read_tokens']:,} read carried, "
           f"{reset['read_tokens']:,} reset). Bits/byte over every scored token; produced by scripts/reset_runs.sh "
-          f"at commit {first.get('commit', '?')}.\n")
+          f"at commit {first.get('commit', '?')}. Bounded: segments of 1,024 scored tokens, each read after at most the "
+          f"1,024 before it, files or not (carried), or from its file's start within that (reset).\n")
     head = ["model (train.seed)", "uniform-0"]
     for k in ks:
         head += [f"uniform-{k} carried", f"uniform-{k} reset"]
-    head += [f"carried − reset, uniform-{ks[0]}", "streams worse carried"]
+    head += [f"carried − reset, uniform-{ks[0]}", "streams worse carried", "uniform-1 bounded carried",
+             "bounded reset"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for seed in range(3):
@@ -39,6 +42,9 @@ def main():
         assert c["scored_tokens"] == r["scored_tokens"], "carried and reset passes must score the same tokens"
         worse = sum(a > b for a, b in zip(c["stream_bpb"], r["stream_bpb"]))
         row += [f"{c['bpb'] - r['bpb']:+.4f}", f"{worse} of {len(c['stream_bpb'])}"]
+        bc, br = load(folder, seed, 1, "bounded-carry"), load(folder, seed, 1, "bounded-reset")
+        assert bc["scored_tokens"] == c["scored_tokens"] == br["scored_tokens"], "bounded reads score the same tokens"
+        row += [f"{bc['bpb']:.4f}", f"{br['bpb']:.4f}"]
         print("| " + " | ".join(row) + " |")
 
 
