@@ -369,7 +369,9 @@ std::string reset_bullet(const RegimeResult& r, int k, const ttt::StreamEvalResu
          std::to_string(k) + "; " + std::to_string(reset.pieces) + " documents read alone, each after the token "
          "before it, the same scored tokens): " + fmt("%.4f", carried->bpb) + " vs " + fmt("%.4f", reset.bpb) +
          " bits/byte → **carrying " + (c.delta < 0 ? "helps" : "does not help") + "** (" + fmt("%+.4f", c.delta) +
-         "; better carried on " + std::to_string(c.better) + " of " + std::to_string(c.compared) + " streams).\n";
+         "; better carried on " + std::to_string(c.better) + " of " + std::to_string(c.compared) + " streams). A reset "
+         "also shortens what the state is carried through: a read with the context bounded instead "
+         "(`streams.max_adapt`, `max_scored`) tells length from file boundaries.\n";
 }
 
 }  // namespace
