@@ -54,17 +54,19 @@ double ngram_bits(const data::NgramModel& model, const std::vector<data::StreamT
 
 }  // namespace
 
-const ttt::StreamEvalResult* RegimeResult::uniform_k(int k) const {
-  for (const auto& [kk, r] : uniform)
+namespace {
+
+// The pass of uniform-K among `passes`, or null.
+const ttt::StreamEvalResult* pass_of(const std::vector<std::pair<int, ttt::StreamEvalResult>>& passes, int k) {
+  for (const auto& [kk, r] : passes)
     if (kk == k) return &r;
   return nullptr;
 }
 
-const ttt::StreamEvalResult* RegimeResult::reset_k(int k) const {
-  for (const auto& [kk, r] : reset)
-    if (kk == k) return &r;
-  return nullptr;
-}
+}  // namespace
+
+const ttt::StreamEvalResult* RegimeResult::uniform_k(int k) const { return pass_of(uniform, k); }
+const ttt::StreamEvalResult* RegimeResult::reset_k(int k) const { return pass_of(reset, k); }
 
 bool RegimeResult::carry_alive() const {
   for (double f : carry_factors)
