@@ -151,7 +151,6 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   std::string positions = "every prediction read, by its position in its stream";
   if (!docs.empty()) {
     so.progress = [&](double f) { progress(inner.schedule + " from documents' starts", first + f * (total - first), total); };
-    so.reset_at_documents = false;  // each is one document already
     r.by_position = ttt::evaluate_streams(m.model, docs, so).by_position;
     positions = std::to_string(docs.size()) + " documents read from their first token, " +
                 std::to_string(ro.position_len) + " tokens each";
