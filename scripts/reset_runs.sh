@@ -17,6 +17,17 @@
 #                                                   training repository's files joined, so they cross file boundaries
 #                                                   as a carried state does; runs/reset_<corpus>_across-s<S>,
 #                                                   results/reset_<corpus>_across)
+#   CONTINUE=carry|fresh bash scripts/reset_runs.sh [corpus]
+#                                                  (each of the three models above continued CONTINUE_STEPS steps
+#                                                   (default 160; lr 1e-3 to 1e-4, every parameter training), each step
+#                                                   one run of SPAN consecutive 1,024-token windows (default 16: 16,384
+#                                                   tokens) of a training repository's files joined
+#                                                   (data.train_across_files). carry: the state carried (and detached)
+#                                                   from one window to the next (train.carry_state), so the model is
+#                                                   trained to read as far as a file and across file boundaries; fresh:
+#                                                   the control, the same windows each from a fresh state.
+#                                                   runs/reset_<corpus>_<CONTINUE><SPAN>[_<STEPS>steps]-s<S>,
+#                                                   results/reset_<corpus>_<CONTINUE><SPAN>[_<STEPS>steps])
 #
 # On pystdlib the models are the main job's own: results/quick/{,model-2/,model-3/}checkpoint.ckpt are reused when
 # `ponder quick` made them. Every step resumes: a finished model or result is kept. On 2 cores of an Intel Xeon VM:
@@ -30,31 +41,59 @@ corpus=${1:-pystdlib}
 case "$corpus" in pystdlib | pycode) ;; *) echo "reset_runs.sh: unknown corpus '$corpus' (pystdlib, pycode)" >&2; exit 2 ;; esac
 ks=${RESET_KS:-"1 4"}
 across=${ACROSS:-0}
+continue=${CONTINUE:-}
+span=${SPAN:-16}
 name=$corpus
 train_set=()
 if [ "$across" = 1 ]; then
   name=${corpus}_across
   train_set=(--set data.train_across_files=true)
 fi
+case "$continue" in
+  "") ;;
+  carry | fresh)
+    [ "$across" = 1 ] && { echo "reset_runs.sh: CONTINUE continues the models trained without ACROSS" >&2; exit 2; }
+    name=${corpus}_$continue$span
+    [ "${CONTINUE_STEPS:-160}" = 160 ] || name=${name}_${CONTINUE_STEPS}steps ;;
+  *) echo "reset_runs.sh: CONTINUE must be carry or fresh, got '$continue'" >&2; exit 2 ;;
+esac
 results=results/reset_$name
 mkdir -p "$results"
 
-# checkpoint SEED: the model of train.seed SEED, trained here unless the main job already has it.
+# checkpoint SEED [NAME]: the model of train.seed SEED, trained here unless the main job already has it.
 checkpoint() {
   local quick=(results/quick/checkpoint.ckpt results/quick/model-2/checkpoint.ckpt results/quick/model-3/checkpoint.ckpt)
-  if [ "$name" = pystdlib ] && [ -f "${quick[$1]}" ]; then echo "${quick[$1]}"; else echo "runs/reset_$name-s$1/checkpoint.ckpt"; fi
+  local of=${2:-$name}
+  if [ "$of" = pystdlib ] && [ -f "${quick[$1]}" ]; then echo "${quick[$1]}"; else echo "runs/reset_$of-s$1/checkpoint.ckpt"; fi
 }
 
-# train SEED THREADS: one model of the main job's config on the corpus.
+# train SEED THREADS: one model of the main job's config on the corpus, or (CONTINUE) its continuation.
 train() {
-  local ck out
+  local ck out base
   ck=$(checkpoint "$1")
-  [ -f "$ck" ] && return 0
+  [ -f "$ck" ] && ! [ -f "$(dirname "$ck")/resume.todo" ] && return 0
   out=$(dirname "$ck")
   echo "reset_runs.sh: training $out (log $out.log)"
   mkdir -p "$(dirname "$out")"
-  "$ponder" --threads "$2" train --config quick --set data.corpus="$corpus" "${train_set[@]}" --seed "$1" --out "$out" \
-    > "$out.log" 2>&1
+  if [ -z "$continue" ]; then
+    "$ponder" --threads "$2" train --config quick --set data.corpus="$corpus" "${train_set[@]}" --seed "$1" \
+      --out "$out" > "$out.log" 2>&1
+    return
+  fi
+  base=$(checkpoint "$1" "$corpus")
+  [ -f "$base" ] || { echo "reset_runs.sh: $base is missing: bash scripts/reset_runs.sh $corpus trains it" >&2; return 2; }
+  touch "$out/resume.todo" 2>/dev/null || { mkdir -p "$out" && touch "$out/resume.todo"; }
+  if [ -f "$ck" ]; then
+    "$ponder" --threads "$2" train --out "$out" --resume >> "$out.log" 2>&1 || tail -n 3 "$out.log" | grep -q "nothing left"
+  else
+    "$ponder" --threads "$2" train --config quick --set data.corpus="$corpus" --set data.train_across_files=true \
+      --seed "$1" --out "$out" --set train.init_from="$base" --set train.freeze_loaded=false \
+      --set train.carry_state="$([ "$continue" = carry ] && echo true || echo false)" --set train.batch_size=1 \
+      --set train.grad_accum="$span" --set train.steps="${CONTINUE_STEPS:-160}" --set train.lr=1e-3 \
+      --set train.min_lr=1e-4 --set train.warmup=16 --set train.eval_every=0 --set train.checkpoint_every=20 \
+      > "$out.log" 2>&1
+  fi
+  rm "$out/resume.todo"
 }
 
 # read SEED K HOW [CAP]: every scored token of the test split under uniform-K, carried or reset; with CAP, in segments
