@@ -82,12 +82,15 @@ train() {
   fi
   base=$(checkpoint "$1" "$corpus")
   [ -f "$base" ] || { echo "reset_runs.sh: $base is missing: bash scripts/reset_runs.sh $corpus trains it" >&2; return 2; }
+  # One init_from path for every seed ({seed} stands for train.seed), so the continuations' configs differ only in
+  # train.seed and `ponder compare` takes them as replicates of one experiment.
+  ln -sfn "$(realpath "$base")" "runs/reset_${corpus}_base-s$1.ckpt"
   touch "$out/resume.todo" 2>/dev/null || { mkdir -p "$out" && touch "$out/resume.todo"; }
   if [ -f "$ck" ]; then
     "$ponder" --threads "$2" train --out "$out" --resume >> "$out.log" 2>&1 || tail -n 3 "$out.log" | grep -q "nothing left"
   else
     "$ponder" --threads "$2" train --config quick --set data.corpus="$corpus" --set data.train_across_files=true \
-      --seed "$1" --out "$out" --set train.init_from="$base" --set train.freeze_loaded=false \
+      --seed "$1" --out "$out" --set "train.init_from=runs/reset_${corpus}_base-s{seed}.ckpt" --set train.freeze_loaded=false \
       --set train.carry_state="$([ "$continue" = carry ] && echo true || echo false)" --set train.batch_size=1 \
       --set train.grad_accum="$span" --set train.steps="${CONTINUE_STEPS:-160}" --set train.lr=1e-3 \
       --set train.min_lr=1e-4 --set train.warmup=16 --set train.eval_every=0 --set train.checkpoint_every=20 \
