@@ -28,6 +28,7 @@
 #                                                   the control, the same windows each from a fresh state.
 #                                                   runs/reset_<corpus>_<CONTINUE><SPAN>[_<STEPS>steps]-s<S>,
 #                                                   results/reset_<corpus>_<CONTINUE><SPAN>[_<STEPS>steps])
+#   COMPARE=1 ...                                  (also the allocation comparison on the three models: see the end)
 #
 # On pystdlib the models are the main job's own: results/quick/{,model-2/,model-3/}checkpoint.ckpt are reused when
 # `ponder quick` made them. Every step resumes: a finished model or result is kept. On 2 cores of an Intel Xeon VM:
@@ -127,3 +128,14 @@ for s in 0 1 2; do
 done
 python3 scripts/reset_table.py "$results" $ks > "$results/table.md"
 cat "$results/table.md"
+
+# COMPARE=1: the allocation comparison on the three models (statistics over models), without the learned policies, on
+# two segments per held-out package of 2,048 scored tokens after 4,096 read: far enough into a stream that a state
+# trained to carry is past where the fresh-window models drift. results/reset_<name>/compare/report.md
+if [ "${COMPARE:-0}" = 1 ] && ! [ -s "$results/compare/results.json" ]; then
+  echo "reset_runs.sh: comparing the three models (log $results/compare.log)"
+  "$ponder" --threads 2 compare --checkpoint "$(checkpoint 0)" --checkpoint "$(checkpoint 1)" \
+    --checkpoint "$(checkpoint 2)" --out "$results/compare" \
+    --set 'compare.methods=[oracle,uniform-0,uniform-1,uniform-2,uniform-4,random,entropy,loss,ttt-loss]' \
+    --set streams.max_adapt=4096 --set streams.max_scored=2048 --set streams.max_segments=2 > "$results/compare.log" 2>&1
+fi
