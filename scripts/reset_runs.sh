@@ -72,7 +72,7 @@ checkpoint() {
 train() {
   local ck out base
   ck=$(checkpoint "$1")
-  [ -f "$ck" ] && ! [ -f "$(dirname "$ck")/resume.todo" ] && return 0
+  [ -f "$ck" ] && [ -z "$continue" ] && return 0  # a continuation resumes instead (a no-op once finished)
   out=$(dirname "$ck")
   echo "reset_runs.sh: training $out (log $out.log)"
   mkdir -p "$(dirname "$out")"
@@ -86,7 +86,6 @@ train() {
   # One init_from path for every seed ({seed} stands for train.seed), so the continuations' configs differ only in
   # train.seed and `ponder compare` takes them as replicates of one experiment.
   ln -sfn "$(realpath "$base")" "runs/reset_${corpus}_base-s$1.ckpt"
-  touch "$out/resume.todo" 2>/dev/null || { mkdir -p "$out" && touch "$out/resume.todo"; }
   if [ -f "$ck" ]; then
     "$ponder" --threads "$2" train --out "$out" --resume >> "$out.log" 2>&1 || tail -n 3 "$out.log" | grep -q "nothing left"
   else
@@ -97,7 +96,6 @@ train() {
       --set train.min_lr=1e-4 --set train.warmup=16 --set train.eval_every=0 --set train.checkpoint_every=20 \
       > "$out.log" 2>&1
   fi
-  rm "$out/resume.todo"
 }
 
 # read SEED K HOW [CAP]: every scored token of the test split under uniform-K, carried or reset; with CAP, in segments
