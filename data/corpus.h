@@ -63,7 +63,7 @@ Split split_by_repository(const Corpus& corpus, double valid_frac, double test_f
 
 // The consecutive documents of each repository in `docs` joined into one, in their order, named by the repository:
 // what training windows are drawn from when they may cross a file boundary (data.train_across_files). Documents of
-// one repository that are not consecutive stay apart. Throws when no document names a repository.
+// one repository that are not consecutive stay apart. Throws on a document that names no repository.
 std::vector<Document> join_by_repository(const std::vector<Document>& docs);
 
 // What each document is in `split`: "train", "valid-adapt", "valid-eval", "test-adapt" or "test-eval", by name.
