@@ -39,7 +39,7 @@ void run(const AblateArgs& a, const CellShare& share = {}) {
                windows_label(opt.windows_per_seed).c_str());
   Journal journal = open_journal(a.job.out, "ablate", a.job.checkpoint, job.config_text);
   CompareResult r = run_compare(job.m.model, job.ds.valid, job.ds.test, opt, stderr_progress("ablate"), &journal,
-                                &job.ds.test_streams, share);
+                                &job.ds.test_streams, share, &job.ds.valid_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   if (!share.whole()) return;  // the journal is this shard's output
   const auto prov = provenance(job.m, job.ds, a.job.checkpoint, "ponder ablate");

@@ -22,7 +22,8 @@ void run(const CheckpointJobArgs& a) {
   const TrainedModel& m = job.m;
   const Dataset& ds = job.ds;
   opt.methods = policy::parse_methods({"oracle"});  // the difficulty scores come with the oracle's units
-  const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("oracle"), nullptr, &ds.test_streams);
+  const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("oracle"), nullptr, &ds.test_streams,
+                                      {}, &ds.valid_streams);
   std::fprintf(stderr, "\n");
   const MethodResult& o = *find(r, "oracle");
 

@@ -30,7 +30,7 @@ void run(const CheckpointJobArgs& a) {
   if (high != budget) names.push_back(high);
   opt.methods = policy::parse_methods(names);
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("overhead"), nullptr,
-                                      &ds.test_streams);
+                                      &ds.test_streams, {}, &ds.valid_streams);
   std::fprintf(stderr, "\n");
   const std::vector<std::string> refs = high == budget ? std::vector<std::string>{high}
                                                        : std::vector<std::string>{high, budget};

@@ -274,10 +274,13 @@ struct Entry {
 
 // The cost multiple of each step option and the budget's inner FLOPs, on the calibration windows; the learned
 // methods' training windows are drawn here too (once, whichever method needs them first).
-MethodBudget measure_budget(const policy::Rollouts& ro, const data::TokenStream& calib, const CompareOptions& opt,
-                            CompareResult& res) {
+// `draw(count, seed)` gives the windows (calibration_windows).
+MethodBudget measure_budget(const policy::Rollouts& ro, const std::function<std::vector<Window>(int64_t, uint64_t)>& draw,
+                            const CompareOptions& opt, CompareResult& res) {
   MethodBudget b;
-  b.cal = sample_windows(calib, opt.seq_len, opt.calib_windows, 12345);
+  b.cal = draw(opt.calib_windows, 12345);
+  res.calibration_windows = int64_t(b.cal.size());
+  for (const Window& w : b.cal) res.calibration_tokens += w.first.shape()[1];
   std::vector<double> inner_of_k;
   for (int k : opt.step_options) {
     policy::UniformPolicy p(k);
@@ -290,7 +293,7 @@ MethodBudget measure_budget(const policy::Rollouts& ro, const data::TokenStream&
   b.budget_inner_per_token = res.budget_inner_per_token = policy::run_windows(ro, b.cal, p, opt.rollout, 0).inner_per_token;
   for (const policy::MethodSpec& m : opt.methods)
     if (m.family == policy::MethodFamily::Learned && b.learn.empty())
-      b.learn = sample_windows(calib, opt.seq_len, opt.learn.train_windows, 777);
+      b.learn = draw(opt.learn.train_windows, 777);
   return b;
 }
 
@@ -485,6 +488,39 @@ std::vector<FrontierPoint> frontier_of(const policy::Rollouts& ro, const EvalSet
 
 }  // namespace
 
+std::vector<Window> calibration_windows(const data::TokenStream& calib, const std::vector<data::StreamTokens>* calib_streams,
+                                        const std::vector<data::StreamTokens>* test_streams, const CompareOptions& opt,
+                                        int64_t count, uint64_t seed, int64_t unit) {
+  if (opt.calibrate_from != "streams") return sample_windows(calib, opt.seq_len, count, seed);
+  if (!calib_streams || calib_streams->empty())
+    throw std::invalid_argument("compare.calibrate_from: streams, but there are no validation streams to calibrate on");
+  std::set<std::string> scored;
+  if (test_streams)
+    for (const data::StreamTokens& st : *test_streams) scored.insert(st.name);
+  CompareOptions every = opt;
+  every.stream_max_segments = 0;  // every segment is a candidate; `count` of them are drawn below
+  std::vector<Window> all;
+  for (const data::StreamTokens& st : *calib_streams) {
+    if (scored.count(st.name))
+      throw std::invalid_argument("compare.calibrate_from: streams would calibrate on stream '" + st.name +
+                                  "', which is also scored");
+    for (const data::StreamTokens& c : reads_of(st, every)) {
+      const int64_t n = (int64_t(c.tokens.size()) - 1) / unit * unit;  // predictions kept: whole units only
+      if (n == 0) continue;
+      std::vector<int64_t> in(c.tokens.begin(), c.tokens.begin() + n), tgt(c.tokens.begin() + 1, c.tokens.begin() + n + 1);
+      all.push_back({Tensor::from_ints(in, {1, n}), Tensor::from_ints(tgt, {1, n})});
+    }
+  }
+  if (all.empty())
+    throw std::invalid_argument("compare.calibrate_from: streams, but no validation stream segment holds a whole unit of " +
+                                std::to_string(unit) + " tokens");
+  if (count >= int64_t(all.size())) return all;
+  const std::vector<int64_t> ids = Generator(seed).permutation(int64_t(all.size()));
+  std::vector<Window> pick;
+  for (int64_t j = 0; j < count; ++j) pick.push_back(all[size_t(ids[size_t(j)])]);
+  return pick;
+}
+
 std::vector<std::string> compare_cells(const CompareOptions& opt) {
   std::vector<std::string> cells;
   for (const policy::MethodSpec& m : opt.methods) {
@@ -499,16 +535,19 @@ std::vector<std::string> compare_cells(const CompareOptions& opt) {
 
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress, Journal* journal,
-                          const std::vector<data::StreamTokens>* test_streams, const CellShare& share) {
+                          const std::vector<data::StreamTokens>* test_streams, const CellShare& share,
+                          const std::vector<data::StreamTokens>* calib_streams) {
   if (model.num_ttt_layers() == 0)
     throw std::invalid_argument("compare: the model has no TTT layer (model.mixers are all attention), so there are no "
                                 "inner steps to allocate");
-  return run_compare(policy::LayerRollouts(model), calib, test, opt, progress, journal, test_streams, share);
+  return run_compare(policy::LayerRollouts(model), calib, test, opt, progress, journal, test_streams, share,
+                     calib_streams);
 }
 
 CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& given, const CompareProgress& progress, Journal* journal,
-                          const std::vector<data::StreamTokens>* test_streams, const CellShare& share) {
+                          const std::vector<data::StreamTokens>* test_streams, const CellShare& share,
+                          const std::vector<data::StreamTokens>* calib_streams) {
   Journal off;
   Journal& jr = journal ? *journal : off;
   const auto t_start = std::chrono::steady_clock::now();
@@ -530,7 +569,11 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
   res.mini_batch = ro.model().config().mini_batch;
   res.carry_token_factor = ro.model().carry_factors();
   report("measuring costs", 0, 1);
-  const MethodBudget fitting = measure_budget(ro, calib, opt, res);
+  int64_t unit = res.mini_batch;  // every method's decision unit divides a calibration stream segment
+  for (const policy::MethodSpec& m : opt.methods) unit = std::lcm(unit, placeholder(m, ro, opt).result.unit_tokens);
+  const MethodBudget fitting = measure_budget(
+      ro, [&](int64_t n, uint64_t seed) { return calibration_windows(calib, calib_streams, test_streams, opt, n, seed, unit); },
+      opt, res);
   std::vector<Entry> entries;
   for (const policy::MethodSpec& m : opt.methods)
     entries.push_back(owns_method(opt, share, m) ? prepare(m, ro, opt, fitting, jr, report) : placeholder(m, ro, opt));

@@ -44,7 +44,12 @@ struct CompareOptions {
   // Cap random, the heuristics and the learned policies at budget_k steps per unit of each sequence
   // (policy::HardBudgetPolicy); uniform and every-K/N schedules are never capped.
   bool hard_budget = false;
-  int64_t calib_windows = 8;    // validation windows used to calibrate
+  int64_t calib_windows = 8;    // validation windows used to calibrate (and learn.train_windows, to train)
+  // What the heuristics are calibrated on and the learned policies trained on: "windows" — compare.seq_len-token
+  // windows of the validation split, each read from a fresh state; "streams" (streams mode only) — segments of the
+  // validation streams cut as the held-out ones are (stream_max_adapt context, then stream_max_scored tokens), so a
+  // policy meets a state carried as far as the one it is evaluated on (calibration_windows below).
+  std::string calibrate_from = "windows";
   int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
   // What the heuristics are calibrated to match: "inner" — uniform-<budget_k>'s inner FLOPs per token; "total" — its
   // total FLOPs, so a heuristic's own overhead (its features, its probes) comes out of its inner budget.
@@ -115,6 +120,7 @@ struct CompareResult {
   std::vector<FrontierPoint> frontier;
   OracleUnits oracle_units;
   double budget_inner_per_token = 0;    // what uniform-<budget_k> spends (calibration split)
+  int64_t calibration_windows = 0, calibration_tokens = 0;  // what it was measured and calibrated on
   std::vector<double> k_cost_multiple;  // measured (base + inner(K)) / base for each step option
   std::vector<int> k_options;           // step options ∪ every K a method used, sorted: the k_hist columns
   std::vector<int32_t> passage_tokens;  // the first window of seed 0: input tokens
@@ -157,14 +163,27 @@ struct CellShare {
 // With a `share` of the cells, only those are computed and journaled, and the result is partial: a later run with
 // every shard's records in its journal (ponder merge) computes what needs them all (the frontier's bisection toward
 // the budget) and the rest of the comparison from the records.
+// `calib_streams` (the validation streams) are read with compare.calibrate_from: streams, and may be null otherwise.
 CompareResult run_compare(const ttt::Model& model, const data::TokenStream& calib, const data::TokenStream& test,
                           const CompareOptions& opt, const CompareProgress& progress = {}, Journal* journal = nullptr,
-                          const std::vector<data::StreamTokens>* test_streams = nullptr, const CellShare& share = {});
+                          const std::vector<data::StreamTokens>* test_streams = nullptr, const CellShare& share = {},
+                          const std::vector<data::StreamTokens>* calib_streams = nullptr);
 // The same comparison with K spent by `rollouts`: run_compare(model, …) is this with the TTT layers' inner steps
 // (policy::LayerRollouts); the fast-weight path (ponder adapt) passes its chunk updates (policy/adapt_rollout.h).
 CompareResult run_compare(const policy::Rollouts& rollouts, const data::TokenStream& calib,
                           const data::TokenStream& test, const CompareOptions& opt,
                           const CompareProgress& progress = {}, Journal* journal = nullptr,
-                          const std::vector<data::StreamTokens>* test_streams = nullptr, const CellShare& share = {});
+                          const std::vector<data::StreamTokens>* test_streams = nullptr, const CellShare& share = {},
+                          const std::vector<data::StreamTokens>* calib_streams = nullptr);
+
+// `count` windows to calibrate or train on, drawn with `seed`: compare.calibrate_from windows — seq_len-token windows of
+// `calib`; streams — segments of `calib_streams` cut as the held-out streams are (every segment of each stream, then
+// `count` of them, or all when there are fewer), each one (1, N) window whose N predictions are every token read
+// (context and scored part alike) cut down to a multiple of `unit` tokens. Throws when the streams are missing, yield
+// no segment of a unit, or share a name with `test_streams` (calibrating on what is scored).
+std::vector<policy::Window> calibration_windows(const data::TokenStream& calib,
+                                                const std::vector<data::StreamTokens>* calib_streams,
+                                                const std::vector<data::StreamTokens>* test_streams,
+                                                const CompareOptions& opt, int64_t count, uint64_t seed, int64_t unit);
 
 }  // namespace ponder::cli

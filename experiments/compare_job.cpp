@@ -233,9 +233,9 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
   Journal& journal = callers ? *callers : own;
   if (!journal.enabled()) journal = open_journal(dir, label, checkpoint, config_text);  // after the checks above
   CompareResult r = rollouts ? run_compare(*rollouts, ds.valid, ds.test, opt, stderr_progress(label), &journal,
-                                           &ds.test_streams, share)
+                                           &ds.test_streams, share, &ds.valid_streams)
                              : run_compare(m.model, ds.valid, ds.test, opt, stderr_progress(label), &journal,
-                                           &ds.test_streams, share);
+                                           &ds.test_streams, share, &ds.valid_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   if (!share.whole()) return "";  // the journal is this shard's output; the merge writes the rest
   std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder " + label), dir);

@@ -257,6 +257,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get_step("oracle_lookahead_k", lookahead_k);
   c.rollout.oracle_lookahead_k = int(lookahead_k);
   s.get<std::string>("calibrate_on", c.calibrate_on, [](const std::string& v) { return one_of(v, {"inner", "total"}); });
+  s.get<std::string>("calibrate_from", c.calibrate_from, [](const std::string& v) { return one_of(v, {"windows", "streams"}); });
   s.get("unit_tokens", c.unit_tokens);
   s.get<double>("gate_alpha", c.gate_alpha, [](const std::string& v) { return open_unit(v); });
   s.get("frontier_mus", c.frontier_mus);
@@ -414,6 +415,9 @@ void check(const RunConfig& c) {
   need(c.eval.stream_tokens >= 0, "eval.stream_tokens must be >= 0 (0: no stream validation), got " +
        std::to_string(c.eval.stream_tokens));
   const CompareOptions& k = c.compare;
+  need(k.calibrate_from == "windows" || k.streams,
+       "compare.calibrate_from: streams calibrates on validation streams cut as the scored ones are, so it needs "
+       "compare.streams: true");
   need(k.seeds >= 1 && k.windows_per_seed >= 0 && k.calib_windows >= 1,
        "compare.seeds and compare.calib_windows must be positive, compare.windows_per_seed >= 0 (0: every window)");
   need(k.seq_len > 0 && k.seq_len % c.model.mini_batch == 0,

@@ -327,6 +327,16 @@ std::string best_method_name(const CompareResult& r) {
   return best;
 }
 
+// What the heuristics were calibrated (and the learned policies trained) on, in words.
+std::string calibration_text(const CompareResult& r, const CompareOptions& opt) {
+  if (opt.calibrate_from != "streams")
+    return std::to_string(r.calibration_windows) + " validation windows of " + std::to_string(opt.seq_len) + " tokens";
+  return std::to_string(r.calibration_windows) + " segments of the validation streams (" +
+         std::to_string(r.calibration_tokens) + " tokens, each read as a scored segment is: up to " +
+         std::to_string(opt.stream_max_adapt) + " tokens of context, then up to " + std::to_string(opt.stream_max_scored) +
+         "; 0 = no cap), the learned policies trained on segments drawn the same way";
+}
+
 // Everything the report says, in the order it says it.
 struct ReportParts {
   Section methods, tests, oracle, agreement, costs, criteria;
@@ -342,7 +352,8 @@ ordered_json results_json(const CompareResult& r, const CompareOptions& opt, con
   ordered_json out = provenance;
   out["options"] = {{"seeds", opt.seeds}, {"windows_per_seed", opt.windows_per_seed}, {"seq_len", opt.seq_len},
                     {"step_options", opt.step_options}, {"budget", base_name}, {"levels", {opt.low, opt.high}},
-                    {"calibration_windows", opt.calib_windows}, {"oracle_lookahead", opt.oracle_lookahead},
+                    {"calibration_windows", r.calibration_windows}, {"calibration_tokens", r.calibration_tokens},
+                    {"calibrate_from", opt.calibrate_from}, {"oracle_lookahead", opt.oracle_lookahead},
                     {"oracle_lookahead_k", opt.rollout.oracle_lookahead_k},
                     {"mode", opt.rollout.mode == ttt::StepMode::Carry ? "carry" : "prefix"},
                     {"path", opt.rollout.path == ttt::InnerPath::Dual ? "dual" : "iterative"}};
@@ -389,8 +400,8 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << "all, per seed and per window.\n\n"
      << "Setup: " << setup_text(r, opt) << " Inner steps in `" << mode << "` mode; a method picks one K per unit of "
      << r.mini_batch * opt.rollout.unit_batches << " tokens (a learned method whose options name a unit, its own). Heuristics and `random` spend K="
-     << opt.low << " or K=" << opt.high << " per unit and are calibrated on " << opt.calib_windows
-     << " validation windows to " << (opt.calibrate_on == "total" ? "the total FLOPs per token of " + base_name +
+     << opt.low << " or K=" << opt.high << " per unit and are calibrated on " << calibration_text(r, opt) << " to "
+     << (opt.calibrate_on == "total" ? "the total FLOPs per token of " + base_name +
         " (their own overhead comes out of their inner budget; inner budget " : "the inner FLOPs per token of " +
         base_name + " (") << fmt("%.4g", r.budget_inner_per_token) << ").\n\n" << degenerate_md(p.degenerate, p.checked) << "## Answer\n\n"
      << p.answer << "\n\n## Results\n\n"

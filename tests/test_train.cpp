@@ -920,6 +920,72 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
   }
 }
 
+TEST_CASE("compare.calibrate_from streams: heuristics calibrate on the validation streams' segments, cut as the scored "
+          "ones are, never on a scored stream") {
+  Scratch t("calibrate_from");
+  const cli::Dataset ds = four_repositories(t.dir);
+  REQUIRE(ds.valid_streams.size() == 1);
+  cli::CompareOptions opt;
+  opt.seq_len = 16;
+  opt.streams = true;
+  opt.stream_max_adapt = 100;
+  opt.stream_max_scored = 150;
+  opt.stream_max_segments = 1;  // the scored streams' cap; calibration draws from every segment
+  opt.calibrate_from = "streams";
+  const std::vector<data::StreamTokens> segs = data::segment_stream(ds.valid_streams[0], 100, 150, 0);
+  REQUIRE(segs.size() > 2);
+  const std::vector<policy::Window> all =
+      cli::calibration_windows(ds.valid, &ds.valid_streams, &ds.test_streams, opt, 100, 7, 12);
+  REQUIRE(all.size() == segs.size());  // fewer segments than asked: every one, in order
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const int64_t n = (int64_t(segs[i].tokens.size()) - 1) / 12 * 12;  // whole units of 12 tokens
+    REQUIRE(all[i].first.shape() == std::vector<int64_t>{1, n});
+    const std::vector<int64_t> in = all[i].first.to_ints(), tgt = all[i].second.to_ints();
+    CHECK(std::equal(in.begin(), in.end(), segs[i].tokens.begin()));
+    CHECK(std::equal(tgt.begin(), tgt.end(), segs[i].tokens.begin() + 1));
+  }
+  const std::vector<policy::Window> two =
+      cli::calibration_windows(ds.valid, &ds.valid_streams, &ds.test_streams, opt, 2, 7, 12);
+  REQUIRE(two.size() == 2);
+  CHECK(two[0].first.to_ints() != two[1].first.to_ints());  // two segments, drawn without replacement
+  CHECK(error_of([&] { cli::calibration_windows(ds.valid, &ds.valid_streams, &ds.valid_streams, opt, 2, 7, 12); })
+            .find("would calibrate on stream '" + ds.valid_streams[0].name + "', which is also scored") != std::string::npos);
+  CHECK(error_of([&] { cli::calibration_windows(ds.valid, nullptr, &ds.test_streams, opt, 2, 7, 12); })
+            .find("no validation streams") != std::string::npos);
+  opt.calibrate_from = "windows";
+  const std::vector<policy::Window> windows =
+      cli::calibration_windows(ds.valid, &ds.valid_streams, &ds.test_streams, opt, 3, 7, 12);
+  REQUIRE(windows.size() == 3);
+  CHECK(windows[0].first.shape() == std::vector<int64_t>{1, 16});
+
+  // In a comparison, a heuristic calibrated on segments read after 100 tokens of context meets other losses than on
+  // fresh 16-token windows, so its threshold moves; the report's results say what it was calibrated on.
+  ModelConfig mc;
+  mc.d = 16;
+  mc.heads = 2;
+  mc.mini_batch = 4;
+  const Model model(mc, 3);
+  opt.methods = policy::parse_methods({"uniform-1", "uniform-2", "uniform-4", "loss"});
+  opt.seeds = 1;
+  opt.calib_windows = 2;
+  opt.step_options = {0, 1, 2, 4};
+  opt.frontier_mus = {};
+  const cli::CompareResult from_windows = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams,
+                                                           {}, &ds.valid_streams);
+  opt.calibrate_from = "streams";
+  const cli::CompareResult from_streams = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams,
+                                                           {}, &ds.valid_streams);
+  CHECK(from_windows.calibration_windows == 2);
+  CHECK(from_windows.calibration_tokens == 32);
+  CHECK(from_streams.calibration_windows == 2);
+  CHECK(from_streams.calibration_tokens > 200);  // two segments of up to 250 tokens (100 context + 150), whole units
+  CHECK(cli::find(from_streams, "loss")->detail != cli::find(from_windows, "loss")->detail);
+  CHECK(cli::find(from_streams, "loss")->detail.find("threshold") == 0);
+  CHECK(error_of([] { cli::parse_config("compare:\n  calibrate_from: streams\n", "c.yaml"); })
+            .find("compare.calibrate_from: streams calibrates on validation streams") != std::string::npos);
+  CHECK(error_of([] { cli::parse_config("compare:\n  calibrate_from: test\n", "c.yaml"); }).find("c.yaml:2") == 0);
+}
+
 TEST_CASE("data.train_across_files: training windows from each training repository's files joined, held-out streams "
           "as before") {
   Scratch t("across");
