@@ -41,6 +41,7 @@ ponder=./build/experiments/ponder
 corpus=${1:-pystdlib}
 case "$corpus" in pystdlib | pycode) ;; *) echo "reset_runs.sh: unknown corpus '$corpus' (pystdlib, pycode)" >&2; exit 2 ;; esac
 ks=${RESET_KS:-"1 4"}
+seeds=${SEEDS:-"0 1 2"}
 across=${ACROSS:-0}
 continue=${CONTINUE:-}
 span=${SPAN:-16}
@@ -65,7 +66,7 @@ mkdir -p "$results"
 checkpoint() {
   local quick=(results/quick/checkpoint.ckpt results/quick/model-2/checkpoint.ckpt results/quick/model-3/checkpoint.ckpt)
   local of=${2:-$name}
-  if [ "$of" = pystdlib ] && [ -f "${quick[$1]}" ]; then echo "${quick[$1]}"; else echo "runs/reset_$of-s$1/checkpoint.ckpt"; fi
+  if [ "$of" = pystdlib ] && [ -f "${quick[$1]:-}" ]; then echo "${quick[$1]}"; else echo "runs/reset_$of-s$1/checkpoint.ckpt"; fi
 }
 
 # train SEED THREADS: one model of the main job's config on the corpus, or (CONTINUE) its continuation.
@@ -111,11 +112,16 @@ read_split() {
   mv "$f.tmp" "$f"
 }
 
-train 0 1 &
-train 1 1 &
-wait
-train 2 2
-for s in 0 1 2; do
+# two models side by side on one thread each, an odd one out on two
+set -- $seeds
+while [ $# -ge 2 ]; do
+  train "$1" 1 & a=$!
+  train "$2" 1 & b=$!
+  wait $a; wait $b
+  shift 2
+done
+[ $# = 1 ] && train "$1" 2
+for s in $seeds; do
   read_split "$s" 0 reset  # uniform-0 changes no state: carried and reset read alike
   for k in $ks; do
     read_split "$s" "$k" carry
@@ -127,13 +133,29 @@ done
 python3 scripts/reset_table.py "$results" $ks > "$results/table.md"
 cat "$results/table.md"
 
-# COMPARE=1: the allocation comparison on the three models (statistics over models), without the learned policies, on
-# two segments per held-out package of 2,048 scored tokens after 4,096 read: far enough into a stream that a state
-# trained to carry is past where the fresh-window models drift. results/reset_<name>/compare/report.md
-if [ "${COMPARE:-0}" = 1 ] && ! [ -s "$results/compare/results.json" ]; then
-  echo "reset_runs.sh: comparing the three models (log $results/compare.log)"
-  "$ponder" --threads 2 compare --checkpoint "$(checkpoint 0)" --checkpoint "$(checkpoint 1)" \
-    --checkpoint "$(checkpoint 2)" --out "$results/compare" \
-    --set 'compare.methods=[oracle,uniform-0,uniform-1,uniform-2,uniform-4,random,entropy,loss,ttt-loss]' \
-    --set streams.max_adapt=4096 --set streams.max_scored=2048 --set streams.max_segments=2 > "$results/compare.log" 2>&1
+# COMPARE=1: the allocation comparison on the models of SEEDS (statistics over models), on two segments per held-out
+# package of 2,048 scored tokens after 4,096 read: far enough into a stream that a state trained to carry is past where
+# the fresh-window models drift. Without the learned policies unless LEARNED=1 (REINFORCE, PPO-PID and PonderNet,
+# trained LEARN_ITERATIONS iterations, default 60); heuristics calibrated (and policies trained) on fresh validation
+# windows of 1,024 tokens, or with CALIBRATE_FROM=streams on validation stream segments cut as the scored ones are.
+# results/reset_<name>/compare[_calstreams][_learned][_<n>models]/report.md
+if [ "${COMPARE:-0}" = 1 ]; then
+  calibrate=${CALIBRATE_FROM:-windows}
+  learned=${LEARNED:-0}
+  iters=${LEARN_ITERATIONS:-60}
+  methods=oracle,uniform-0,uniform-1,uniform-2,uniform-4,random,entropy,loss,ttt-loss
+  out=$results/compare
+  [ "$calibrate" = streams ] && out=${out}_calstreams
+  [ "$learned" = 1 ] && { out=${out}_learned; methods=$methods,learned-reinforce,learned-ppo-pid,pondernet; }
+  set -- $seeds
+  [ $# = 3 ] || out=${out}_$#models
+  cks=()
+  for s in $seeds; do cks+=(--checkpoint "$(checkpoint "$s")"); done
+  if ! [ -s "$out/results.json" ]; then
+    echo "reset_runs.sh: comparing the models of seeds $seeds (log $out.log)"
+    "$ponder" --threads 2 compare "${cks[@]}" --out "$out" --set "compare.methods=[$methods]" \
+      --set compare.calibrate_from="$calibrate" --set learn.reinforce_iterations="$iters" \
+      --set learn.ppo_iterations="$iters" --set learn.pondernet_iterations="$iters" \
+      --set streams.max_adapt=4096 --set streams.max_scored=2048 --set streams.max_segments=2 > "$out.log" 2>&1
+  fi
 fi

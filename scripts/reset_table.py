@@ -19,7 +19,7 @@ def main():
     if len(sys.argv) < 3:
         sys.exit("usage: reset_table.py RESULTS_FOLDER K [K ...]")
     folder, ks = sys.argv[1], [int(k) for k in sys.argv[2:]]
-    first = load(folder, 0, ks[0], "carry")
+    first = load(folder, 0, ks[0], "carry")  # model 0 is always read first
     reset = load(folder, 0, ks[0], "reset")
     print(f"# Carried against reset at every file: {os.path.basename(folder)}\n")
     print(f"Every scored token of the test split: {first['streams']} streams, {reset['documents_read_alone']} "
@@ -34,7 +34,10 @@ def main():
              "bounded reset"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for seed in range(3):
+    # every model read so far (reset_runs.sh SEEDS): the ones whose uniform-0 pass is there
+    seeds = sorted(int(f[len("model-"):-len("-u0-reset.json")]) for f in os.listdir(folder)
+                   if f.startswith("model-") and f.endswith("-u0-reset.json"))
+    for seed in seeds:
         row = [str(seed), f"{load(folder, seed, 0, 'reset')['bpb']:.4f}"]
         for k in ks:
             row += [f"{load(folder, seed, k, how)['bpb']:.4f}" for how in ("carry", "reset")]
