@@ -28,8 +28,7 @@ void run(const CheckpointJobArgs& a) {
   const MethodResult& o = *find(r, "oracle");
 
   std::ostringstream txt;
-  txt << "Oracle analysis: " << opt.seeds << " seed(s) x " << windows_label(opt.windows_per_seed) << " windows of " << opt.seq_len
-      << " tokens. The oracle picks K per unit by looking at the labels: an upper bound, not a usable policy.\n\n";
+  txt << "Oracle analysis: " << scored_label(r, opt) << ". The oracle picks K per unit by looking at the labels: an upper bound, not a usable policy.\n\n";
   int64_t units = 0;
   for (int64_t c : o.k_hist) units += c;
   std::vector<double> share;
@@ -75,8 +74,11 @@ void run(const CheckpointJobArgs& a) {
   j["bpb"] = seed_mean(o, bpb_of);
   j["spearman"] = corr;
   j["frontier"] = frontier;
+  j["scored"] = scored_label(r, opt);
+  // Units in reading order (seed after seed; in streams mode segment after segment, context units included), so the
+  // oracles of two models read on the same data can be compared unit by unit (scripts/oracle_agreement.py).
   j["per_unit"] = {{"k", ou.k}, {"loss", ou.loss}, {"entropy", ou.entropy}, {"ttt_loss", ou.ttt_loss},
-                   {"grad_norm", ou.grad_norm}};
+                   {"grad_norm", ou.grad_norm}, {"tied", ou.tied}, {"first_token", ou.first_token}};
   const std::string path = (std::filesystem::path(a.out) / "oracle.json").string();
   std::ofstream(path) << j.dump(2) << "\n";
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());

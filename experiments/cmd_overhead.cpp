@@ -36,8 +36,7 @@ void run(const CheckpointJobArgs& a) {
                                                        : std::vector<std::string>{high, budget};
 
   std::ostringstream txt;
-  txt << "Policy overhead vs inner FLOPs saved (" << opt.seeds << " seed(s) x " << windows_label(opt.windows_per_seed)
-      << " windows; FLOPs per token, means over seeds; heuristics calibrated to " << budget << "'s cost).\n"
+  txt << "Policy overhead vs inner FLOPs saved (" << scored_label(r, opt) << "; FLOPs per token, means over seeds; heuristics calibrated to " << budget << "'s cost).\n"
       << "saved = inner(reference) - inner(method); net = saved - policy overhead; % of the base forward.\n"
       << "A negative net saving means the method costs more than the reference.\n\n";
   txt << "method      bpb     mean K  base        inner       overhead";

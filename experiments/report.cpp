@@ -334,7 +334,7 @@ std::string calibration_text(const CompareResult& r, const CompareOptions& opt) 
   return std::to_string(r.calibration_windows) + " segments of the validation streams (" +
          std::to_string(r.calibration_tokens) + " tokens, each read as a scored segment is: up to " +
          std::to_string(opt.stream_max_adapt) + " tokens of context, then up to " + std::to_string(opt.stream_max_scored) +
-         "; 0 = no cap), the learned policies trained on segments drawn the same way";
+         "; 0 = no cap); the learned policies train on segments drawn the same way";
 }
 
 // Everything the report says, in the order it says it.
@@ -400,10 +400,11 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << "all, per seed and per window.\n\n"
      << "Setup: " << setup_text(r, opt) << " Inner steps in `" << mode << "` mode; a method picks one K per unit of "
      << r.mini_batch * opt.rollout.unit_batches << " tokens (a learned method whose options name a unit, its own). Heuristics and `random` spend K="
-     << opt.low << " or K=" << opt.high << " per unit and are calibrated on " << calibration_text(r, opt) << " to "
+     << opt.low << " or K=" << opt.high << " per unit and are calibrated to "
      << (opt.calibrate_on == "total" ? "the total FLOPs per token of " + base_name +
         " (their own overhead comes out of their inner budget; inner budget " : "the inner FLOPs per token of " +
-        base_name + " (") << fmt("%.4g", r.budget_inner_per_token) << ").\n\n" << degenerate_md(p.degenerate, p.checked) << "## Answer\n\n"
+        base_name + " (") << fmt("%.4g", r.budget_inner_per_token) << ") on " << calibration_text(r, opt) << ".\n\n"
+     << degenerate_md(p.degenerate, p.checked) << "## Answer\n\n"
      << p.answer << "\n\n## Results\n\n"
      << p.methods.md << "\nFLOPs are counted by the engine, not estimated: base forward + inner TTT steps actually run "
      << "+ policy overhead (features, probes).\n\n## Paired tests against " << base_name << " (same budget)\n\n"

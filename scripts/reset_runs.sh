@@ -136,7 +136,8 @@ cat "$results/table.md"
 # COMPARE=1: the allocation comparison on the models of SEEDS (statistics over models), on two segments per held-out
 # package of 2,048 scored tokens after 4,096 read: far enough into a stream that a state trained to carry is past where
 # the fresh-window models drift. Without the learned policies unless LEARNED=1 (REINFORCE, PPO-PID and PonderNet,
-# trained LEARN_ITERATIONS iterations, default 60); heuristics calibrated (and policies trained) on fresh validation
+# trained LEARN_ITERATIONS iterations, default 60, PonderNet PONDERNET_ITERATIONS, default 20: each of its iterations
+# tries every K on every unit, ~3× a REINFORCE iteration's time); heuristics calibrated (and policies trained) on fresh validation
 # windows of 1,024 tokens, or with CALIBRATE_FROM=streams on validation stream segments cut as the scored ones are.
 # results/reset_<name>/compare[_calstreams][_learned][_<n>models]/report.md
 if [ "${COMPARE:-0}" = 1 ]; then
@@ -155,7 +156,7 @@ if [ "${COMPARE:-0}" = 1 ]; then
     echo "reset_runs.sh: comparing the models of seeds $seeds (log $out.log)"
     "$ponder" --threads 2 compare "${cks[@]}" --out "$out" --set "compare.methods=[$methods]" \
       --set compare.calibrate_from="$calibrate" --set learn.reinforce_iterations="$iters" \
-      --set learn.ppo_iterations="$iters" --set learn.pondernet_iterations="$iters" \
+      --set learn.ppo_iterations="$iters" --set learn.pondernet_iterations="${PONDERNET_ITERATIONS:-20}" \
       --set streams.max_adapt=4096 --set streams.max_scored=2048 --set streams.max_segments=2 > "$out.log" 2>&1
   fi
 fi

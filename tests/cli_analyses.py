@@ -77,6 +77,23 @@ with tempfile.TemporaryDirectory() as tmp:
             c = j["spearman"].get(name, {})
             check(rho_ok(c.get("rho", 2)), "Spearman rho of " + name + " in [-1, 1] or null")
         check(len(j["frontier"]) > 0 and all("flops_per_token" in p for p in j["frontier"]), "oracle frontier")
+        check(len(j["per_unit"]["first_token"]) == j["units"], "oracle.json lists each unit's first token")
+        check("windows of" in j["scored"], "oracle.json says what was scored: " + j["scored"])
+        # scripts/oracle_agreement.py: an oracle agrees with itself (kappa 1); a shorter read is refused as misaligned
+        agreement = os.path.join(root, "scripts", "oracle_agreement.py")
+        path = os.path.join(out, "oracle.json")
+        same_run = subprocess.run([sys.executable, agreement, "--shuffles", "2", path, path], capture_output=True,
+                                  text=True, timeout=120)
+        check(same_run.returncode == 0 and "| 0–1 | 1.000 | +1.0000 |" in same_run.stdout,
+              "oracle_agreement.py: an oracle agrees with itself: " + same_run.stdout[-600:] + same_run.stderr[-600:])
+        short = dict(j, per_unit=dict(j["per_unit"], k=j["per_unit"]["k"][1:],
+                                      first_token=j["per_unit"]["first_token"][1:]))
+        short_path = os.path.join(tmp, "short_oracle.json")
+        with open(short_path, "w") as f:
+            json.dump(short, f)
+        bad = subprocess.run([sys.executable, agreement, path, short_path], capture_output=True, text=True, timeout=120)
+        check(bad.returncode != 0 and "read other units" in bad.stderr,
+              "oracle_agreement.py refuses oracles read on other units: " + bad.stderr[-600:])
 
     # ---- a comparison too small for its paired tests is refused before any cell is computed
     out = os.path.join(tmp, "one_window")

@@ -981,6 +981,10 @@ TEST_CASE("compare.calibrate_from streams: heuristics calibrate on the validatio
   CHECK(from_streams.calibration_tokens > 200);  // two segments of up to 250 tokens (100 context + 150), whole units
   CHECK(cli::find(from_streams, "loss")->detail != cli::find(from_windows, "loss")->detail);
   CHECK(cli::find(from_streams, "loss")->detail.find("threshold") == 0);
+  CHECK(cli::scored_label(from_streams, opt) ==
+        "1 seed(s) x 1 segments of 1 held-out streams, 150 scored tokens (" +
+            cli::fmt("%.1f", 100.0 * 150 / double(ds.test_streams[0].scored())) +
+            " % of the split), each after up to 100 tokens of context");
   CHECK(error_of([] { cli::parse_config("compare:\n  calibrate_from: streams\n", "c.yaml"); })
             .find("compare.calibrate_from: streams calibrates on validation streams") != std::string::npos);
   CHECK(error_of([] { cli::parse_config("compare:\n  calibrate_from: test\n", "c.yaml"); }).find("c.yaml:2") == 0);
