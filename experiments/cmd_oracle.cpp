@@ -16,6 +16,17 @@ namespace ponder::cli {
 namespace cmd_oracle {
 namespace {
 
+// Streams mode: every segment read, in the order of per_unit, whose units are its consecutive runs of `unit` tokens
+// (the last one padded), so an analysis can see each unit's text and what came before it (scripts/oracle_features.py).
+nlohmann::ordered_json segments_json(const Dataset& ds, const CompareOptions& opt, int64_t unit) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const data::StreamTokens& st : ds.test_streams)
+    for (const data::StreamTokens& c : stream_reads(st, opt))
+      if (c.scored() > 0)
+        out.push_back({{"stream", st.name}, {"first_scored", c.first_scored}, {"unit_tokens", unit}, {"tokens", c.tokens}});
+  return out;
+}
+
 void run(const CheckpointJobArgs& a) {
   CheckpointJob job = load_checkpoint_job(a, "oracle");
   CompareOptions& opt = job.opt;
@@ -79,6 +90,7 @@ void run(const CheckpointJobArgs& a) {
   // oracles of two models read on the same data can be compared unit by unit (scripts/oracle_agreement.py).
   j["per_unit"] = {{"k", ou.k}, {"loss", ou.loss}, {"entropy", ou.entropy}, {"ttt_loss", ou.ttt_loss},
                    {"grad_norm", ou.grad_norm}, {"tied", ou.tied}, {"first_token", ou.first_token}};
+  if (opt.streams) j["segments"] = segments_json(ds, opt, r.mini_batch * opt.rollout.unit_batches);
   const std::string path = (std::filesystem::path(a.out) / "oracle.json").string();
   std::ofstream(path) << j.dump(2) << "\n";
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());

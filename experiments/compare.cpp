@@ -338,18 +338,6 @@ Entry placeholder(const policy::MethodSpec& m, const policy::Rollouts& ro, const
   return e;
 }
 
-// What streams mode reads of stream `st`: its segments (data::segment_stream), or with a reset every document of them
-// alone (data::split_at_documents).
-std::vector<data::StreamTokens> reads_of(const data::StreamTokens& st, const CompareOptions& opt) {
-  std::vector<data::StreamTokens> segments =
-      data::segment_stream(st, opt.stream_max_adapt, opt.stream_max_scored, opt.stream_max_segments);
-  if (!opt.stream_reset) return segments;
-  std::vector<data::StreamTokens> out;
-  for (const data::StreamTokens& c : segments)
-    for (data::StreamTokens& d : data::split_at_documents(c)) out.push_back(std::move(d));
-  return out;
-}
-
 // Every held-out stream, cut into segments and capped as configured (data::segment_stream), each padded to the
 // smallest length every method's decision unit divides: padded positions cost FLOPs that are charged to the tokens
 // read, so padding to more than that (e.g. the window length) would inflate every cost.
@@ -362,7 +350,7 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
   for (const data::StreamTokens& st : *test_streams) {
     res.split_tokens += st.scored();
     bool kept = false;
-    for (data::StreamTokens& c : reads_of(st, opt))
+    for (data::StreamTokens& c : stream_reads(st, opt))
       if (c.scored() > 0) {
         res.context_tokens += std::max<int64_t>(0, c.first_scored - 1);
         capped.push_back(std::move(c));
@@ -488,6 +476,16 @@ std::vector<FrontierPoint> frontier_of(const policy::Rollouts& ro, const EvalSet
 
 }  // namespace
 
+std::vector<data::StreamTokens> stream_reads(const data::StreamTokens& st, const CompareOptions& opt) {
+  std::vector<data::StreamTokens> segments =
+      data::segment_stream(st, opt.stream_max_adapt, opt.stream_max_scored, opt.stream_max_segments);
+  if (!opt.stream_reset) return segments;
+  std::vector<data::StreamTokens> out;
+  for (const data::StreamTokens& c : segments)
+    for (data::StreamTokens& d : data::split_at_documents(c)) out.push_back(std::move(d));
+  return out;
+}
+
 std::vector<Window> calibration_windows(const data::TokenStream& calib, const std::vector<data::StreamTokens>* calib_streams,
                                         const std::vector<data::StreamTokens>* test_streams, const CompareOptions& opt,
                                         int64_t count, uint64_t seed, int64_t unit) {
@@ -504,7 +502,7 @@ std::vector<Window> calibration_windows(const data::TokenStream& calib, const st
     if (scored.count(st.name))
       throw std::invalid_argument("compare.calibrate_from: streams would calibrate on stream '" + st.name +
                                   "', which is also scored");
-    for (const data::StreamTokens& c : reads_of(st, every)) {
+    for (const data::StreamTokens& c : stream_reads(st, every)) {
       const int64_t n = (int64_t(c.tokens.size()) - 1) / unit * unit;  // predictions kept: whole units only
       if (n == 0) continue;
       std::vector<int64_t> in(c.tokens.begin(), c.tokens.begin() + n), tgt(c.tokens.begin() + 1, c.tokens.begin() + n + 1);

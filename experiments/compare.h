@@ -176,6 +176,11 @@ CompareResult run_compare(const policy::Rollouts& rollouts, const data::TokenStr
                           const std::vector<data::StreamTokens>* test_streams = nullptr, const CellShare& share = {},
                           const std::vector<data::StreamTokens>* calib_streams = nullptr);
 
+// What streams mode reads of stream `st`, in reading order: its segments (data::segment_stream with the stream_max_*
+// caps), or with stream_reset every document of them alone (data::split_at_documents). Those with a scored token are
+// what a comparison scores.
+std::vector<data::StreamTokens> stream_reads(const data::StreamTokens& st, const CompareOptions& opt);
+
 // `count` windows to calibrate or train on, drawn with `seed`: compare.calibrate_from windows — seq_len-token windows of
 // `calib`; streams — segments of `calib_streams` cut as the held-out streams are (every segment of each stream, then
 // `count` of them, or all when there are fewer), each one (1, N) window whose N predictions are every token read

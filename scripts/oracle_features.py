@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""What in the text goes with the oracle's K? Features a policy could compute before deciding a unit, against the K
+the greedy oracle picked there, on one or more models read on the same segments.
+
+Reads the oracle.json of `ponder oracle` in streams mode (its `segments`: each segment's tokens, in the order of
+per_unit, whose units are consecutive runs of `unit_tokens` predictions). A decision for unit u (predictions at
+positions 16u .. 16u + 15 of its segment) is taken after unit u − 1 was scored, so it may read tokens[0 .. 16u]; each
+feature below reads no further:
+
+  position       u, the unit's index in its segment (context units first, then the scored ones)
+  scored         1 for units of the scored part, 0 for the context read before it
+  indent         spaces since the last newline, at the unit's start (0 in the middle of a line's text)
+  line_start     1 when the unit's first token is a newline or follows one
+  match          the longest L in 1, 2, 4, …, 64 such that the last L tokens read occur earlier in the segment:
+                 whether the text about to be predicted may repeat something already read
+  prev_copy      the share of unit u − 1's predictions whose 5 tokens (4 of context, the target) occurred earlier
+                 in the segment: how copyable the text just read was
+  prev_loss      the model's own loss on unit u − 1 (what the `loss` heuristic reads; per model)
+
+and one that reads the unit itself, which no policy can (a diagnostic of where the oracle's choices come from):
+
+  own_copy       prev_copy of unit u itself
+
+For each feature, Spearman's ρ with each model's oracle K (the range over models) and with the models' mean K per
+unit (the oracles' consensus; with one model, its own K).
+
+    python3 scripts/oracle_features.py results/.../oracle_units/model-*/oracle.json
+"""
+import json
+import sys
+
+FEATURES = ["position", "scored", "indent", "line_start", "match", "prev_copy", "prev_loss", "own_copy"]
+
+
+def ranks(x):
+    order = sorted(range(len(x)), key=lambda i: x[i])
+    r = [0.0] * len(x)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+
+
+def spearman(x, y):
+    def ok(v):
+        return v is not None and v == v  # a NaN is null in JSON
+
+    keep = [i for i in range(len(x)) if ok(x[i]) and ok(y[i])]
+    rx, ry = ranks([x[i] for i in keep]), ranks([y[i] for i in keep])
+    n = len(keep)
+    mx, my = sum(rx) / n, sum(ry) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
+
+
+def longest_match(read):
+    """The longest L in 1, 2, 4, …, 64 whose last L tokens of `read` (bytes) occur earlier in it, else 0."""
+    best = 0
+    for L in (1, 2, 4, 8, 16, 32, 64):
+        if L >= len(read) or read[:-1].find(read[-L:]) < 0:
+            break
+        best = L
+    return best
+
+
+def segment_features(seg):
+    """Per unit of one segment: the causal features above (prev_loss filled in per model later)."""
+    t, unit, first = seg["tokens"], seg["unit_tokens"], seg["first_scored"]
+    data = bytes(x & 0xFF for x in t)
+    n_pred = len(t) - 1
+    units = (n_pred + unit - 1) // unit
+    seen, copyable = set(), [0] * len(t)  # copyable[p]: the 5-gram ending at token p occurred earlier
+    for p in range(4, len(t)):
+        g = data[p - 4:p + 1]
+        copyable[p] = 1 if g in seen else 0
+        seen.add(g)
+    rows = []
+    for u in range(units):
+        at = u * unit  # the unit's first input position; tokens[0 .. at] are read when it is decided
+        read = data[:at + 1]
+        nl = read.rfind(b"\n")
+        tail = read[nl + 1:]
+        indent = len(tail) if nl >= 0 and tail.strip(b" ") == b"" else 0
+        prev = range(max(0, at - unit) + 1, at + 1)  # targets of unit u − 1's predictions
+        own = range(at + 1, min(len(t), at + unit + 1))  # targets of unit u's own (not causal)
+        rows.append({"position": u, "scored": 1 if at + 1 >= first else 0, "indent": indent,
+                     "line_start": 1 if data[at] == 10 or (at > 0 and data[at - 1] == 10) else 0,
+                     "match": longest_match(read),
+                     "prev_copy": sum(copyable[p] for p in prev) / len(prev) if u > 0 else float("nan"),
+                     "own_copy": sum(copyable[p] for p in own) / len(own),
+                     "first_token": t[at]})
+    return rows
+
+
+def main():
+    paths = sys.argv[1:]
+    if not paths or paths[0] in ("-h", "--help"):
+        sys.exit(__doc__)
+    runs = []
+    for p in paths:
+        with open(p) as f:
+            j = json.load(f)
+        if "segments" not in j:
+            sys.exit(f"{p}: no segments (ponder oracle writes them in streams mode only, from this version on)")
+        runs.append(j)
+    rows = [r for seg in runs[0]["segments"] for r in segment_features(seg)]
+    for p, j in zip(paths, runs):
+        u = j["per_unit"]
+        if len(u["k"]) != len(rows) or any(r["first_token"] != f for r, f in zip(rows, u["first_token"])):
+            sys.exit(f"oracle_features.py: {p}: its units do not line up with the segments of {paths[0]}")
+    ks = [[float(k) for k in j["per_unit"]["k"]] for j in runs]
+    consensus = [sum(k[i] for k in ks) / len(ks) for i in range(len(rows))]
+    print(f"{len(runs)} model(s), {len(rows)} units ({runs[0].get('scored', '?')})\n")
+    print("| feature | ρ with each model's oracle K (range) | ρ with the models' mean K | mean of the feature |")
+    print("|---|---|---|---|")
+    for name in FEATURES:
+        if name == "prev_loss":
+            losses = [[float("nan") if v is None else v for v in j["per_unit"]["loss"]] for j in runs]
+            per = [spearman(x, k) for x, k in zip(losses, ks)]
+            mean_loss = [sum(x[i] for x in losses) / len(runs) for i in range(len(rows))]
+            cons = spearman(mean_loss, consensus)
+            avg = sum(x for x in mean_loss if x == x) / sum(1 for x in mean_loss if x == x)
+        else:
+            x = [r[name] for r in rows]
+            per = [spearman(x, k) for k in ks]
+            cons = spearman(x, consensus)
+            avg = sum(v for v in x if v == v) / sum(1 for v in x if v == v)
+        print(f"| {name} | {min(per):+.3f} to {max(per):+.3f} | {cons:+.3f} | {avg:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

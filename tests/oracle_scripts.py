@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""The analysis scripts of the oracle's units (scripts/oracle_agreement.py, scripts/oracle_features.py) on inputs
+whose answers are known by hand: kappa, the block-shuffled control, Spearman's rho, and each causal feature of a
+small segment, including that no feature reads the unit it describes.
+Usage: oracle_scripts.py SOURCE_ROOT"""
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.join(sys.argv[1], "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_util import check, finish  # noqa: E402
+import oracle_agreement  # noqa: E402
+import oracle_features  # noqa: E402
+
+# kappa: identical labels 1; labels independent of each other by construction 0; always-opposite binary labels -1.
+a = [1, 1, 2, 2]
+check(oracle_agreement.kappa(a, a) == 1.0, "kappa of a sequence with itself is 1")
+check(abs(oracle_agreement.kappa([1, 1, 2, 2], [1, 2, 1, 2])) < 1e-12, "kappa is 0 when agreement is at chance")
+check(abs(oracle_agreement.kappa([1, 2, 1, 2], [2, 1, 2, 1]) + 1) < 1e-12, "kappa is -1 for opposite labels")
+# The block shuffle permutes within blocks only: each block keeps its multiset of labels.
+seq = list(range(10))
+shuffled = oracle_agreement.block_shuffled(list(seq), 4, random.Random(1))
+check(sorted(shuffled[:4]) == [0, 1, 2, 3] and sorted(shuffled[4:8]) == [4, 5, 6, 7] and sorted(shuffled[8:]) == [8, 9],
+      "block_shuffled keeps each block's labels in that block: " + str(shuffled))
+
+# Spearman: monotone 1, reversed -1, ties ranked by their average, NaN and null dropped.
+sp = oracle_features.spearman
+check(abs(sp([1, 2, 3, 4], [10, 20, 30, 400]) - 1) < 1e-12, "spearman of a monotone pair is 1")
+check(abs(sp([1, 2, 3, 4], [4, 3, 2, 1]) + 1) < 1e-12, "spearman of a reversed pair is -1")
+check(abs(sp([1, None, 2, float("nan"), 3], [3, 0, 2, 9, 1]) + 1) < 1e-12, "spearman drops null and NaN pairs")
+check(oracle_features.ranks([5, 1, 5, 3]) == [3.5, 1.0, 3.5, 2.0], "tied values share their average rank")
+
+# longest_match: the last L bytes occur earlier (overlap allowed), powers of two up to 64.
+check(oracle_features.longest_match(b"abcdxabcd") == 4, "abcd repeats: match 4")
+check(oracle_features.longest_match(b"abcdxyz") == 0, "nothing repeats: match 0")
+check(oracle_features.longest_match(b"a" * 100) == 64, "a long run caps at 64")
+
+# A segment of units of 4 tokens: "x\n  ab\n  ab\n  ab" — the feature of unit u reads tokens[0 .. 4u] only.
+text = b"x\n  ab\n  ab\n  abxxxx"
+seg = {"tokens": list(text), "unit_tokens": 4, "first_scored": 9}
+rows = oracle_features.segment_features(seg)
+check(len(rows) == (len(text) - 1 + 3) // 4, "one row per unit of the padded predictions: %d" % len(rows))
+check([r["position"] for r in rows] == list(range(len(rows))), "position counts units")
+check([r["scored"] for r in rows] == [0, 0, 1, 1, 1], "scored from the unit whose first target is first_scored: " +
+      str([r["scored"] for r in rows]))
+check(rows[2]["first_token"] == ord(" ") and rows[2]["indent"] == 2,
+      "unit 2 starts at 'x\\n  ab\\n  ': indent 2 (read to its first token)")
+check(rows[1]["indent"] == 0, "unit 1 starts inside a line's text ('  a'): indent 0")
+check(rows[1]["line_start"] == 0 and rows[2]["line_start"] == 0, "line_start only at or right after a newline")
+check(rows[0]["prev_copy"] != rows[0]["prev_copy"], "the first unit has no previous unit: prev_copy NaN")
+# Changing what follows a unit's first token leaves its causal features alone; own_copy reads the unit and moves.
+changed = dict(seg, tokens=list(text[:9] + b"QQQQQQQQQQQ"))
+rows2 = oracle_features.segment_features(changed)
+causal = ["position", "scored", "indent", "line_start", "match", "prev_copy"]
+check(all(rows2[2][f] == rows[2][f] for f in causal), "unit 2's causal features read tokens[0 .. 8] only")
+check(rows2[2]["own_copy"] != rows[2]["own_copy"], "own_copy reads the unit itself (a diagnostic, not a feature)")
+finish()
