@@ -21,12 +21,18 @@ and one that reads the unit itself, which no policy can (a diagnostic of where t
 
   own_copy       prev_copy of unit u itself
 
+and the unit's first token itself (known when the unit is decided: it was the last target of unit u − 1), as a
+category: η, the correlation ratio of K with it (the square root of the share of K's variance between the tokens'
+groups; tokens seen on fewer than 20 units pooled), beside η with the tokens shuffled over the units (what η gives
+with no relation at all; it is biased above 0 by the number of groups).
+
 For each feature, Spearman's ρ with each model's oracle K (the range over models) and with the models' mean K per
 unit (the oracles' consensus; with one model, its own K).
 
     python3 scripts/oracle_features.py results/.../oracle_units/model-*/oracle.json
 """
 import json
+import random
 import sys
 
 FEATURES = ["position", "scored", "indent", "line_start", "match", "prev_copy", "prev_loss", "own_copy"]
@@ -99,6 +105,31 @@ def segment_features(seg):
     return rows
 
 
+def eta(groups, y):
+    """Correlation ratio of y with categorical `groups` (groups of fewer than 20 units pooled into one)."""
+    count = {}
+    for g in groups:
+        count[g] = count.get(g, 0) + 1
+    g2 = [g if count[g] >= 20 else "other" for g in groups]
+    mean = sum(y) / len(y)
+    total = sum((v - mean) ** 2 for v in y)
+    sums, ns = {}, {}
+    for g, v in zip(g2, y):
+        sums[g] = sums.get(g, 0) + v
+        ns[g] = ns.get(g, 0) + 1
+    between = sum(ns[g] * (sums[g] / ns[g] - mean) ** 2 for g in sums)
+    return (between / total) ** 0.5 if total > 0 else float("nan")
+
+
+def print_first_token(rows, ks, consensus):
+    first = [r["first_token"] for r in rows]
+    shuffled = list(first)
+    random.Random(0).shuffle(shuffled)
+    per = [eta(first, k) for k in ks]
+    print(f"| first token (η) | {min(per):.3f} to {max(per):.3f} | {eta(first, consensus):.3f} | "
+          f"shuffled: {eta(shuffled, consensus):.3f} |")
+
+
 def main():
     paths = sys.argv[1:]
     if not paths or paths[0] in ("-h", "--help"):
@@ -133,6 +164,7 @@ def main():
             cons = spearman(x, consensus)
             avg = sum(v for v in x if v == v) / sum(1 for v in x if v == v)
         print(f"| {name} | {min(per):+.3f} to {max(per):+.3f} | {cons:+.3f} | {avg:.3f} |")
+    print_first_token(rows, ks, consensus)
 
 
 if __name__ == "__main__":

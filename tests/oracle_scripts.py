@@ -31,6 +31,13 @@ check(abs(sp([1, 2, 3, 4], [4, 3, 2, 1]) + 1) < 1e-12, "spearman of a reversed p
 check(abs(sp([1, None, 2, float("nan"), 3], [3, 0, 2, 9, 1]) + 1) < 1e-12, "spearman drops null and NaN pairs")
 check(oracle_features.ranks([5, 1, 5, 3]) == [3.5, 1.0, 3.5, 2.0], "tied values share their average rank")
 
+# eta: K set by the group is 1; the same mean in every group is 0; groups of fewer than 20 units are pooled.
+groups = ["a"] * 20 + ["b"] * 20
+check(abs(oracle_features.eta(groups, [1.0] * 20 + [4.0] * 20) - 1) < 1e-12, "eta is 1 when the group sets K")
+check(abs(oracle_features.eta(groups, [1.0, 4.0] * 20)) < 1e-12, "eta is 0 when every group has the same mean")
+check(abs(oracle_features.eta(["a", "b"] * 5, [1.0, 4.0] * 5)) < 1e-12,
+      "groups of fewer than 20 units are pooled (one group: eta 0)")
+
 # longest_match: the last L bytes occur earlier (overlap allowed), powers of two up to 64.
 check(oracle_features.longest_match(b"abcdxabcd") == 4, "abcd repeats: match 4")
 check(oracle_features.longest_match(b"abcdxyz") == 0, "nothing repeats: match 0")
