@@ -26,6 +26,11 @@ category: η, the correlation ratio of K with it (the square root of the share o
 groups; tokens seen on fewer than 20 units pooled), beside η with the tokens shuffled over the units (what η gives
 with no relation at all; it is biased above 0 by the number of groups).
 
+Then all of them at once (the ones read before the unit, the first token's class, and the model's scores of the
+previous unit: loss, entropy, ttt-loss, gradnorm): a least-squares fit of each model's K on half of the segments
+(alternate ones), scored by Spearman's ρ of its predictions with K on the other half, both ways. What a policy with
+these inputs could at best imitate of the oracle, whatever its learner.
+
 For each feature, Spearman's ρ with each model's oracle K (the range over models) and with the models' mean K per
 unit (the oracles' consensus; with one model, its own K).
 
@@ -130,6 +135,71 @@ def print_first_token(rows, ks, consensus):
           f"shuffled: {eta(shuffled, consensus):.3f} |")
 
 
+def solve(a, b):
+    """x with a x = b (Gaussian elimination with partial pivoting; a is small and, with the ridge, regular)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        for r in range(c + 1, n):
+            f = m[r][c] / m[c][c]
+            for k in range(c, n + 1):
+                m[r][k] -= f * m[c][k]
+    x = [0.0] * n
+    for c in range(n - 1, -1, -1):
+        x[c] = (m[c][n] - sum(m[c][k] * x[k] for k in range(c + 1, n))) / m[c][c]
+    return x
+
+
+def least_squares(xs, y, ridge=1e-3):
+    """Coefficients (bias last) of a ridge-regularised linear fit of y on the rows xs."""
+    rows = [x + [1.0] for x in xs]
+    d = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) + (ridge if i == j else 0) for j in range(d)] for i in range(d)]
+    b = [sum(r[i] * v for r, v in zip(rows, y)) for i in range(d)]
+    return solve(a, b)
+
+
+def design(rows, scores):
+    """One row of inputs per unit: the causal features, the first token's class, the model's scores (NaN → 0 and an
+    indicator), each standardised."""
+    classes = [lambda c: c == 10, lambda c: c == 32, lambda c: chr(c).isalpha(), lambda c: chr(c).isdigit()]
+    cols = [[float(r[f]) for r in rows] for f in ["position", "scored", "indent", "line_start", "match"]]
+    cols.append([0.0 if r["prev_copy"] != r["prev_copy"] else r["prev_copy"] for r in rows])
+    cols += [[1.0 if cl(r["first_token"] & 0xFF) else 0.0 for r in rows] for cl in classes]
+    for v in scores:
+        cols.append([0.0 if x is None or x != x else x for x in v])
+        cols.append([1.0 if x is None or x != x else 0.0 for x in v])
+    out = []
+    for c in cols:
+        mean = sum(c) / len(c)
+        sd = (sum((v - mean) ** 2 for v in c) / len(c)) ** 0.5 or 1.0
+        out.append([(v - mean) / sd for v in c])
+    return [list(r) for r in zip(*out)]
+
+
+def held_out_rho(x, y, half):
+    """Spearman ρ of a fit's predictions with y on each half of the units, fitted on the other; their mean."""
+    rhos = []
+    for test in (0, 1):
+        fit = least_squares([x[i] for i in range(len(y)) if half[i] != test], [y[i] for i in range(len(y)) if half[i] != test])
+        idx = [i for i in range(len(y)) if half[i] == test]
+        pred = [sum(c * v for c, v in zip(fit, x[i] + [1.0])) for i in idx]
+        rhos.append(spearman(pred, [y[i] for i in idx]))
+    return sum(rhos) / 2
+
+
+def print_fit(rows, runs, ks):
+    half = [r["segment"] % 2 for r in rows]
+    per = []
+    for j, k in zip(runs, ks):
+        u = j["per_unit"]
+        per.append(held_out_rho(design(rows, [u["loss"], u["entropy"], u["ttt_loss"], u["grad_norm"]]), k, half))
+    print(f"\nEverything at once (linear fit on alternate segments, ρ on the others): ρ {min(per):+.3f} to "
+          f"{max(per):+.3f} over the models (each fitted to its own K)")
+
+
 def main():
     paths = sys.argv[1:]
     if not paths or paths[0] in ("-h", "--help"):
@@ -141,7 +211,7 @@ def main():
         if "segments" not in j:
             sys.exit(f"{p}: no segments (ponder oracle writes them in streams mode only, from this version on)")
         runs.append(j)
-    rows = [r for seg in runs[0]["segments"] for r in segment_features(seg)]
+    rows = [dict(r, segment=i) for i, seg in enumerate(runs[0]["segments"]) for r in segment_features(seg)]
     for p, j in zip(paths, runs):
         u = j["per_unit"]
         if len(u["k"]) != len(rows) or any(r["first_token"] != f for r, f in zip(rows, u["first_token"])):
@@ -165,6 +235,7 @@ def main():
             avg = sum(v for v in x if v == v) / sum(1 for v in x if v == v)
         print(f"| {name} | {min(per):+.3f} to {max(per):+.3f} | {cons:+.3f} | {avg:.3f} |")
     print_first_token(rows, ks, consensus)
+    print_fit(rows, runs, ks)
 
 
 if __name__ == "__main__":

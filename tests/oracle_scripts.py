@@ -38,6 +38,18 @@ check(abs(oracle_features.eta(groups, [1.0, 4.0] * 20)) < 1e-12, "eta is 0 when 
 check(abs(oracle_features.eta(["a", "b"] * 5, [1.0, 4.0] * 5)) < 1e-12,
       "groups of fewer than 20 units are pooled (one group: eta 0)")
 
+# least_squares recovers an exact linear relation; held_out_rho is 1 when K is a monotone function of an input
+# on both halves, and near 0 for K unrelated to every input.
+coef = oracle_features.least_squares([[0.0], [1.0], [2.0], [3.0]], [1.0, 3.0, 5.0, 7.0], ridge=0.0)
+check(abs(coef[0] - 2) < 1e-9 and abs(coef[1] - 1) < 1e-9, "least_squares fits y = 2x + 1: " + str(coef))
+xs = [[float(i % 7), float(i % 3)] for i in range(200)]
+half = [i % 2 for i in range(200)]
+check(abs(oracle_features.held_out_rho(xs, [3 * x[0] - x[1] for x in xs], half) - 1) < 1e-9,
+      "held_out_rho is 1 for K linear in the inputs")
+noise = random.Random(3)
+rho0 = oracle_features.held_out_rho(xs, [noise.random() for _ in xs], half)
+check(abs(rho0) < 0.25, "held_out_rho is near 0 for K unrelated to the inputs: %.3f" % rho0)
+
 # longest_match: the last L bytes occur earlier (overlap allowed), powers of two up to 64.
 check(oracle_features.longest_match(b"abcdxabcd") == 4, "abcd repeats: match 4")
 check(oracle_features.longest_match(b"abcdxyz") == 0, "nothing repeats: match 0")
