@@ -1,5 +1,7 @@
 #include "policy/unit_features.h"
 
+#include <array>
+
 namespace ponder::policy {
 
 namespace {
@@ -17,12 +19,28 @@ std::vector<std::string> UnitFeatures::vector_names() {
   return {"position",        "prev_loss",   "has_prev",    "prev_entropy", "ema_loss",     "ema_entropy",
           "ttt_loss",        "has_ttt_loss", "grad_norm",  "has_grad",     "hidden_mean",  "hidden_std",
           "hidden_sparsity", "budget_left", "prev_k",      "mean_k",       "prev_k_is_0",  "prev_k_is_1",
-          "prev_k_is_2",     "prev_k_ge_4", "loss_minus_ema", "entropy_minus_ema", "first_unit", "bias"};
+          "prev_k_is_2",     "prev_k_ge_4", "loss_minus_ema", "entropy_minus_ema", "first_unit",
+          "first_is_newline", "first_is_space", "first_is_letter", "first_is_digit", "first_is_punct", "bias"};
 }
+
+namespace {
+// One-hot byte class of `t` (newline, space or tab, letter, digit, other printable ASCII); all 0 when unknown (-1) or
+// outside ASCII (a tokenizer other than bytes).
+std::array<double, 5> byte_class(int t) {
+  std::array<double, 5> c{};
+  if (t == '\n') c[0] = 1;
+  else if (t == ' ' || t == '\t') c[1] = 1;
+  else if ((t >= 'a' && t <= 'z') || (t >= 'A' && t <= 'Z')) c[2] = 1;
+  else if (t >= '0' && t <= '9') c[3] = 1;
+  else if (t > ' ' && t < 127) c[4] = 1;
+  return c;
+}
+}  // namespace
 
 std::vector<double> UnitFeatures::vector() const {
   auto v = [](double x) { return std::isnan(x) ? 0.0 : x; };
   const bool has_prev = !std::isnan(prev_loss);
+  const std::array<double, 5> cls = byte_class(first_token);
   return {double(unit) / double(std::max<int64_t>(n_units, 1)),
           v(prev_loss),
           has_prev ? 1.0 : 0.0,
@@ -46,6 +64,11 @@ std::vector<double> UnitFeatures::vector() const {
           has_prev ? v(prev_loss) - v(ema_loss) : 0.0,
           has_prev ? v(prev_entropy) - v(ema_entropy) : 0.0,
           unit == 0 ? 1.0 : 0.0,
+          cls[0],
+          cls[1],
+          cls[2],
+          cls[3],
+          cls[4],
           1.0};
 }
 
@@ -77,6 +100,8 @@ void FeatureTracker::observe(int k, const Tensor& logits, const Tensor& targets)
 
 void FeatureTracker::observe_logits(const Tensor& logits, const Tensor& targets) {
   NoGradGuard ng;
+  const std::vector<int64_t> ids = targets.to_ints();
+  last_.first_token = ids.empty() ? -1 : int(ids.back());  // the next unit's first input token
   const int64_t V = logits.shape().back();
   Tensor flat = reshape(logits, {-1, V});
   if (needs_.loss) {

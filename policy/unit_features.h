@@ -22,6 +22,10 @@ struct UnitFeatures {
   double budget_left = 1;     // fraction of the episode's step budget not yet spent (1 when unbudgeted)
   int prev_k = -1;            // previous decision
   double mean_k = 0;          // mean K so far
+  // The unit's first input token, known before the unit is decided: it was the previous unit's last target. -1 for
+  // the first unit. Learned policies see its byte class (newline, space, letter, digit, punctuation): on the planted
+  // corpus a noise line starts with '.', and this is where a policy can tell.
+  int first_token = -1;
   // A fixed-order, NaN-free vector for learned policies (missing values are 0 with an indicator).
   std::vector<double> vector() const;
   static std::vector<std::string> vector_names();

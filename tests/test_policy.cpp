@@ -2,6 +2,7 @@
 // and the oracle's choices are never worse than uniform on its own objective.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -260,4 +261,31 @@ TEST_CASE("a hard budget caps a policy's steps per sequence, causally, and resta
   }
   CHECK(two.name() == "every-2/2");
   CHECK_THROWS_WITH(HardBudgetPolicy(nullptr, 1.0, {0, 1}), doctest::Contains("no policy to cap"));
+}
+
+TEST_CASE("a unit's features carry its first input token (the previous unit's last target) and its byte class") {
+  auto [x, y] = test::random_sequence(2, 32);
+  std::vector<int64_t> xv = x.to_ints(), yv = y.to_ints();
+  const std::vector<int64_t> tokens = {'\n', ' ', 'q', '7', '.', 200, 31};
+  UniformPolicy p(1);
+  ttt::ModelConfig mc = test::small_hybrid();
+  mc.vocab = 256;  // bytes
+  const ttt::Model model(mc, 1, DType::F64);
+  // unit u's first input token x[4u] is the target y[4u − 1]; set it to each kind of byte in turn
+  for (size_t u = 1; u <= tokens.size(); ++u) yv[4 * u - 1] = xv[4 * u] = tokens[u - 1];
+  const Episode ep = run_policy(model, Tensor::from_ints(xv, {1, 32}), Tensor::from_ints(yv, {1, 32}), p, {}, 3);
+  CHECK(ep.units[0].features.first_token == -1);  // nothing read yet
+  const std::vector<std::string> names = UnitFeatures::vector_names();
+  const size_t at = size_t(std::find(names.begin(), names.end(), "first_is_newline") - names.begin());
+  REQUIRE(at + 5 < names.size());
+  for (size_t u = 1; u <= tokens.size(); ++u) {
+    INFO("unit ", u, ", token ", tokens[u - 1]);
+    CHECK(ep.units[u].features.first_token == tokens[u - 1]);
+    const std::vector<double> v = ep.units[u].features.vector();
+    std::vector<double> cls(v.begin() + long(at), v.begin() + long(at) + 5), want(5, 0.0);
+    if (u <= 5) want[u - 1] = 1;  // newline, space, letter, digit, punctuation; 200 and 31 belong to no class
+    CHECK(cls == want);
+  }
+  const std::vector<double> first = ep.units[0].features.vector();
+  CHECK(std::all_of(first.begin() + long(at), first.begin() + long(at) + 5, [](double c) { return c == 0; }));
 }
