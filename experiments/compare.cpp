@@ -497,21 +497,33 @@ std::vector<Window> calibration_windows(const data::TokenStream& calib, const st
     for (const data::StreamTokens& st : *test_streams) scored.insert(st.name);
   CompareOptions every = opt;
   every.stream_max_segments = 0;  // every segment is a candidate; `count` of them are drawn below
-  std::vector<Window> all;
+  std::vector<data::StreamTokens> reads;
+  std::vector<int64_t> lengths;  // predictions of each read, in whole units
   for (const data::StreamTokens& st : *calib_streams) {
     if (scored.count(st.name))
       throw std::invalid_argument("compare.calibrate_from: streams would calibrate on stream '" + st.name +
                                   "', which is also scored");
-    for (const data::StreamTokens& c : stream_reads(st, every)) {
-      const int64_t n = (int64_t(c.tokens.size()) - 1) / unit * unit;  // predictions kept: whole units only
-      if (n == 0) continue;
-      std::vector<int64_t> in(c.tokens.begin(), c.tokens.begin() + n), tgt(c.tokens.begin() + 1, c.tokens.begin() + n + 1);
-      all.push_back({Tensor::from_ints(in, {1, n}), Tensor::from_ints(tgt, {1, n})});
+    for (data::StreamTokens& c : stream_reads(st, every)) {
+      lengths.push_back((int64_t(c.tokens.size()) - 1) / unit * unit);
+      reads.push_back(std::move(c));
     }
   }
-  if (all.empty())
+  // One length for all: the learners batch their episodes unit by unit. The longest that half the reads reach (the
+  // full segments, when most are); shorter reads (a stream's tail) are left out, longer ones lose their oldest tokens.
+  std::vector<int64_t> sorted = lengths;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const int64_t n = sorted.empty() ? 0 : sorted[(sorted.size() - 1) / 2];
+  if (n == 0)
     throw std::invalid_argument("compare.calibrate_from: streams, but no validation stream segment holds a whole unit of " +
                                 std::to_string(unit) + " tokens");
+  std::vector<Window> all;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (lengths[i] < n) continue;
+    const std::vector<int32_t>& t = reads[i].tokens;
+    const auto from = t.end() - (n + 1);
+    std::vector<int64_t> in(from, t.end() - 1), tgt(from + 1, t.end());
+    all.push_back({Tensor::from_ints(in, {1, n}), Tensor::from_ints(tgt, {1, n})});
+  }
   if (count >= int64_t(all.size())) return all;
   const std::vector<int64_t> ids = Generator(seed).permutation(int64_t(all.size()));
   std::vector<Window> pick;

@@ -184,8 +184,10 @@ std::vector<data::StreamTokens> stream_reads(const data::StreamTokens& st, const
 // `count` windows to calibrate or train on, drawn with `seed`: compare.calibrate_from windows — seq_len-token windows of
 // `calib`; streams — segments of `calib_streams` cut as the held-out streams are (every segment of each stream, then
 // `count` of them, or all when there are fewer), each one (1, N) window whose N predictions are every token read
-// (context and scored part alike) cut down to a multiple of `unit` tokens. Throws when the streams are missing, yield
-// no segment of a unit, or share a name with `test_streams` (calibrating on what is scored).
+// (context and scored part alike). N is one length for all (the learners batch episodes unit by unit): the longest
+// multiple of `unit` that half the segments reach; shorter segments are left out, longer ones keep their last N + 1
+// tokens. Throws when the streams are missing, yield no whole unit, or share a name with `test_streams` (calibrating
+// on what is scored).
 std::vector<policy::Window> calibration_windows(const data::TokenStream& calib,
                                                 const std::vector<data::StreamTokens>* calib_streams,
                                                 const std::vector<data::StreamTokens>* test_streams,

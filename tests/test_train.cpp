@@ -936,13 +936,20 @@ TEST_CASE("compare.calibrate_from streams: heuristics calibrate on the validatio
   REQUIRE(segs.size() > 2);
   const std::vector<policy::Window> all =
       cli::calibration_windows(ds.valid, &ds.valid_streams, &ds.test_streams, opt, 100, 7, 12);
-  REQUIRE(all.size() == segs.size());  // fewer segments than asked: every one, in order
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const int64_t n = (int64_t(segs[i].tokens.size()) - 1) / 12 * 12;  // whole units of 12 tokens
-    REQUIRE(all[i].first.shape() == std::vector<int64_t>{1, n});
+  // Fewer segments than asked: every one long enough, in order, all cut to one length in whole units of 12 tokens
+  // (the learners batch episodes unit by unit): the full segments' 249 predictions make 240; the stream's short last
+  // segment is left out, and each window is the last 241 tokens of its segment.
+  std::vector<const data::StreamTokens*> full;
+  for (const data::StreamTokens& c : segs)
+    if (c.tokens.size() == 250) full.push_back(&c);  // 100 of context, then 150 scored
+  REQUIRE(full.size() > 1);
+  REQUIRE(full.size() + 1 == segs.size());
+  REQUIRE(all.size() == full.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    REQUIRE(all[i].first.shape() == std::vector<int64_t>{1, 240});
     const std::vector<int64_t> in = all[i].first.to_ints(), tgt = all[i].second.to_ints();
-    CHECK(std::equal(in.begin(), in.end(), segs[i].tokens.begin()));
-    CHECK(std::equal(tgt.begin(), tgt.end(), segs[i].tokens.begin() + 1));
+    CHECK(std::equal(in.begin(), in.end(), full[i]->tokens.end() - 241));
+    CHECK(std::equal(tgt.begin(), tgt.end(), full[i]->tokens.end() - 240));
   }
   const std::vector<policy::Window> two =
       cli::calibration_windows(ds.valid, &ds.valid_streams, &ds.test_streams, opt, 2, 7, 12);
