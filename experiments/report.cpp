@@ -25,10 +25,6 @@ struct Section {
   ordered_json json;
 };
 
-double scored_fraction(const CompareResult& r) {
-  return r.split_tokens > 0 ? double(r.eval_tokens) / double(r.split_tokens) : 0.0;
-}
-
 std::string setup_text(const CompareResult& r, const CompareOptions& opt) {
   if (!opt.streams)
     return std::to_string(opt.seeds) + " seeds × " + std::to_string(r.windows_per_seed) +

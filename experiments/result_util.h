@@ -21,13 +21,18 @@ inline std::string fmt(const char* f, double v) {
 // "8" or "all" (compare.windows_per_seed 0: every window of the split), for messages.
 inline std::string windows_label(int64_t per_seed) { return per_seed > 0 ? std::to_string(per_seed) : "all"; }
 
+// The share of the split's tokens a comparison scored.
+inline double scored_fraction(const CompareResult& r) {
+  return r.split_tokens > 0 ? double(r.eval_tokens) / double(r.split_tokens) : 0.0;
+}
+
 // What a comparison scored, for the analysis commands' first line: "3 seed(s) x 8 windows of 128 tokens", or in streams
 // mode "14 segments of 7 held-out streams, 26937 scored tokens (9.0 % of the split), each after up to 4096 tokens".
 inline std::string scored_label(const CompareResult& r, const CompareOptions& opt) {
   if (!opt.streams)
     return std::to_string(opt.seeds) + " seed(s) x " + windows_label(opt.windows_per_seed) + " windows of " +
            std::to_string(opt.seq_len) + " tokens";
-  const double pct = r.split_tokens > 0 ? 100.0 * double(r.eval_tokens) / double(r.split_tokens) : 0.0;
+  const double pct = 100.0 * scored_fraction(r);
   return std::to_string(opt.seeds) + " seed(s) x " + std::to_string(r.segments) + " segments of " +
          std::to_string(r.stream_names.size()) + " held-out streams, " + std::to_string(r.eval_tokens) +
          " scored tokens (" + fmt("%.1f", pct) + " % of the split), each after up to " +
