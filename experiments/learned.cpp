@@ -178,7 +178,7 @@ LearnedMethod build_learned(const std::string& method, const policy::Rollouts& r
   }
   out.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   d << ", " << lo.net << " " << lo.hidden << (lo.probe ? ", with the inner-loss probe" : "") << ", " << unit << ", " << iterations << " iterations on " << windows.size()
-    << " validation windows, acts by " << (act == policy::ActMode::Greedy ? "argmax" : "sampling");
+    << " windows drawn where the heuristics calibrate (the setup line says where), acts by " << (act == policy::ActMode::Greedy ? "argmax" : "sampling");
   out.kind = kind == "pondernet" ? "pondernet" : kind.substr(8);
   out.detail = d.str();
   return out;
