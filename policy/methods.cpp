@@ -20,7 +20,8 @@ int parse_count(const std::string& s, const std::string& method) {
 }  // namespace
 
 const char* method_forms() {
-  return "uniform-K, every-K/N, front-K, random, entropy, loss, ttt-loss, gradnorm, gate-<one of those four scores>, "
+  return "uniform-K, every-K/N, front-K, random, entropy, loss, ttt-loss, gradnorm, easy-<one of those four scores>, "
+         "gate-<any of those eight>, "
          "learned-reinforce, learned-ppo-pid, "
          "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle";
 }
@@ -49,13 +50,13 @@ MethodSpec parse_method(const std::string& name) {
   } else if (name == "random" || name == "oracle") {
     m.family = name == "random" ? MethodFamily::Random : MethodFamily::Oracle;
     m.name = name;
-  } else if (name == "entropy" || name == "loss" || name == "ttt-loss" || name == "gradnorm") {
+  } else if (is_score_name(name)) {
     m.family = MethodFamily::Heuristic;
     m.score = parse_score(name);
     m.name = name;
   } else if (name.rfind("gate-", 0) == 0) {
     const std::string score = name.substr(5);
-    if (score != "entropy" && score != "loss" && score != "ttt-loss" && score != "gradnorm") unknown(name);
+    if (!is_score_name(score)) unknown(name);
     m.family = MethodFamily::Heuristic;
     m.score = parse_score(score);
     m.ema_gate = true;
@@ -108,7 +109,8 @@ std::unique_ptr<Policy> make_schedule(const MethodSpec& m, double budget_k, cons
 }
 
 std::string fast_weight_refusal(const MethodSpec& m) {
-  if (m.family == MethodFamily::Heuristic && (m.score == Score::TTTLoss || m.score == Score::GradNorm))
+  const Score d = difficulty_of(m.score);
+  if (m.family == MethodFamily::Heuristic && (d == Score::TTTLoss || d == Score::GradNorm))
     return m.name + " probes the TTT layers' inner loss, which fast weights on a frozen base do not have";
   return "";
 }

@@ -2,36 +2,57 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 
 namespace ponder::policy {
 
+namespace {
+constexpr Score kDifficulty[] = {Score::Entropy, Score::Loss, Score::GradNorm, Score::TTTLoss};
+constexpr Score kEasy[] = {Score::EasyEntropy, Score::EasyLoss, Score::EasyGradNorm, Score::EasyTTTLoss};
+constexpr const char* kNames[] = {"entropy", "loss", "gradnorm", "ttt-loss"};
+static_assert(sizeof kDifficulty == sizeof kEasy && sizeof kNames / sizeof *kNames == sizeof kEasy / sizeof *kEasy,
+              "every difficulty score has its easy-* twin and a name");
+}  // namespace
+
+bool is_score_name(const std::string& name) {
+  const std::string base = name.rfind("easy-", 0) == 0 ? name.substr(5) : name;
+  for (const char* n : kNames)
+    if (base == n) return true;
+  return false;
+}
+
 Score parse_score(const std::string& name) {
-  if (name == "entropy") return Score::Entropy;
-  if (name == "loss") return Score::Loss;
-  if (name == "gradnorm") return Score::GradNorm;
-  if (name == "ttt-loss") return Score::TTTLoss;
-  throw std::invalid_argument("unknown difficulty score '" + name + "' (entropy, loss, gradnorm, ttt-loss)");
+  const bool easy = name.rfind("easy-", 0) == 0;
+  const std::string base = easy ? name.substr(5) : name;
+  for (size_t i = 0; i < std::size(kNames); ++i)
+    if (base == kNames[i]) return easy ? kEasy[i] : kDifficulty[i];
+  throw std::invalid_argument("unknown difficulty score '" + name +
+                              "' (entropy, loss, gradnorm, ttt-loss, each also as easy-<score>)");
+}
+
+Score difficulty_of(Score s) {
+  for (size_t i = 0; i < std::size(kEasy); ++i)
+    if (s == kEasy[i]) return kDifficulty[i];
+  return s;
 }
 
 std::string score_name(Score s) {
-  switch (s) {
-    case Score::Entropy: return "entropy";
-    case Score::Loss: return "loss";
-    case Score::GradNorm: return "gradnorm";
-    case Score::TTTLoss: return "ttt-loss";
-  }
+  const Score d = difficulty_of(s);
+  for (size_t i = 0; i < std::size(kDifficulty); ++i)
+    if (d == kDifficulty[i]) return (d == s ? "" : "easy-") + std::string(kNames[i]);
   return "?";
 }
 
 double score_of(Score s, const UnitFeatures& f) {
+  if (difficulty_of(s) != s) return -score_of(difficulty_of(s), f);  // NaN stays NaN
   switch (s) {
     case Score::Entropy: return f.prev_entropy;
     case Score::Loss: return f.prev_loss;
     case Score::GradNorm: return f.grad_norm;
     case Score::TTTLoss: return f.ttt_loss;
+    default: return NAN;
   }
-  return NAN;
 }
 
 ThresholdPolicy::ThresholdPolicy(Score score, std::vector<double> thresholds, std::vector<int> levels, int fallback)
@@ -44,10 +65,11 @@ ThresholdPolicy::ThresholdPolicy(Score score, std::vector<double> thresholds, st
 
 FeatureNeeds ThresholdPolicy::needs() const {
   FeatureNeeds n;
-  n.loss = score_ == Score::Loss;
-  n.entropy = score_ == Score::Entropy;
-  n.probe_loss = score_ == Score::TTTLoss;
-  n.probe_grad = score_ == Score::GradNorm;
+  const Score d = difficulty_of(score_);
+  n.loss = d == Score::Loss;
+  n.entropy = d == Score::Entropy;
+  n.probe_loss = d == Score::TTTLoss;
+  n.probe_grad = d == Score::GradNorm;
   return n;
 }
 

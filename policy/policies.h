@@ -68,10 +68,15 @@ class RandomPolicy final : public Copyable<RandomPolicy> {
   Generator gen_{0};
 };
 
-// Difficulty scores a heuristic can use; each reads one causal feature.
-enum class Score { Entropy, Loss, GradNorm, TTTLoss };
+// Difficulty scores a heuristic can use; each reads one causal feature. The easy-* scores are the same features
+// negated, so a threshold on one sends the units after the *least* difficult ones to `high`: where an inner step
+// may pay most when what it learns is reusable (an oracle's K can run against difficulty; docs/method.md §4.3).
+enum class Score { Entropy, Loss, GradNorm, TTTLoss, EasyEntropy, EasyLoss, EasyGradNorm, EasyTTTLoss };
+// "entropy", "loss", "gradnorm", "ttt-loss", each also with "easy-" before it.
 Score parse_score(const std::string& name);
+bool is_score_name(const std::string& name);
 std::string score_name(Score s);
+Score difficulty_of(Score s);  // the feature an easy-* score negates (easy-loss → loss); a difficulty score itself
 double score_of(Score s, const UnitFeatures& f);  // NaN when unknown (first unit)
 
 // Maps a difficulty score to K by thresholds: score ≤ thresholds[0] → levels[0], …, above the last

@@ -19,7 +19,7 @@ std::vector<std::unique_ptr<Policy>> all_policies() {
   p.push_back(std::make_unique<UniformPolicy>(2));
   p.push_back(std::make_unique<EveryPolicy>(4, 3));
   p.push_back(std::make_unique<RandomPolicy>(1, 4, 0.4));
-  for (const char* s : {"entropy", "loss", "gradnorm", "ttt-loss"})
+  for (const char* s : {"entropy", "loss", "gradnorm", "ttt-loss", "easy-loss", "easy-ttt-loss"})
     p.push_back(std::make_unique<ThresholdPolicy>(parse_score(s), std::vector<double>{0.5, 3.0}, std::vector<int>{0, 1, 4}, 1));
   p.push_back(std::make_unique<EmaGatePolicy>(Score::Loss, 3.0, 0, 4, 0.3, 0.1));
   return p;
@@ -97,7 +97,7 @@ TEST_CASE("calibrated heuristics hit their target mean cost within 2% on the cal
   for (uint64_t i = 0; i < 4; ++i) test.push_back(test::random_sequence(200 + i, 64));
   UniformPolicy two(2);
   const double target = run_windows(model, cal, two, {}, 0).inner_per_token;  // the budget of uniform-2
-  for (const char* s : {"entropy", "loss", "ttt-loss"}) {
+  for (const char* s : {"entropy", "loss", "ttt-loss", "easy-loss"}) {
     INFO(s);
     Calibration c = calibrate_budget(model, cal, parse_score(s), 1, 4, 1, target, {});
     CHECK(std::abs(c.achieved - target) <= 0.02 * target);
@@ -123,6 +123,32 @@ TEST_CASE("run_windows reports progress inside a window too, every 64 units, as 
   CHECK(seen[0] == doctest::Approx(256.0 / 768.0));
   CHECK(seen[1] == doctest::Approx(512.0 / 768.0));
   CHECK(seen[2] == doctest::Approx(1.0));
+}
+
+TEST_CASE("easy-<score> spends on the units after the least difficult ones: the score negated, the same features read") {
+  UnitFeatures f;
+  f.unit = 3;
+  f.prev_loss = 1.0;
+  f.prev_entropy = 5.0;
+  CHECK(score_of(Score::EasyLoss, f) == -1.0);
+  CHECK(score_of(Score::EasyEntropy, f) == -5.0);
+  CHECK(std::isnan(score_of(Score::EasyTTTLoss, UnitFeatures{})));  // unknown stays unknown: the first unit's fallback
+  ThresholdPolicy easy(Score::EasyLoss, {-2.0}, {0, 4}, 0), hard(Score::Loss, {2.0}, {0, 4}, 0);
+  std::vector<int> e, h;
+  for (double loss : {1.0, 3.0}) {
+    f.prev_loss = loss;
+    e.push_back(easy.decide(f));
+    h.push_back(hard.decide(f));
+  }
+  CHECK(e == std::vector<int>{4, 0});  // after the easy unit (loss 1 < 2): high; after the hard one: low
+  CHECK(h == std::vector<int>{0, 4});  // the difficulty rule does the opposite at the same cut
+  const FeatureNeeds n = ThresholdPolicy(Score::EasyTTTLoss, {0}, {0, 4}, 0).needs();
+  CHECK((n.probe_loss && !n.loss && !n.probe_grad));
+  for (const char* name : {"easy-entropy", "easy-loss", "easy-gradnorm", "easy-ttt-loss"}) {
+    CHECK(score_name(parse_score(name)) == name);
+    CHECK(difficulty_of(parse_score(name)) == parse_score(std::string(name).substr(5)));
+  }
+  CHECK_THROWS_WITH_AS(parse_score("easy-easy-loss"), doctest::Contains("easy-<score>"), std::invalid_argument);
 }
 
 TEST_CASE("every-K/N refuses N = 0 (it would divide by zero) and negative K, naming the method") {
@@ -158,6 +184,11 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK((g.family == MethodFamily::Heuristic && g.ema_gate && g.score == Score::TTTLoss && g.name == "gate-ttt-loss"));
   CHECK((family_kind(g) == "gate" && family_kind(h) == "heuristic" && !h.ema_gate));
   CHECK(fast_weight_refusal(g).find("inner loss") != std::string::npos);
+  const MethodSpec el = parse_method("easy-loss"), eg = parse_method("gate-easy-ttt-loss");
+  CHECK((el.family == MethodFamily::Heuristic && el.score == Score::EasyLoss && el.name == "easy-loss" && !el.ema_gate));
+  CHECK((eg.ema_gate && eg.score == Score::EasyTTTLoss && family_kind(eg) == "gate"));
+  CHECK((fast_weight_refusal(el).empty() && !fast_weight_refusal(eg).empty()));
+  CHECK_THROWS_WITH_AS(parse_method("easy-random"), doctest::Contains("unknown method 'easy-random'"), std::invalid_argument);
   CHECK(fast_weight_refusal(parse_method("gate-loss")).empty());
   CHECK(fast_weight_refusal(parse_method("pondernet")).empty());  // its trials run on fast weights too
   const MethodSpec fr = parse_method("front-04");
