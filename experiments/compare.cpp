@@ -312,13 +312,16 @@ Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const Com
     e.result.curve = built->at("curve").get<std::vector<rl::IterationStats>>();
     e.result.train_seconds = built->at("train_seconds").get<double>();
     e.rollout.unit_batches = built->at("unit_batches").get<int64_t>();
+    e.result.calib_target = built->value("calib_target", 0.0);  // absent in journals of older builds
+    e.result.calib_achieved = built->value("calib_achieved", 0.0);
   } else {
     BuiltMethod bm = build_method(m, ro, opt, b, progress);
     e.result = std::move(bm.result);
     e.policy = std::move(bm.policy);
     e.rollout = bm.rollout;
     jr.add("method " + m.name, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
-                                {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches}});
+                                {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches},
+                                {"calib_target", e.result.calib_target}, {"calib_achieved", e.result.calib_achieved}});
   }
   e.result.unit_tokens = ro.model().config().mini_batch * e.rollout.unit_batches;
   return e;

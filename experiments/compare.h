@@ -100,6 +100,9 @@ struct MethodResult {
   int64_t unit_tokens = 0;      // tokens per decision unit
   std::vector<rl::IterationStats> curve;  // learned methods: the training curve
   double train_seconds = 0;
+  // Heuristics: the inner FLOPs per token their calibration aimed at and what the fitted threshold spent on the
+  // calibration windows (both 0 for methods that are not calibrated).
+  double calib_target = 0, calib_achieved = 0;
 };
 
 struct FrontierPoint {

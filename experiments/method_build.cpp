@@ -42,8 +42,10 @@ void build_heuristic(const MethodSpec& m, const policy::Rollouts& ro, const Comp
   // any threshold: the heuristic then runs at the nearer level, says so, and is judged at the FLOPs it spends.
   policy::UniformPolicy lo_p(low), hi_p(high);
   const double c_lo = inner_cost(ro, b, lo_p, opt), c_hi = inner_cost(ro, b, hi_p, opt);
+  out.result.calib_target = target;
   if (!(target >= c_lo && target <= c_hi)) {
     const bool under = target < c_lo;
+    out.result.calib_achieved = under ? c_lo : c_hi;
     out.result.detail = "cannot meet the budget: its target of " + std::to_string(target) + " inner FLOPs/token lies " +
                         (under ? "below uniform-" + std::to_string(low) : "above uniform-" + std::to_string(high)) +
                         "'s " + std::to_string(under ? c_lo : c_hi) + ", so every unit gets K=" +
@@ -53,6 +55,7 @@ void build_heuristic(const MethodSpec& m, const policy::Rollouts& ro, const Comp
     return;
   }
   const policy::Calibration c = policy::calibrate_budget(ro, b.cal, m.score, low, high, low, target, opt.rollout);
+  out.result.calib_achieved = c.achieved;
   out.result.detail = "threshold " + std::to_string(c.threshold) + ", calibration cost " + std::to_string(c.achieved) +
                       " vs target " + std::to_string(c.target) + " FLOPs/token";
   if (m.ema_gate) {

@@ -21,6 +21,10 @@ CompareResult compare_result_from_json(const nlohmann::json& results) {
     mr.name = m.at("name").get<std::string>();
     mr.kind = m.at("kind").get<std::string>();
     for (const nlohmann::json& s : m.at("seeds")) mr.seeds.push_back(s.get<SeedResult>());
+    if (results.contains("calibration") && results["calibration"].contains(mr.name)) {
+      mr.calib_target = results["calibration"][mr.name].at("target_inner_per_token").get<double>();
+      mr.calib_achieved = results["calibration"][mr.name].at("achieved_inner_per_token").get<double>();
+    }
     r.methods.push_back(std::move(mr));
   }
   if (results.contains("oracle") && results["oracle"].contains("frontier"))
@@ -107,15 +111,18 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
     if (m0.kind == "oracle" || m0.name == s.baseline) continue;
     std::vector<std::vector<double>> diffs;
     std::vector<double> ratios;
+    std::vector<int> missed;
     for (const CompareResult& r : runs) {
       const MethodResult* m = find(r, m0.name);
       const MethodResult* base = find(r, s.baseline);
       if (!m) throw std::invalid_argument("replicates: method " + m0.name + " did not run on every model");
       diffs.push_back(paired_differences(*m, *base, opt.streams));
       ratios.push_back(seed_mean(*m, total_of) / seed_mean(*base, total_of));
+      if (calibration_missed(*m)) missed.push_back(int(diffs.size()));
     }
     s.documents = int64_t(diffs.front().size());
     s.rows.push_back(row_from(m0.name, diffs, ratios));
+    s.rows.back().calibration_missed = missed;
     if (m0.kind != "uniform") add_frontier(runs, opt.streams, s.rows.back());
     if (std::isfinite(s.rows.back().p)) p_values.push_back(s.rows.back().p);
   }
@@ -133,7 +140,8 @@ ordered_json row_json(const ReplicateRow& r) {
   return {{"method", r.method}, {"delta_bpb", r.delta}, {"ci", {r.ci.lo, r.ci.hi}}, {"per_model", r.per_model},
           {"p_t_over_models", r.p}, {"p_holm", r.p_holm}, {"mde_bpb", r.mde}, {"flops_ratio", r.flops_ratio},
           {"frontier_delta", {{"mean", r.frontier}, {"ci", {r.frontier_ci.lo, r.frontier_ci.hi}},
-                              {"per_model", r.frontier_per_model}, {"p_t_over_models", r.frontier_p}}}};
+                              {"per_model", r.frontier_per_model}, {"p_t_over_models", r.frontier_p}}},
+          {"calibration_missed_models", r.calibration_missed}};
 }
 
 }  // namespace
@@ -184,6 +192,16 @@ std::string replicates_markdown(const ReplicateSummary& s) {
        << "\n";
   };
   for (const ReplicateRow& r : s.rows) line(r, true);
+  std::string missed;
+  for (const ReplicateRow& r : s.rows) {
+    std::string models;
+    for (int m : r.calibration_missed) models += (models.empty() ? "" : ", ") + std::to_string(m);
+    if (!models.empty()) missed += (missed.empty() ? "" : "; ") + r.method + " (model " + models + ")";
+  }
+  if (!missed.empty())
+    md << "\n**Calibration missed the budget** (more than " << fmt("%.0f", 100 * kCalibrationMiss)
+       << " % off its target on the calibration windows; each model's report says by how much), so these rows judge "
+          "the method at other FLOPs than the budget's: " << missed << ".\n";
   md << "\nOracle headroom (positive: the oracle frontier beats the best uniform schedule within " << s.baseline
      << "'s FLOPs):\n\n| | headroom bpb [95% CI] | per model | p | MDE | FLOPs vs " << s.baseline
      << " |\n|---|---|---|---|---|---|\n";

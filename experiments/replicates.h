@@ -31,6 +31,7 @@ struct ReplicateRow {
   std::vector<double> frontier_per_model;
   double frontier = NAN, frontier_p = NAN;
   stats::Interval frontier_ci;
+  std::vector<int> calibration_missed;  // models (from 1) where its calibration missed the budget (result_util.h)
 };
 
 struct ReplicateSummary {

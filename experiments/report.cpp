@@ -184,6 +184,27 @@ Section agreement_section(const CompareResult& r, const OracleAnalysis& oa) {
   return s;
 }
 
+// The calibrated heuristics: what each threshold spent on the calibration windows against its target. A miss is said
+// out loud: a rule whose decisions feed the score it reads (an easy-* rule at K = 0 never learns, so its units never
+// read as easy) may have no threshold that meets the budget, and the table then judges it at other FLOPs.
+Section calibration_section(const CompareResult& r) {
+  Section s;
+  std::ostringstream md;
+  for (const MethodResult& m : r.methods) {
+    if (!(m.calib_target > 0)) continue;
+    const double off = calibration_off(m);
+    const bool missed = calibration_missed(m);
+    md << "- `" << m.name << "`: " << m.detail << "; " << fmt("%+.1f", 100 * off) << " % off its target"
+       << (missed ? " — **missed its budget** (more than " + fmt("%.0f", 100 * kCalibrationMiss) +
+                        " %): no threshold spent the budget on these windows, so it is judged at the FLOPs it spends"
+                  : "") << ".\n";
+    s.json[m.name] = {{"target_inner_per_token", m.calib_target}, {"achieved_inner_per_token", m.calib_achieved},
+                      {"missed", missed}};
+  }
+  s.md = md.str();
+  return s;
+}
+
 // The learned methods: settings, training curve endpoints, overhead against what they save.
 std::string learned_section(const CompareResult& r, const MethodResult* base, const std::string& base_name) {
   std::ostringstream learned;
@@ -335,7 +356,7 @@ std::string calibration_text(const CompareResult& r, const CompareOptions& opt) 
 
 // Everything the report says, in the order it says it.
 struct ReportParts {
-  Section methods, tests, oracle, agreement, costs, criteria;
+  Section methods, tests, oracle, agreement, costs, criteria, calibration;
   std::string learned, answer, best_method;
   std::vector<std::string> degenerate;
   DegeneracyChecks checked;
@@ -366,6 +387,7 @@ ordered_json results_json(const CompareResult& r, const CompareOptions& opt, con
   out["degenerate"] = {{"value", !p.degenerate.empty()}, {"reason", ordered_json(p.degenerate)}};
   out["oracle_tie_share"] = p.ties;
   out["success_criteria"] = p.criteria.json;
+  if (!p.calibration.json.is_null()) out["calibration"] = p.calibration.json;
   out["carry_token_factor"] = r.carry_token_factor;
   if (opt.streams) {
     out["streams"] = r.stream_names;
@@ -408,6 +430,7 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << (opt.streams ? int64_t(r.stream_names.size()) : opt.seeds * r.windows_per_seed)
      << (opt.streams ? " streams (each stream's difference averaged over the seeds, so a stream counts once)"
                      : " windows") << ".\n\n" << p.tests.md << "\n" << frontier_markdown(r, opt.streams)
+     << (p.calibration.md.empty() ? std::string() : "\n## Calibrated heuristics\n\n" + p.calibration.md)
      << (p.learned.empty() ? std::string() : "\n## Learned policies\n\n" + p.learned +
                                                   "\nTraining curves per iteration are in results.json.\n")
      << "\n## Success criteria (docs/method.md §6.4)\n\n" << p.criteria.md << "\n## Oracle\n\n"
@@ -437,6 +460,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   p.oracle = oracle_section(r, opt, oa, hr, base_name);
   p.agreement = agreement_section(r, oa);
   p.learned = learned_section(r, base, base_name);
+  p.calibration = calibration_section(r);
   p.costs = cost_section(r, opt);
   p.criteria = criteria_section(evaluate_criteria(r, opt, oa), oa, opt.criteria);
   p.answer = answer_text(r, opt, cmp, hr, base_name);

@@ -95,6 +95,15 @@ inline std::vector<double> paired_differences(const MethodResult& m, const Metho
 }
 
 // Per-seed numbers, for seed_mean.
+// A calibrated heuristic whose threshold spent more than this share away from its target on the calibration windows
+// missed its budget (the calibration stops within 0.5 % when it can): a rule whose decisions feed the score it reads
+// may have no threshold that meets it, and the comparison then judges it at other FLOPs.
+constexpr double kCalibrationMiss = 0.05;
+inline double calibration_off(const MethodResult& m) {
+  return m.calib_target > 0 ? m.calib_achieved / m.calib_target - 1 : 0.0;
+}
+inline bool calibration_missed(const MethodResult& m) { return std::abs(calibration_off(m)) > kCalibrationMiss; }
+
 inline double bpb_of(const SeedResult& s) { return s.bpb; }
 inline double total_of(const SeedResult& s) { return s.total_per_token(); }
 inline double inner_of(const SeedResult& s) { return s.inner_per_token; }

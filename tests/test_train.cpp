@@ -21,6 +21,7 @@
 #include "experiments/journal.h"
 #include "experiments/regime.h"
 #include "experiments/compare.h"
+#include "experiments/replicates.h"
 #include "experiments/report.h"
 #include "experiments/result_util.h"
 #include "experiments/result_json.h"
@@ -765,6 +766,14 @@ cli::CompareResult hand_result(const std::map<std::string, std::vector<double>>&
   return r;
 }
 
+// Options for reports of hand_result: the four step options, no oracle frontier to draw.
+cli::CompareOptions hand_options() {
+  cli::CompareOptions opt;
+  opt.step_options = {0, 1, 2, 4};
+  opt.frontier_mus = {};
+  return opt;
+}
+
 }  // namespace
 
 TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, is flagged degenerate and its "
@@ -772,9 +781,7 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   Scratch t("degenerate");
   const std::vector<double> same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
   const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5};
-  cli::CompareOptions opt;
-  opt.step_options = {0, 1, 2, 4};
-  opt.frontier_mus = {};
+  const cli::CompareOptions opt = hand_options();
   auto run = [&](const std::map<std::string, std::vector<double>>& w, bool ties) {
     cli::write_compare_outputs(hand_result(w, ties), opt, {{"commit", "test"}}, t.dir.string());
     std::ifstream in(t.dir / "results.json");
@@ -822,12 +829,45 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"] == "not testable");
 }
 
+TEST_CASE("a heuristic whose calibration missed its budget is said so, in its model's report and over models") {
+  Scratch t("calibration_miss");
+  const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
+  const cli::CompareOptions opt = hand_options();
+  std::vector<cli::CompareResult> runs;
+  for (double spent : {0.0, 2.0e5}) {  // model 1: the rule spent nothing of a 2e5 target; model 2: exactly it
+    cli::CompareResult r = hand_result({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", same},
+                                        {"uniform-4", same}, {"random", same}}, false);
+    cli::MethodResult& h = *std::find_if(r.methods.begin(), r.methods.end(), [](const auto& m) { return m.name == "random"; });
+    // stands in for a calibrated heuristic
+    h.calib_target = 2.0e5;
+    h.calib_achieved = spent;
+    h.detail = "threshold -1.84";
+    cli::write_compare_outputs(r, opt, {{"commit", "test"}}, t.dir.string());
+    std::ifstream in(t.dir / "results.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const std::string md = slurp((t.dir / "report.md").string());
+    INFO(md);
+    CHECK(j["calibration"]["random"]["missed"] == (spent == 0));
+    CHECK(j["calibration"]["random"]["achieved_inner_per_token"] == spent);
+    CHECK(md.find(spent == 0 ? "`random`: threshold -1.84; -100.0 % off its target — **missed its budget**"
+                             : "`random`: threshold -1.84; +0.0 % off its target.") != std::string::npos);
+    CHECK(j["calibration"].size() == 1);  // the uniform schedules are not calibrated
+    runs.push_back(cli::compare_result_from_json(j));  // as `ponder compare` reads each model back
+  }
+  const cli::ReplicateSummary sum = cli::summarize_replicates(runs, {"a", "b"}, opt);
+  const auto row = std::find_if(sum.rows.begin(), sum.rows.end(), [](const auto& r) { return r.method == "random"; });
+  REQUIRE(row != sum.rows.end());
+  CHECK(row->calibration_missed == std::vector<int>{1});
+  CHECK(cli::replicates_markdown(sum).find("**Calibration missed the budget** (more than 5 % off its target on the "
+                                           "calibration windows; each model's report says by how much), so these rows "
+                                           "judge the method at other FLOPs than the budget's: random (model 1).") !=
+        std::string::npos);
+}
+
 TEST_CASE("a significant difference below a tenth of the control's floor is called practically nil, a larger one is not") {
   Scratch t("nil");
   const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
-  cli::CompareOptions opt;
-  opt.step_options = {0, 1, 2, 4};
-  opt.frontier_mus = {};
+  const cli::CompareOptions opt = hand_options();
   auto answer = [&](double gain) {
     std::vector<double> random = same;
     for (size_t i = 0; i < random.size(); ++i) random[i] -= gain * (1 + 0.1 * double(i));  // consistent: tiny p
