@@ -196,7 +196,9 @@ std::string replicates_markdown(const ReplicateSummary& s) {
   for (const ReplicateRow& r : s.rows) {
     std::string models;
     for (int m : r.calibration_missed) models += (models.empty() ? "" : ", ") + std::to_string(m);
-    if (!models.empty()) missed += (missed.empty() ? "" : "; ") + r.method + " (model " + models + ")";
+    if (!models.empty())
+      missed += (missed.empty() ? "" : "; ") + r.method + (r.calibration_missed.size() > 1 ? " (models " : " (model ") +
+                models + ")";
   }
   if (!missed.empty())
     md << "\n**Calibration missed the budget** (more than " << fmt("%.0f", 100 * kCalibrationMiss)
