@@ -138,6 +138,22 @@ TEST_CASE("positive control: passes on a clear planted effect and reports each m
   CHECK(control_markdown(v, "x/report.md").find("**Passed in this build**") != std::string::npos);
 }
 
+TEST_CASE("positive control: says whether the adaptive policies it ran recovered any of the planted headroom") {
+  CompareResult r = planted_result(0.05);
+  const std::string none = control_markdown(judge_control(r, control_options()), "x");
+  CHECK(none.find("Of the adaptive policies it ran (`entropy`), none recovered any of the planted headroom (best "
+                  "`entropy`, -4.00)") != std::string::npos);
+  r.methods.push_back(method("learned-reinforce", "reinforce", 18, shifted(r.methods[2].seeds[0].window_bpb, -0.02)));
+  r.methods.push_back(method("random", "random", 20, shifted(r.methods[2].seeds[0].window_bpb, -0.03)));
+  const std::string some = control_markdown(judge_control(r, control_options()), "x");
+  INFO(some);
+  CHECK(some.find("recovered part of the planted headroom (point estimates): `learned-reinforce` (+0.40); of the "
+                  "others it ran, none did") != std::string::npos);  // random is no adaptive policy: not listed
+  CHECK(some.find("`random` (") == std::string::npos);
+  r.methods.erase(r.methods.begin() + 4, r.methods.end());  // entropy and after: only schedules and the oracle
+  CHECK(control_markdown(judge_control(r, control_options()), "x").find("It ran no adaptive policy") != std::string::npos);
+}
+
 TEST_CASE("positive control: fails when the oracle's headroom interval reaches 0, or when it spends on noise") {
   CHECK(control_options().criteria.control_headroom == doctest::Approx(0.01));  // the floor the subcases test against
   SUBCASE("no headroom") {
