@@ -94,7 +94,6 @@ inline std::vector<double> paired_differences(const MethodResult& m, const Metho
   return a;
 }
 
-// Per-seed numbers, for seed_mean.
 // A calibrated heuristic whose threshold spent more than this share away from its target on the calibration windows
 // missed its budget (the calibration stops within 0.5 % when it can): a rule whose decisions feed the score it reads
 // may have no threshold that meets it, and the comparison then judges it at other FLOPs.
@@ -104,6 +103,7 @@ inline double calibration_off(const MethodResult& m) {
 }
 inline bool calibration_missed(const MethodResult& m) { return std::abs(calibration_off(m)) > kCalibrationMiss; }
 
+// Per-seed numbers, for seed_mean.
 inline double bpb_of(const SeedResult& s) { return s.bpb; }
 inline double total_of(const SeedResult& s) { return s.total_per_token(); }
 inline double inner_of(const SeedResult& s) { return s.inner_per_token; }
