@@ -126,14 +126,26 @@ std::string control_status(const std::string& dir, const std::string& commit) {
          " the effect planted in generated data (report: " + dir + "/report.md).\n\n";
 }
 
+namespace {
+
+// A heuristic or learned policy, by the method registry. A name it no longer knows (a control's results.json written
+// by an older build, read back by control_from_json) is not counted rather than failing the report.
+bool adaptive(const std::string& name) {
+  try {
+    const policy::MethodFamily f = policy::parse_method(name).family;
+    return f == policy::MethodFamily::Heuristic || f == policy::MethodFamily::Learned;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+
 // What the control says about the adaptive policies it ran. The pass is a check of the pipeline (the oracle finds the
 // planted headroom), not of a policy: a policy shows it can find such an effect only by recovering part of it itself.
 std::string policy_recovery(const ControlVerdict& v) {
   std::string ran, found;
   const ControlVerdict::Method* best = nullptr;
   for (const auto& m : v.methods) {
-    const policy::MethodFamily f = policy::parse_method(m.name).family;
-    if (f != policy::MethodFamily::Heuristic && f != policy::MethodFamily::Learned) continue;
+    if (!adaptive(m.name)) continue;
     ran += (ran.empty() ? "`" : ", `") + m.name + "`";
     if (m.recovered > 0) found += (found.empty() ? "`" : ", `") + m.name + "` (" + fmt("%+.2f", m.recovered) + ")";
     if (!best || m.recovered > best->recovered) best = &m;
@@ -148,6 +160,8 @@ std::string policy_recovery(const ControlVerdict& v) {
   return " Adaptive policies that recovered part of the planted headroom (point estimates): " + found +
          "; of the others it ran, none did; policies it did not run are not checked by it.";
 }
+
+}  // namespace
 
 std::string control_markdown(const ControlVerdict& v, const std::string& report_path) {
   std::ostringstream md;

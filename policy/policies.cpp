@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 
 namespace ponder::policy {
@@ -13,20 +14,22 @@ constexpr Score kEasy[] = {Score::EasyEntropy, Score::EasyLoss, Score::EasyGradN
 constexpr const char* kNames[] = {"entropy", "loss", "gradnorm", "ttt-loss"};
 static_assert(sizeof kDifficulty == sizeof kEasy && sizeof kNames / sizeof *kNames == sizeof kEasy / sizeof *kEasy,
               "every difficulty score has its easy-* twin and a name");
-}  // namespace
 
-bool is_score_name(const std::string& name) {
-  const std::string base = name.rfind("easy-", 0) == 0 ? name.substr(5) : name;
-  for (const char* n : kNames)
-    if (base == n) return true;
-  return false;
-}
-
-Score parse_score(const std::string& name) {
+// The score `name` names ("loss", "easy-loss", …), or nothing: the one place that reads score names.
+std::optional<Score> find_score(const std::string& name) {
   const bool easy = name.rfind("easy-", 0) == 0;
   const std::string base = easy ? name.substr(5) : name;
   for (size_t i = 0; i < std::size(kNames); ++i)
     if (base == kNames[i]) return easy ? kEasy[i] : kDifficulty[i];
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool is_score_name(const std::string& name) { return find_score(name).has_value(); }
+
+Score parse_score(const std::string& name) {
+  if (const std::optional<Score> s = find_score(name)) return *s;
   throw std::invalid_argument("unknown difficulty score '" + name +
                               "' (entropy, loss, gradnorm, ttt-loss, each also as easy-<score>)");
 }

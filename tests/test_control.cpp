@@ -150,6 +150,12 @@ TEST_CASE("positive control: says whether the adaptive policies it ran recovered
   CHECK(some.find("recovered part of the planted headroom (point estimates): `learned-reinforce` (+0.40); of the "
                   "others it ran, none did") != std::string::npos);  // random is no adaptive policy: not listed
   CHECK(some.find("`random` (") == std::string::npos);
+  ControlVerdict old = judge_control(r, control_options());
+  old.methods.push_back({"fixed-2/3", 0.0, 1.0, 0.5});  // a name this build no longer parses: not counted, no error
+  std::string old_md;
+  CHECK_NOTHROW(old_md = control_markdown(old, "x"));
+  CHECK(old_md.find("`fixed-2/3` (+0.50)") == std::string::npos);  // it recovered half, but is not a known policy
+  CHECK(old_md.find("| fixed-2/3 | +0.0000 |") != std::string::npos);  // still in the table
   r.methods.erase(r.methods.begin() + 4, r.methods.end());  // entropy and after: only schedules and the oracle
   CHECK(control_markdown(judge_control(r, control_options()), "x").find("It ran no adaptive policy") != std::string::npos);
 }
