@@ -156,7 +156,7 @@ Headroom oracle_headroom(const CompareResult& r, const MethodResult& base) {
 
 OracleAnalysis analyse_oracle(const CompareResult& r) {
   OracleAnalysis a;
-  const OracleUnits& ou = r.oracle_units;
+  const OracleUnits ou = r.oracle_units.distinct();
   a.score_corr = {{"loss", spearman_finite(ou.k, ou.loss)}, {"entropy", spearman_finite(ou.k, ou.entropy)},
                   {"ttt-loss", spearman_finite(ou.k, ou.ttt_loss)}, {"gradnorm", spearman_finite(ou.k, ou.grad_norm)}};
   for (const auto& [name, s] : a.score_corr)

@@ -16,22 +16,66 @@ namespace ponder::cli {
 namespace cmd_oracle {
 namespace {
 
-// Streams mode: every segment read, in the order of per_unit, whose units are its consecutive runs of `unit` tokens
-// (the last one padded), so an analysis can see each unit's text and what came before it (scripts/oracle_features.py).
-nlohmann::ordered_json segments_json(const Dataset& ds, const CompareOptions& opt, int64_t unit) {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+struct OracleArgs : CheckpointJobArgs {
+  int hidden_k = -1;  // ≥ 0: also write each unit's residual-stream features read under uniform-<hidden_k>
+};
+
+// Streams mode: what the comparison scores, in its order (the order of per_unit), each with its stream's name.
+std::vector<std::pair<std::string, data::StreamTokens>> scored_reads(const Dataset& ds, const CompareOptions& opt) {
+  std::vector<std::pair<std::string, data::StreamTokens>> out;
   for (const data::StreamTokens& st : ds.test_streams)
-    for (const data::StreamTokens& c : stream_reads(st, opt))
-      if (c.scored() > 0)
-        out.push_back({{"stream", st.name}, {"first_scored", c.first_scored}, {"unit_tokens", unit}, {"tokens", c.tokens}});
+    for (data::StreamTokens& c : stream_reads(st, opt))
+      if (c.scored() > 0) out.emplace_back(st.name, std::move(c));
   return out;
 }
 
-void run(const CheckpointJobArgs& a) {
+// Every segment read, whose units are its consecutive runs of `unit` tokens (the last one padded), so an analysis can
+// see each unit's text and what came before it (scripts/oracle_features.py).
+nlohmann::ordered_json segments_json(const Dataset& ds, const CompareOptions& opt, int64_t unit) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& [name, c] : scored_reads(ds, opt))
+    out.push_back({{"stream", name}, {"first_scored", c.first_scored}, {"unit_tokens", unit}, {"tokens", c.tokens}});
+  return out;
+}
+
+// policy::unit_hidden of every scored segment, padded as the comparison pads it, written as float32 rows to
+// DIR/hidden.f32; returns what oracle.json says of it. Its rows are the segments' units in the order of per_unit
+// (seed 0's: in streams mode every seed reads the same units).
+nlohmann::ordered_json write_hidden(const ttt::Model& model, const Dataset& ds, const CompareOptions& opt, int64_t unit,
+                                    int k, int64_t oracle_units, const std::string& dir) {
+  const auto reads = scored_reads(ds, opt);
+  const CompareProgress progress = stderr_progress("oracle");
+  std::vector<float> rows;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    progress("hidden states under uniform-" + std::to_string(k), double(i), double(reads.size()));
+    const std::vector<int32_t>& t = reads[i].second.tokens;
+    const int64_t n = int64_t(t.size()) - 1, padded = (n + unit - 1) / unit * unit;
+    std::vector<int64_t> in(size_t(padded), 0);
+    for (int64_t p = 0; p < n; ++p) in[size_t(p)] = t[size_t(p)];
+    const std::vector<float> h = policy::unit_hidden(model, Tensor::from_ints(in, {1, padded}), k, opt.rollout);
+    rows.insert(rows.end(), h.begin(), h.end());
+  }
+  const int64_t dims = 2 * model.config().d, units = int64_t(rows.size()) / dims;
+  if (units == 0 || oracle_units % units != 0)
+    throw std::runtime_error("oracle: " + std::to_string(units) + " units of hidden states do not line up with the " +
+                             std::to_string(oracle_units) + " units the oracle read");
+  const std::string path = (std::filesystem::path(dir) / "hidden.f32").string();
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(rows.data()), std::streamsize(rows.size() * sizeof(float)));
+  if (!f) throw std::runtime_error("oracle: could not write " + path);
+  return {{"file", "hidden.f32"}, {"format", "float32, little-endian, row-major (units, dims)"}, {"units", units},
+          {"dims", dims}, {"reference", "uniform-" + std::to_string(k)},
+          {"columns", "row u: mean over unit u-1's positions of the residual stream after the last block (d values), "
+                      "then that stream at unit u-1's last position (d values); row 0 of each segment zeros"}};
+}
+
+void run(const OracleArgs& a) {
   CheckpointJob job = load_checkpoint_job(a, "oracle");
   CompareOptions& opt = job.opt;
   const TrainedModel& m = job.m;
   const Dataset& ds = job.ds;
+  if (a.hidden_k >= 0 && !opt.streams)
+    throw std::invalid_argument("oracle: --hidden-k reads the held-out streams' segments; set compare.streams: true");
   opt.methods = policy::parse_methods({"oracle"});  // the difficulty scores come with the oracle's units
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("oracle"), nullptr, &ds.test_streams,
                                       {}, &ds.valid_streams);
@@ -40,18 +84,22 @@ void run(const CheckpointJobArgs& a) {
 
   std::ostringstream txt;
   txt << "Oracle analysis: " << scored_label(r, opt) << ". The oracle picks K per unit by looking at the labels: an upper bound, not a usable policy.\n\n";
+  const OracleUnits ou = r.oracle_units.distinct();  // streams mode: every seed read the same units
   int64_t units = 0;
-  for (int64_t c : o.k_hist) units += c;
+  std::vector<int64_t> count;
+  for (int64_t c : o.k_hist) {
+    count.push_back(c / r.oracle_units.copies);
+    units += count.back();
+  }
   std::vector<double> share;
   txt << "Oracle K distribution (" << units << " units):\n";
   for (size_t i = 0; i < r.k_options.size(); ++i) {
-    share.push_back(units ? double(o.k_hist[i]) / double(units) : 0.0);
+    share.push_back(units ? double(count[i]) / double(units) : 0.0);
     txt << "  K=" << r.k_options[i] << "  " << fmt("%5.1f%%", 100 * share.back()) << "\n";
   }
   const double mean_k = seed_mean(o, k_of);
   txt << "  mean K " << fmt("%.3f", mean_k) << ", bpb " << fmt("%.4f", seed_mean(o, bpb_of)) << "\n\n";
 
-  const OracleUnits& ou = r.oracle_units;
   const std::vector<std::pair<std::string, const std::vector<double>*>> scores = {
       {"loss", &ou.loss}, {"entropy", &ou.entropy}, {"ttt-loss", &ou.ttt_loss}, {"gradnorm", &ou.grad_norm}};
   nlohmann::ordered_json corr = nlohmann::ordered_json::object();
@@ -79,18 +127,20 @@ void run(const CheckpointJobArgs& a) {
   j["windows_per_seed"] = opt.windows_per_seed;
   j["units"] = units;
   j["k_options"] = r.k_options;
-  j["k_count"] = o.k_hist;
+  j["k_count"] = count;
   j["k_share"] = share;
   j["mean_k"] = mean_k;
   j["bpb"] = seed_mean(o, bpb_of);
   j["spearman"] = corr;
   j["frontier"] = frontier;
   j["scored"] = scored_label(r, opt);
-  // Units in reading order (seed after seed; in streams mode segment after segment, context units included), so the
+  // Units in reading order (seed after seed; in streams mode segment after segment, context units included, once), so the
   // oracles of two models read on the same data can be compared unit by unit (scripts/oracle_agreement.py).
   j["per_unit"] = {{"k", ou.k}, {"loss", ou.loss}, {"entropy", ou.entropy}, {"ttt_loss", ou.ttt_loss},
                    {"grad_norm", ou.grad_norm}, {"tied", ou.tied}, {"first_token", ou.first_token}};
-  if (opt.streams) j["segments"] = segments_json(ds, opt, r.mini_batch * opt.rollout.unit_batches);
+  const int64_t unit = r.mini_batch * opt.rollout.unit_batches;
+  if (opt.streams) j["segments"] = segments_json(ds, opt, unit);
+  if (a.hidden_k >= 0) j["hidden"] = write_hidden(m.model, ds, opt, unit, a.hidden_k, int64_t(ou.k.size()), a.out);
   const std::string path = (std::filesystem::path(a.out) / "oracle.json").string();
   std::ofstream(path) << j.dump(2) << "\n";
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());
@@ -101,12 +151,16 @@ void run(const CheckpointJobArgs& a) {
 
 void register_oracle(CLI::App& app) {
   using namespace cmd_oracle;
-  auto args = std::make_shared<CheckpointJobArgs>();
+  auto args = std::make_shared<OracleArgs>();
   args->out = "results/oracle";
   CLI::App* sub = app.add_subcommand(
       "oracle", "Oracle analysis of a trained checkpoint: the oracle's K distribution, Spearman correlation of "
                 "oracle K with each difficulty score, and the oracle frontier; writes oracle.json");
   add_checkpoint_job_options(sub, *args, "Config whose compare: section sets seeds, windows and step options");
+  sub->add_option("--hidden-k", args->hidden_k,
+                  "Streams mode: also write hidden.f32, the residual stream a policy could read before each unit, "
+                  "read under uniform-K (scripts/oracle_features.py fits the oracle's K on it)")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([args] { run(*args); });
 }
 

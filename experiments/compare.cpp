@@ -390,6 +390,7 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
   if (o.unit_loss.size() == per_seed * size_t(s)) append_first(o.unit_loss, per_seed);
   for (std::vector<double>* v : {&u.k, &u.loss, &u.entropy, &u.ttt_loss, &u.grad_norm, &u.tied, &u.first_token})
     if (v->size() >= units) append_first(*v, units);
+  u.copies = s + 1;
 }
 
 // The oracle on every window, with its K and the difficulty scores it saw per unit (for the oracle analysis).
@@ -478,6 +479,21 @@ std::vector<FrontierPoint> frontier_of(const policy::Rollouts& ro, const EvalSet
 }
 
 }  // namespace
+
+OracleUnits OracleUnits::distinct() const {
+  OracleUnits d;
+  auto first = [this](const std::vector<double>& v) {
+    return std::vector<double>(v.begin(), v.begin() + long(v.size() / size_t(std::max<int64_t>(copies, 1))));
+  };
+  d.k = first(k);
+  d.loss = first(loss);
+  d.entropy = first(entropy);
+  d.ttt_loss = first(ttt_loss);
+  d.grad_norm = first(grad_norm);
+  d.tied = first(tied);
+  d.first_token = first(first_token);
+  return d;
+}
 
 std::vector<data::StreamTokens> stream_reads(const data::StreamTokens& st, const CompareOptions& opt) {
   std::vector<data::StreamTokens> segments =

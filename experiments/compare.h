@@ -115,6 +115,10 @@ struct OracleUnits {
   std::vector<double> k, loss, entropy, ttt_loss, grad_norm;
   std::vector<double> tied;  // 1 where the oracle's K was decided by a tie between options
   std::vector<double> first_token;  // the unit's first input token: lets an analysis tell kinds of unit apart
+  // Streams mode reads the same units with every seed, so seed 0's units stand for the others, repeated once per
+  // seed to line up with the methods' per-seed units. A statistic over units (a p-value, a count) takes distinct().
+  int64_t copies = 1;
+  OracleUnits distinct() const;  // the first 1/copies of every vector
 };
 
 

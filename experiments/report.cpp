@@ -147,7 +147,7 @@ Section oracle_section(const CompareResult& r, const CompareOptions& opt, const 
     s.json["frontier"].push_back({{"mu", p.mu}, {"bpb", p.bpb}, {"inner_flops_per_token", p.inner_per_token},
                                   {"total_flops_per_token", p.base_per_token + p.inner_per_token},
                                   {"mean_k", p.mean_k}, {"window_bpb", p.window_bpb}});
-  md << "Spearman correlation of the oracle's K with each difficulty score (over " << r.oracle_units.k.size()
+  md << "Spearman correlation of the oracle's K with each difficulty score (over " << r.oracle_units.distinct().k.size()
      << " units; scores are those the policies see, from completed units):\n\n| score | ρ | p |\n|---|---|---|\n";
   for (const auto& [name, c] : oa.score_corr) md << "| " << name << " | " << fmt("%+.3f", c.rho) << " | " << fmt("%.3g", c.p_value) << " |\n";
   md << "\nOracle frontier (per unit minimise loss + μ·inner cost / base cost; seed 0's windows):\n\n"

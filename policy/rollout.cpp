@@ -167,4 +167,30 @@ Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& t
   return ep;
 }
 
+std::vector<float> unit_hidden(const ttt::Model& model, const Tensor& input, int k, const RolloutOptions& opt) {
+  check_inputs(model, input, input, opt);
+  if (k < 0) throw std::invalid_argument("unit_hidden: k must be >= 0, got " + std::to_string(k));
+  NoGradGuard ng;
+  const int64_t b = unit_tokens(model, opt), n = input.shape()[1] / b, d = model.config().d;
+  ttt::UniformSchedule sched(k);
+  ttt::TTTRun run;
+  run.path = opt.path;
+  run.mode = opt.mode;
+  run.schedule = &sched;
+  ttt::ModelState state;
+  std::vector<float> out(size_t(n * 2 * d), 0.0f);
+  for (int64_t u = 0; u + 1 < n; ++u) {  // the last unit's stream would describe a unit that does not exist
+    opt.report(u, n);
+    const std::vector<double> h = model.hidden_chunk(raw::slice(input, 1, u * b, (u + 1) * b), state, run).to_vector();
+    float* row = &out[size_t((u + 1) * 2 * d)];  // (b, d) → mean over b, then the last position
+    for (int64_t i = 0; i < d; ++i) {
+      double sum = 0;
+      for (int64_t t = 0; t < b; ++t) sum += h[size_t(t * d + i)];
+      row[i] = float(sum / double(b));
+      row[d + i] = float(h[size_t((b - 1) * d + i)]);
+    }
+  }
+  return out;
+}
+
 }  // namespace ponder::policy

@@ -72,6 +72,13 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
 Episode run_oracle(const ttt::Model& model, const Tensor& input, const Tensor& target, const std::vector<int>& options,
                    double mu, int lookahead, const RolloutOptions& opt);
 
+// What a policy could read of the model's own residual stream before deciding each unit (`ponder oracle
+// --hidden-k`, scripts/oracle_features.py): the sequence read with k steps on every unit, a reference path that no
+// oracle choice enters. Row u holds 2·d values: the mean over unit u − 1's positions of the residual stream after the
+// last block (before the final norm), then that stream at its last position; row 0 is zeros (nothing read yet).
+// input: (1, N), N a multiple of the unit size → (units × 2d) row-major.
+std::vector<float> unit_hidden(const ttt::Model& model, const Tensor& input, int k, const RolloutOptions& opt);
+
 // What K buys, as the comparison, the calibration and the oracle see it: a sequence run unit by unit under a policy,
 // or under the oracle. Two kinds: inner steps of the model's TTT layers (LayerRollouts, below) and gradient steps of
 // fast weights on a frozen base, one chunk a unit (policy/adapt_rollout.h). Everything that fits or scores a method

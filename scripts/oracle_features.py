@@ -31,12 +31,20 @@ previous unit: loss, entropy, ttt-loss, gradnorm): a least-squares fit of each m
 (alternate ones), scored by Spearman's ρ of its predictions with K on the other half, both ways. What a policy with
 these inputs could at best imitate of the oracle, whatever its learner.
 
+With `ponder oracle --hidden-k K` (hidden.f32 beside each oracle.json: the model's residual stream over the previous
+unit, read under uniform-K, so no oracle choice enters it), the same held-out fit on what the model itself computed
+before each unit, with numpy (Debian's python3-numpy; scripts/setup.sh installs it): ridge fits whose penalty is chosen
+within the fitted half (by segment, four folds), on the text-and-score inputs above, on the hidden state, on both
+with the first token itself (one column per token seen on 20 units or more), on that through 1,024 random ReLU
+features (a nonlinear probe), and, as the null, on both with each model's K shuffled within its segments.
+
 For each feature, Spearman's ρ with each model's oracle K (the range over models) and with the models' mean K per
 unit (the oracles' consensus; with one model, its own K).
 
     python3 scripts/oracle_features.py results/.../oracle_units/model-*/oracle.json
 """
 import json
+import os
 import random
 import sys
 
@@ -200,6 +208,106 @@ def print_fit(rows, runs, ks):
           f"{max(per):+.3f} over the models (each fitted to its own K)")
 
 
+def hidden_matrix(path, j):
+    """The rows of hidden.f32 beside oracle.json `path` (ponder oracle --hidden-k) as a float64 array, or None."""
+    h = j.get("hidden")
+    if not h:
+        return None
+    import numpy as np
+    f = os.path.join(os.path.dirname(os.path.abspath(path)), h["file"])
+    x = np.fromfile(f, dtype="<f4")
+    if x.size != h["units"] * h["dims"]:
+        sys.exit(f"oracle_features.py: {f}: {x.size} values where oracle.json says {h['units']} x {h['dims']}")
+    return x.reshape(h["units"], h["dims"]).astype(np.float64)
+
+
+def ridge_predict(x_fit, y_fit, group_fit, x_test, penalties=(0.1, 1, 10, 100, 1e3, 1e4, 1e5)):
+    """Predictions for x_test of a ridge fit on the rows x_fit (standardised on them), its penalty the one whose fits
+    on three of four folds of `group_fit` rank the fourth best (Spearman ρ, mean over the folds)."""
+    import numpy as np
+
+    def fit(x, y, lam):
+        mean, sd = x.mean(0), x.std(0)
+        sd[sd == 0] = 1.0
+        z = (x - mean) / sd
+        coef = np.linalg.solve(z.T @ z + lam * np.eye(z.shape[1]), z.T @ (y - y.mean()))
+        return lambda xt: ((xt - mean) / sd) @ coef + y.mean()
+
+    fold = group_fit % 4
+    best, best_rho = penalties[0], -2.0
+    for lam in penalties:
+        rhos = []
+        for f in range(4):
+            tr, te = fold != f, fold == f
+            if tr.sum() < 2 or te.sum() < 2:
+                continue
+            rhos.append(spearman(list(fit(x_fit[tr], y_fit[tr], lam)(x_fit[te])), list(y_fit[te])))
+        rho = sum(r for r in rhos if r == r) / max(1, sum(1 for r in rhos if r == r))
+        if rho > best_rho:
+            best, best_rho = lam, rho
+    return fit(x_fit, y_fit, best)(x_test)
+
+
+def held_out_ridge_rho(x, y, segment):
+    """held_out_rho with ridge_predict: fitted on even segments and scored on odd ones, and the other way round."""
+    import numpy as np
+    rhos = []
+    for test in (0, 1):
+        tr, te = segment % 2 != test, segment % 2 == test
+        pred = ridge_predict(x[tr], y[tr], segment[tr] // 2, x[te])
+        rhos.append(spearman(list(pred), list(y[te])))
+    return float(np.mean(rhos))
+
+
+def shuffled_within(y, segment, rng):
+    """y with its values permuted within each segment (keeps each segment's K distribution, breaks the link to x)."""
+    out = y.copy()
+    for s in set(segment.tolist()):
+        idx = [i for i in range(len(y)) if segment[i] == s]
+        vals = [y[i] for i in idx]
+        rng.shuffle(vals)
+        for i, v in zip(idx, vals):
+            out[i] = v
+    return out
+
+
+def print_hidden_fit(paths, runs, rows, ks):
+    """The held-out fits of each model's K on its hidden state (see the module's docstring)."""
+    hidden = [hidden_matrix(p, j) for p, j in zip(paths, runs)]
+    if not all(h is not None for h in hidden):
+        return
+    import numpy as np
+    for p, h in zip(paths, hidden):
+        if h.shape[0] != len(rows):
+            sys.exit(f"oracle_features.py: {p}: {h.shape[0]} rows of hidden states for {len(rows)} units")
+    segment = np.array([r["segment"] for r in rows])
+    first = [r["first_token"] for r in rows]
+    common = sorted(t for t in set(first) if first.count(t) >= 20)
+    onehot = np.array([[1.0 if f == t else 0.0 for t in common] for f in first])
+    sets = {"text and scores": [], "hidden state": [], "both, with the first token": [],
+            "both, 1,024 random ReLU features": [], "both, K shuffled within segments (null)": []}
+    for j, k, h in zip(runs, ks, hidden):
+        u = j["per_unit"]
+        text = np.array(design(rows, [u["loss"], u["entropy"], u["ttt_loss"], u["grad_norm"]]))
+        y = np.array(k)
+        both = np.hstack([text, h, onehot])
+        z = (both - both.mean(0)) / np.where(both.std(0) > 0, both.std(0), 1.0)
+        relu = np.maximum(z @ np.random.default_rng(0).normal(size=(z.shape[1], 1024)) / np.sqrt(z.shape[1]), 0.0)
+        sets["text and scores"].append(held_out_ridge_rho(text, y, segment))
+        sets["hidden state"].append(held_out_ridge_rho(h, y, segment))
+        sets["both, with the first token"].append(held_out_ridge_rho(both, y, segment))
+        sets["both, 1,024 random ReLU features"].append(held_out_ridge_rho(relu, y, segment))
+        null = shuffled_within(y, segment, random.Random(1))
+        sets["both, K shuffled within segments (null)"].append(held_out_ridge_rho(both, null, segment))
+    ref = runs[0]["hidden"].get("reference", "?")
+    print(f"\nHeld-out ridge fits of each model's oracle K (penalty chosen within the fitted half; ρ on the other half,"
+          f" both ways); hidden state: {hidden[0].shape[1]} values a unit, read under {ref}; first token: "
+          f"{len(common)} tokens seen on 20 units or more\n")
+    print("| inputs | ρ per model (range) | mean over models |\n|---|---|---|")
+    for name, per in sets.items():
+        print(f"| {name} | {min(per):+.3f} to {max(per):+.3f} | {sum(per) / len(per):+.3f} |")
+
+
 def main():
     paths = sys.argv[1:]
     if not paths or paths[0] in ("-h", "--help"):
@@ -236,6 +344,7 @@ def main():
         print(f"| {name} | {min(per):+.3f} to {max(per):+.3f} | {cons:+.3f} | {avg:.3f} |")
     print_first_token(rows, ks, consensus)
     print_fit(rows, runs, ks)
+    print_hidden_fit(paths, runs, rows, ks)
 
 
 if __name__ == "__main__":

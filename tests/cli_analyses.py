@@ -95,6 +95,32 @@ with tempfile.TemporaryDirectory() as tmp:
         check(bad.returncode != 0 and "read other units" in bad.stderr,
               "oracle_agreement.py refuses oracles read on other units: " + bad.stderr[-600:])
 
+    # ---- the oracle in streams mode with two seeds (which read the same units: each counted once) and the hidden
+    # states a policy could read, which scripts/oracle_features.py fits the oracle's K on
+    out = os.path.join(tmp, "oracle_hidden")
+    ponder_run("oracle", "--checkpoint", ckpt, "--seeds", "2", "--out", out, "--hidden-k", "1", "--set",
+               "compare.streams=true", "--set", "streams.max_segments=2", "--set", "streams.max_adapt=64", "--set",
+               "streams.max_scored=256", "--set", "compare.frontier_mus=[]", "--set", "compare.oracle_bisect=0")
+    j = load(os.path.join(out, "oracle.json"))
+    if j:
+        units = sum((len(s["tokens"]) - 1 + s["unit_tokens"] - 1) // s["unit_tokens"] for s in j["segments"])
+        check(len(j["per_unit"]["k"]) == units == j["units"] == sum(j["k_count"]),
+              "two seeds in streams mode: each unit of the segments counted once (%d units, per_unit %d, k_count %d)"
+              % (units, len(j["per_unit"]["k"]), sum(j["k_count"])))
+        h = j.get("hidden", {})
+        size = os.path.getsize(os.path.join(out, "hidden.f32")) if os.path.exists(os.path.join(out, "hidden.f32")) else -1
+        check(h.get("units") == units and h.get("reference") == "uniform-1" and h.get("dims", 0) > 0 and
+              size == 4 * units * h.get("dims", 0), "hidden.f32 holds units x dims float32 values: %s, %d bytes" % (h, size))
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        fit = subprocess.run([python, os.path.join(root, "scripts", "oracle_features.py"), os.path.join(out, "oracle.json")],
+                             capture_output=True, text=True, timeout=600)
+        check(fit.returncode == 0 and "| hidden state |" in fit.stdout and "read under uniform-1" in fit.stdout,
+              "oracle_features.py fits the oracle's K on the hidden states: " + fit.stdout[-800:] + fit.stderr[-800:])
+    no_streams = subprocess.run([ponder, "oracle", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out,
+                                 "--hidden-k", "1"], capture_output=True, text=True, timeout=600)
+    check(no_streams.returncode != 0 and "--hidden-k reads the held-out streams" in no_streams.stderr,
+          "--hidden-k without streams mode is refused by name: " + no_streams.stderr[-300:])
+
     # ---- a comparison too small for its paired tests is refused before any cell is computed
     out = os.path.join(tmp, "one_window")
     one = subprocess.run([ponder, "compare", "--checkpoint", ckpt, "--seeds", "1", "--windows", "1", "--out", out],

@@ -74,4 +74,35 @@ rows2 = oracle_features.segment_features(changed)
 causal = ["position", "scored", "indent", "line_start", "match", "prev_copy"]
 check(all(rows2[2][f] == rows[2][f] for f in causal), "unit 2's causal features read tokens[0 .. 8] only")
 check(rows2[2]["own_copy"] != rows[2]["own_copy"], "own_copy reads the unit itself (a diagnostic, not a feature)")
+# The hidden-state fit (numpy): ridge with its penalty chosen within the fitted half ranks K that is linear in one
+# of 50 columns (the rest noise) almost perfectly on the other half, and finds nothing in K unrelated to them, or in K
+# shuffled within its segments; hidden_matrix reads the rows `ponder oracle --hidden-k` writes and refuses a file
+# whose size disagrees with oracle.json.
+import numpy as np  # noqa: E402
+import tempfile  # noqa: E402
+
+gen = np.random.default_rng(5)
+x = gen.normal(size=(400, 50))
+segment = np.arange(400) // 20  # 20 segments of 20 units
+signal = 2.0 * x[:, 3] + 0.1 * gen.normal(size=400)
+check(oracle_features.held_out_ridge_rho(x, signal, segment) > 0.95, "ridge ranks K linear in one column of 50")
+unrelated = gen.normal(size=400)
+check(abs(oracle_features.held_out_ridge_rho(x, unrelated, segment)) < 0.15, "ridge finds nothing in unrelated K")
+shuffled = oracle_features.shuffled_within(signal, segment, random.Random(2))
+check(all(sorted(shuffled[segment == s]) == sorted(signal[segment == s]) for s in range(20)),
+      "shuffled_within keeps each segment's values")
+check(abs(oracle_features.held_out_ridge_rho(x, shuffled, segment)) < 0.15,
+      "K shuffled within segments: the fit finds nothing")
+with tempfile.TemporaryDirectory() as d:
+    rows = np.arange(12, dtype="<f4").reshape(3, 4)
+    rows.tofile(os.path.join(d, "hidden.f32"))
+    meta = {"hidden": {"file": "hidden.f32", "units": 3, "dims": 4}}
+    got = oracle_features.hidden_matrix(os.path.join(d, "oracle.json"), meta)
+    check(got.shape == (3, 4) and got[2, 1] == 9.0, "hidden_matrix reads units x dims in row-major order")
+    check(oracle_features.hidden_matrix(os.path.join(d, "oracle.json"), {}) is None, "no hidden entry: None")
+    try:
+        oracle_features.hidden_matrix(os.path.join(d, "oracle.json"), {"hidden": dict(meta["hidden"], units=4)})
+        check(False, "a hidden.f32 shorter than oracle.json says is refused")
+    except SystemExit as e:
+        check("12 values where oracle.json says 4 x 4" in str(e), "the refusal names the sizes: " + str(e))
 finish()

@@ -320,3 +320,37 @@ TEST_CASE("a unit's features carry its first input token (the previous unit's la
   const std::vector<double> first = ep.units[0].features.vector();
   CHECK(std::all_of(first.begin() + long(at), first.begin() + long(at) + 5, [](double c) { return c == 0; }));
 }
+
+TEST_CASE("unit_hidden: row u reads unit u - 1's residual stream under uniform-K, and nothing after it") {
+  ttt::Model model(test::small_hybrid(), 9, DType::F64);
+  auto [x, y] = test::random_sequence(10, 24);  // 6 units of 4 tokens
+  const int64_t b = 4, d = model.config().d;
+  const std::vector<float> h = unit_hidden(model, x, 2, {});
+  REQUIRE(h.size() == size_t(6 * 2 * d));
+  for (int64_t i = 0; i < 2 * d; ++i) CHECK(h[size_t(i)] == 0.0f);  // nothing read before unit 0
+  // The same stream read in one call under uniform-2: row u's two halves are its positions 4(u-1) .. 4u-1.
+  ttt::UniformSchedule sched(2);
+  ttt::TTTRun run;
+  run.schedule = &sched;
+  ttt::ModelState state;
+  const std::vector<double> full = model.hidden_chunk(x, state, run).to_vector();  // (1, 24, d)
+  for (int64_t u = 1; u < 6; ++u)
+    for (int64_t i = 0; i < d; ++i) {
+      double mean = 0;
+      for (int64_t t = (u - 1) * b; t < u * b; ++t) mean += full[size_t(t * d + i)] / double(b);
+      CHECK(h[size_t(u * 2 * d + i)] == doctest::Approx(mean).epsilon(1e-6));
+      CHECK(h[size_t(u * 2 * d + d + i)] == doctest::Approx(full[size_t((u * b - 1) * d + i)]).epsilon(1e-6));
+    }
+  // Causal: inputs from position 12 on (unit 3) changed leave rows 0..3 as they were and move row 4.
+  auto xv = x.to_ints();
+  for (size_t i = 12; i < xv.size(); ++i) xv[i] = (xv[i] + 5) % 32;
+  const std::vector<float> g = unit_hidden(model, Tensor::from_ints(xv, {1, 24}), 2, {});
+  for (size_t i = 0; i < size_t(4 * 2 * d); ++i) CHECK(g[i] == h[i]);
+  bool moved = false;
+  for (size_t i = size_t(4 * 2 * d); i < size_t(5 * 2 * d); ++i) moved = moved || g[i] != h[i];
+  CHECK(moved);
+  // A different reference K reads a different stream (the TTT layer's state moves with K).
+  CHECK(unit_hidden(model, x, 0, {}) != h);
+  CHECK_THROWS_WITH_AS(unit_hidden(model, raw::slice(x, 1, 0, 6), 1, {}), doctest::Contains("multiple of 4"),
+                       std::invalid_argument);
+}

@@ -15,6 +15,7 @@
 
 #include "autograd/engine.h"
 #include "experiments/adapt_difficulty.h"
+#include "experiments/analysis.h"
 #include "experiments/adapt_models.h"
 #include "experiments/config.h"
 #include "experiments/device.h"
@@ -892,6 +893,22 @@ TEST_CASE("a significant difference below a tenth of the control's floor is call
   CHECK(real.find("practically nil") == std::string::npos);
 }
 
+// The two streams-mode comparisons below: `methods` on a width-16 model, steps 0–2, no frontier, segments of
+// `scored` tokens each read after `adapt` before them.
+cli::CompareOptions streams_options(std::vector<std::string> methods, int64_t adapt, int64_t scored) {
+  cli::CompareOptions opt;
+  opt.methods = policy::parse_methods(methods);
+  opt.seeds = 1;
+  opt.seq_len = 16;
+  opt.calib_windows = 2;
+  opt.step_options = {0, 1, 2};
+  opt.frontier_mus = {};
+  opt.streams = true;
+  opt.stream_max_adapt = adapt;
+  opt.stream_max_scored = scored;
+  return opt;
+}
+
 TEST_CASE("comparison in streams mode scores exactly the held-out streams' evaluation parts, segment by segment, as stream "
           "evaluation does") {
   Scratch t("streams");
@@ -902,16 +919,7 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
   mc.heads = 2;
   mc.mini_batch = 4;
   const Model model(mc, 3);
-  cli::CompareOptions opt;
-  opt.methods = policy::parse_methods({"uniform-0", "uniform-1", "uniform-2"});
-  opt.seeds = 1;
-  opt.seq_len = 16;
-  opt.calib_windows = 2;
-  opt.step_options = {0, 1, 2};
-  opt.frontier_mus = {};
-  opt.streams = true;
-  opt.stream_max_adapt = 100;
-  opt.stream_max_scored = 150;
+  cli::CompareOptions opt = streams_options({"uniform-0", "uniform-1", "uniform-2"}, 100, 150);
   const cli::CompareResult r = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams);
   // every segment of 150 scored tokens, each after the 100 tokens before it (stream_max_segments 0: all of them)
   const std::vector<data::StreamTokens> capped = data::segment_stream(ds.test_streams[0], 100, 150, 0);
@@ -958,6 +966,33 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
     CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));
     if (m.name != "uniform-0") CHECK(m.seeds[0].bpb != cli::find(r, m.name)->seeds[0].bpb);
   }
+}
+
+TEST_CASE("streams mode: the oracle's units count once however many seeds repeat them") {
+  Scratch t("oracle_copies");
+  const cli::Dataset ds = four_repositories(t.dir);
+  ModelConfig mc;
+  mc.d = 16;
+  mc.heads = 2;
+  mc.mini_batch = 4;
+  const Model model(mc, 5);
+  cli::CompareOptions opt = streams_options({"oracle", "uniform-1"}, 40, 60);
+  opt.seeds = 3;
+  opt.stream_max_segments = 2;
+  const cli::CompareResult r = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams);
+  const cli::OracleUnits& all = r.oracle_units;
+  const cli::OracleUnits one = all.distinct();
+  CHECK(all.copies == 3);
+  REQUIRE(one.k.size() > 10);
+  CHECK(all.k.size() == 3 * one.k.size());  // lined up with the methods' three seeds
+  CHECK(std::equal(one.k.begin(), one.k.end(), all.k.begin() + long(2 * one.k.size())));
+  CHECK(one.loss.size() == one.k.size());
+  // A p-value counts each unit once: the same ρ as over the repeated units, a larger p.
+  const cli::OracleAnalysis a = cli::analyse_oracle(r);
+  const stats::Correlation once = cli::spearman_finite(one.k, one.loss), thrice = cli::spearman_finite(all.k, all.loss);
+  CHECK(a.score_corr.at(0).second.rho == doctest::Approx(once.rho));
+  CHECK(a.score_corr.at(0).second.p_value == doctest::Approx(once.p_value));
+  if (std::abs(once.rho) > 1e-6) CHECK(thrice.p_value < once.p_value);
 }
 
 TEST_CASE("compare.calibrate_from streams: heuristics calibrate on the validation streams' segments, cut as the scored "
