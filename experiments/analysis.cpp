@@ -55,7 +55,7 @@ void quality_criterion(const CompareResult& r, const CompareOptions& opt, Criter
   std::vector<std::string> names;
   std::vector<std::pair<double, double>> quality_cost;
   for (const MethodResult& m : r.methods) {
-    if (m.kind == "oracle" || m.kind == "uniform") continue;
+    if (reads_labels(m) || m.kind == "uniform") continue;
     // one-sided non-inferiority: H0 bpb(m) ≥ (1 + quality)·bpb(uniform-4), per window
     const stats::TTest t = stats::paired_t_test(paired_differences(m, *u4, opt.streams, 1 + cr.quality));
     ps.push_back(std::isfinite(t.p_value) ? (t.mean < 0 ? t.p_value / 2 : 1 - t.p_value / 2) : 1.0);
@@ -173,7 +173,7 @@ OracleAnalysis analyse_oracle(const CompareResult& r) {
     }
     const double rho = spearman_finite(std::vector<double>(m.unit_k.begin(), m.unit_k.end()), ok).rho;
     a.policy_rho.push_back({m.name, rho});
-    if (std::isfinite(rho) && !(a.best_policy_rho >= rho)) a.best_policy_rho = rho;
+    if (std::isfinite(rho) && !reads_labels(m) && !(a.best_policy_rho >= rho)) a.best_policy_rho = rho;
   }
   return a;
 }

@@ -48,7 +48,7 @@ struct OracleAnalysis {
   std::vector<std::pair<std::string, stats::Correlation>> score_corr;  // loss, entropy, ttt-loss, gradnorm
   double best_corr = NAN;
   std::vector<std::pair<std::string, double>> policy_rho;  // per method that is neither uniform nor the oracle
-  double best_policy_rho = NAN;
+  double best_policy_rho = NAN;  // over the policies (a replay of oracle choices is listed but not counted)
   double tie_share = NAN;  // share of the oracle's decisions that a tie between options decided
 };
 OracleAnalysis analyse_oracle(const CompareResult& r);

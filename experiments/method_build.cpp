@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "experiments/replay.h"
+
 namespace ponder::cli {
 namespace {
 
@@ -113,6 +115,13 @@ BuiltMethod build_method(const MethodSpec& m, const policy::Rollouts& ro, const 
     case policy::MethodFamily::Learned:
       build_learned_method(m, ro, opt, budget, progress, out);
       break;
+    case policy::MethodFamily::Replay: {
+      if (!opt.streams) throw std::invalid_argument("method '" + m.name + "' replays streams-mode segments; set compare.streams: true");
+      Replay r = load_replay(m, ro.model().config().mini_batch * opt.rollout.unit_batches, opt.step_options);
+      out.policy = std::move(r.policy);
+      out.result.detail = r.detail;
+      break;
+    }
     case policy::MethodFamily::Oracle:
       out.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
       if (opt.rollout.oracle_lookahead_k > 0)

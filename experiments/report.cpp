@@ -101,7 +101,8 @@ Section method_table(const CompareResult& r, const CompareOptions& opt) {
     ordered_json j = {{"name", m.name}, {"kind", m.kind}, {"detail", m.detail}, {"unit_tokens", m.unit_tokens},
                       {"bpb", {{"mean", ci.point}, {"ci95", {ci.lo, ci.hi}}, {"iqm", iqm}}},
                       {"k_options", r.k_options}, {"k_hist", m.k_hist}, {"seeds", seeds}};
-    if (m.kind != "uniform" && m.kind != "oracle") j["frontier_delta"] = frontier_delta_json(frontier_delta(r, m, opt.streams));
+    // The oracle's too: its distance at its own FLOPs is what a replay of oracle choices (replay:) is measured against.
+    if (m.kind != "uniform") j["frontier_delta"] = frontier_delta_json(frontier_delta(r, m, opt.streams));
     if (!m.curve.empty()) {
       j["train_seconds"] = m.train_seconds;
       j["training_curve"] = curve;
@@ -282,8 +283,10 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
                         const Headroom& hr, const std::string& base_name) {
   std::ostringstream answer;
   const Comparison* best = nullptr;
-  for (const Comparison& c : cmp)
-    if (!best || c.delta < best->delta) best = &c;
+  for (const Comparison& c : cmp) {
+    const MethodResult* m = find(r, c.method);
+    if ((!m || !reads_labels(*m)) && (!best || c.delta < best->delta)) best = &c;
+  }
   if (!best) {
     answer << "No adaptive method was compared with " << base_name << ".";
   } else {
@@ -332,12 +335,12 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
   return answer.str();
 }
 
-// The non-uniform method (not the oracle) with the best mean bits/byte; empty when there is none.
+// The non-uniform method (not one that reads labels) with the best mean bits/byte; empty when there is none.
 std::string best_method_name(const CompareResult& r) {
   std::string best;
   double best_bpb = INFINITY;
   for (const MethodResult& m : r.methods)
-    if (m.kind != "oracle" && m.kind != "uniform" && seed_mean(m, bpb_of) < best_bpb) {
+    if (!reads_labels(m) && m.kind != "uniform" && seed_mean(m, bpb_of) < best_bpb) {
       best_bpb = seed_mean(m, bpb_of);
       best = m.name;
     }

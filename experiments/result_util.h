@@ -39,6 +39,10 @@ inline std::string scored_label(const CompareResult& r, const CompareOptions& op
          (opt.stream_max_adapt > 0 ? std::to_string(opt.stream_max_adapt) : std::string("all the")) + " tokens of context";
 }
 
+// Methods whose choices read the labels: the oracle, and a replay of oracle choices (policy/methods.h). They are
+// measured beside the policies but never stand for one (the success criteria, "the best method").
+inline bool reads_labels(const MethodResult& m) { return m.kind == "oracle" || m.kind == "replay"; }
+
 inline const MethodResult* find(const CompareResult& r, const std::string& name) {
   for (const MethodResult& m : r.methods)
     if (m.name == name) return &m;

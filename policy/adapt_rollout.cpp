@@ -114,6 +114,7 @@ Episode AdaptRollouts::policy(const Tensor& input, const Tensor& target, Policy&
   FeatureTracker tracker(c.n, needs, opt.step_budget);
   ttt::ModelState state;
   Episode ep;
+  p.begin_window(opt.window);
   p.begin_sequence(seed);
   for (int64_t u = 0; u < c.n; ++u) {
     opt.report(u, c.n);

@@ -27,6 +27,7 @@ std::vector<Episode> run_episodes(const std::vector<Window>& windows, const Roll
   std::vector<Episode> out(n);
   side_by_side(hand_out_order(sizes, jobs), jobs, [&](size_t i, int w) {
     RolloutOptions o = opt;  // the caller's own progress callback is not made for several threads at once
+    o.window = int64_t(i);
     o.progress = progress ? std::function<void(double)>([&told, i](double f) { told.tell(i, f); }) : nullptr;
     out[i] = episode(i, o, w);
     told.tell(i, 1.0);

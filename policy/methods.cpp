@@ -23,7 +23,8 @@ const char* method_forms() {
   return "uniform-K, every-K/N, front-K, random, entropy, loss, ttt-loss, gradnorm, easy-<one of those four scores>, "
          "gate-<any of those eight>, "
          "learned-reinforce, learned-ppo-pid, "
-         "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle";
+         "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle, "
+         "replay:<oracle.json>[+<oracle.json>...]";
 }
 
 MethodSpec parse_method(const std::string& name) {
@@ -47,6 +48,16 @@ MethodSpec parse_method(const std::string& name) {
   } else if (name.rfind("fixed-", 0) == 0) {
     throw std::invalid_argument("method '" + name + "': K on every N-th unit is now every-K/N (\"fixed\" names only "
                                 "an explicit list of K per unit, eval --schedule fixed:K1,K2,...)");
+  } else if (name.rfind("replay:", 0) == 0) {
+    m.family = MethodFamily::Replay;
+    m.name = name;
+    for (size_t from = 7;;) {
+      const size_t plus = name.find('+', from);
+      m.files.push_back(name.substr(from, plus == std::string::npos ? std::string::npos : plus - from));
+      if (m.files.back().empty()) throw std::invalid_argument("method '" + name + "': expected replay:FILE[+FILE...]");
+      if (plus == std::string::npos) break;
+      from = plus + 1;
+    }
   } else if (name == "random" || name == "oracle") {
     m.family = name == "random" ? MethodFamily::Random : MethodFamily::Oracle;
     m.name = name;
@@ -92,6 +103,7 @@ std::string family_kind(const MethodSpec& m) {
     case MethodFamily::Random: return "random";
     case MethodFamily::Heuristic: return m.ema_gate ? "gate" : "heuristic";
     case MethodFamily::Oracle: return "oracle";
+    case MethodFamily::Replay: return "replay";
     case MethodFamily::Learned: return m.learner == "pondernet" ? "pondernet" : m.learner.substr(8);
   }
   return "?";

@@ -16,6 +16,10 @@
 //   learned-reinforce | learned-ppo-pid | pondernet [ '[' key=value,... ']' ]
 //                    a policy trained on validation windows (overrides of `learn:` in the brackets)
 //   oracle           the greedy oracle (reads the labels; an upper bound, not a policy)
+//   replay:FILE[+FILE...]
+//                    the K per unit that `ponder oracle` chose on the same segments (its oracle.json), e.g. another
+//                    model's; with several files, the step option nearest their mean K on each unit. A diagnostic
+//                    (those choices read labels): how much of one model's oracle headroom another's choices buy
 //
 // "fixed" names one thing only: an explicit list of K per unit (`--schedule fixed:K1,K2,...` in eval); the former
 // method name fixed-K/N is refused with the name it now has.
@@ -28,7 +32,7 @@
 
 namespace ponder::policy {
 
-enum class MethodFamily { Uniform, Every, Front, Random, Heuristic, Learned, Oracle };
+enum class MethodFamily { Uniform, Every, Front, Random, Heuristic, Learned, Oracle, Replay };
 
 struct MethodSpec {
   std::string name;  // canonical: how results, journals and reports name the method
@@ -38,6 +42,7 @@ struct MethodSpec {
   Score score = Score::Loss;  // Heuristic
   bool ema_gate = false;      // Heuristic: gate-<score>, the threshold adapted by an EMA (EmaGatePolicy)
   std::string learner;   // Learned: learned-reinforce | learned-ppo-pid | pondernet (overrides stay in `name`)
+  std::vector<std::string> files;  // Replay: the oracle.json files it reads
   bool operator==(const MethodSpec& o) const { return name == o.name; }
 };
 
@@ -47,7 +52,7 @@ std::vector<MethodSpec> parse_methods(const std::vector<std::string>& names);
 // The forms parse_method accepts, for error messages and --help.
 const char* method_forms();
 // The family as results.json's `kind` names it (uniform, every, front, random, heuristic, gate, oracle; learned
-// methods report their learner: reinforce, ppo-pid, pondernet).
+// methods report their learner: reinforce, ppo-pid, pondernet; replay).
 std::string family_kind(const MethodSpec& m);
 
 // Why `m` cannot run on the fast-weight path (ponder adapt), or "" when it can: the ttt-loss / gradnorm scores probe

@@ -136,4 +136,28 @@ int HardBudgetPolicy::decide(const UnitFeatures& f) {
   return k;
 }
 
+ReplayPolicy::ReplayPolicy(std::string name, std::vector<std::vector<int>> per_window,
+                           std::vector<std::vector<int>> first_tokens)
+    : name_(std::move(name)), k_(std::move(per_window)), first_(std::move(first_tokens)) {
+  if (k_.size() != first_.size()) throw std::invalid_argument(name_ + ": one list of first tokens per window expected");
+  for (size_t w = 0; w < k_.size(); ++w)
+    if (k_[w].size() != first_[w].size())
+      throw std::invalid_argument(name_ + ": window " + std::to_string(w) + " has " + std::to_string(k_[w].size()) +
+                                  " K and " + std::to_string(first_[w].size()) + " first tokens");
+}
+
+int ReplayPolicy::decide(const UnitFeatures& f) {
+  const auto at = [&](size_t w, int64_t u) { return "unit " + std::to_string(u) + " of window " + std::to_string(w); };
+  const size_t w = size_t(window_);
+  if (window_ < 0 || w >= k_.size() || f.unit < 0 || size_t(f.unit) >= k_[w].size())
+    throw std::invalid_argument(name_ + ": the schedule has no " + at(w, f.unit) + " (it holds " +
+                                std::to_string(k_.size()) + " windows): it was made on other segments");
+  const int expected = first_[w][size_t(f.unit)];
+  if (f.first_token >= 0 && f.first_token != expected)
+    throw std::invalid_argument(name_ + ": " + at(w, f.unit) + " starts with token " + std::to_string(f.first_token) +
+                                " where the schedule's text had " + std::to_string(expected) +
+                                ": it was made on other segments");
+  return k_[w][size_t(f.unit)];
+}
+
 }  // namespace ponder::policy

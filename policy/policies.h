@@ -17,6 +17,9 @@ class Policy {
   virtual std::string name() const = 0;
   virtual FeatureNeeds needs() const { return {}; }
   virtual void begin_sequence(uint64_t seed) { (void)seed; }
+  // Which window of the set being run the next sequence is (run_windows numbers them from 0 in the set's order):
+  // only a replayed schedule needs it.
+  virtual void begin_window(int64_t index) { (void)index; }
   virtual int decide(const UnitFeatures& f) = 0;
   // An independent copy that decides as this one does from begin_sequence() on: run_windows gives one to each thread
   // that runs episodes side by side (policy/episodes.h). So whatever a decision depends on besides the features must
@@ -116,6 +119,22 @@ class EmaGatePolicy final : public Copyable<EmaGatePolicy> {
   double tau_, ema_;
 };
 
+// A schedule read from elsewhere, one list of K per window of the set it runs on (replay:<oracle.json> in a
+// comparison: another run's oracle choices; they used labels, so this is a diagnostic, never a policy). Each unit's
+// first token is checked against the one the schedule was made on, so a schedule never runs on other text.
+class ReplayPolicy final : public Copyable<ReplayPolicy> {
+ public:
+  // per_window[w][u]: K of unit u of window w; first_tokens likewise (the unit's first input token).
+  ReplayPolicy(std::string name, std::vector<std::vector<int>> per_window, std::vector<std::vector<int>> first_tokens);
+  std::string name() const override { return name_; }
+  void begin_window(int64_t index) override { window_ = index; }
+  int decide(const UnitFeatures& f) override;
+ private:
+  std::string name_;
+  std::vector<std::vector<int>> k_, first_;
+  int64_t window_ = 0;
+};
+
 // A hard budget around another policy: a sequence of n units spends at most steps_per_unit·n steps. Each unit
 // gets the largest of `options` not above min(K, steps still unspent) (0 when none is), which only the past decides,
 // so the cap is causal; a policy that spends early has nothing left for the end. Uniform schedules are the reference
@@ -126,6 +145,7 @@ class HardBudgetPolicy final : public Policy {
   std::string name() const override { return inner_->name(); }
   FeatureNeeds needs() const override { return inner_->needs(); }
   void begin_sequence(uint64_t seed) override;
+  void begin_window(int64_t index) override { inner_->begin_window(index); }
   int decide(const UnitFeatures& f) override;
   std::unique_ptr<Policy> clone() const override;
  private:

@@ -86,6 +86,7 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
   FeatureTracker tracker(n, policy.needs(), opt.step_budget);
   ttt::ModelState state;
   Episode ep;
+  policy.begin_window(opt.window);
   policy.begin_sequence(seed);
   for (int64_t u = 0; u < n; ++u) {
     opt.report(u, n);

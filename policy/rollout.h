@@ -26,6 +26,8 @@ struct RolloutOptions {
   // Windows (or streams) run side by side on CPU threads when a whole set is run (policy/episodes.h); 0: as many as
   // the CPU threads. It changes the time a set takes, never a result.
   int jobs = 0;
+  // The index of the window in the set being run (run_episodes sets it for each; Policy::begin_window).
+  int64_t window = 0;
   // Optional: told the share of the sequence's units done, every 64 units (a pycode repository read as one stream
   // is tens of thousands of units and minutes of work; run_windows and the comparison turn it into their progress).
   std::function<void(double fraction)> progress;

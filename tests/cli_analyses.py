@@ -116,6 +116,35 @@ with tempfile.TemporaryDirectory() as tmp:
                              capture_output=True, text=True, timeout=600)
         check(fit.returncode == 0 and "| hidden state |" in fit.stdout and "read under uniform-1" in fit.stdout,
               "oracle_features.py fits the oracle's K on the hidden states: " + fit.stdout[-800:] + fit.stderr[-800:])
+        # replay: the model's own oracle choices read back reproduce the oracle's bits/byte and inner FLOPs exactly; the
+        # same file twice (the nearest step option to a mean of equal K is that K) too; other segments are refused
+        oracle_json = os.path.join(out, "oracle.json")
+        rep = os.path.join(tmp, "replay")
+        streams = ["--set", "compare.streams=true", "--set", "streams.max_segments=2", "--set", "streams.max_adapt=64",
+                   "--set", "streams.max_scored=256", "--set", "compare.frontier_mus=[]", "--set", "compare.oracle_bisect=0"]
+        ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--out", rep, *streams, "--set",
+                   "compare.methods=[uniform-1,oracle,'replay:%s','replay:%s+%s']" % (oracle_json, oracle_json, oracle_json))
+        res = load(os.path.join(rep, "results.json"))
+        if res:
+            by = {m["name"]: m for m in res["methods"]}
+            o, r1, r2 = (by["oracle"]["seeds"][0], by["replay:" + oracle_json]["seeds"][0],
+                         by["replay:%s+%s" % (oracle_json, oracle_json)]["seeds"][0])
+            check(o["bpb"] == r1["bpb"] == r2["bpb"] and o["inner_flops_per_token"] == r1["inner_flops_per_token"],
+                  "replaying the oracle's own choices reproduces it: bpb %.6f, %.6f, %.6f" % (o["bpb"], r1["bpb"], r2["bpb"]))
+            check(by["replay:" + oracle_json]["kind"] == "replay" and "not a policy" in by["replay:" + oracle_json]["detail"],
+                  "a replay says it is a diagnostic: " + by["replay:" + oracle_json]["detail"])
+            check("frontier_delta" in by["oracle"] and "frontier_delta" in by["replay:" + oracle_json],
+                  "results.json gives the oracle's and the replay's distance to the frontier")
+            with open(os.path.join(rep, "report.md")) as f:
+                md = f.read()
+            check("No adaptive method was compared" in md and "Best adaptive method" not in md,
+                  "a replay never stands for an adaptive method in the report's answer")
+        other = subprocess.run([ponder, "compare", "--checkpoint", ckpt, "--seeds", "1", "--out", os.path.join(tmp, "rep2"),
+                                *streams, "--set", "streams.max_scored=128",
+                                "--set", "compare.methods=[uniform-1,'replay:%s']" % oracle_json],
+                               capture_output=True, text=True, timeout=600)
+        check(other.returncode != 0 and "made on other segments" in other.stderr,
+              "a replay on other segments is refused: " + other.stderr[-400:])
     no_streams = subprocess.run([ponder, "oracle", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out,
                                  "--hidden-k", "1"], capture_output=True, text=True, timeout=600)
     check(no_streams.returncode != 0 and "--hidden-k reads the held-out streams" in no_streams.stderr,

@@ -191,6 +191,11 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK_THROWS_WITH_AS(parse_method("easy-random"), doctest::Contains("unknown method 'easy-random'"), std::invalid_argument);
   CHECK(fast_weight_refusal(parse_method("gate-loss")).empty());
   CHECK(fast_weight_refusal(parse_method("pondernet")).empty());  // its trials run on fast weights too
+  const MethodSpec rp = parse_method("replay:a/oracle.json+b.json");
+  CHECK((rp.family == MethodFamily::Replay && family_kind(rp) == "replay" && rp.name == "replay:a/oracle.json+b.json"));
+  CHECK(rp.files == std::vector<std::string>{"a/oracle.json", "b.json"});
+  for (const char* bad : {"replay:", "replay:a+", "replay:+a", "replay:a++b"})
+    CHECK_THROWS_WITH_AS(parse_method(bad), doctest::Contains("expected replay:FILE[+FILE...]"), std::invalid_argument);
   const MethodSpec fr = parse_method("front-04");
   CHECK((fr.family == MethodFamily::Front && fr.k == 4 && fr.name == "front-4" && family_kind(fr) == "front"));
   for (const char* bad : {"uniform-", "uniform--1", "uniform-4294967296", "uniform-1x", "every-1/0", "every-1", "front-",
@@ -353,4 +358,39 @@ TEST_CASE("unit_hidden: row u reads unit u - 1's residual stream under uniform-K
   CHECK(unit_hidden(model, x, 0, {}) != h);
   CHECK_THROWS_WITH_AS(unit_hidden(model, raw::slice(x, 1, 0, 6), 1, {}), doctest::Contains("multiple of 4"),
                        std::invalid_argument);
+}
+
+TEST_CASE("a replayed schedule gives each window its own K and refuses text it was not made on") {
+  ReplayPolicy p("replay:x", {{1, 4, 0}, {2, 8}}, {{'a', 'b', 'c'}, {'d', 'e'}});
+  UnitFeatures f;
+  p.begin_window(1);
+  f.unit = 0;
+  f.first_token = -1;  // the first unit has no known first token: nothing to check
+  CHECK(p.decide(f) == 2);
+  f.unit = 1;
+  f.first_token = 'e';
+  CHECK(p.decide(f) == 8);
+  p.begin_window(0);
+  f.first_token = 'b';
+  CHECK(p.decide(f) == 4);
+  f.first_token = 'z';
+  CHECK_THROWS_WITH_AS(p.decide(f), doctest::Contains("unit 1 of window 0 starts with token 122 where the schedule's text had 98"),
+                       std::invalid_argument);
+  p.begin_window(2);
+  f.unit = 0;
+  CHECK_THROWS_WITH_AS(p.decide(f), doctest::Contains("has no unit 0 of window 2 (it holds 2 windows)"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ReplayPolicy("r", {{1}}, {{1, 2}}), doctest::Contains("window 0 has 1 K and 2 first tokens"),
+                       std::invalid_argument);
+  // run_windows tells each copy which window it reads: the same policy over two windows follows both lists.
+  ttt::Model model(test::small_hybrid(), 11, DType::F64);
+  auto [x, y] = test::random_sequence(12, 8);
+  auto [x2, y2] = test::random_sequence(13, 8);
+  const std::vector<int64_t> t1 = x.to_ints(), t2 = x2.to_ints();
+  ReplayPolicy two("replay:y", {{0, 4}, {2, 1}}, {{int(t1[0]), int(t1[4])}, {int(t2[0]), int(t2[4])}});
+  RolloutOptions opt;
+  opt.jobs = 2;
+  std::vector<Episode> eps;
+  run_windows(LayerRollouts(model), {{x, y}, {x2, y2}}, two, opt, 0, &eps);
+  REQUIRE(eps.size() == 2);
+  CHECK((eps[0].units[0].k == 0 && eps[0].units[1].k == 4 && eps[1].units[0].k == 2 && eps[1].units[1].k == 1));
 }

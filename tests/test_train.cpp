@@ -22,6 +22,7 @@
 #include "experiments/journal.h"
 #include "experiments/regime.h"
 #include "experiments/compare.h"
+#include "experiments/replay.h"
 #include "experiments/replicates.h"
 #include "experiments/report.h"
 #include "experiments/result_util.h"
@@ -1422,4 +1423,49 @@ TEST_CASE("paired differences: one per window for sampled windows, one per strea
   }
   CHECK(cli::paired_differences(m, b, false) == std::vector<double>{0.5, 1.0, 1.5, -1.0});
   CHECK(cli::paired_differences(m, b, true) == std::vector<double>{1.0, 0.0});  // stream 0: (0.5 + 1.5) / 2
+}
+
+TEST_CASE("replay: oracle.json files read back as per-window schedules, their mean rounded to a step option") {
+  CHECK(cli::nearest_option(4.5, {0, 1, 2, 4, 8}) == 4);
+  CHECK(cli::nearest_option(3.0, {8, 4, 2, 1, 0}) == 2);  // a tie goes to the smaller, whatever the order
+  CHECK(cli::nearest_option(6.0, {0, 1, 2, 4, 8}) == 4);
+  CHECK(cli::nearest_option(-1.0, {1, 2}) == 1);
+  Scratch t("replay");
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(t.file(name)) << text;
+    return t.file(name);
+  };
+  // Two segments of units of 2 tokens: 5 tokens (4 predictions: 2 units), then 4 (3 predictions: 2, the last padded).
+  const std::string segs = R"("segments": [{"tokens": [1, 2, 3, 4, 5], "unit_tokens": 2}, {"tokens": [6, 7, 8, 9], "unit_tokens": 2}])";
+  const std::string a = write("a.json", "{" + segs + R"(, "per_unit": {"k": [0, 8, 2, 1]}})");
+  const std::string b = write("b.json", "{" + segs + R"(, "per_unit": {"k": [4, 8, 4, 2]}})");
+  cli::Replay one = cli::load_replay(policy::parse_method("replay:" + a), 2, {0, 1, 2, 4, 8});
+  CHECK(one.detail.find("not a policy") != std::string::npos);
+  policy::UnitFeatures f;
+  one.policy->begin_window(1);
+  f.unit = 1;
+  f.first_token = 8;  // the unit's first input token: tokens[2] of segment 1
+  CHECK(one.policy->decide(f) == 1);
+  // The mean of the two files on each unit, rounded to the nearest option: 2 (tie → 2), 8, 3 → 2 (tie), 1.5 → 1.
+  cli::Replay both = cli::load_replay(policy::parse_method("replay:" + a + "+" + b), 2, {0, 1, 2, 4, 8});
+  std::vector<int> ks;
+  for (int w = 0; w < 2; ++w)
+    for (int u = 0; u < 2; ++u) {
+      both.policy->begin_window(w);
+      f.unit = u;
+      f.first_token = -1;
+      ks.push_back(both.policy->decide(f));
+    }
+  CHECK(ks == std::vector<int>{2, 8, 2, 1});
+  auto refused = [](const std::string& name, int64_t unit) {
+    return error_of([&] { cli::load_replay(policy::parse_method(name), unit, {0, 1}); });
+  };
+  CHECK(refused("replay:" + t.file("none.json"), 2).find("none.json: cannot be read") != std::string::npos);
+  CHECK(refused("replay:" + write("c.json", "{oops"), 2).find("c.json: not JSON") != std::string::npos);
+  CHECK(refused("replay:" + write("d.json", R"({"per_unit": {"k": [1]}})"), 2).find("not an oracle.json") != std::string::npos);
+  CHECK(refused("replay:" + a, 4).find("its units are 2 tokens, this comparison's 4") != std::string::npos);
+  CHECK(refused("replay:" + write("e.json", "{" + segs + R"(, "per_unit": {"k": [1, 1, 1]}})"), 2)
+            .find("fewer units than its segments") != std::string::npos);
+  const std::string other = write("f.json", R"({"segments": [{"tokens": [1, 2, 3, 4, 6], "unit_tokens": 2}], "per_unit": {"k": [1, 1]}})");
+  CHECK(refused("replay:" + a + "+" + other, 2).find("are not those of") != std::string::npos);
 }

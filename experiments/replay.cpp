@@ -1,0 +1,90 @@
+#include "experiments/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace ponder::cli {
+namespace replay {
+namespace {
+
+struct Schedule {
+  std::vector<std::vector<int>> k, first;  // per segment, per unit
+};
+
+[[noreturn]] void refuse(const std::string& file, const std::string& why) {
+  throw std::invalid_argument("replay: " + file + ": " + why);
+}
+
+// One oracle.json: its segments cut into units of `unit` tokens (the last padded), each unit's K and first token.
+Schedule read_schedule(const std::string& file, int64_t unit) {
+  std::ifstream in(file);
+  if (!in) refuse(file, "cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    refuse(file, std::string("not JSON (") + e.what() + ")");
+  }
+  if (!j.contains("segments") || !j.contains("per_unit"))
+    refuse(file, "no segments and per_unit: not an oracle.json of `ponder oracle` in streams mode");
+  const std::vector<double> k = j.at("per_unit").at("k").get<std::vector<double>>();
+  Schedule s;
+  size_t at = 0;
+  for (const nlohmann::json& seg : j.at("segments")) {
+    if (seg.at("unit_tokens").get<int64_t>() != unit)
+      refuse(file, "its units are " + seg.at("unit_tokens").dump() + " tokens, this comparison's " + std::to_string(unit));
+    const std::vector<int> tokens = seg.at("tokens").get<std::vector<int>>();
+    const int64_t units = (int64_t(tokens.size()) - 1 + unit - 1) / unit;
+    s.k.emplace_back();
+    s.first.emplace_back();
+    for (int64_t u = 0; u < units; ++u, ++at) {
+      if (at >= k.size()) refuse(file, "per_unit.k has fewer units than its segments");
+      s.k.back().push_back(int(k[at]));
+      s.first.back().push_back(tokens[size_t(u * unit)]);
+    }
+  }
+  if (at != k.size()) refuse(file, "per_unit.k has " + std::to_string(k.size()) + " units, its segments " + std::to_string(at));
+  return s;
+}
+
+}  // namespace
+}  // namespace replay
+
+int nearest_option(double mean, const std::vector<int>& options) {
+  if (options.empty()) throw std::invalid_argument("replay: no step options to round a mean K to");
+  int best = options.front();
+  for (int o : options)
+    if (std::abs(o - mean) < std::abs(best - mean) - 1e-12 || (std::abs(std::abs(o - mean) - std::abs(best - mean)) <= 1e-12 && o < best))
+      best = o;
+  return best;
+}
+
+Replay load_replay(const policy::MethodSpec& m, int64_t unit, const std::vector<int>& options) {
+  using namespace replay;
+  std::vector<Schedule> all;
+  for (const std::string& f : m.files) {
+    all.push_back(read_schedule(f, unit));
+    if (all.back().first != all.front().first)
+      refuse(f, "its segments are not those of " + m.files.front() + " (other text or other cuts)");
+  }
+  Schedule out = all.front();
+  if (all.size() > 1)
+    for (size_t w = 0; w < out.k.size(); ++w)
+      for (size_t u = 0; u < out.k[w].size(); ++u) {
+        double sum = 0;
+        for (const Schedule& s : all) sum += s.k[w][u];
+        out.k[w][u] = nearest_option(sum / double(all.size()), options);
+      }
+  Replay r;
+  r.detail = all.size() == 1 ? "replays the oracle K of " + m.files.front()
+                             : "the step option nearest the mean oracle K of " + std::to_string(all.size()) + " runs";
+  r.detail += " (labels chose them: a diagnostic, not a policy)";
+  r.policy = std::make_unique<policy::ReplayPolicy>(m.name, std::move(out.k), std::move(out.first));
+  return r;
+}
+
+}  // namespace ponder::cli

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Is the oracle's headroom in the text? Each model of a set is compared against its own uniform frontier with the
+# oracle K of every *other* model replayed on it (`replay:<oracle.json>`, policy/methods.h), one at a time and as their
+# consensus (on each unit the step option nearest the others' mean K). Those choices read labels, but another model's,
+# so what they buy on this model is what the text itself says about where steps pay; the model's own oracle beside
+# them is the headroom they are measured against. The oracle.json files come from `ponder oracle` in streams mode on
+# the same segments (the same streams.* settings as passed here), one per model, in the checkpoints' order.
+#
+#   bash scripts/oracle_transfer.sh OUT ORACLE_DIR CKPT_0 CKPT_1 ... [-- --set section.key=value ...]
+#
+# ORACLE_DIR/model-<i>/oracle.json belongs to CKPT_i. Writes OUT/model-<i>/ (report.md, results.json of each
+# comparison, two side by side on one thread each) and OUT/table.md (scripts/oracle_transfer.py). A finished model is
+# kept. docs/method.md §5.6 has the command lines of the runs it reports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ponder=${PONDER:-./build/experiments/ponder}  # PONDER: another binary (e.g. a copy, while rebuilding)
+[ -x "$ponder" ] || { echo "oracle_transfer.sh: $ponder is missing; build first (bash scripts/setup.sh)" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+out=$1 oracles=$2
+shift 2
+ckpts=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do ckpts+=("$1"); shift; done
+[ $# -gt 0 ] && shift
+extra=("$@")
+n=${#ckpts[@]}
+for i in $(seq 0 $((n - 1))); do
+  [ -f "$oracles/model-$i/oracle.json" ] || { echo "oracle_transfer.sh: $oracles/model-$i/oracle.json is missing" >&2; exit 2; }
+done
+mkdir -p "$out"
+
+compare_one() {  # i
+  local i=$1 methods="uniform-0,uniform-1,uniform-2,uniform-4,uniform-8,oracle" others=""
+  for j in $(seq 0 $((n - 1))); do
+    [ "$j" = "$i" ] && continue
+    methods+=",'replay:$oracles/model-$j/oracle.json'"
+    others+="${others:++}$oracles/model-$j/oracle.json"
+  done
+  [ "$n" -gt 2 ] && methods+=",'replay:$others'"
+  [ -f "$out/model-$i/results.json" ] && return 0
+  "$ponder" --threads 1 compare --checkpoint "${ckpts[$i]}" --seeds 1 --out "$out/model-$i" \
+    --set compare.streams=true --set "compare.methods=[$methods]" --set 'compare.frontier_mus=[]' \
+    --set compare.oracle_bisect=0 "${extra[@]}" >"$out/model-$i.log" 2>&1 ||
+    { echo "oracle_transfer.sh: model $i failed ($out/model-$i.log)" >&2; return 1; }
+}
+
+for i in $(seq 0 2 $((n - 1))); do
+  compare_one "$i" &
+  first=$!
+  [ $((i + 1)) -lt "$n" ] && compare_one $((i + 1))
+  wait "$first"
+done
+python3 scripts/oracle_transfer.py "$out" "$n" | tee "$out/table.md"
