@@ -123,6 +123,7 @@ void run(const OracleArgs& a) {
   }
   nlohmann::ordered_json j = provenance(m, ds, a.checkpoint, "ponder oracle");
   j["note"] = "the oracle chooses K using the labels: an upper bound, not a policy";
+  j["mu"] = opt.oracle_mu;  // per_unit's K minimise loss + mu * inner cost / base cost (compare.oracle_mu)
   j["seeds"] = opt.seeds;
   j["windows_per_seed"] = opt.windows_per_seed;
   j["units"] = units;

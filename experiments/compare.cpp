@@ -153,10 +153,11 @@ const policy::MethodSpec* first_oracle(const CompareOptions& opt) {
   return nullptr;
 }
 
-// The cell a frontier point belongs to: μ = 0 is the greedy oracle's seed-0 run when the oracle is compared.
+// The cell a frontier point belongs to: μ = compare.oracle_mu (0, the greedy oracle, by default) is the oracle's
+// seed-0 run when the oracle is compared.
 std::string frontier_cell(const CompareOptions& opt, double mu) {
   const policy::MethodSpec* oracle = first_oracle(opt);
-  return mu == 0 && oracle ? run_key(oracle->name, 0) : frontier_key(mu);
+  return mu == opt.oracle_mu && oracle ? run_key(oracle->name, 0) : frontier_key(mu);
 }
 
 // Whether this process computes `cell` (compare_cells names it).
@@ -217,8 +218,8 @@ FrontierPoint frontier_point(const policy::Rollouts& ro, const EvalSet& set, con
   const std::string key = frontier_key(mu);
   if (const nlohmann::json* rec = jr.find(key)) return rec->get<FrontierPoint>();
   FrontierPoint p;
-  if (mu == 0 && greedy) {  // μ = 0 is the greedy oracle itself, already run on these windows as a method
-    p = {0.0, greedy->bpb, greedy->inner_per_token, greedy->base_per_token, greedy->mean_k, greedy->window_bpb};
+  if (mu == opt.oracle_mu && greedy) {  // the oracle itself, already run on these windows as a method
+    p = {mu, greedy->bpb, greedy->inner_per_token, greedy->base_per_token, greedy->mean_k, greedy->window_bpb};
   } else {
     const std::vector<Episode> eps = oracle_episodes(ro, set, opt, mu, {});
     const SeedResult s = summarise(0, eps, set, 0);
@@ -396,7 +397,7 @@ void repeat_oracle_seed(MethodResult& o, int s, OracleUnits& u) {
 // The oracle on every window, with its K and the difficulty scores it saw per unit (for the oracle analysis).
 std::vector<Episode> run_oracle_set(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
                                     OracleUnits& units, const policy::WindowProgress& progress) {
-  std::vector<Episode> eps = oracle_episodes(ro, set, opt, 0.0, progress);
+  std::vector<Episode> eps = oracle_episodes(ro, set, opt, opt.oracle_mu, progress);
   const int64_t unit = ro.model().config().mini_batch * opt.rollout.unit_batches;
   for (size_t i = 0; i < eps.size(); ++i) {
     const std::vector<int64_t> ids = set.windows[i].first.to_ints();

@@ -51,6 +51,9 @@ struct CompareOptions {
   // policy meets a state carried as far as the one it is evaluated on (calibration_windows below).
   std::string calibrate_from = "windows";
   int64_t oracle_lookahead = 1;    // units after the decision that the oracle's objective includes
+  // The μ of the method `oracle` (its objective: loss + μ·inner cost / base cost). 0: the greedy oracle; larger
+  // values make it spend less (the frontier's sweep shows how much), e.g. about a budget, for a replay at it.
+  double oracle_mu = 0;
   // What the heuristics are calibrated to match: "inner" — uniform-<budget_k>'s inner FLOPs per token; "total" — its
   // total FLOPs, so a heuristic's own overhead (its features, its probes) comes out of its inner budget.
   std::string calibrate_on = "total";

@@ -253,6 +253,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get_step("high", c.high);
   s.get("calib_windows", c.calib_windows);
   s.get("oracle_lookahead", c.oracle_lookahead);
+  s.get("oracle_mu", c.oracle_mu);
   int64_t lookahead_k = c.rollout.oracle_lookahead_k;
   s.get_step("oracle_lookahead_k", lookahead_k);
   c.rollout.oracle_lookahead_k = int(lookahead_k);
@@ -430,6 +431,8 @@ void check(const RunConfig& c) {
   for (int o : k.step_options) need(o >= 0, "compare.step_options must be >= 0, got " + std::to_string(o));
   need(k.low >= 0 && k.high > k.low, "compare.high must exceed compare.low");
   need(k.oracle_lookahead >= 0, "compare.oracle_lookahead must be >= 0");
+  need(std::isfinite(k.oracle_mu) && k.oracle_mu >= 0, "compare.oracle_mu must be finite and >= 0, got " +
+       std::to_string(k.oracle_mu));
   need(k.oracle_bisect >= 0 && k.oracle_bisect <= 20, "compare.oracle_bisect must lie in 0..20, got " +
        std::to_string(k.oracle_bisect));
   need(std::isfinite(k.criteria.control_headroom) && k.criteria.control_headroom >= 0,

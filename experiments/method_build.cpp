@@ -6,6 +6,7 @@
 #include <string>
 
 #include "experiments/replay.h"
+#include "experiments/result_util.h"
 
 namespace ponder::cli {
 namespace {
@@ -123,7 +124,8 @@ BuiltMethod build_method(const MethodSpec& m, const policy::Rollouts& ro, const 
       break;
     }
     case policy::MethodFamily::Oracle:
-      out.result.detail = "greedy, lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
+      out.result.detail = (opt.oracle_mu == 0 ? std::string("greedy") : "mu " + fmt("%g", opt.oracle_mu)) +
+                          ", lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
       if (opt.rollout.oracle_lookahead_k > 0)
         out.result.detail += ", " + std::to_string(opt.rollout.oracle_lookahead_k) + " step(s) on each";
       break;

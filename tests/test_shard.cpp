@@ -95,6 +95,10 @@ TEST_CASE("the cells of a comparison: the oracle by seed, other methods whole, t
                                                             "frontier mu 0.1", "frontier mu 0.5"});
   opt.streams = true;  // the later seeds repeat seed 0
   CHECK(cli::compare_cells(opt).size() == 5);
+  opt.oracle_mu = 0.1;  // the frontier's point at μ 0.1 is now the oracle's run, and μ = 0 a cell of its own
+  CHECK(cli::compare_cells(opt) == std::vector<std::string>{"run oracle seed 0", "method uniform-1", "method random",
+                                                            "frontier mu 0.0", "frontier mu 0.5"});
+  opt.oracle_mu = 0;
   opt.methods = policy::parse_methods({"uniform-1"});  // no oracle: no frontier to search (each point is an oracle pass)
   CHECK(cli::compare_cells(opt) == std::vector<std::string>{"method uniform-1"});
 }

@@ -994,6 +994,19 @@ TEST_CASE("streams mode: the oracle's units count once however many seeds repeat
   CHECK(a.score_corr.at(0).second.rho == doctest::Approx(once.rho));
   CHECK(a.score_corr.at(0).second.p_value == doctest::Approx(once.p_value));
   if (std::abs(once.rho) > 1e-6) CHECK(thrice.p_value < once.p_value);
+
+  // compare.oracle_mu: the oracle trades loss against inner cost; a large μ spends less, and the frontier's point at
+  // that μ is the oracle's own run.
+  opt.seeds = 1;
+  opt.oracle_mu = 5.0;
+  opt.frontier_mus = {0.0, 5.0};
+  const cli::CompareResult thrifty = cli::run_compare(model, ds.valid, ds.test, opt, {}, nullptr, &ds.test_streams);
+  const cli::MethodResult &o0 = *cli::find(r, "oracle"), &o5 = *cli::find(thrifty, "oracle");
+  CHECK(o5.seeds[0].mean_k < o0.seeds[0].mean_k);
+  CHECK(o5.detail.find("mu 5") == 0);
+  REQUIRE(thrifty.frontier.size() == 2);
+  CHECK(thrifty.frontier[0].bpb == doctest::Approx(o0.seeds[0].bpb));  // μ = 0: the greedy oracle, run for the frontier
+  CHECK((thrifty.frontier[1].mu == 5.0 && thrifty.frontier[1].bpb == o5.seeds[0].bpb));
 }
 
 TEST_CASE("compare.calibrate_from streams: heuristics calibrate on the validation streams' segments, cut as the scored "
