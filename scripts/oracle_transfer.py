@@ -1,21 +1,37 @@
 #!/usr/bin/env python3
 """The table of scripts/oracle_transfer.sh: on each model, the distance to its uniform frontier (bits/byte at the
 method's own FLOPs; negative = better than uniform at equal compute) of its own oracle, of every other model's oracle
-choices replayed on it, and of their consensus; then, over the models, how much of the own oracle's gain the others'
+choices replayed on it, of their consensus and of the consensus shuffled within segments; then, over the models, how much of the own oracle's gain the others'
 choices recover.
 
     python3 scripts/oracle_transfer.py OUT N_MODELS
 """
 import json
 import os
+import random
 import sys
+
+
+def bootstrap_ci(d, reps=10000, seed=0):
+    """95 % percentile interval of the mean of `d` over resamples of its entries."""
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(d) for _ in d) / len(d) for _ in range(reps))
+    return means[int(0.025 * reps)], means[int(0.975 * reps) - 1]
+
+
+def placement(cons, null):
+    """bits/byte of the consensus less its shuffle, per stream (they spend the same FLOPs: the same K on each
+    segment), as (mean, (lo, hi))."""
+    a, b = cons["seeds"][0]["window_bpb"], null["seeds"][0]["window_bpb"]
+    d = [x - y for x, y in zip(a, b)]
+    return sum(d) / len(d), bootstrap_ci(d)
 
 
 def main():
     if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
         sys.exit(__doc__)
     out, n = sys.argv[1], int(sys.argv[2])
-    rows, own, single, consensus = [], [], [], []
+    rows, own, single, consensus, shuffled, placed = [], [], [], [], [], []
     for i in range(n):
         path = os.path.join(out, f"model-{i}", "results.json")
         try:
@@ -32,20 +48,31 @@ def main():
         o = delta(by["oracle"])
         own.append(o[0])
         reps = [m for m in j["methods"] if m["kind"] == "replay"]
-        singles = [m for m in reps if "+" not in m["name"]]
+        nulls = [m for m in reps if m["name"].endswith("consensus_shuffled.json")]
+        singles = [m for m in reps if "+" not in m["name"] and m not in nulls]
         cons = [m for m in reps if "+" in m["name"]]
         s = [delta(m)[0] for m in singles]
         single.append(s)
         c = delta(cons[0]) if cons else None
+        z = delta(nulls[0]) if nulls else None
+        pl = placement(cons[0], nulls[0]) if cons and nulls else None
+        if pl:
+            placed.append(pl[0])
         if c:
             consensus.append(c[0])
-        rows.append((i, o, s, c))
+        if z:
+            shuffled.append(z[0])
+        rows.append((i, o, s, c, z, pl))
     print("Δ bits/byte against each model's uniform frontier at the method's own FLOPs (95 % interval over streams)\n")
-    print("| model | own oracle | each other model's oracle replayed | their consensus replayed |\n|---|---|---|---|")
-    for i, o, s, c in rows:
-        cs = f"{c[0]:+.4f} [{c[1][0]:+.4f}, {c[1][1]:+.4f}]" if c else "—"
-        print(f"| {i} | {o[0]:+.4f} [{o[1][0]:+.4f}, {o[1][1]:+.4f}] | {min(s):+.4f} to {max(s):+.4f} "
-              f"(mean {sum(s) / len(s):+.4f}) | {cs} |")
+    print("| model | own oracle | each other model's oracle replayed | their consensus replayed | the consensus "
+          "shuffled within segments | placement: consensus − shuffled (same FLOPs) |\n|---|---|---|---|---|---|")
+
+    def ci(x):
+        return f"{x[0]:+.4f} [{x[1][0]:+.4f}, {x[1][1]:+.4f}]" if x else "—"
+
+    for i, o, s, c, z, pl in rows:
+        print(f"| {i} | {ci(o)} | {min(s):+.4f} to {max(s):+.4f} (mean {sum(s) / len(s):+.4f}) | {ci(c)} | {ci(z)} | "
+              f"{ci(pl)} |")
     mean_own = sum(own) / n
     mean_single = sum(sum(s) / len(s) for s in single) / n
     print(f"\nOver the {n} models: own oracle {mean_own:+.4f}; another model's oracle {mean_single:+.4f} "
@@ -53,6 +80,11 @@ def main():
     if consensus:
         mean_cons = sum(consensus) / len(consensus)
         print(f"; the others' consensus {mean_cons:+.4f} (recovering {100 * mean_cons / mean_own:.0f} %)", end="")
+    if shuffled:
+        print(f"; shuffled within segments {sum(shuffled) / len(shuffled):+.4f}", end="")
+    if placed:
+        print(f"; placement {sum(placed) / len(placed):+.4f} bits/byte at equal FLOPs (below 0 on "
+              f"{sum(1 for x in placed if x < 0)} of {len(placed)} models)", end="")
     print()
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Is the oracle's headroom in the text? Each model of a set is compared against its own uniform frontier with the
 # oracle K of every *other* model replayed on it (`replay:<oracle.json>`, policy/methods.h), one at a time and as their
-# consensus (on each unit the step option nearest the others' mean K). Those choices read labels, but another model's,
+# consensus (on each unit the step option nearest the others' mean K), and the consensus's K permuted within each
+# segment (the placement null: the same steps in random places). Those choices read labels, but another model's,
 # so what they buy on this model is what the text itself says about where steps pay; the model's own oracle beside
 # them is the headroom they are measured against. The oracle.json files come from `ponder oracle` in streams mode on
 # the same segments (the same streams.* settings as passed here), one per model, in the checkpoints' order.
@@ -35,8 +36,14 @@ compare_one() {  # i
     methods+=",'replay:$oracles/model-$j/oracle.json'"
     others+="${others:++}$oracles/model-$j/oracle.json"
   done
-  [ "$n" -gt 2 ] && methods+=",'replay:$others'"
   [ -f "$out/model-$i/results.json" ] && return 0
+  if [ "$n" -gt 2 ]; then
+    methods+=",'replay:$others'"
+    # the placement null: the consensus's K permuted within each segment (scripts/oracle_consensus.py)
+    mkdir -p "$out/model-$i"
+    python3 scripts/oracle_consensus.py "$out/model-$i/consensus_shuffled.json" --shuffle "$i" ${others//+/ }
+    methods+=",'replay:$out/model-$i/consensus_shuffled.json'"
+  fi
   "$ponder" --threads 1 compare --checkpoint "${ckpts[$i]}" --seeds 1 --out "$out/model-$i" \
     --set compare.streams=true --set "compare.methods=[$methods]" --set 'compare.frontier_mus=[]' \
     --set compare.oracle_bisect=0 "${extra[@]}" >"$out/model-$i.log" 2>&1 ||

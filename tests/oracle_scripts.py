@@ -3,6 +3,7 @@
 whose answers are known by hand: kappa, the block-shuffled control, Spearman's rho, and each causal feature of a
 small segment, including that no feature reads the unit it describes.
 Usage: oracle_scripts.py SOURCE_ROOT"""
+import json
 import os
 import random
 import sys
@@ -74,6 +75,19 @@ rows2 = oracle_features.segment_features(changed)
 causal = ["position", "scored", "indent", "line_start", "match", "prev_copy"]
 check(all(rows2[2][f] == rows[2][f] for f in causal), "unit 2's causal features read tokens[0 .. 8] only")
 check(rows2[2]["own_copy"] != rows[2]["own_copy"], "own_copy reads the unit itself (a diagnostic, not a feature)")
+# scripts/oracle_consensus.py: the step option nearest the mean, ties to the smaller (as replay:A+B does); a shuffle
+# permutes within each segment only.
+import oracle_consensus  # noqa: E402
+check(oracle_consensus.nearest(3.0, [8, 4, 2, 1, 0]) == 2 and oracle_consensus.nearest(4.5, [0, 1, 2, 4, 8]) == 4,
+      "nearest option: ties to the smaller")
+segs = [{"tokens": [1, 2, 3, 4, 5], "unit_tokens": 2}, {"tokens": [6, 7, 8, 9, 10, 11, 12], "unit_tokens": 2}]
+runs = [{"segments": segs, "k_options": [0, 1, 2, 4, 8], "per_unit": {"k": k}}
+        for k in ([0, 8, 2, 1, 4], [4, 8, 4, 2, 4])]
+check(oracle_consensus.consensus(runs) == [2, 8, 2, 1, 4], "consensus: 2 (tie), 8, 3 -> 2, 1.5 -> 1, 4")
+check(oracle_consensus.units_per_segment(runs[0]) == [2, 3], "units per segment: 4 predictions -> 2, 6 -> 3")
+sh = oracle_consensus.shuffled(list(range(5)), [2, 3], 1)
+check(sorted(sh[:2]) == [0, 1] and sorted(sh[2:]) == [2, 3, 4], "shuffled within segments only: " + str(sh))
+
 # The hidden-state fit (numpy): ridge with its penalty chosen within the fitted half ranks K that is linear in one
 # of 50 columns (the rest noise) almost perfectly on the other half, and finds nothing in K unrelated to them, or in K
 # shuffled within its segments; hidden_matrix reads the rows `ponder oracle --hidden-k` writes and refuses a file
@@ -105,4 +119,35 @@ with tempfile.TemporaryDirectory() as d:
         check(False, "a hidden.f32 shorter than oracle.json says is refused")
     except SystemExit as e:
         check("12 values where oracle.json says 4 x 4" in str(e), "the refusal names the sizes: " + str(e))
+# scripts/oracle_transfer.py on hand-made results: per model its own oracle, the others' replays, their consensus and
+# the shuffled null, and the means over models with the share of the own oracle's gain recovered.
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import oracle_transfer  # noqa: E402
+
+
+def method(name, kind, mean):
+    return {"name": name, "kind": kind, "seeds": [{"mean_k": 2.0, "window_bpb": [3.0 + mean, 3.1 + mean]}],
+            "frontier_delta": {"mean": mean, "ci": [mean - 1e-3, mean + 1e-3]}}
+
+
+with tempfile.TemporaryDirectory() as d:
+    for i, (own, others, cons, null) in enumerate([(-0.04, [-0.01, -0.03], -0.02, 0.01), (-0.02, [0.0, -0.02], -0.01, 0.03)]):
+        os.makedirs(os.path.join(d, f"model-{i}"))
+        ms = [method("uniform-1", "uniform", 0.0), method("oracle", "oracle", own)]
+        ms += [method(f"replay:o{j}.json", "replay", v) for j, v in enumerate(others)]
+        ms += [method("replay:o0.json+o1.json", "replay", cons), method(f"replay:{d}/consensus_shuffled.json", "replay", null)]
+        with open(os.path.join(d, f"model-{i}", "results.json"), "w") as f:
+            json.dump({"methods": ms}, f)
+    sys.argv = ["oracle_transfer.py", d, "2"]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        oracle_transfer.main()
+    text = buf.getvalue()
+    check("| 0 | -0.0400 [-0.0410, -0.0390] | -0.0300 to -0.0100 (mean -0.0200) | -0.0200" in text,
+          "a model's row: own oracle, the others' range and mean, the consensus: " + text[:600])
+    check("own oracle -0.0300; another model's oracle -0.0150 (recovering 50 %" in text and
+          "the others' consensus -0.0150 (recovering 50 %); shuffled within segments +0.0200; placement -0.0350 "
+          "bits/byte at equal FLOPs (below 0 on 2 of 2 models)" in text,
+          "the means over models: " + text[-400:])
 finish()
