@@ -19,6 +19,7 @@
 #include "experiments/adapt_models.h"
 #include "experiments/config.h"
 #include "experiments/device.h"
+#include "experiments/frontier.h"
 #include "experiments/journal.h"
 #include "experiments/regime.h"
 #include "experiments/compare.h"
@@ -1481,4 +1482,29 @@ TEST_CASE("replay: oracle.json files read back as per-window schedules, their me
             .find("fewer units than its segments") != std::string::npos);
   const std::string other = write("f.json", R"({"segments": [{"tokens": [1, 2, 3, 4, 6], "unit_tokens": 2}], "per_unit": {"k": [1, 1]}})");
   CHECK(refused("replay:" + a + "+" + other, 2).find("are not those of") != std::string::npos);
+}
+
+TEST_CASE("the distance to the uniform frontier: interpolated at the method's FLOPs, the curve's end beyond it, and a "
+          "note where the curve is the line from uniform-0") {
+  const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, one = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5},
+                            two = {2.9, 3.0, 3.1, 3.2, 3.3, 3.4}, four = {3.5, 3.6, 3.7, 3.8, 3.9, 4.0},
+                            mid = {3.4, 3.5, 3.6, 3.7, 3.8, 3.9};
+  cli::CompareResult r = hand_result({{"uniform-0", zero}, {"uniform-1", one}, {"uniform-2", two}, {"uniform-4", four},
+                                      {"random", mid}}, false);
+  cli::MethodResult& m = *std::find_if(r.methods.begin(), r.methods.end(), [](const auto& x) { return x.name == "random"; });
+  for (cli::SeedResult& s : m.seeds) s.inner_per_token = 0.5e5;  // halfway from uniform-0 to uniform-1
+  cli::FrontierDelta f = cli::frontier_delta(r, m, false);
+  CHECK((f.lower == "uniform-0" && f.upper == "uniform-1" && !f.outside));
+  CHECK(f.weight == doctest::Approx(0.5));
+  CHECK(f.mean == doctest::Approx(-0.1));  // 3.4 + 0.1 i against the line's 3.5 + 0.1 i
+  std::string md = cli::frontier_markdown(r, false);
+  CHECK(md.find("uniform-0 – uniform-1 (*)") != std::string::npos);
+  CHECK(md.find("(*) Spends less than uniform-1") != std::string::npos);
+  for (cli::SeedResult& s : m.seeds) s.inner_per_token = 5e5;  // beyond uniform-4; uniform-4 is off the curve
+  f = cli::frontier_delta(r, m, false);
+  CHECK((f.lower == "uniform-2" && f.upper == "uniform-2" && f.outside));
+  CHECK(f.mean == doctest::Approx(0.5));  // compared with uniform-2, the curve's end
+  md = cli::frontier_markdown(r, false);
+  CHECK(md.find("(beyond the curve's end: compared with it)") != std::string::npos);
+  CHECK(md.find("(*)") == std::string::npos);
 }
