@@ -19,18 +19,7 @@ struct Schedule {
   throw std::invalid_argument("replay: " + file + ": " + why);
 }
 
-// One oracle.json: its segments cut into units of `unit` tokens (the last padded), each unit's K and first token.
-Schedule read_schedule(const std::string& file, int64_t unit) {
-  std::ifstream in(file);
-  if (!in) refuse(file, "cannot be read");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    refuse(file, std::string("not JSON (") + e.what() + ")");
-  }
-  if (!j.contains("segments") || !j.contains("per_unit"))
-    refuse(file, "no segments and per_unit: not an oracle.json of `ponder oracle` in streams mode");
+Schedule schedule_of(const nlohmann::json& j, int64_t unit, const std::string& file) {
   const std::vector<double> k = j.at("per_unit").at("k").get<std::vector<double>>();
   Schedule s;
   size_t at = 0;
@@ -43,6 +32,8 @@ Schedule read_schedule(const std::string& file, int64_t unit) {
     s.first.emplace_back();
     for (int64_t u = 0; u < units; ++u, ++at) {
       if (at >= k.size()) refuse(file, "per_unit.k has fewer units than its segments");
+      if (!(k[at] >= 0 && k[at] <= 1000 && k[at] == std::floor(k[at])))
+        refuse(file, "per_unit.k[" + std::to_string(at) + "] is " + nlohmann::json(k[at]).dump() + ", not a step count");
       s.k.back().push_back(int(k[at]));
       s.first.back().push_back(tokens[size_t(u * unit)]);
     }
@@ -51,15 +42,35 @@ Schedule read_schedule(const std::string& file, int64_t unit) {
   return s;
 }
 
+// One oracle.json: its segments cut into units of `unit` tokens (the last padded), each unit's K and first token.
+Schedule read_schedule(const std::string& file, int64_t unit) {
+  std::ifstream in(file);
+  if (!in) refuse(file, "cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    refuse(file, std::string("not JSON (") + e.what() + ")");
+  }
+  if (!j.contains("segments") || !j.contains("per_unit"))
+    refuse(file, "no segments and per_unit: not an oracle.json of `ponder oracle` in streams mode");
+  try {
+    return schedule_of(j, unit, file);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    refuse(file, std::string("not an oracle.json of `ponder oracle` (") + e.what() + ")");
+  }
+}
+
 }  // namespace
 }  // namespace replay
 
 int nearest_option(double mean, const std::vector<int>& options) {
   if (options.empty()) throw std::invalid_argument("replay: no step options to round a mean K to");
   int best = options.front();
-  for (int o : options)
-    if (std::abs(o - mean) < std::abs(best - mean) - 1e-12 || (std::abs(std::abs(o - mean) - std::abs(best - mean)) <= 1e-12 && o < best))
-      best = o;
+  for (int o : options) {
+    const double d = std::abs(o - mean), d_best = std::abs(best - mean);
+    if (d < d_best - 1e-12 || (d <= d_best + 1e-12 && o < best)) best = o;
+  }
   return best;
 }
 

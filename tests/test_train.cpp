@@ -1480,6 +1480,10 @@ TEST_CASE("replay: oracle.json files read back as per-window schedules, their me
   CHECK(refused("replay:" + a, 4).find("its units are 2 tokens, this comparison's 4") != std::string::npos);
   CHECK(refused("replay:" + write("e.json", "{" + segs + R"(, "per_unit": {"k": [1, 1, 1]}})"), 2)
             .find("fewer units than its segments") != std::string::npos);
+  CHECK(refused("replay:" + write("g.json", "{" + segs + R"(, "per_unit": {"k": [1, -1, 1, 1]}})"), 2)
+            .find("per_unit.k[1] is -1.0, not a step count") != std::string::npos);
+  CHECK(refused("replay:" + write("h.json", "{" + segs + R"(, "per_unit": {"k": "all"}})"), 2)
+            .find("h.json: not an oracle.json of `ponder oracle` (") != std::string::npos);
   const std::string other = write("f.json", R"({"segments": [{"tokens": [1, 2, 3, 4, 6], "unit_tokens": 2}], "per_unit": {"k": [1, 1]}})");
   CHECK(refused("replay:" + a + "+" + other, 2).find("are not those of") != std::string::npos);
 }
