@@ -44,10 +44,13 @@ compare_one() {  # i
     python3 scripts/oracle_consensus.py "$out/model-$i/consensus_shuffled.json" --shuffle "$i" ${others//+/ }
     methods+=",'replay:$out/model-$i/consensus_shuffled.json'"
   fi
+  echo "oracle_transfer.sh: model $i of $n: comparing (progress in $out/model-$i.log)" >&2
+  local t0=$SECONDS
   "$ponder" --threads 1 compare --checkpoint "${ckpts[$i]}" --seeds 1 --out "$out/model-$i" \
     --set compare.streams=true --set "compare.methods=[$methods]" --set 'compare.frontier_mus=[]' \
     --set compare.oracle_bisect=0 "${extra[@]}" >"$out/model-$i.log" 2>&1 ||
     { echo "oracle_transfer.sh: model $i failed ($out/model-$i.log)" >&2; return 1; }
+  echo "oracle_transfer.sh: model $i done in $((SECONDS - t0)) s" >&2
 }
 
 for i in $(seq 0 2 $((n - 1))); do
