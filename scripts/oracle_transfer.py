@@ -75,11 +75,15 @@ def main():
               f"{ci(pl)} |")
     mean_own = sum(own) / n
     mean_single = sum(sum(s) / len(s) for s in single) / n
-    print(f"\nOver the {n} models: own oracle {mean_own:+.4f}; another model's oracle {mean_single:+.4f} "
-          f"(recovering {100 * mean_single / mean_own:.0f} % of the own oracle's gain; below 0: a loss)", end="")
+    def share(x):  # of the own oracle's gain; meaningless when the own oracle does not beat uniform
+        return f" (recovering {100 * x / mean_own:.0f} % of the own oracle's gain; below 0: a loss)" if mean_own < 0 else ""
+
+    print(f"\nOver the {n} models: own oracle {mean_own:+.4f}" +
+          ("" if mean_own < 0 else " (no better than uniform here: no gain to recover)") +
+          f"; another model's oracle {mean_single:+.4f}{share(mean_single)}", end="")
     if consensus:
         mean_cons = sum(consensus) / len(consensus)
-        print(f"; the others' consensus {mean_cons:+.4f} (recovering {100 * mean_cons / mean_own:.0f} %)", end="")
+        print(f"; the others' consensus {mean_cons:+.4f}{share(mean_cons)}", end="")
     if shuffled:
         print(f"; shuffled within segments {sum(shuffled) / len(shuffled):+.4f}", end="")
     if placed:

@@ -147,7 +147,8 @@ with tempfile.TemporaryDirectory() as d:
     check("| 0 | -0.0400 [-0.0410, -0.0390] | -0.0300 to -0.0100 (mean -0.0200) | -0.0200" in text,
           "a model's row: own oracle, the others' range and mean, the consensus: " + text[:600])
     check("own oracle -0.0300; another model's oracle -0.0150 (recovering 50 %" in text and
-          "the others' consensus -0.0150 (recovering 50 %); shuffled within segments +0.0200; placement -0.0350 "
+          "the others' consensus -0.0150 (recovering 50 % of the own oracle's gain; below 0: a loss); shuffled within "
+          "segments +0.0200; placement -0.0350 "
           "bits/byte at equal FLOPs (below 0 on 2 of 2 models)" in text,
           "the means over models: " + text[-400:])
 finish()
