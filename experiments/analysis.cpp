@@ -108,9 +108,13 @@ std::vector<Comparison> paired_comparisons(const CompareResult& r, const MethodR
     cmp.push_back(c);
   }
   std::vector<double> ps;
-  for (const Comparison& c : cmp) ps.push_back(std::isfinite(c.t_p) ? c.t_p : 1.0);
-  if (ps.empty()) return cmp;
-  const std::vector<double> holm = stats::holm(ps), bonf = stats::bonferroni(ps);
+  std::vector<int> family;
+  for (const Comparison& c : cmp) {
+    ps.push_back(std::isfinite(c.t_p) ? c.t_p : 1.0);
+    family.push_back(test_family(*find(r, c.method)));
+  }
+  const std::vector<double> holm = stats::within_families(ps, family, stats::holm),
+                            bonf = stats::within_families(ps, family, stats::bonferroni);
   for (size_t i = 0; i < cmp.size(); ++i) {
     cmp[i].holm = holm[i];
     cmp[i].bonferroni = bonf[i];

@@ -21,7 +21,8 @@ struct Comparison {
   int64_t w_n = 0;       // Wilcoxon: differences left after dropping zeros
   bool w_exact = false;  // Wilcoxon: exact distribution (else normal approximation)
 };
-// Every method that is neither uniform nor the oracle, with Holm and Bonferroni corrections across them.
+// Every method that is neither uniform nor the oracle, with Holm and Bonferroni corrections within two families:
+// the policies, and the methods that read labels (replays).
 std::vector<Comparison> paired_comparisons(const CompareResult& r, const MethodResult& base, bool streams);
 
 // The oracle's headroom at a budget (the total FLOPs per token of a baseline, uniform-<budget_k>): the best

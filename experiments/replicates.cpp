@@ -107,6 +107,7 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
     if (!find(r, s.baseline))
       throw std::invalid_argument("replicates: " + s.baseline + " did not run on every model (add it to compare.methods)");
   std::vector<double> p_values;
+  std::vector<int> family;  // Holm within each test_family
   for (const MethodResult& m0 : runs.front().methods) {
     if (m0.kind == "oracle" || m0.name == s.baseline) continue;
     std::vector<std::vector<double>> diffs;
@@ -124,9 +125,12 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
     s.rows.push_back(row_from(m0.name, diffs, ratios));
     s.rows.back().calibration_missed = missed;
     if (m0.kind != "uniform") add_frontier(runs, opt.streams, s.rows.back());
-    if (std::isfinite(s.rows.back().p)) p_values.push_back(s.rows.back().p);
+    if (std::isfinite(s.rows.back().p)) {
+      p_values.push_back(s.rows.back().p);
+      family.push_back(test_family(m0));
+    }
   }
-  const std::vector<double> holm = p_values.empty() ? std::vector<double>{} : stats::holm(p_values);
+  const std::vector<double> holm = stats::within_families(p_values, family, stats::holm);
   size_t i = 0;
   for (ReplicateRow& row : s.rows)
     if (std::isfinite(row.p)) row.p_holm = holm[i++];
@@ -174,7 +178,7 @@ std::string replicates_markdown(const ReplicateSummary& s) {
         "model: Δ is bits/byte against " << s.baseline
      << " paired by document (" << s.documents << " per model), averaged per model, then over models; the 95% CI "
         "resamples models, then documents inside each (hierarchical bootstrap); p is a paired t-test over the "
-        "per-model means (Holm over methods); MDE is the |Δ| that test detects with 80% power at α 0.05 with "
+        "per-model means (Holm within the policies, the uniform schedules and the replays, each a family); MDE is the |Δ| that test detects with 80% power at α 0.05 with "
      << n << " models. The last column compares each method with the uniform frontier interpolated at its own "
         "total FLOPs (experiments/frontier.h), per model and then over models the same way.\n\n| method | Δ bpb vs "
      << s.baseline << " [95% CI] | per model | p (Holm) | MDE | FLOPs vs " << s.baseline

@@ -43,6 +43,11 @@ inline std::string scored_label(const CompareResult& r, const CompareOptions& op
 // measured beside the policies but never stand for one (the success criteria, "the best method").
 inline bool reads_labels(const MethodResult& m) { return m.kind == "oracle" || m.kind == "replay"; }
 
+// The family a method's test against the baseline is corrected in (Holm, Bonferroni): the policies, which the
+// report's answer rests on; the uniform schedules; the methods that read labels. Adding replays or more uniform
+// schedules to a comparison so never weakens the policies' corrected p-values.
+inline int test_family(const MethodResult& m) { return reads_labels(m) ? 2 : m.kind == "uniform" ? 1 : 0; }
+
 inline const MethodResult* find(const CompareResult& r, const std::string& name) {
   for (const MethodResult& m : r.methods)
     if (m.name == name) return &m;

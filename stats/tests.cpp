@@ -156,6 +156,29 @@ std::vector<double> holm(const std::vector<double>& p_values) {
   return out;
 }
 
+std::vector<double> within_families(const std::vector<double>& p_values, const std::vector<int>& family,
+                                    std::vector<double> (*correct)(const std::vector<double>&)) {
+  if (family.size() != p_values.size())
+    throw std::invalid_argument("within_families: " + std::to_string(p_values.size()) + " p-values but " +
+                                std::to_string(family.size()) + " family labels");
+  std::vector<double> out(p_values.size());
+  std::vector<bool> done(p_values.size(), false);
+  for (size_t i = 0; i < p_values.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<size_t> idx;
+    std::vector<double> ps;
+    for (size_t j = i; j < p_values.size(); ++j)
+      if (family[j] == family[i]) {
+        idx.push_back(j);
+        ps.push_back(p_values[j]);
+        done[j] = true;
+      }
+    const std::vector<double> adj = correct(ps);
+    for (size_t k = 0; k < idx.size(); ++k) out[idx[k]] = adj[k];
+  }
+  return out;
+}
+
 double cohens_d(const std::vector<double>& x, const std::vector<double>& y) {
   const double sp = pooled_sd(x, y, "cohens_d");
   return (mean(x) - mean(y)) / sp;

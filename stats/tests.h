@@ -54,6 +54,9 @@ Wilcoxon wilcoxon_signed_rank(const std::vector<double>& a, const std::vector<do
 // p-values must be in [0, 1]; NaN is rejected.
 std::vector<double> bonferroni(const std::vector<double>& p_values);
 std::vector<double> holm(const std::vector<double>& p_values);
+// Either correction applied within each family separately: family[i] names the family of p_values[i].
+std::vector<double> within_families(const std::vector<double>& p_values, const std::vector<int>& family,
+                                    std::vector<double> (*correct)(const std::vector<double>&));
 
 // Effect sizes (docs/rl_stats.md §8.4). Cohen's d of independent samples: (x̄ - ȳ)/s_p with the pooled sd
 // s_p = sqrt(((n_x-1)s_x² + (n_y-1)s_y²)/(n_x+n_y-2)); each sample needs >= 2 values.

@@ -311,6 +311,17 @@ TEST_CASE("§9.9 Bonferroni and Holm corrections") {
   CHECK(error_of([] { bonferroni({}); }).find("empty") != std::string::npos);
 }
 
+TEST_CASE("corrections within families: each family corrected alone, results in input order") {
+  // Families 0: {.04, .01} and 1: {.03, .02, .5}, interleaved.
+  const std::vector<double> p = {.04, .03, .01, .02, .5};
+  const std::vector<int> fam = {0, 1, 0, 1, 1};
+  check_close(within_families(p, fam, holm), {0.04, 0.06, 0.02, 0.06, 0.5});
+  check_close(within_families(p, fam, bonferroni), {0.08, 0.09, 0.02, 0.06, 1.0});
+  check_close(within_families(p, {0, 0, 0, 0, 0}, holm), holm(p));
+  CHECK(within_families({}, {}, holm).empty());
+  CHECK(error_of([] { within_families({0.1}, {0, 1}, holm); }).find("1 p-values but 2 family labels") != std::string::npos);
+}
+
 TEST_CASE("§9.9 effect sizes") {
   check_close(cohens_d({1, 2, 3, 4, 5}, {3, 4, 5, 6, 7}), -1.264911064);
   check_close(hedges_g({1, 2, 3, 4, 5}, {3, 4, 5, 6, 7}), -1.142500316);

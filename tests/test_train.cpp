@@ -29,6 +29,7 @@
 #include "experiments/result_util.h"
 #include "experiments/result_json.h"
 #include "experiments/training.h"
+#include "stats/tests.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/precision.h"
 #include "ttt/checkpoint_io.h"
@@ -1511,4 +1512,35 @@ TEST_CASE("the distance to the uniform frontier: interpolated at the method's FL
   md = cli::frontier_markdown(r, false);
   CHECK(md.find("(beyond the curve's end: compared with it)") != std::string::npos);
   CHECK(md.find("(*)") == std::string::npos);
+}
+
+TEST_CASE("Holm within families: replayed oracles read labels, so adding them leaves the policies' corrected p alone") {
+  const std::vector<double> two = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5}, a = {2.9, 3.05, 3.1, 3.25, 3.3, 3.45},
+                            b = {3.02, 3.08, 3.21, 3.27, 3.41, 3.46}, c = {2.7, 3.2, 3.0, 3.35, 3.15, 3.5};
+  cli::CompareResult plain = hand_result({{"uniform-2", two}, {"random", a}, {"entropy", b}}, false);
+  cli::CompareResult with = hand_result({{"uniform-2", two}, {"random", a}, {"entropy", b}, {"replay:x", c}}, false);
+  for (cli::MethodResult& m : with.methods)
+    if (m.name == "replay:x") m.kind = "replay";
+  auto holm_of = [](const cli::CompareResult& r) {
+    std::map<std::string, double> out;
+    for (const cli::Comparison& x : cli::paired_comparisons(r, *cli::find(r, "uniform-2"), false)) out[x.method] = x.holm;
+    return out;
+  };
+  const std::map<std::string, double> p0 = holm_of(plain), p1 = holm_of(with);
+  CHECK(p1.at("random") == p0.at("random"));
+  CHECK(p1.at("entropy") == p0.at("entropy"));
+  CHECK(p0.at("random") > 0);
+  // The replay is its own family of one: its Holm p is its own t-test p.
+  const std::vector<cli::Comparison> cmp = cli::paired_comparisons(with, *cli::find(with, "uniform-2"), false);
+  const auto rep = std::find_if(cmp.begin(), cmp.end(), [](const auto& x) { return x.method == "replay:x"; });
+  REQUIRE(rep != cmp.end());
+  CHECK(rep->holm == rep->t_p);
+  // Had it joined the policies' family, a policy's corrected p would have moved (so the check above can fail).
+  std::vector<double> ps;
+  for (const cli::Comparison& x : cmp) ps.push_back(x.t_p);
+  const std::vector<double> joint = stats::holm(ps);
+  bool moved = false;
+  for (size_t i = 0; i < cmp.size(); ++i)
+    if (cmp[i].method != "replay:x") moved = moved || joint[i] != p0.at(cmp[i].method);
+  CHECK(moved);
 }
