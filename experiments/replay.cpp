@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor/rng.h"
+
 namespace ponder::cli {
 namespace replay {
 namespace {
@@ -61,6 +63,17 @@ Schedule read_schedule(const std::string& file, int64_t unit) {
   }
 }
 
+// The placement null: each segment's K permuted among its units (the first tokens stay: they name the units), so
+// the same steps are spent on the same text at exactly the same FLOPs, in random places.
+void shuffle_within_segments(Schedule& s, uint64_t seed) {
+  Generator gen(seed);
+  for (std::vector<int>& k : s.k) {
+    const std::vector<int> before = k;
+    const std::vector<int64_t> perm = gen.permutation(int64_t(k.size()));
+    for (size_t u = 0; u < k.size(); ++u) k[u] = before[size_t(perm[u])];
+  }
+}
+
 }  // namespace
 }  // namespace replay
 
@@ -90,9 +103,12 @@ Replay load_replay(const policy::MethodSpec& m, int64_t unit, const std::vector<
         for (const Schedule& s : all) sum += s.k[w][u];
         out.k[w][u] = nearest_option(sum / double(all.size()), options);
       }
+  if (m.shuffle_seed >= 0) shuffle_within_segments(out, uint64_t(m.shuffle_seed));
   Replay r;
   r.detail = all.size() == 1 ? "replays the oracle K of " + m.files.front()
                              : "the step option nearest the mean oracle K of " + std::to_string(all.size()) + " runs";
+  if (m.shuffle_seed >= 0)
+    r.detail += ", permuted within each segment (seed " + std::to_string(m.shuffle_seed) + "): the same steps in random places";
   r.detail += " (labels chose them: a diagnostic, not a policy)";
   r.policy = std::make_unique<policy::ReplayPolicy>(m.name, std::move(out.k), std::move(out.first));
   return r;

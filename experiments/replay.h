@@ -2,6 +2,8 @@
 // read back from its oracle.json, as a schedule for another model or the same one. With several files (e.g. the
 // oracles of every other model), each unit gets the step option nearest their mean K, ties to the smaller: what the
 // models' oracles agree on, applied to one model, measures how much of its headroom lies in the text itself.
+// replay-shuffled-S:FILE[+FILE...] permutes those K within each segment with seed S: the same steps on the same
+// text at the same FLOPs in random places, so replay − replay-shuffled is what the placement alone is worth.
 #pragma once
 #include <memory>
 #include <string>

@@ -24,7 +24,7 @@ const char* method_forms() {
          "gate-<any of those eight>, "
          "learned-reinforce, learned-ppo-pid, "
          "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle, "
-         "replay:<oracle.json>[+<oracle.json>...]";
+         "replay:<oracle.json>[+<oracle.json>...], replay-shuffled-S:<oracle.json>[+<oracle.json>...]";
 }
 
 MethodSpec parse_method(const std::string& name) {
@@ -48,10 +48,15 @@ MethodSpec parse_method(const std::string& name) {
   } else if (name.rfind("fixed-", 0) == 0) {
     throw std::invalid_argument("method '" + name + "': K on every N-th unit is now every-K/N (\"fixed\" names only "
                                 "an explicit list of K per unit, eval --schedule fixed:K1,K2,...)");
-  } else if (name.rfind("replay:", 0) == 0) {
+  } else if (name.rfind("replay:", 0) == 0 || name.rfind("replay-shuffled-", 0) == 0) {
     m.family = MethodFamily::Replay;
     m.name = name;
-    for (size_t from = 7;;) {
+    size_t from = name.find(':');
+    if (name[6] == '-') {  // replay-shuffled-S: the seed of the permutation within segments
+      if (from == std::string::npos) throw std::invalid_argument("method '" + name + "': expected replay-shuffled-S:FILE[+FILE...]");
+      m.shuffle_seed = parse_count(name.substr(16, from - 16), name);
+    }
+    for (++from;;) {
       const size_t plus = name.find('+', from);
       m.files.push_back(name.substr(from, plus == std::string::npos ? std::string::npos : plus - from));
       if (m.files.back().empty()) throw std::invalid_argument("method '" + name + "': expected replay:FILE[+FILE...]");

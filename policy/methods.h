@@ -43,6 +43,7 @@ struct MethodSpec {
   bool ema_gate = false;      // Heuristic: gate-<score>, the threshold adapted by an EMA (EmaGatePolicy)
   std::string learner;   // Learned: learned-reinforce | learned-ppo-pid | pondernet (overrides stay in `name`)
   std::vector<std::string> files;  // Replay: the oracle.json files it reads
+  int shuffle_seed = -1;  // Replay (replay-shuffled-S): K permuted within each segment with seed S, the placement null
   bool operator==(const MethodSpec& o) const { return name == o.name; }
 };
 

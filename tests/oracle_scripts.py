@@ -75,18 +75,6 @@ rows2 = oracle_features.segment_features(changed)
 causal = ["position", "scored", "indent", "line_start", "match", "prev_copy"]
 check(all(rows2[2][f] == rows[2][f] for f in causal), "unit 2's causal features read tokens[0 .. 8] only")
 check(rows2[2]["own_copy"] != rows[2]["own_copy"], "own_copy reads the unit itself (a diagnostic, not a feature)")
-# scripts/oracle_consensus.py: the step option nearest the mean, ties to the smaller (as replay:A+B does); a shuffle
-# permutes within each segment only.
-import oracle_consensus  # noqa: E402
-check(oracle_consensus.nearest(3.0, [8, 4, 2, 1, 0]) == 2 and oracle_consensus.nearest(4.5, [0, 1, 2, 4, 8]) == 4,
-      "nearest option: ties to the smaller")
-segs = [{"tokens": [1, 2, 3, 4, 5], "unit_tokens": 2}, {"tokens": [6, 7, 8, 9, 10, 11, 12], "unit_tokens": 2}]
-runs = [{"segments": segs, "k_options": [0, 1, 2, 4, 8], "per_unit": {"k": k}}
-        for k in ([0, 8, 2, 1, 4], [4, 8, 4, 2, 4])]
-check(oracle_consensus.consensus(runs) == [2, 8, 2, 1, 4], "consensus: 2 (tie), 8, 3 -> 2, 1.5 -> 1, 4")
-check(oracle_consensus.units_per_segment(runs[0]) == [2, 3], "units per segment: 4 predictions -> 2, 6 -> 3")
-sh = oracle_consensus.shuffled(list(range(5)), [2, 3], 1)
-check(sorted(sh[:2]) == [0, 1] and sorted(sh[2:]) == [2, 3, 4], "shuffled within segments only: " + str(sh))
 
 # The hidden-state fit (numpy): ridge with its penalty chosen within the fitted half ranks K that is linear in one
 # of 50 columns (the rest noise) almost perfectly on the other half, and finds nothing in K unrelated to them, or in K
@@ -120,7 +108,8 @@ with tempfile.TemporaryDirectory() as d:
     except SystemExit as e:
         check("12 values where oracle.json says 4 x 4" in str(e), "the refusal names the sizes: " + str(e))
 # scripts/oracle_transfer.py on hand-made results: per model its own oracle, the others' replays, their consensus and
-# the shuffled null, and the means over models with the share of the own oracle's gain recovered.
+# the shuffled null (two permutations, averaged), and the means over models with the share of the own oracle's gain
+# recovered.
 import contextlib  # noqa: E402
 import io  # noqa: E402
 import oracle_transfer  # noqa: E402
@@ -136,7 +125,8 @@ with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, f"model-{i}"))
         ms = [method("uniform-1", "uniform", 0.0), method("oracle", "oracle", own)]
         ms += [method(f"replay:o{j}.json", "replay", v) for j, v in enumerate(others)]
-        ms += [method("replay:o0.json+o1.json", "replay", cons), method(f"replay:{d}/consensus_shuffled.json", "replay", null)]
+        ms += [method("replay:o0.json+o1.json", "replay", cons)]
+        ms += [method(f"replay-shuffled-{s}:o0.json+o1.json", "replay", null + dz) for s, dz in ((1, -0.01), (2, 0.01))]
         with open(os.path.join(d, f"model-{i}", "results.json"), "w") as f:
             json.dump({"methods": ms}, f)
     sys.argv = ["oracle_transfer.py", d, "2"]
@@ -146,6 +136,10 @@ with tempfile.TemporaryDirectory() as d:
     text = buf.getvalue()
     check("| 0 | -0.0400 [-0.0410, -0.0390] | -0.0300 to -0.0100 (mean -0.0200) | -0.0200" in text,
           "a model's row: own oracle, the others' range and mean, the consensus: " + text[:600])
+    check("| +0.0100 [+0.0090, +0.0110] | -0.0300 [-0.0300, -0.0300] (-0.0400 to -0.0200) |" in text,
+          "model 0: the shuffles' mean against the frontier, the placement over them and its range per permutation: " +
+          text[:900])
+    check("average 2 permutations" in text, "the table says how many permutations it averages")
     check("own oracle -0.0300; another model's oracle -0.0150 (recovering 50 %" in text and
           "the others' consensus -0.0150 (recovering 50 % of the own oracle's gain; below 0: a loss); shuffled within "
           "segments +0.0200; placement -0.0350 "

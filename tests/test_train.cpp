@@ -1489,6 +1489,44 @@ TEST_CASE("replay: oracle.json files read back as per-window schedules, their me
   CHECK(refused("replay:" + a + "+" + other, 2).find("are not those of") != std::string::npos);
 }
 
+TEST_CASE("replay-shuffled-S: the same K permuted within each segment, fixed by the seed; the units' text still checked") {
+  Scratch t("replay_shuffled");
+  const std::string file = t.file("o.json");
+  // Segment 0: 9 tokens, 4 units of 2; segment 1: 6 tokens, 3 units (the last padded).
+  std::ofstream(file) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2},
+                                         {"tokens": [10, 11, 12, 13, 14, 15], "unit_tokens": 2}],
+                           "per_unit": {"k": [0, 1, 2, 8, 4, 0, 1]}})";
+  auto schedule = [&](const std::string& method) {
+    cli::Replay r = cli::load_replay(policy::parse_method(method), 2, {0, 1, 2, 4, 8});
+    std::vector<std::vector<int>> ks(2);
+    policy::UnitFeatures f;
+    for (int w = 0; w < 2; ++w)
+      for (int u = 0; u < (w == 0 ? 4 : 3); ++u) {
+        r.policy->begin_window(w);
+        f.unit = u;
+        f.first_token = w == 0 ? 1 + 2 * u : 10 + 2 * u;  // the unit's own first token: accepted
+        ks[size_t(w)].push_back(r.policy->decide(f));
+      }
+    return ks;
+  };
+  const std::vector<std::vector<int>> plain = schedule("replay:" + file);
+  CHECK(plain == std::vector<std::vector<int>>{{0, 1, 2, 8}, {4, 0, 1}});
+  bool moved = false;
+  for (int seed = 1; seed <= 6; ++seed) {
+    const std::string name = "replay-shuffled-" + std::to_string(seed) + ":" + file;
+    std::vector<std::vector<int>> k = schedule(name);
+    CHECK(k == schedule(name));  // the seed fixes the permutation
+    moved = moved || k != plain;
+    for (std::vector<int>& seg : k) std::sort(seg.begin(), seg.end());
+    CHECK(k == std::vector<std::vector<int>>{{0, 1, 2, 8}, {0, 1, 4}});  // the same K in each segment
+  }
+  CHECK(moved);
+  CHECK(cli::load_replay(policy::parse_method("replay-shuffled-3:" + file), 2, {0, 1, 2, 4, 8}).detail.find(
+            "permuted within each segment (seed 3)") != std::string::npos);
+  CHECK(error_of([&] { policy::parse_method("replay-shuffled-x:" + file); }).find("expected a whole number") != std::string::npos);
+  CHECK(error_of([] { policy::parse_method("replay-shuffled-2"); }).find("expected replay-shuffled-S:FILE") != std::string::npos);
+}
+
 TEST_CASE("the distance to the uniform frontier: interpolated at the method's FLOPs, the curve's end beyond it, and a "
           "note where the curve is the line from uniform-0") {
   const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, one = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5},
