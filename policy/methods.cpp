@@ -24,7 +24,7 @@ const char* method_forms() {
          "gate-<any of those eight>, "
          "learned-reinforce, learned-ppo-pid, "
          "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle, "
-         "replay:<oracle.json>[+<oracle.json>...], replay-shuffled-S:<oracle.json>[+<oracle.json>...]";
+         "replay:<oracle.json>[+<oracle.json>...][@<order.json>], replay-shuffled-S:<oracle.json>[+<oracle.json>...]";
 }
 
 MethodSpec parse_method(const std::string& name) {
@@ -56,9 +56,17 @@ MethodSpec parse_method(const std::string& name) {
       if (from == std::string::npos) throw std::invalid_argument("method '" + name + "': expected replay-shuffled-S:FILE[+FILE...]");
       m.shuffle_seed = parse_count(name.substr(16, from - 16), name);
     }
-    for (++from;;) {
-      const size_t plus = name.find('+', from);
-      m.files.push_back(name.substr(from, plus == std::string::npos ? std::string::npos : plus - from));
+    std::string files = name.substr(from + 1);
+    if (const size_t at = files.rfind('@'); at != std::string::npos) {  // …@ORDER.json: placed by its scores
+      m.order_file = files.substr(at + 1);
+      files.resize(at);
+      if (m.order_file.empty()) throw std::invalid_argument("method '" + name + "': expected @ORDER.json after the files");
+      if (m.shuffle_seed >= 0)
+        throw std::invalid_argument("method '" + name + "': a replay is shuffled or placed by @ORDER.json, not both");
+    }
+    for (from = 0;;) {
+      const size_t plus = files.find('+', from);
+      m.files.push_back(files.substr(from, plus == std::string::npos ? std::string::npos : plus - from));
       if (m.files.back().empty()) throw std::invalid_argument("method '" + name + "': expected replay:FILE[+FILE...]");
       if (plus == std::string::npos) break;
       from = plus + 1;

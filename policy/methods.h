@@ -44,6 +44,7 @@ struct MethodSpec {
   std::string learner;   // Learned: learned-reinforce | learned-ppo-pid | pondernet (overrides stay in `name`)
   std::vector<std::string> files;  // Replay: the oracle.json files it reads
   int shuffle_seed = -1;  // Replay (replay-shuffled-S): K permuted within each segment with seed S, the placement null
+  std::string order_file;  // Replay (…@ORDER.json): each segment's K placed in the order of ORDER's per_unit.score
   bool operator==(const MethodSpec& o) const { return name == o.name; }
 };
 

@@ -41,74 +41,96 @@ def mean_delta(ms):
     return sum(means) / len(means), (lo, hi), float("nan")
 
 
+def delta(m):
+    d = m["frontier_delta"]
+    return d["mean"], d["ci"], m["seeds"][0]["mean_k"] if "mean_k" in m["seeds"][0] else float("nan")
+
+
+def model_row(j):
+    """One model's numbers: own oracle, the others' single replays, their consensus, its shuffles (mean) and the
+    placement contrast, and (when run) the consensus placed by an imitation's order (replay:…@order.json) with its
+    contrast against the shuffles."""
+    reps = [m for m in j["methods"] if m["kind"] == "replay"]
+    nulls = [m for m in reps if is_null(m)]
+    imit = [m for m in reps if "@" in m["name"] and m not in nulls]
+    singles = [m for m in reps if "+" not in m["name"] and m not in nulls and m not in imit]
+    cons = [m for m in reps if "+" in m["name"] and m not in nulls and m not in imit]
+    by = {m["name"]: m for m in j["methods"]}
+    return {"own": delta(by["oracle"]), "single": [delta(m)[0] for m in singles],
+            "cons": delta(cons[0]) if cons else None, "null": mean_delta(nulls) if nulls else None,
+            "placement": placement(cons[0], nulls) if cons and nulls else None, "shuffles": len(nulls),
+            "imit": delta(imit[0]) if imit else None,
+            "imit_placement": placement(imit[0], nulls) if imit and nulls else None}
+
+
+def ci(x):
+    return f"{x[0]:+.4f} [{x[1][0]:+.4f}, {x[1][1]:+.4f}]" if x else "—"
+
+
+def spread(pl):
+    return f" ({min(pl[2]):+.4f} to {max(pl[2]):+.4f})" if pl and len(pl[2]) > 1 else ""
+
+
+def mean_of(rows, key):
+    v = [r[key][0] for r in rows if r[key]]
+    return (sum(v) / len(v), sum(1 for x in v if x < 0), len(v)) if v else None
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
         sys.exit(__doc__)
     out, n = sys.argv[1], int(sys.argv[2])
-    rows, own, single, consensus, shuffled, placed, shuffles = [], [], [], [], [], [], 0
+    rows = []
     for i in range(n):
         path = os.path.join(out, f"model-{i}", "results.json")
         try:
             with open(path) as f:
-                j = json.load(f)
+                rows.append(model_row(json.load(f)))
         except (OSError, ValueError) as e:
             sys.exit(f"oracle_transfer.py: {path}: {e}")
-        by = {m["name"]: m for m in j["methods"]}
-
-        def delta(m):
-            d = m["frontier_delta"]
-            return d["mean"], d["ci"], m["seeds"][0]["mean_k"] if "mean_k" in m["seeds"][0] else float("nan")
-
-        o = delta(by["oracle"])
-        own.append(o[0])
-        reps = [m for m in j["methods"] if m["kind"] == "replay"]
-        nulls = [m for m in reps if is_null(m)]
-        singles = [m for m in reps if "+" not in m["name"] and m not in nulls]
-        cons = [m for m in reps if "+" in m["name"] and m not in nulls]
-        s = [delta(m)[0] for m in singles]
-        single.append(s)
-        c = delta(cons[0]) if cons else None
-        z = mean_delta(nulls) if nulls else None
-        pl = placement(cons[0], nulls) if cons and nulls else None
-        shuffles = max(shuffles, len(nulls))
-        if pl:
-            placed.append(pl[0])
-        if c:
-            consensus.append(c[0])
-        if z:
-            shuffled.append(z[0])
-        rows.append((i, o, s, c, z, pl))
+    shuffles, imitated = max(r["shuffles"] for r in rows), any(r["imit"] for r in rows)
     print("Δ bits/byte against each model's uniform frontier at the method's own FLOPs (95 % interval over streams)" +
-          (f"; the shuffled column and the placement contrast average {shuffles} permutations (the placement's "
+          (f"; the shuffled column and the placement contrasts average {shuffles} permutations (the contrast's "
            "range over them in parentheses)" if shuffles > 1 else "") + "\n")
-    print("| model | own oracle | each other model's oracle replayed | their consensus replayed | the consensus "
-          "shuffled within segments | placement: consensus − shuffled (same FLOPs) |\n|---|---|---|---|---|---|")
+    head = ("| model | own oracle | each other model's oracle replayed | their consensus replayed | the consensus "
+            "shuffled within segments | placement: consensus − shuffled (same FLOPs) |")
+    if imitated:
+        head += " the consensus placed by the imitation | imitation − shuffled (same FLOPs) |"
+    print(head + "\n|" + "---|" * (head.count("|") - 1))
+    for i, r in enumerate(rows):
+        s = r["single"]
+        line = (f"| {i} | {ci(r['own'])} | {min(s):+.4f} to {max(s):+.4f} (mean {sum(s) / len(s):+.4f}) | "
+                f"{ci(r['cons'])} | {ci(r['null'])} | {ci(r['placement'])}{spread(r['placement'])} |")
+        if imitated:
+            line += f" {ci(r['imit'])} | {ci(r['imit_placement'])}{spread(r['imit_placement'])} |"
+        print(line)
+    print_means(rows, n)
 
-    def ci(x):
-        return f"{x[0]:+.4f} [{x[1][0]:+.4f}, {x[1][1]:+.4f}]" if x else "—"
 
-    def spread(pl):
-        return f" ({min(pl[2]):+.4f} to {max(pl[2]):+.4f})" if pl and len(pl[2]) > 1 else ""
+def print_means(rows, n):
+    mean_own = sum(r["own"][0] for r in rows) / n
+    mean_single = sum(sum(r["single"]) / len(r["single"]) for r in rows) / n
 
-    for i, o, s, c, z, pl in rows:
-        print(f"| {i} | {ci(o)} | {min(s):+.4f} to {max(s):+.4f} (mean {sum(s) / len(s):+.4f}) | {ci(c)} | {ci(z)} | "
-              f"{ci(pl)}{spread(pl)} |")
-    mean_own = sum(own) / n
-    mean_single = sum(sum(s) / len(s) for s in single) / n
     def share(x):  # of the own oracle's gain; meaningless when the own oracle does not beat uniform
         return f" (recovering {100 * x / mean_own:.0f} % of the own oracle's gain; below 0: a loss)" if mean_own < 0 else ""
 
     print(f"\nOver the {n} models: own oracle {mean_own:+.4f}" +
           ("" if mean_own < 0 else " (no better than uniform here: no gain to recover)") +
           f"; another model's oracle {mean_single:+.4f}{share(mean_single)}", end="")
-    if consensus:
-        mean_cons = sum(consensus) / len(consensus)
-        print(f"; the others' consensus {mean_cons:+.4f}{share(mean_cons)}", end="")
-    if shuffled:
-        print(f"; shuffled within segments {sum(shuffled) / len(shuffled):+.4f}", end="")
+    cons, null = mean_of(rows, "cons"), mean_of(rows, "null")
+    placed, imit, imit_placed = mean_of(rows, "placement"), mean_of(rows, "imit"), mean_of(rows, "imit_placement")
+    if cons:
+        print(f"; the others' consensus {cons[0]:+.4f}{share(cons[0])}", end="")
+    if null:
+        print(f"; shuffled within segments {null[0]:+.4f}", end="")
     if placed:
-        print(f"; placement {sum(placed) / len(placed):+.4f} bits/byte at equal FLOPs (below 0 on "
-              f"{sum(1 for x in placed if x < 0)} of {len(placed)} models)", end="")
+        print(f"; placement {placed[0]:+.4f} bits/byte at equal FLOPs (below 0 on {placed[1]} of {placed[2]} models)", end="")
+    if imit:
+        print(f"; the consensus placed by the imitation {imit[0]:+.4f}", end="")
+    if imit_placed:
+        print(f"; imitation − shuffled {imit_placed[0]:+.4f} (below 0 on {imit_placed[1]} of {imit_placed[2]} models" +
+              (f", {100 * imit_placed[0] / placed[0]:.0f} % of the oracles' placement" if placed and placed[0] < 0 else "") +
+              ")", end="")
     print()
 
 

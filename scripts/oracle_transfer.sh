@@ -2,7 +2,9 @@
 # Is the oracle's headroom in the text? Each model of a set is compared against its own uniform frontier with the
 # oracle K of every *other* model replayed on it (`replay:<oracle.json>`, policy/methods.h), one at a time and as their
 # consensus (on each unit the step option nearest the others' mean K), and the consensus's K permuted within each
-# segment (`replay-shuffled-S:`, S = 1..$SHUFFLES, default 3: the placement null, the same steps in random places). Those choices read labels, but another model's,
+# segment (`replay-shuffled-S:`, S = 1..$SHUFFLES, default 3: the placement null, the same steps in random places).
+# With ORDERS=DIR (scripts/oracle_imitate.py's output), also the consensus placed in the order of DIR/model-<i>/
+# order.json, what a policy imitating the oracles from what it can read would place. Those choices read labels, but another model's,
 # so what they buy on this model is what the text itself says about where steps pay; the model's own oracle beside
 # them is the headroom they are measured against. The oracle.json files come from `ponder oracle` in streams mode on
 # the same segments (the same streams.* settings as passed here), one per model, in the checkpoints' order.
@@ -16,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ponder=${PONDER:-./build/experiments/ponder}  # PONDER: another binary (e.g. a copy, while rebuilding)
 shuffles=${SHUFFLES:-3}  # permutations of the consensus run as the placement null (replay-shuffled-1..SHUFFLES)
+orders=${ORDERS:-}  # a folder of scripts/oracle_imitate.py: also the consensus placed by its model-<i>/order.json
 [ -x "$ponder" ] || { echo "oracle_transfer.sh: $ponder is missing; build first (bash scripts/setup.sh)" >&2; exit 2; }
 [ $# -ge 4 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 out=$1 oracles=$2
@@ -42,6 +45,8 @@ compare_one() {  # i
     methods+=",'replay:$others'"
     # the placement null: the consensus's K permuted within each segment, SHUFFLES permutations
     for s in $(seq 1 "$shuffles"); do methods+=",'replay-shuffled-$s:$others'"; done
+    # the imitation: the consensus's K placed by a causal fit's predictions (scripts/oracle_imitate.py)
+    [ -n "$orders" ] && methods+=",'replay:$others@$orders/model-$i/order.json'"
   fi
   echo "oracle_transfer.sh: model $i of $n: comparing (progress in $out/model-$i.log)" >&2
   local t0=$SECONDS

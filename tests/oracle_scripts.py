@@ -127,6 +127,7 @@ with tempfile.TemporaryDirectory() as d:
         ms += [method(f"replay:o{j}.json", "replay", v) for j, v in enumerate(others)]
         ms += [method("replay:o0.json+o1.json", "replay", cons)]
         ms += [method(f"replay-shuffled-{s}:o0.json+o1.json", "replay", null + dz) for s, dz in ((1, -0.01), (2, 0.01))]
+        ms += [method(f"replay:o0.json+o1.json@{d}/model-{i}/order.json", "replay", null - 0.005)]
         with open(os.path.join(d, f"model-{i}", "results.json"), "w") as f:
             json.dump({"methods": ms}, f)
     sys.argv = ["oracle_transfer.py", d, "2"]
@@ -140,9 +141,53 @@ with tempfile.TemporaryDirectory() as d:
           "model 0: the shuffles' mean against the frontier, the placement over them and its range per permutation: " +
           text[:900])
     check("average 2 permutations" in text, "the table says how many permutations it averages")
+    check("|---|---|---|---|---|---|---|---|\n| 0 |" in text, "eight columns with the imitation's two")
+    check("| +0.0050 [+0.0040, +0.0060] | -0.0050 [-0.0050, -0.0050] (-0.0150 to +0.0050) |" in text,
+          "model 0: the imitation against the frontier and against the shuffles: " + text[:1200])
+    check("imitation − shuffled -0.0050 (below 0 on 2 of 2 models, 14 % of the oracles' placement)" in text,
+          "the imitation's placement over models, as a share of the oracles': " + text[-500:])
     check("own oracle -0.0300; another model's oracle -0.0150 (recovering 50 %" in text and
           "the others' consensus -0.0150 (recovering 50 % of the own oracle's gain; below 0: a loss); shuffled within "
           "segments +0.0200; placement -0.0350 "
           "bits/byte at equal FLOPs (below 0 on 2 of 2 models)" in text,
           "the means over models: " + text[-400:])
+# scripts/oracle_imitate.py: the others' mean K fitted on what a model reads before each unit; here each model's hidden
+# state carries a column the others' K follow, so the held-out predictions rank them; order.json lines up.
+import oracle_imitate  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    gen = np.random.default_rng(3)
+    n_seg, per = 12, 20
+    segs = [{"tokens": [int(t) for t in gen.integers(32, 127, size=16 * per + 1)], "unit_tokens": 16,
+             "first_scored": 1} for _ in range(n_seg)]
+    signal = gen.normal(size=n_seg * per)
+    paths = []
+    for m in range(3):
+        os.makedirs(os.path.join(d, f"o{m}"))
+        k = [int(v) for v in np.clip(np.round(1.5 + signal + 0.3 * gen.normal(size=signal.size)), 0, 4)]
+        h = np.hstack([signal[:, None], gen.normal(size=(signal.size, 5))]).astype("<f4")
+        h.tofile(os.path.join(d, f"o{m}", "hidden.f32"))
+        paths.append(os.path.join(d, f"o{m}", "oracle.json"))
+        with open(paths[-1], "w") as f:
+            json.dump({"segments": segs, "per_unit": {"k": k},
+                       "hidden": {"file": "hidden.f32", "units": signal.size, "dims": 6}}, f)
+    sys.argv = ["oracle_imitate.py", os.path.join(d, "out")] + paths
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        oracle_imitate.main()
+    rhos = [float(line.split("|")[2]) for line in buf.getvalue().splitlines() if line.startswith("| 0") or
+            line.startswith("| 1") or line.startswith("| 2")]
+    check(len(rhos) == 3 and min(rhos) > 0.6, "held-out predictions rank the others' mean K: " + buf.getvalue())
+    order = json.load(open(os.path.join(d, "out", "model-1", "order.json")))
+    check(order["segments"] == segs and len(order["per_unit"]["score"]) == n_seg * per,
+          "order.json: the oracle's segments and one score per unit")
+    with open(paths[2]) as f:
+        j = json.load(f)
+    j["segments"] = segs[:-1]
+    with open(paths[2], "w") as f:
+        json.dump(j, f)
+    try:
+        oracle_imitate.main()
+        check(False, "oracle.json files on other segments are refused")
+    except SystemExit as e:
+        check("not a streams-mode oracle.json on the segments of" in str(e), "the refusal names the file: " + str(e))
 finish()

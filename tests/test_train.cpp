@@ -1525,6 +1525,32 @@ TEST_CASE("replay-shuffled-S: the same K permuted within each segment, fixed by 
             "permuted within each segment (seed 3)") != std::string::npos);
   CHECK(error_of([&] { policy::parse_method("replay-shuffled-x:" + file); }).find("expected a whole number") != std::string::npos);
   CHECK(error_of([] { policy::parse_method("replay-shuffled-2"); }).find("expected replay-shuffled-S:FILE") != std::string::npos);
+  // @ORDER.json: the segment's K placed by descending score (ties by unit order), the same K in each segment.
+  const std::string order = t.file("order.json");
+  std::ofstream(order) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2},
+                                          {"tokens": [10, 11, 12, 13, 14, 15], "unit_tokens": 2}],
+                            "per_unit": {"score": [0.5, -1, 3, 0.5, 0, 2, 1]}})";
+  CHECK(schedule("replay:" + file + "@" + order) == std::vector<std::vector<int>>{{2, 0, 8, 1}, {0, 4, 1}});
+  const std::string by_k = t.file("by_k.json");  // placed by its own K: the schedule itself
+  std::ofstream(by_k) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2},
+                                         {"tokens": [10, 11, 12, 13, 14, 15], "unit_tokens": 2}],
+                           "per_unit": {"score": [0, 1, 2, 8, 4, 0, 1]}})";
+  CHECK(schedule("replay:" + file + "@" + by_k) == plain);
+  CHECK(cli::load_replay(policy::parse_method("replay:" + file + "@" + order), 2, {0, 1, 2, 4, 8}).detail.find(
+            "in the order of the scores of") != std::string::npos);
+  const std::string bad = t.file("bad.json");
+  std::ofstream(bad) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2},
+                                       {"tokens": [10, 11, 12, 13, 14, 15], "unit_tokens": 2}],
+                         "per_unit": {"score": [0, 1, 2, 8, 4, 0, null]}})";
+  CHECK(error_of([&] { cli::load_replay(policy::parse_method("replay:" + file + "@" + bad), 2, {0, 1}); })
+            .find("bad.json: not an oracle.json") != std::string::npos);
+  const std::string other = t.file("other.json");
+  std::ofstream(other) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2}],
+                           "per_unit": {"score": [0, 1, 2, 8]}})";
+  CHECK(error_of([&] { cli::load_replay(policy::parse_method("replay:" + file + "@" + other), 2, {0, 1}); })
+            .find("other.json: its segments are not those of") != std::string::npos);
+  CHECK(error_of([&] { policy::parse_method("replay-shuffled-1:" + file + "@" + order); }).find("not both") != std::string::npos);
+  CHECK(error_of([&] { policy::parse_method("replay:" + file + "@"); }).find("expected @ORDER.json") != std::string::npos);
 }
 
 TEST_CASE("the distance to the uniform frontier: interpolated at the method's FLOPs, the curve's end beyond it, and a "

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""What would a policy that imitates the oracles buy? For each model of a set, a ridge fit of the other models' mean
+oracle K per unit on what the model could read before the unit — the text features of scripts/oracle_features.py,
+the unit's first token and the model's hidden state over the previous unit (`ponder oracle --hidden-k`, read under a
+uniform schedule, so no oracle choice enters it), through 1,024 random ReLU features — fitted on half of the
+segments and predicting the other half, both ways (cross-fitting: no unit's prediction saw its own label). The
+predictions are written as per-unit scores, OUT/model-<i>/order.json, for the comparison method
+`replay:<the others' oracle.json, +-joined>@OUT/model-<i>/order.json`: the others' consensus K, placed within each
+segment in the order of the predictions. It spends exactly the consensus's steps on each segment, as do the
+consensus itself (the placement the oracles chose) and `replay-shuffled-S:` (random placement), so the three differ
+only in where the steps go.
+
+It is optimistic for a policy: the fits learn from labels of other segments of the same held-out streams (a policy
+would learn on training streams), and the hidden state is read under a uniform schedule rather than the policy's own.
+
+    python3 scripts/oracle_imitate.py OUT ORACLE_DIR/model-0/oracle.json ORACLE_DIR/model-1/oracle.json ...
+
+Prints, per model, Spearman's ρ of the predictions with the others' mean K (the target) on the held-out halves.
+"""
+import json
+import os
+import sys
+
+import oracle_features as of
+
+
+def features(rows, hidden):
+    """The inputs of a unit a policy could read before it (no per-unit scores: oracle.json holds them along the
+    oracle's own trajectory), through random ReLU features."""
+    import numpy as np
+    first = [r["first_token"] for r in rows]
+    common = sorted(t for t in set(first) if first.count(t) >= 20)
+    onehot = np.array([[1.0 if f == t else 0.0 for t in common] for f in first]).reshape(len(rows), len(common))
+    x = np.hstack([np.array(of.design(rows, [])), hidden, onehot])
+    z = (x - x.mean(0)) / np.where(x.std(0) > 0, x.std(0), 1.0)
+    return np.maximum(z @ np.random.default_rng(0).normal(size=(z.shape[1], 1024)) / np.sqrt(z.shape[1]), 0.0)
+
+
+def cross_fit(x, y, segment):
+    """Predictions of y for every unit from a fit on the other half of the segments (even / odd)."""
+    import numpy as np
+    pred = np.zeros(len(y))
+    for test in (0, 1):
+        tr, te = segment % 2 != test, segment % 2 == test
+        pred[te] = of.ridge_predict(x[tr], y[tr], segment[tr] // 2, x[te])
+    return pred
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 3 or args[0] in ("-h", "--help"):
+        sys.exit(__doc__)
+    import numpy as np
+    out, paths = args[0], args[1:]
+    runs = []
+    for p in paths:
+        with open(p) as f:
+            runs.append(json.load(f))
+        if runs[-1].get("segments") != runs[0].get("segments") or "segments" not in runs[0]:
+            sys.exit(f"oracle_imitate.py: {p}: not a streams-mode oracle.json on the segments of {paths[0]}")
+    rows = [dict(r, segment=i) for i, seg in enumerate(runs[0]["segments"]) for r in of.segment_features(seg)]
+    segment = np.array([r["segment"] for r in rows])
+    ks = np.array([j["per_unit"]["k"] for j in runs], dtype=float)
+    print("| model | ρ of the held-out predictions with the others' mean K |\n|---|---|")
+    for i, (p, j) in enumerate(zip(paths, runs)):
+        hidden = of.hidden_matrix(p, j)
+        if hidden is None:
+            sys.exit(f"oracle_imitate.py: {p}: no hidden.f32 (run ponder oracle with --hidden-k)")
+        target = np.delete(ks, i, axis=0).mean(0)
+        pred = cross_fit(features(rows, hidden), target, segment)
+        print(f"| {i} | {of.spearman(list(pred), list(target)):+.3f} |")
+        os.makedirs(os.path.join(out, f"model-{i}"), exist_ok=True)
+        with open(os.path.join(out, f"model-{i}", "order.json"), "w") as f:
+            json.dump({"note": "cross-fitted predictions of the other models' mean oracle K (scripts/oracle_imitate.py)",
+                       "sources": paths, "segments": j["segments"], "per_unit": {"score": [float(v) for v in pred]}}, f)
+
+
+if __name__ == "__main__":
+    main()
