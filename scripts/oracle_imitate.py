@@ -10,6 +10,11 @@ segment in the order of the predictions. It spends exactly the consensus's steps
 consensus itself (the placement the oracles chose) and `replay-shuffled-S:` (random placement), so the three differ
 only in where the steps go.
 
+Beside it, OUT/model-<i>/two_level.json, the imitation as a policy of the comparison's kind would spend: K = 4 on the
+third of the units with the highest predictions (one threshold over all of them) and K = 1 elsewhere, which spends
+uniform-2's steps, as the calibrated heuristics do with their two levels. `replay:…/two_level.json` runs it and
+`replay-shuffled-S:…/two_level.json` is its placement null (the same steps, in random places within each segment).
+
 It is optimistic for a policy: the fits learn from labels of other segments of the same held-out streams (a policy
 would learn on training streams), and the hidden state is read under a uniform schedule rather than the policy's own.
 
@@ -23,6 +28,8 @@ import sys
 
 import oracle_features as of
 
+RELU = 1024  # random ReLU features the fit reads
+
 
 def features(rows, hidden):
     """The inputs of a unit a policy could read before it (no per-unit scores: oracle.json holds them along the
@@ -33,7 +40,19 @@ def features(rows, hidden):
     onehot = np.array([[1.0 if f == t else 0.0 for t in common] for f in first]).reshape(len(rows), len(common))
     x = np.hstack([np.array(of.design(rows, [])), hidden, onehot])
     z = (x - x.mean(0)) / np.where(x.std(0) > 0, x.std(0), 1.0)
-    return np.maximum(z @ np.random.default_rng(0).normal(size=(z.shape[1], 1024)) / np.sqrt(z.shape[1]), 0.0)
+    return np.maximum(z @ np.random.default_rng(0).normal(size=(z.shape[1], RELU)) / np.sqrt(z.shape[1]), 0.0)
+
+
+LOW, HIGH, SHARE = 1, 4, 1 / 3  # the comparisons' two levels; a third at K = 4 spends uniform-2's steps
+
+
+def two_level(pred):
+    """K = HIGH on the SHARE of units with the highest predictions (ties by unit order), LOW elsewhere."""
+    order = sorted(range(len(pred)), key=lambda u: (-pred[u], u))
+    k = [LOW] * len(pred)
+    for u in order[:round(SHARE * len(pred))]:
+        k[u] = HIGH
+    return k
 
 
 def cross_fit(x, y, segment):
@@ -73,6 +92,10 @@ def main():
         with open(os.path.join(out, f"model-{i}", "order.json"), "w") as f:
             json.dump({"note": "cross-fitted predictions of the other models' mean oracle K (scripts/oracle_imitate.py)",
                        "sources": paths, "segments": j["segments"], "per_unit": {"score": [float(v) for v in pred]}}, f)
+        with open(os.path.join(out, f"model-{i}", "two_level.json"), "w") as f:
+            json.dump({"note": f"K = {HIGH} on the {SHARE:.3f} of units with the highest imitation predictions, else "
+                               f"{LOW} (scripts/oracle_imitate.py)", "sources": paths, "segments": j["segments"],
+                       "per_unit": {"k": two_level(pred)}}, f)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 # consensus (on each unit the step option nearest the others' mean K), and the consensus's K permuted within each
 # segment (`replay-shuffled-S:`, S = 1..$SHUFFLES, default 3: the placement null, the same steps in random places).
 # With ORDERS=DIR (scripts/oracle_imitate.py's output), also the consensus placed in the order of DIR/model-<i>/
-# order.json, what a policy imitating the oracles from what it can read would place. Those choices read labels, but another model's,
+# order.json, what a policy imitating the oracles from what it can read would place; and the imitation as a two-level
+# policy (two_level.json), with its shuffles and the calibrated random policy beside it. Those choices read labels, but another model's,
 # so what they buy on this model is what the text itself says about where steps pay; the model's own oracle beside
 # them is the headroom they are measured against. The oracle.json files come from `ponder oracle` in streams mode on
 # the same segments (the same streams.* settings as passed here), one per model, in the checkpoints' order.
@@ -46,7 +47,10 @@ compare_one() {  # i
     # the placement null: the consensus's K permuted within each segment, SHUFFLES permutations
     for s in $(seq 1 "$shuffles"); do methods+=",'replay-shuffled-$s:$others'"; done
     # the imitation: the consensus's K placed by a causal fit's predictions (scripts/oracle_imitate.py)
-    [ -n "$orders" ] && methods+=",'replay:$others@$orders/model-$i/order.json'"
+    if [ -n "$orders" ]; then
+      methods+=",'replay:$others@$orders/model-$i/order.json',random,'replay:$orders/model-$i/two_level.json'"
+      for s in $(seq 1 "$shuffles"); do methods+=",'replay-shuffled-$s:$orders/model-$i/two_level.json'"; done
+    fi
   fi
   echo "oracle_transfer.sh: model $i of $n: comparing (progress in $out/model-$i.log)" >&2
   local t0=$SECONDS

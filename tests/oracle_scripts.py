@@ -154,6 +154,7 @@ with tempfile.TemporaryDirectory() as d:
 # scripts/oracle_imitate.py: the others' mean K fitted on what a model reads before each unit; here each model's hidden
 # state carries a column the others' K follow, so the held-out predictions rank them; order.json lines up.
 import oracle_imitate  # noqa: E402
+oracle_imitate.RELU = 128  # the fit's width does not change what is checked; 1,024 costs seconds here
 with tempfile.TemporaryDirectory() as d:
     gen = np.random.default_rng(3)
     n_seg, per = 12, 20
@@ -180,6 +181,13 @@ with tempfile.TemporaryDirectory() as d:
     order = json.load(open(os.path.join(d, "out", "model-1", "order.json")))
     check(order["segments"] == segs and len(order["per_unit"]["score"]) == n_seg * per,
           "order.json: the oracle's segments and one score per unit")
+    two = json.load(open(os.path.join(d, "out", "model-1", "two_level.json")))["per_unit"]["k"]
+    score = order["per_unit"]["score"]
+    check(two.count(4) == round(n_seg * per / 3) and two.count(1) == n_seg * per - two.count(4) and
+          min(s for s, k in zip(score, two) if k == 4) >= max(s for s, k in zip(score, two) if k == 1),
+          "two_level.json: K = 4 on the third with the highest scores, 1 elsewhere")
+    check(oracle_imitate.two_level([0.5, 2.0, 0.5, -1.0, 3.0, 0.5]) == [1, 4, 1, 1, 4, 1],
+          "two_level: the top third of 6 units by score")
     with open(paths[2]) as f:
         j = json.load(f)
     j["segments"] = segs[:-1]
