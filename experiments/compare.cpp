@@ -11,6 +11,7 @@
 
 #include "data/windows.h"
 #include "experiments/method_build.h"
+#include "experiments/replay.h"
 #include "experiments/result_json.h"
 #include "policy/episodes.h"
 #include "tensor/cpu/runtime.h"
@@ -373,6 +374,22 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
   return streams;
 }
 
+// Every replay's segments against the streams this comparison reads, before anything is calibrated or run.
+void check_replays(const policy::Rollouts& ro, const std::vector<data::StreamTokens>* test_streams, const CompareOptions& opt) {
+  std::vector<Entry> shapes;
+  for (const policy::MethodSpec& m : opt.methods) shapes.push_back(placeholder(m, ro, opt));
+  const int64_t unit = ro.model().config().mini_batch * opt.rollout.unit_batches;
+  CompareResult scratch;
+  std::vector<std::vector<int64_t>> inputs;
+  for (const policy::MethodSpec& m : opt.methods) {
+    if (m.family != policy::MethodFamily::Replay) continue;
+    if (inputs.empty())
+      for (const Window& w : prepare_streams(test_streams, opt, shapes, ro.model().config().mini_batch, scratch).windows)
+        inputs.push_back(w.first.to_ints());
+    check_replay_text(load_replay(m, unit, opt.step_options), inputs, unit);
+  }
+}
+
 // Appends a copy of v's first n elements (copied out first: a vector's insert may not read from the vector itself).
 template <class T>
 void append_first(std::vector<T>& v, size_t n) {
@@ -601,6 +618,7 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
   report("measuring costs", 0, 1);
   int64_t unit = res.mini_batch;  // every method's decision unit divides a calibration stream segment
   for (const policy::MethodSpec& m : opt.methods) unit = std::lcm(unit, placeholder(m, ro, opt).result.unit_tokens);
+  if (opt.streams) check_replays(ro, test_streams, opt);
   const MethodBudget fitting = measure_budget(
       ro, [&](int64_t n, uint64_t seed) { return calibration_windows(calib, calib_streams, test_streams, opt, n, seed, unit); },
       opt, res);

@@ -149,8 +149,28 @@ Replay load_replay(const policy::MethodSpec& m, int64_t unit, const std::vector<
   if (!m.order_file.empty())
     r.detail += ", placed within each segment in the order of the scores of " + m.order_file + " (the same steps)";
   r.detail += " (labels chose them: a diagnostic, not a policy)";
+  r.first = out.first;
+  r.source = m.files.front();
   r.policy = std::make_unique<policy::ReplayPolicy>(m.name, std::move(out.k), std::move(out.first));
   return r;
+}
+
+void check_replay_text(const Replay& r, const std::vector<std::vector<int64_t>>& inputs, int64_t unit) {
+  if (inputs.size() != r.first.size())
+    replay::refuse(r.source, "it holds " + std::to_string(r.first.size()) + " segments, this comparison reads " +
+                                 std::to_string(inputs.size()) + ": it was made on other segments (other streams.* settings?)");
+  for (size_t w = 0; w < inputs.size(); ++w) {
+    const std::vector<int>& first = r.first[w];
+    if (first.size() * size_t(unit) != inputs[w].size())
+      replay::refuse(r.source, "segment " + std::to_string(w) + " has " + std::to_string(first.size()) +
+                                   " units, this comparison's " + std::to_string(inputs[w].size() / size_t(unit)) +
+                                   ": it was made on other segments (or a method with a longer unit pads them)");
+    for (size_t u = 0; u < first.size(); ++u)
+      if (inputs[w][u * size_t(unit)] != first[u])
+        replay::refuse(r.source, "unit " + std::to_string(u) + " of segment " + std::to_string(w) + " starts with token " +
+                                     std::to_string(first[u]) + " where this comparison reads " +
+                                     std::to_string(inputs[w][u * size_t(unit)]) + ": it was made on other segments");
+  }
 }
 
 }  // namespace ponder::cli

@@ -145,6 +145,9 @@ with tempfile.TemporaryDirectory() as tmp:
                                capture_output=True, text=True, timeout=600)
         check(other.returncode != 0 and "made on other segments" in other.stderr,
               "a replay on other segments is refused: " + other.stderr[-400:])
+        journal = os.path.join(tmp, "rep2", "journal.jsonl")
+        cells = open(journal).read().count('"key"') if os.path.exists(journal) else 0
+        check(cells == 0, "... before anything is run: %d records journaled (uniform-1's cell comes first)" % cells)
     no_streams = subprocess.run([ponder, "oracle", "--checkpoint", ckpt, "--seeds", "1", "--windows", "2", "--out", out,
                                  "--hidden-k", "1"], capture_output=True, text=True, timeout=600)
     check(no_streams.returncode != 0 and "--hidden-k reads the held-out streams" in no_streams.stderr,
