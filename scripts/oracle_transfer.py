@@ -50,7 +50,11 @@ def model_row(j):
     """One model's numbers: own oracle, the others' single replays, their consensus, its shuffles (mean) and the
     placement contrast, and (when run) the consensus placed by an imitation's order (replay:…@order.json) with its
     contrast against the shuffles."""
-    reps = [m for m in j["methods"] if m["kind"] == "replay"]
+    every = [m for m in j["methods"] if m["kind"] == "replay"]
+    reps = [m for m in every if "two_level.json" not in m["name"]]
+    two = [m for m in every if "two_level.json" in m["name"]]
+    two_nulls = [m for m in two if is_null(m)]
+    two = [m for m in two if m not in two_nulls]
     nulls = [m for m in reps if is_null(m)]
     imit = [m for m in reps if "@" in m["name"] and m not in nulls]
     singles = [m for m in reps if "+" not in m["name"] and m not in nulls and m not in imit]
@@ -60,7 +64,10 @@ def model_row(j):
             "cons": delta(cons[0]) if cons else None, "null": mean_delta(nulls) if nulls else None,
             "placement": placement(cons[0], nulls) if cons and nulls else None, "shuffles": len(nulls),
             "imit": delta(imit[0]) if imit else None,
-            "imit_placement": placement(imit[0], nulls) if imit and nulls else None}
+            "imit_placement": placement(imit[0], nulls) if imit and nulls else None,
+            "two": delta(two[0]) if two else None, "two_null": mean_delta(two_nulls) if two_nulls else None,
+            "two_placement": placement(two[0], two_nulls) if two and two_nulls else None,
+            "random": delta(by["random"]) if "random" in by else None}
 
 
 def ci(x):
@@ -105,6 +112,8 @@ def main():
             line += f" {ci(r['imit'])} | {ci(r['imit_placement'])}{spread(r['imit_placement'])} |"
         print(line)
     print_means(rows, n)
+    if any(r["two"] for r in rows):
+        print_two_level(rows)
 
 
 def print_means(rows, n):
@@ -132,6 +141,22 @@ def print_means(rows, n):
               (f", {100 * imit_placed[0] / placed[0]:.0f} % of the oracles' placement" if placed and placed[0] < 0 else "") +
               ")", end="")
     print()
+
+
+def print_two_level(rows):
+    """The imitation run as a policy would spend (scripts/oracle_imitate.py's two_level.json: K 4 on the top third of
+    its predictions, else 1), its shuffles within segments and the calibrated random policy, against the frontier."""
+    print("\nThe imitation as a two-level policy (K = 4 on the third of the units it ranks highest, else 1: uniform-2's "
+          "steps), against the same frontier\n")
+    print("| model | two-level imitation | its K shuffled within segments | placement: imitation − shuffled | "
+          "random (calibrated) |\n|---|---|---|---|---|")
+    for i, r in enumerate(rows):
+        print(f"| {i} | {ci(r['two'])} | {ci(r['two_null'])} | "
+              f"{ci(r['two_placement'])}{spread(r['two_placement'])} | {ci(r['random'])} |")
+    two, place, rnd = mean_of(rows, "two"), mean_of(rows, "two_placement"), mean_of(rows, "random")
+    print(f"\nOver the {len(rows)} models: two-level imitation {two[0]:+.4f} (below 0 on {two[1]} of {two[2]})" +
+          (f"; placement {place[0]:+.4f} (below 0 on {place[1]} of {place[2]})" if place else "") +
+          (f"; random {rnd[0]:+.4f}" if rnd else ""))
 
 
 if __name__ == "__main__":

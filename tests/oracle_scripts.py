@@ -128,6 +128,9 @@ with tempfile.TemporaryDirectory() as d:
         ms += [method("replay:o0.json+o1.json", "replay", cons)]
         ms += [method(f"replay-shuffled-{s}:o0.json+o1.json", "replay", null + dz) for s, dz in ((1, -0.01), (2, 0.01))]
         ms += [method(f"replay:o0.json+o1.json@{d}/model-{i}/order.json", "replay", null - 0.005)]
+        two = f"{d}/model-{i}/two_level.json"
+        ms += [method(f"replay:{two}", "replay", 0.004), method("random", "random", 0.01)]
+        ms += [method(f"replay-shuffled-{s}:{two}", "replay", 0.01 + dz) for s, dz in ((1, -0.002), (2, 0.002))]
         with open(os.path.join(d, f"model-{i}", "results.json"), "w") as f:
             json.dump({"methods": ms}, f)
     sys.argv = ["oracle_transfer.py", d, "2"]
@@ -141,6 +144,10 @@ with tempfile.TemporaryDirectory() as d:
           "model 0: the shuffles' mean against the frontier, the placement over them and its range per permutation: " +
           text[:900])
     check("average 2 permutations" in text, "the table says how many permutations it averages")
+    check("| 0 | +0.0040 [+0.0030, +0.0050] | +0.0100 [+0.0090, +0.0110] | -0.0060 [-0.0060, -0.0060] (-0.0080 to "
+          "-0.0040) | +0.0100 [+0.0090, +0.0110] |" in text and "two-level imitation +0.0040 (below 0 on 0 of 2); "
+          "placement -0.0060 (below 0 on 2 of 2); random +0.0100" in text,
+          "the two-level imitation, its shuffles and random, apart from the consensus's replays: " + text[-900:])
     check("|---|---|---|---|---|---|---|---|\n| 0 |" in text, "eight columns with the imitation's two")
     check("| +0.0050 [+0.0040, +0.0060] | -0.0050 [-0.0050, -0.0050] (-0.0150 to +0.0050) |" in text,
           "model 0: the imitation against the frontier and against the shuffles: " + text[:1200])
