@@ -18,7 +18,9 @@ uniform-2's steps, as the calibrated heuristics do with their two levels. `repla
 It is optimistic for a policy: the fits learn from labels of other segments of the same held-out streams (a policy
 would learn on training streams), and the hidden state is read under a uniform schedule rather than the policy's own.
 
-    python3 scripts/oracle_imitate.py OUT ORACLE_DIR/model-0/oracle.json ORACLE_DIR/model-1/oracle.json ...
+    python3 scripts/oracle_imitate.py OUT [--levels LOW,HIGH,SHARE] ORACLE_DIR/model-0/oracle.json ...
+
+--levels sets the two-level policy (default 1,4,0.333: the comparisons' levels at uniform-2's steps).
 
 Prints, per model, Spearman's ρ of the predictions with the others' mean K (the target) on the held-out halves.
 """
@@ -43,16 +45,29 @@ def features(rows, hidden):
     return np.maximum(z @ np.random.default_rng(0).normal(size=(z.shape[1], RELU)) / np.sqrt(z.shape[1]), 0.0)
 
 
-LOW, HIGH, SHARE = 1, 4, 1 / 3  # the comparisons' two levels; a third at K = 4 spends uniform-2's steps
+LEVELS = (1, 4, 1 / 3)  # low, high, share at high: the comparisons' two levels; a third at 4 spends uniform-2's steps
 
 
-def two_level(pred):
-    """K = HIGH on the SHARE of units with the highest predictions (ties by unit order), LOW elsewhere."""
+def two_level(pred, levels=LEVELS):
+    """K = high on the share of units with the highest predictions (ties by unit order), low elsewhere."""
+    low, high, share = levels
     order = sorted(range(len(pred)), key=lambda u: (-pred[u], u))
-    k = [LOW] * len(pred)
-    for u in order[:round(SHARE * len(pred))]:
-        k[u] = HIGH
+    k = [low] * len(pred)
+    for u in order[:round(share * len(pred))]:
+        k[u] = high
     return k
+
+
+def parse_levels(text):
+    """--levels LOW,HIGH,SHARE: whole step counts and a share in [0, 1]."""
+    try:
+        low, high, share = text.split(",")
+        levels = (int(low), int(high), float(share))
+    except ValueError:
+        sys.exit(f"oracle_imitate.py: --levels {text}: expected LOW,HIGH,SHARE, e.g. 1,4,0.333")
+    if levels[0] < 0 or levels[1] < 0 or not 0 <= levels[2] <= 1:
+        sys.exit(f"oracle_imitate.py: --levels {text}: steps must be >= 0 and the share in [0, 1]")
+    return levels
 
 
 def cross_fit(x, y, segment):
@@ -70,6 +85,10 @@ def main():
     if len(args) < 3 or args[0] in ("-h", "--help"):
         sys.exit(__doc__)
     import numpy as np
+    levels = LEVELS
+    if len(args) > 1 and args[1] == "--levels":
+        levels = parse_levels(args[2])
+        args = args[:1] + args[3:]
     out, paths = args[0], args[1:]
     runs = []
     for p in paths:
@@ -85,6 +104,9 @@ def main():
         hidden = of.hidden_matrix(p, j)
         if hidden is None:
             sys.exit(f"oracle_imitate.py: {p}: no hidden.f32 (run ponder oracle with --hidden-k)")
+        if not np.isfinite(hidden).all():
+            bad = int(np.argwhere(~np.isfinite(hidden))[0][0])
+            sys.exit(f"oracle_imitate.py: {p}: hidden.f32 holds a value that is not finite (unit {bad})")
         target = np.delete(ks, i, axis=0).mean(0)
         pred = cross_fit(features(rows, hidden), target, segment)
         print(f"| {i} | {of.spearman(list(pred), list(target)):+.3f} |")
@@ -93,9 +115,9 @@ def main():
             json.dump({"note": "cross-fitted predictions of the other models' mean oracle K (scripts/oracle_imitate.py)",
                        "sources": paths, "segments": j["segments"], "per_unit": {"score": [float(v) for v in pred]}}, f)
         with open(os.path.join(out, f"model-{i}", "two_level.json"), "w") as f:
-            json.dump({"note": f"K = {HIGH} on the {SHARE:.3f} of units with the highest imitation predictions, else "
-                               f"{LOW} (scripts/oracle_imitate.py)", "sources": paths, "segments": j["segments"],
-                       "per_unit": {"k": two_level(pred)}}, f)
+            json.dump({"note": f"K = {levels[1]} on the {levels[2]:.3f} of units with the highest imitation "
+                               f"predictions, else {levels[0]} (scripts/oracle_imitate.py)", "sources": paths,
+                       "segments": j["segments"], "per_unit": {"k": two_level(pred, levels)}}, f)
 
 
 if __name__ == "__main__":

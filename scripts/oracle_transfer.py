@@ -67,7 +67,17 @@ def model_row(j):
             "imit_placement": placement(imit[0], nulls) if imit and nulls else None,
             "two": delta(two[0]) if two else None, "two_null": mean_delta(two_nulls) if two_nulls else None,
             "two_placement": placement(two[0], two_nulls) if two and two_nulls else None,
-            "random": delta(by["random"]) if "random" in by else None}
+            "random": delta(by["random"]) if "random" in by else None,
+            "two_note": note_of(two[0]["name"][len("replay:"):]) if two else ""}
+
+
+def note_of(path):
+    """What a two_level.json says it is (its levels), or nothing when it cannot be read here."""
+    try:
+        with open(path) as f:
+            return json.load(f).get("note", "")
+    except (OSError, ValueError):
+        return ""
 
 
 def ci(x):
@@ -146,8 +156,8 @@ def print_means(rows, n):
 def print_two_level(rows):
     """The imitation run as a policy would spend (scripts/oracle_imitate.py's two_level.json: K 4 on the top third of
     its predictions, else 1), its shuffles within segments and the calibrated random policy, against the frontier."""
-    print("\nThe imitation as a two-level policy (K = 4 on the third of the units it ranks highest, else 1: uniform-2's "
-          "steps), against the same frontier\n")
+    note = rows[0]["two_note"] or "two levels by the imitation's ranking"
+    print(f"\nThe imitation as a two-level policy ({note}), against the same frontier\n")
     print("| model | two-level imitation | its K shuffled within segments | placement: imitation − shuffled | "
           "random (calibrated) |\n|---|---|---|---|---|")
     for i, r in enumerate(rows):

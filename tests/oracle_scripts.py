@@ -195,8 +195,24 @@ with tempfile.TemporaryDirectory() as d:
           "two_level.json: K = 4 on the third with the highest scores, 1 elsewhere")
     check(oracle_imitate.two_level([0.5, 2.0, 0.5, -1.0, 3.0, 0.5]) == [1, 4, 1, 1, 4, 1],
           "two_level: the top third of 6 units by score")
+    check(oracle_imitate.two_level([0.5, 2.0, 0.5, -1.0, 3.0, 0.5], oracle_imitate.parse_levels("0,1,0.5")) ==
+          [1, 1, 0, 0, 1, 0], "two_level --levels 0,1,0.5: K 1 on the top half (ties by unit order), else 0")
+    for bad in ("1,4", "1,x,0.3", "1,4,1.5"):
+        try:
+            oracle_imitate.parse_levels(bad)
+            check(False, "--levels %s is refused" % bad)
+        except SystemExit as e:
+            check("--levels " + bad in str(e), "--levels %s is refused by name: %s" % (bad, e))
     with open(paths[2]) as f:
         j = json.load(f)
+    h = np.fromfile(os.path.join(d, "o2", "hidden.f32"), dtype="<f4")
+    h[6 * 7 + 2] = np.nan
+    h.tofile(os.path.join(d, "o2", "hidden.f32"))
+    try:
+        oracle_imitate.main()
+        check(False, "a NaN in hidden.f32 is refused")
+    except SystemExit as e:
+        check("o2/oracle.json: hidden.f32 holds a value that is not finite (unit 7)" in str(e), "... naming it: " + str(e))
     j["segments"] = segs[:-1]
     with open(paths[2], "w") as f:
         json.dump(j, f)
