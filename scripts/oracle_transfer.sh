@@ -5,9 +5,9 @@
 # segment (`replay-shuffled-S:`, S = 1..$SHUFFLES, default 3: the placement null, the same steps in random places).
 # With ORDERS=DIR (scripts/oracle_imitate.py's output), also the consensus placed in the order of DIR/model-<i>/
 # order.json, what a policy imitating the oracles from what it can read would place; and the imitation as a two-level
-# policy (two_level.json), with its shuffles and the calibrated random policy beside it. Those choices read labels, but another model's,
-# so what they buy on this model is what the text itself says about where steps pay; the model's own oracle beside
-# them is the headroom they are measured against. The oracle.json files come from `ponder oracle` in streams mode on
+# policy (two_level.json), with its shuffles and the calibrated random policy beside it. Those choices read labels,
+# but another model's, so what they buy on this model is what the text itself says about where steps pay; the
+# model's own oracle beside them is the headroom they are measured against. The oracle.json files come from `ponder oracle` in streams mode on
 # the same segments (the same streams.* settings as passed here), one per model, in the checkpoints' order.
 #
 #   bash scripts/oracle_transfer.sh OUT ORACLE_DIR CKPT_0 CKPT_1 ... [-- --set section.key=value ...]
@@ -21,7 +21,7 @@ ponder=${PONDER:-./build/experiments/ponder}  # PONDER: another binary (e.g. a c
 shuffles=${SHUFFLES:-3}  # permutations of the consensus run as the placement null (replay-shuffled-1..SHUFFLES)
 orders=${ORDERS:-}  # a folder of scripts/oracle_imitate.py: also the consensus placed by its model-<i>/order.json
 [ -x "$ponder" ] || { echo "oracle_transfer.sh: $ponder is missing; build first (bash scripts/setup.sh)" >&2; exit 2; }
-[ $# -ge 4 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
 out=$1 oracles=$2
 shift 2
 ckpts=()
