@@ -432,7 +432,8 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << "Per-window differences of bits per byte (negative = better than " << base_name << "); n = "
      << (opt.streams ? int64_t(r.stream_names.size()) : opt.seeds * r.windows_per_seed)
      << (opt.streams ? " streams (each stream's difference averaged over the seeds, so a stream counts once)"
-                     : " windows") << ".\n\n" << p.tests.md << "\n" << frontier_markdown(r, opt.streams)
+                     : " windows") << ". Holm and Bonferroni correct the policies' tests among themselves, and "
+     << "any replays' (which read labels) among themselves.\n\n" << p.tests.md << "\n" << frontier_markdown(r, opt.streams)
      << (p.calibration.md.empty() ? std::string() : "\n## Calibrated heuristics\n\n" + p.calibration.md)
      << (p.learned.empty() ? std::string() : "\n## Learned policies\n\n" + p.learned +
                                                   "\nTraining curves per iteration are in results.json.\n")
