@@ -27,6 +27,7 @@ Prints, per model, Spearman's ρ of the predictions with the others' mean K (the
 import json
 import os
 import sys
+import time
 
 import oracle_features as of
 
@@ -100,6 +101,7 @@ def main():
     segment = np.array([r["segment"] for r in rows])
     ks = np.array([j["per_unit"]["k"] for j in runs], dtype=float)
     print("| model | ρ of the held-out predictions with the others' mean K |\n|---|---|")
+    start = time.monotonic()
     for i, (p, j) in enumerate(zip(paths, runs)):
         hidden = of.hidden_matrix(p, j)
         if hidden is None:
@@ -107,6 +109,10 @@ def main():
         if not np.isfinite(hidden).all():
             bad = int(np.argwhere(~np.isfinite(hidden))[0][0])
             sys.exit(f"oracle_imitate.py: {p}: hidden.f32 holds a value that is not finite (unit {bad})")
+        done = time.monotonic() - start
+        eta = f", ETA {done / i * (len(paths) - i):.0f} s" if i else ""
+        print(f"oracle_imitate.py: model {i + 1} of {len(paths)}: fitting ({len(rows)} units; {done:.0f} s elapsed{eta})",
+              file=sys.stderr, flush=True)
         target = np.delete(ks, i, axis=0).mean(0)
         pred = cross_fit(features(rows, hidden), target, segment)
         print(f"| {i} | {of.spearman(list(pred), list(target)):+.3f} |")
