@@ -34,7 +34,8 @@ def placement(cons, nulls):
 
 
 def mean_delta(ms):
-    """The frontier distance averaged over several runs of one kind (the shuffles), interval of their mean."""
+    """The frontier distance averaged over several runs of one kind (the shuffles), with the mean of their intervals
+    (results.json keeps each run's interval, not its per-stream distances, so this is not the mean's own interval)."""
     means = [m["frontier_delta"]["mean"] for m in ms]
     lo = sum(m["frontier_delta"]["ci"][0] for m in ms) / len(ms)
     hi = sum(m["frontier_delta"]["ci"][1] for m in ms) / len(ms)
@@ -107,8 +108,9 @@ def main():
             sys.exit(f"oracle_transfer.py: {path}: {e}")
     shuffles, imitated = max(r["shuffles"] for r in rows), any(r["imit"] for r in rows)
     print("Δ bits/byte against each model's uniform frontier at the method's own FLOPs (95 % interval over streams)" +
-          (f"; the shuffled column and the placement contrasts average {shuffles} permutations (the contrast's "
-           "range over them in parentheses)" if shuffles > 1 else "") + "\n")
+          (f"; the shuffled column and the placement contrasts average {shuffles} permutations (the shuffled "
+           "column's interval is the mean of theirs; the contrast's range over them in parentheses)"
+           if shuffles > 1 else "") + "\n")
     head = ("| model | own oracle | each other model's oracle replayed | their consensus replayed | the consensus "
             "shuffled within segments | placement: consensus − shuffled (same FLOPs) |")
     if imitated:
