@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The analysis scripts of the oracle's units (scripts/oracle_agreement.py, scripts/oracle_features.py) on inputs
-whose answers are known by hand: kappa, the block-shuffled control, Spearman's rho, and each causal feature of a
-small segment, including that no feature reads the unit it describes.
+"""The analysis scripts of the oracle's units (scripts/oracle_agreement.py, oracle_features.py, oracle_transfer.py,
+oracle_imitate.py) on inputs whose answers are known by hand: kappa, the block-shuffled control, Spearman's rho, each
+causal feature of a small segment (including that no feature reads the unit it describes), the transfer table, and
+the imitation's fit and schedules.
 Usage: oracle_scripts.py SOURCE_ROOT"""
 import json
 import os
