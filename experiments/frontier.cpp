@@ -57,6 +57,35 @@ nlohmann::ordered_json frontier_delta_json(const FrontierDelta& f) {
           {"outside_uniform_range", f.outside}};
 }
 
+std::string frontier_verdict(const stats::Interval& ci) {
+  if (ci.hi < 0) return "better than uniform at equal compute";
+  if (ci.lo > 0) return "worse than uniform at equal compute";
+  return "not distinguishable from uniform at equal compute";
+}
+
+std::string frontier_answer(const CompareResult& r, const std::string& best, bool streams) {
+  std::ostringstream a;
+  const MethodResult* bm = find(r, best);
+  const FrontierDelta fb = bm ? frontier_delta(r, *bm, streams) : FrontierDelta{};
+  if (std::isnan(fb.mean)) return "";
+  a << " Against the uniform frontier at its own FLOPs (" << fb.lower << (fb.lower == fb.upper ? "" : "–" + fb.upper)
+    << "): Δ = " << fmt("%+.4f", fb.mean) << " [" << fmt("%+.4f", fb.ci.lo) << ", " << fmt("%+.4f", fb.ci.hi)
+    << "], " << frontier_verdict(fb.ci) << ".";
+  std::string below;
+  int policies = 0;
+  for (const MethodResult& m : r.methods) {
+    if (m.kind == "oracle" || test_family(m) != 0) continue;
+    ++policies;
+    const FrontierDelta f = frontier_delta(r, m, streams);
+    if (f.ci.hi < 0) below += (below.empty() ? "`" : ", `") + m.name + "` " + fmt("%+.4f", f.mean);
+  }
+  if (below.empty())
+    a << " No policy of the " << policies << " compared lies below the uniform frontier (95% CI under 0).";
+  else
+    a << " Below the uniform frontier (95% CI under 0): " << below << ".";
+  return a.str();
+}
+
 std::string frontier_markdown(const CompareResult& r, bool streams) {
   std::ostringstream md;
   md << "## Distance to the uniform frontier\n\nEach method against the uniform schedules' Pareto curve (bits/byte "

@@ -24,6 +24,12 @@ struct FrontierDelta {
 // NaN mean and empty d when no uniform schedule ran.
 FrontierDelta frontier_delta(const CompareResult& r, const MethodResult& m, bool streams);
 nlohmann::ordered_json frontier_delta_json(const FrontierDelta& f);
+// What a 95% interval of a frontier distance says: "better than uniform at equal compute" (entirely below 0), "worse
+// than uniform at equal compute" (above), or "not distinguishable from uniform at equal compute".
+std::string frontier_verdict(const stats::Interval& ci);
+// The answer's sentences on the frontier: the best method's distance with its verdict, and which policies (methods
+// that neither run a uniform schedule nor read labels) lie below the frontier. Empty when no uniform schedule ran.
+std::string frontier_answer(const CompareResult& r, const std::string& best, bool streams);
 // "## Distance to the uniform frontier": one row per method that is neither uniform nor the oracle.
 std::string frontier_markdown(const CompareResult& r, bool streams);
 

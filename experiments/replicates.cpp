@@ -124,6 +124,7 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
     s.documents = int64_t(diffs.front().size());
     s.rows.push_back(row_from(m0.name, diffs, ratios));
     s.rows.back().calibration_missed = missed;
+    s.rows.back().policy = test_family(m0) == 0;
     if (m0.kind != "uniform") add_frontier(runs, opt.streams, s.rows.back());
     if (std::isfinite(s.rows.back().p)) {
       p_values.push_back(s.rows.back().p);
@@ -148,17 +149,51 @@ ordered_json row_json(const ReplicateRow& r) {
           {"calibration_missed_models", r.calibration_missed}};
 }
 
+// The policies whose distance to the uniform frontier over models has its 95% interval below 0.
+std::vector<const ReplicateRow*> below_frontier(const ReplicateSummary& s) {
+  std::vector<const ReplicateRow*> below;
+  for (const ReplicateRow& r : s.rows)
+    if (r.policy && r.frontier_ci.hi < 0) below.push_back(&r);
+  return below;
+}
+
+// Over models, in words: which policies lie below the uniform frontier, or the closest one when none does.
+std::string frontier_answer_over_models(const ReplicateSummary& s) {
+  const ReplicateRow* closest = nullptr;
+  int policies = 0;
+  for (const ReplicateRow& r : s.rows)
+    if (r.policy && !std::isnan(r.frontier)) {
+      ++policies;
+      if (!closest || r.frontier < closest->frontier) closest = &r;
+    }
+  if (!closest) return "";
+  auto cell = [](const ReplicateRow& r) {
+    return "`" + r.method + "` " + fmt("%+.4f", r.frontier) + " [" + fmt("%+.4f", r.frontier_ci.lo) + ", " +
+           fmt("%+.4f", r.frontier_ci.hi) + "] (t-test over models p " + fmt("%.3g", r.frontier_p) + ")";
+  };
+  std::string out = "**Against the uniform frontier over models**: ";
+  const std::vector<const ReplicateRow*> below = below_frontier(s);
+  if (below.empty())
+    return out + "no policy of the " + std::to_string(policies) + " compared lies below it (95% CI under 0); the "
+           "closest is " + cell(*closest) + ".\n";
+  for (size_t i = 0; i < below.size(); ++i) out += (i ? ", " : "") + cell(*below[i]);
+  return out + (below.size() == 1 ? " lies" : " lie") + " below it (95% CI under 0).\n";
+}
+
 }  // namespace
 
 ordered_json replicates_json(const ReplicateSummary& s) {
   ordered_json rows = ordered_json::array();
   for (const ReplicateRow& r : s.rows) rows.push_back(row_json(r));
+  ordered_json below = ordered_json::array();
+  for (const ReplicateRow* r : below_frontier(s)) below.push_back(r->method);
   return {{"models", s.models.size()},
           {"checkpoints", s.models},
           {"baseline", s.baseline},
           {"documents_per_model", s.documents},
           {"unit_of_replication", "model (documents are paired observations inside each model)"},
           {"oracle_headroom", row_json(s.headroom)},
+          {"policies_below_frontier", below},
           {"methods", rows}};
 }
 
@@ -208,6 +243,7 @@ std::string replicates_markdown(const ReplicateSummary& s) {
     md << "\n**Calibration missed the budget** (more than " << fmt("%.0f", 100 * kCalibrationMiss)
        << " % off its target on the calibration windows; each model's report says by how much), so these rows judge "
           "the method at other FLOPs than the budget's: " << missed << ".\n";
+  md << "\n" << frontier_answer_over_models(s);
   md << "\nOracle headroom (positive: the oracle frontier beats the best uniform schedule within " << s.baseline
      << "'s FLOPs):\n\n| | headroom bpb [95% CI] | per model | p | MDE | FLOPs vs " << s.baseline
      << " |\n|---|---|---|---|---|---|\n";

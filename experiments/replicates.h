@@ -32,6 +32,7 @@ struct ReplicateRow {
   double frontier = NAN, frontier_p = NAN;
   stats::Interval frontier_ci;
   std::vector<int> calibration_missed;  // models (from 1) where its calibration missed the budget (result_util.h)
+  bool policy = false;                  // neither a uniform schedule nor a method that reads labels (test_family 0)
 };
 
 struct ReplicateSummary {

@@ -297,13 +297,14 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
     answer << "Best adaptive method at the budget of " << base_name << ": `" << best->method << "`, Δ = "
            << bpb_delta(best->delta) << " bits per byte per window (Holm-corrected paired t p = "
            << fmt("%.3g", best->holm) << "): "
-           << (best->delta == 0 ? "identical to uniform on every window"
-               : sig ? (best->delta < 0 ? "significantly better than uniform" : "significantly worse than uniform")
-                     : "not significantly different from uniform");
+           << (best->delta == 0 ? "identical to " + base_name + " on every window"
+               : sig ? (best->delta < 0 ? "significantly better than " : "significantly worse than ") + base_name
+                     : "not significantly different from " + base_name);
     if (best->delta != 0 && sig && std::abs(best->delta) < tiny)
       answer << ", but by less than " << fmt("%g", tiny) << " bits per byte, a tenth of the effect the comparison is "
              << "built to resolve (compare.criteria_control_headroom): practically nil";
-    answer << ". The oracle's headroom over the uniform frontier at no more than that compute is "
+    answer << "." << frontier_answer(r, best->method, opt.streams)
+           << " The oracle's headroom over the uniform frontier at no more than that compute is "
            << bpb_delta(hr.bpb) << " bits per byte (95% CI [" << bpb_delta(hr.lo) << ", " << bpb_delta(hr.hi) << "])";
     if (std::isfinite(hr.hi) && std::abs(hr.hi) < tiny && std::abs(hr.lo) < tiny)
       answer << ": under " << fmt("%g", tiny) << " bits per byte, so at this budget there is nothing to allocate";

@@ -888,12 +888,68 @@ TEST_CASE("a significant difference below a tenth of the control's floor is call
   const std::string tiny = answer(2e-5);
   INFO(tiny);
   CHECK(tiny.find("Δ = -2") != std::string::npos);  // shown to 2 significant digits, not as -0.0000
-  CHECK(tiny.find("significantly better than uniform, but by less than 0.001 bits per byte") != std::string::npos);
+  CHECK(tiny.find("significantly better than uniform-2, but by less than 0.001 bits per byte") != std::string::npos);
   CHECK(tiny.find("practically nil") != std::string::npos);
   const std::string real = answer(0.02);
   INFO(real);
-  CHECK(real.find("significantly better than uniform") != std::string::npos);
+  CHECK(real.find("significantly better than uniform-2") != std::string::npos);
   CHECK(real.find("practically nil") == std::string::npos);
+  // at uniform-2's FLOPs the frontier is uniform-2 itself (uniform-4 is worse, so not on it)
+  CHECK(real.find("Against the uniform frontier at its own FLOPs (uniform-1–uniform-2): Δ = -0.0250") !=
+        std::string::npos);
+  CHECK(real.find("better than uniform at equal compute. Below the uniform frontier (95% CI under 0): `random` "
+                  "-0.0250.") != std::string::npos);
+}
+
+// Hand-made runs where `random` beats uniform-2 by 0.02 bits/byte on every window; uniform-1, at less compute, is
+// `u1_shift` from uniform-2.
+cli::CompareResult beats_budget_only(double u1_shift) {
+  const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
+  std::vector<double> random = same, u1 = same, worse = same;
+  for (size_t i = 0; i < same.size(); ++i) {
+    random[i] -= 0.02 * (1 + 0.1 * double(i));
+    u1[i] += u1_shift;
+    worse[i] += 0.05;
+  }
+  return hand_result({{"uniform-0", zero}, {"uniform-1", u1}, {"uniform-2", same}, {"uniform-4", worse},
+                      {"random", random}}, false);
+}
+
+TEST_CASE("the answer judges the best method against the uniform frontier, not only against the budget's schedule") {
+  Scratch t("frontier_answer");
+  const cli::CompareOptions opt = hand_options();
+  // uniform-1 is 0.05 better than uniform-2 at less compute: random beats uniform-2 and loses to the frontier
+  cli::write_compare_outputs(beats_budget_only(-0.05), opt, {{"commit", "test"}}, t.dir.string());
+  const std::string s = slurp((t.dir / "report.md").string());
+  const std::string answer = s.substr(s.find("Best adaptive method"));
+  INFO(answer);
+  CHECK(answer.find("significantly better than uniform-2.") != std::string::npos);
+  CHECK(answer.find("Against the uniform frontier at its own FLOPs (uniform-1): Δ = +0.0") != std::string::npos);
+  CHECK(answer.find("worse than uniform at equal compute. No policy of the 1 compared lies below the uniform "
+                    "frontier") != std::string::npos);
+}
+
+TEST_CASE("over models, the report says which policies lie below the uniform frontier, or the closest one") {
+  const cli::CompareOptions opt = hand_options();
+  for (const double u1_shift : {0.05, -0.05}) {
+    const cli::ReplicateSummary sum =
+        cli::summarize_replicates({beats_budget_only(u1_shift), beats_budget_only(u1_shift)}, {"a", "b"}, opt);
+    const std::string md = cli::replicates_markdown(sum);
+    const nlohmann::ordered_json j = cli::replicates_json(sum);
+    INFO(md);
+    const auto row = std::find_if(sum.rows.begin(), sum.rows.end(), [](const auto& r) { return r.method == "random"; });
+    REQUIRE(row != sum.rows.end());
+    CHECK(row->policy);
+    if (u1_shift > 0) {  // the frontier at random's FLOPs is uniform-2, which random beats
+      CHECK(md.find("**Against the uniform frontier over models**: `random` -0.0250 [") != std::string::npos);
+      CHECK(md.find(") lies below it (95% CI under 0).") != std::string::npos);
+      CHECK(j["policies_below_frontier"] == nlohmann::json::array({"random"}));
+    } else {             // there it is uniform-1, 0.05 better
+      CHECK(md.find("no policy of the 1 compared lies below it (95% CI under 0); the closest is `random` +0.0250 [")
+            != std::string::npos);
+      CHECK(j["policies_below_frontier"].empty());
+    }
+  }
 }
 
 // The two streams-mode comparisons below: `methods` on a width-16 model, steps 0–2, no frontier, segments of
