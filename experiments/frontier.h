@@ -25,7 +25,8 @@ struct FrontierDelta {
 FrontierDelta frontier_delta(const CompareResult& r, const MethodResult& m, bool streams);
 nlohmann::ordered_json frontier_delta_json(const FrontierDelta& f);
 // What a 95% interval of a frontier distance says: "better than uniform at equal compute" (entirely below 0), "worse
-// than uniform at equal compute" (above), or "not distinguishable from uniform at equal compute".
+// than uniform at equal compute" (above), or "not distinguishable from uniform at equal compute"; an interval of
+// exactly 0 (every document's distance 0: a method that ran a uniform schedule) says so.
 std::string frontier_verdict(const stats::Interval& ci);
 // The answer's sentences on the frontier: the best method's distance with its verdict, and which policies (methods
 // that neither run a uniform schedule nor read labels) lie below the frontier. Empty when no uniform schedule ran.

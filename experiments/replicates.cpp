@@ -157,27 +157,35 @@ std::vector<const ReplicateRow*> below_frontier(const ReplicateSummary& s) {
   return below;
 }
 
-// Over models, in words: which policies lie below the uniform frontier, or the closest one when none does.
+// Over models, in words: which policies lie below the uniform frontier, or the closest one when none does. A policy
+// whose distance is exactly 0 everywhere ran a uniform schedule (a heuristic that cannot meet the budget): named as
+// such, not as the closest.
 std::string frontier_answer_over_models(const ReplicateSummary& s) {
   const ReplicateRow* closest = nullptr;
   int policies = 0;
-  for (const ReplicateRow& r : s.rows)
-    if (r.policy && !std::isnan(r.frontier)) {
-      ++policies;
-      if (!closest || r.frontier < closest->frontier) closest = &r;
-    }
-  if (!closest) return "";
+  std::string uniform_in_effect;
+  for (const ReplicateRow& r : s.rows) {
+    if (!r.policy || std::isnan(r.frontier)) continue;
+    ++policies;
+    if (r.frontier_ci.lo == 0 && r.frontier_ci.hi == 0)
+      uniform_in_effect += (uniform_in_effect.empty() ? "`" : ", `") + r.method + "`";
+    else if (!closest || r.frontier < closest->frontier)
+      closest = &r;
+  }
+  if (policies == 0) return "";
   auto cell = [](const ReplicateRow& r) {
     return "`" + r.method + "` " + fmt("%+.4f", r.frontier) + " [" + fmt("%+.4f", r.frontier_ci.lo) + ", " +
            fmt("%+.4f", r.frontier_ci.hi) + "] (t-test over models p " + fmt("%.3g", r.frontier_p) + ")";
   };
   std::string out = "**Against the uniform frontier over models**: ";
   const std::vector<const ReplicateRow*> below = below_frontier(s);
+  const std::string same = uniform_in_effect.empty() ? "" : " " + uniform_in_effect + " read as the frontier on "
+                           "every document (a uniform schedule in effect).";
   if (below.empty())
-    return out + "no policy of the " + std::to_string(policies) + " compared lies below it (95% CI under 0); the "
-           "closest is " + cell(*closest) + ".\n";
+    return out + "no policy of the " + std::to_string(policies) + " compared lies below it (95% CI under 0)" +
+           (closest ? "; the closest is " + cell(*closest) : std::string()) + "." + same + "\n";
   for (size_t i = 0; i < below.size(); ++i) out += (i ? ", " : "") + cell(*below[i]);
-  return out + (below.size() == 1 ? " lies" : " lie") + " below it (95% CI under 0).\n";
+  return out + (below.size() == 1 ? " lies" : " lie") + " below it (95% CI under 0)." + same + "\n";
 }
 
 }  // namespace

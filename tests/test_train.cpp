@@ -902,8 +902,9 @@ TEST_CASE("a significant difference below a tenth of the control's floor is call
 }
 
 // Hand-made runs where `random` beats uniform-2 by 0.02 bits/byte on every window; uniform-1, at less compute, is
-// `u1_shift` from uniform-2.
-cli::CompareResult beats_budget_only(double u1_shift) {
+// `u1_shift` from uniform-2. With `copy`, `ttt-loss` reads every window as uniform-1 does at uniform-2's FLOPs (a
+// heuristic that cannot meet its budget and so runs uniform-1).
+cli::CompareResult beats_budget_only(double u1_shift, bool copy = false) {
   const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
   std::vector<double> random = same, u1 = same, worse = same;
   for (size_t i = 0; i < same.size(); ++i) {
@@ -911,8 +912,10 @@ cli::CompareResult beats_budget_only(double u1_shift) {
     u1[i] += u1_shift;
     worse[i] += 0.05;
   }
-  return hand_result({{"uniform-0", zero}, {"uniform-1", u1}, {"uniform-2", same}, {"uniform-4", worse},
-                      {"random", random}}, false);
+  std::map<std::string, std::vector<double>> w = {
+      {"uniform-0", zero}, {"uniform-1", u1}, {"uniform-2", same}, {"uniform-4", worse}, {"random", random}};
+  if (copy) w["ttt-loss"] = u1;
+  return hand_result(w, false);
 }
 
 TEST_CASE("the answer judges the best method against the uniform frontier, not only against the budget's schedule") {
@@ -927,13 +930,16 @@ TEST_CASE("the answer judges the best method against the uniform frontier, not o
   CHECK(answer.find("Against the uniform frontier at its own FLOPs (uniform-1): Δ = +0.0") != std::string::npos);
   CHECK(answer.find("worse than uniform at equal compute. No policy of the 1 compared lies below the uniform "
                     "frontier") != std::string::npos);
+  CHECK(cli::frontier_verdict({0.0, 0.0, 0.0}) ==
+        "identical to the uniform frontier on every document: uniform in effect");
+  CHECK(cli::frontier_verdict({-0.01, -0.02, 0.001}) == "not distinguishable from uniform at equal compute");
 }
 
 TEST_CASE("over models, the report says which policies lie below the uniform frontier, or the closest one") {
   const cli::CompareOptions opt = hand_options();
   for (const double u1_shift : {0.05, -0.05}) {
-    const cli::ReplicateSummary sum =
-        cli::summarize_replicates({beats_budget_only(u1_shift), beats_budget_only(u1_shift)}, {"a", "b"}, opt);
+    const cli::ReplicateSummary sum = cli::summarize_replicates(
+        {beats_budget_only(u1_shift, u1_shift < 0), beats_budget_only(u1_shift, u1_shift < 0)}, {"a", "b"}, opt);
     const std::string md = cli::replicates_markdown(sum);
     const nlohmann::ordered_json j = cli::replicates_json(sum);
     INFO(md);
@@ -944,9 +950,11 @@ TEST_CASE("over models, the report says which policies lie below the uniform fro
       CHECK(md.find("**Against the uniform frontier over models**: `random` -0.0250 [") != std::string::npos);
       CHECK(md.find(") lies below it (95% CI under 0).") != std::string::npos);
       CHECK(j["policies_below_frontier"] == nlohmann::json::array({"random"}));
-    } else {             // there it is uniform-1, 0.05 better
-      CHECK(md.find("no policy of the 1 compared lies below it (95% CI under 0); the closest is `random` +0.0250 [")
+    } else {             // there it is uniform-1, 0.05 better; ttt-loss runs uniform-1 and is not "the closest"
+      CHECK(md.find("no policy of the 2 compared lies below it (95% CI under 0); the closest is `random` +0.0250 [")
             != std::string::npos);
+      CHECK(md.find("`ttt-loss` read as the frontier on every document (a uniform schedule in effect).") !=
+            std::string::npos);
       CHECK(j["policies_below_frontier"].empty());
     }
   }
