@@ -279,14 +279,32 @@ std::string bpb_delta(double d) { return std::abs(d) >= 5e-5 || d == 0 ? fmt("%+
 
 // The answer, in words computed from the numbers: the best method against the budget, the oracle's headroom, and
 // what the carry factor allows.
+bool cannot_meet_budget(const MethodResult* m) { return m && m->detail.rfind("cannot meet the budget", 0) == 0; }
+
+// The comparison the answer leads with: the lowest Δ among methods that do not read labels, leaving out those that
+// could not meet the budget (each runs one uniform schedule, so it is no allocation) unless nothing else is left;
+// `left_out` names what was passed over that way.
+const Comparison* answer_method(const CompareResult& r, const std::vector<Comparison>& cmp, std::string& left_out) {
+  const Comparison *best = nullptr, *any = nullptr;
+  std::string skipped;
+  for (const Comparison& c : cmp) {
+    const MethodResult* m = find(r, c.method);
+    if (m && reads_labels(*m)) continue;
+    if (!any || c.delta < any->delta) any = &c;
+    if (cannot_meet_budget(m))
+      skipped += (skipped.empty() ? "`" : ", `") + c.method + "` (Δ " + bpb_delta(c.delta) + ")";
+    else if (!best || c.delta < best->delta)
+      best = &c;
+  }
+  if (best) left_out = skipped;
+  return best ? best : any;
+}
+
 std::string answer_text(const CompareResult& r, const CompareOptions& opt, const std::vector<Comparison>& cmp,
                         const Headroom& hr, const std::string& base_name) {
   std::ostringstream answer;
-  const Comparison* best = nullptr;
-  for (const Comparison& c : cmp) {
-    const MethodResult* m = find(r, c.method);
-    if ((!m || !reads_labels(*m)) && (!best || c.delta < best->delta)) best = &c;
-  }
+  std::string left_out;
+  const Comparison* best = answer_method(r, cmp, left_out);
   if (!best) {
     answer << "No adaptive method was compared with " << base_name << ".";
   } else {
@@ -314,9 +332,12 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
              << fmt("%.0f", 100 * hr.flops / hr.base_flops) << " % of it, so that headroom is a cheaper oracle's; "
              << "raise compare.oracle_bisect (or add smaller compare.frontier_mus) to measure it at the budget.";
     const MethodResult* bm = find(r, best->method);
-    if (bm && bm->detail.rfind("cannot meet the budget", 0) == 0)
+    if (cannot_meet_budget(bm))
       answer << " Note: `" << best->method << "` " << bm->detail << ": it is a uniform schedule plus the cost of its "
              << "score, not an allocation, and its distance to the uniform frontier (below) is what to read.";
+    if (!left_out.empty())
+      answer << " Left out of \"best\": " << left_out << ", which could not meet the budget: each ran one uniform "
+             << "schedule plus the cost of its score, no allocation.";
     if (!hr.uniform.empty() && hr.uniform != base_name)
       answer << " Note: `" << hr.uniform << "` is better than " << base_name << " at less compute, so the uniform "
              << "frontier at this budget is " << hr.uniform << ", and a method must beat it, not " << base_name

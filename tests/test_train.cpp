@@ -930,6 +930,17 @@ TEST_CASE("the answer judges the best method against the uniform frontier, not o
   CHECK(answer.find("Against the uniform frontier at its own FLOPs (uniform-1): Δ = +0.0") != std::string::npos);
   CHECK(answer.find("worse than uniform at equal compute. No policy of the 1 compared lies below the uniform "
                     "frontier") != std::string::npos);
+  // a heuristic that could not meet the budget ran uniform-1: better than random against uniform-2, yet no allocation
+  cli::CompareResult r = beats_budget_only(-0.05, true);
+  for (cli::MethodResult& m : r.methods)
+    if (m.name == "ttt-loss") m.detail = "cannot meet the budget: its target lies below uniform-1's";
+  cli::write_compare_outputs(r, opt, {{"commit", "test"}}, t.dir.string());
+  const std::string s2 = slurp((t.dir / "report.md").string());
+  const std::string answer2 = s2.substr(s2.find("Best adaptive method"));
+  INFO(answer2);
+  CHECK(answer2.find("Best adaptive method at the budget of uniform-2: `random`") == 0);
+  CHECK(answer2.find("Left out of \"best\": `ttt-loss` (Δ -0.0500), which could not meet the budget") !=
+        std::string::npos);
   CHECK(cli::frontier_verdict({0.0, 0.0, 0.0}) ==
         "identical to the uniform frontier on every document: uniform in effect");
   CHECK(cli::frontier_verdict({-0.01, -0.02, 0.001}) == "not distinguishable from uniform at equal compute");
