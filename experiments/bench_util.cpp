@@ -96,8 +96,11 @@ MachineInfo machine_info() {
   while (!info.blas.empty() && info.blas.back() == ' ') info.blas.pop_back();
   info.blas_core = openblas_get_corename();
   for (const char* var : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
-    if (const char* v = std::getenv(var); v && *v)
-      info.omp_wait += (info.omp_wait.empty() ? "" : " ") + std::string(var) + "=" + v;
+    if (const char* v = std::getenv(var); v && *v) {
+      // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on `"" + std::string(var)`.
+      if (!info.omp_wait.empty()) info.omp_wait += ' ';
+      info.omp_wait.append(var).append("=").append(v);
+    }
   if (info.omp_wait.empty()) info.omp_wait = "libgomp default";
   return info;
 }
