@@ -142,9 +142,11 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
 namespace {
 
 ordered_json row_json(const ReplicateRow& r) {
+  const bool no_frontier = std::isnan(r.frontier);  // uniform schedules: their interval is null, not [0, 0]
   return {{"method", r.method}, {"delta_bpb", r.delta}, {"ci", {r.ci.lo, r.ci.hi}}, {"per_model", r.per_model},
           {"p_t_over_models", r.p}, {"p_holm", r.p_holm}, {"mde_bpb", r.mde}, {"flops_ratio", r.flops_ratio},
-          {"frontier_delta", {{"mean", r.frontier}, {"ci", {r.frontier_ci.lo, r.frontier_ci.hi}},
+          {"frontier_delta", {{"mean", r.frontier},
+                              {"ci", {no_frontier ? NAN : r.frontier_ci.lo, no_frontier ? NAN : r.frontier_ci.hi}},
                               {"per_model", r.frontier_per_model}, {"p_t_over_models", r.frontier_p}}},
           {"calibration_missed_models", r.calibration_missed}};
 }

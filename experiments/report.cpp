@@ -336,8 +336,8 @@ std::string answer_text(const CompareResult& r, const CompareOptions& opt, const
       answer << " Note: `" << best->method << "` " << bm->detail << ": it is a uniform schedule plus the cost of its "
              << "score, not an allocation, and its distance to the uniform frontier (below) is what to read.";
     if (!left_out.empty())
-      answer << " Left out of \"best\": " << left_out << ", which could not meet the budget: each ran one uniform "
-             << "schedule plus the cost of its score, no allocation.";
+      answer << " Left out of \"best\": " << left_out << ", which could not meet the budget and so ran one uniform "
+             << "schedule plus the cost of its score: no allocation.";
     if (!hr.uniform.empty() && hr.uniform != base_name)
       answer << " Note: `" << hr.uniform << "` is better than " << base_name << " at less compute, so the uniform "
              << "frontier at this budget is " << hr.uniform << ", and a method must beat it, not " << base_name

@@ -122,6 +122,13 @@ with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as seri
               row["method"] + ": per-model paired differences over both models recomputed")
     check("## Over 2 independently trained models" in report and "**Only 2 models**" in report,
           "report.md states the number of models and that 2 are too few")
+    # the policies said to lie below the uniform frontier are exactly the policy rows whose interval lies under 0
+    below = [r["method"] for r in results["replicates"]["methods"] if r["frontier_delta"]["ci"][1] is not None and
+             r["frontier_delta"]["ci"][1] < 0 and not r["method"].startswith("replay")]
+    check(results["replicates"]["policies_below_frontier"] == below and
+          "**Against the uniform frontier over models**: " in report and
+          (("no policy of the" in report) == (not below)),
+          "over models, the policies below the uniform frontier are named from their intervals: %s" % below)
     check("## Success criteria" in report and
           all(m in report for m in ["Quality within", "Oracle-K / difficulty", "Policy / oracle"]) and
           report.count("**met**") + report.count("**not met**") + report.count("**not testable here**") >= 3,

@@ -123,6 +123,9 @@ with tempfile.TemporaryDirectory() as tmp:
                 own = {m["name"]: m for m in res["methods"]}[name]["frontier_delta"]
                 check(math.isclose(own["mean"], np.mean(frontier_diffs(res, name)), rel_tol=1e-9, abs_tol=1e-12) and
                       own["ci"][0] <= own["mean"] <= own["ci"][1], name + ": the model's own frontier_delta recomputed")
+        else:
+            check(row["frontier_delta"]["mean"] is None and row["frontier_delta"]["ci"] == [None, None],
+                  name + ": a uniform schedule has no distance to the frontier (null, not [0, 0])")
         if np.std(per) > 0:
             p = stats.ttest_1samp(per, 0.0).pvalue
             check(math.isclose(row["p_t_over_models"], p, rel_tol=1e-6), name + ": t-test over models recomputed (scipy)")
