@@ -58,7 +58,7 @@ nlohmann::ordered_json frontier_delta_json(const FrontierDelta& f) {
 }
 
 std::string frontier_verdict(const stats::Interval& ci) {
-  if (ci.lo == 0 && ci.hi == 0) return "identical to the uniform frontier on every document: uniform in effect";
+  if (uniform_in_effect(ci)) return "identical to the uniform frontier on every document: uniform in effect";
   if (ci.hi < 0) return "better than uniform at equal compute";
   if (ci.lo > 0) return "worse than uniform at equal compute";
   return "not distinguishable from uniform at equal compute";

@@ -28,6 +28,8 @@ nlohmann::ordered_json frontier_delta_json(const FrontierDelta& f);
 // than uniform at equal compute" (above), or "not distinguishable from uniform at equal compute"; an interval of
 // exactly 0 (every document's distance 0: a method that ran a uniform schedule) says so.
 std::string frontier_verdict(const stats::Interval& ci);
+// An interval of exactly 0: the method read as the frontier on every document (it ran a uniform schedule).
+inline bool uniform_in_effect(const stats::Interval& ci) { return ci.lo == 0 && ci.hi == 0; }
 // The answer's sentences on the frontier: the best method's distance with its verdict, and which policies (methods
 // that neither run a uniform schedule nor read labels) lie below the frontier. Empty when no uniform schedule ran.
 std::string frontier_answer(const CompareResult& r, const std::string& best, bool streams);

@@ -165,12 +165,12 @@ std::vector<const ReplicateRow*> below_frontier(const ReplicateSummary& s) {
 std::string frontier_answer_over_models(const ReplicateSummary& s) {
   const ReplicateRow* closest = nullptr;
   int policies = 0;
-  std::string uniform_in_effect;
+  std::string uniform;
   for (const ReplicateRow& r : s.rows) {
     if (!r.policy || std::isnan(r.frontier)) continue;
     ++policies;
-    if (r.frontier_ci.lo == 0 && r.frontier_ci.hi == 0)
-      uniform_in_effect += (uniform_in_effect.empty() ? "`" : ", `") + r.method + "`";
+    if (uniform_in_effect(r.frontier_ci))
+      uniform += (uniform.empty() ? "`" : ", `") + r.method + "`";
     else if (!closest || r.frontier < closest->frontier)
       closest = &r;
   }
@@ -181,8 +181,8 @@ std::string frontier_answer_over_models(const ReplicateSummary& s) {
   };
   std::string out = "**Against the uniform frontier over models**: ";
   const std::vector<const ReplicateRow*> below = below_frontier(s);
-  const std::string same = uniform_in_effect.empty() ? "" : " " + uniform_in_effect + " read as the frontier on "
-                           "every document (a uniform schedule in effect).";
+  const std::string same = uniform.empty() ? "" : " " + uniform + " read as the frontier on every document (a "
+                           "uniform schedule in effect).";
   if (below.empty())
     return out + "no policy of the " + std::to_string(policies) + " compared lies below it (95% CI under 0)" +
            (closest ? "; the closest is " + cell(*closest) : std::string()) + "." + same + "\n";

@@ -277,8 +277,6 @@ Section criteria_section(const CriteriaVerdicts& v, const OracleAnalysis& oa, co
 // A difference in bits per byte, to 4 decimals, or to 2 significant digits when 4 decimals would show 0.
 std::string bpb_delta(double d) { return std::abs(d) >= 5e-5 || d == 0 ? fmt("%+.4f", d) : fmt("%+.2g", d); }
 
-// The answer, in words computed from the numbers: the best method against the budget, the oracle's headroom, and
-// what the carry factor allows.
 bool cannot_meet_budget(const MethodResult* m) { return m && m->detail.rfind("cannot meet the budget", 0) == 0; }
 
 // The comparison the answer leads with: the lowest Δ among methods that do not read labels, leaving out those that
@@ -300,6 +298,8 @@ const Comparison* answer_method(const CompareResult& r, const std::vector<Compar
   return best ? best : any;
 }
 
+// The answer, in words computed from the numbers: the best method against the budget and against the uniform
+// frontier, the oracle's headroom, and what the carry factor allows.
 std::string answer_text(const CompareResult& r, const CompareOptions& opt, const std::vector<Comparison>& cmp,
                         const Headroom& hr, const std::string& base_name) {
   std::ostringstream answer;
