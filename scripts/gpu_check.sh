@@ -79,6 +79,9 @@ step bench_train_125m_b32_bf16 150 "$ponder" bench train --device cuda --config 
 # The same training step with the dual-form kernels' products on the tensor cores.
 step bench_train_125m_b32_bf16_mma 120 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench train --device cuda \
   --config "$logs/ttt125m_b32.yaml" --variants dual --steps 2 --precision bf16
+# Where that step's time goes: each kernel's device time by kind, and the time the GPU waited for the host.
+step bench_train_125m_b32_prof 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
+  --variants dual --steps 1 --precision bf16 --profile
 # Why the dual-form kernels run far below the GPU's peak (a few percent of it at the 125M shape): Nsight Compute's
 # stall reasons, occupancy and memory traffic for one forward and one backward launch at that shape, where ncu is
 # installed and may read the performance counters (a permission error is in the log).
@@ -101,8 +104,6 @@ step bench_train_small_attn 120 "$ponder" bench train --device cuda --config "$l
   --variants dual,dual-only --steps 2 --profile
 step bench_train_125m_b32_tf32 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
   --variants dual --steps 2 --precision tf32
-step bench_train_125m_b32_prof 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
-  --variants dual --steps 1 --precision bf16 --profile
 # compute-sanitizer on the dual-form kernels at a small shape, each variant run once: memcheck (out-of-bounds and
 # misaligned accesses) and racecheck (shared-memory hazards between a block's threads).
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2> /dev/null | head -n 1)
