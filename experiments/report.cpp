@@ -495,11 +495,6 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   p.ties = oa.tie_share;
   p.best_method = best_method_name(r);
 
-  write_k_hist(r, r.k_options, dir);
-  std::vector<std::string> shown;  // the oracle beside the best non-uniform method
-  if (oracle) shown.push_back(oracle->name);
-  if (!p.best_method.empty()) shown.push_back(p.best_method);
-  if (!shown.empty()) write_tokens_html(r, shown, dir + "/tokens.html");
   const ordered_json out = results_json(r, opt, provenance, p);
   {
     std::ofstream f(dir + "/results.json");
@@ -507,6 +502,12 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
     f << out.dump(1) << '\n';
   }
   write_report_md(r, opt, provenance, p, out["options"]["mode"].get<std::string>(), dir + "/report.md");
+  // The figures last: a machine without gnuplot then fails naming it with the results and report already written.
+  std::vector<std::string> shown;  // the oracle beside the best non-uniform method
+  if (oracle) shown.push_back(oracle->name);
+  if (!p.best_method.empty()) shown.push_back(p.best_method);
+  if (!shown.empty()) write_tokens_html(r, shown, dir + "/tokens.html");
+  write_k_hist(r, r.k_options, dir);
   return p.methods.md;
 }
 

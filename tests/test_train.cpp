@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -831,6 +832,24 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   j = run({{"uniform-0", zero}, {"uniform-1", same}, {"uniform-2", better}, {"uniform-4", best}, {"random", better}},
           false);
   CHECK(j["success_criteria"]["quality_near_uniform4_at_fewer_flops"] == "not testable");
+}
+
+TEST_CASE("without gnuplot a comparison's results and report are written before the error that names it") {
+  Scratch t("no_gnuplot");
+  const std::vector<double> zero = {4.0, 4.1, 4.2, 4.3, 4.4, 4.5}, same = {3.0, 3.1, 3.2, 3.3, 3.4, 3.5};
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", t.dir.c_str(), 1);  // an empty folder: the shell finds no gnuplot
+  std::string error;
+  try {
+    cli::write_compare_outputs(hand_result({{"uniform-0", zero}, {"uniform-1", same}}, false), hand_options(),
+                               {{"commit", "test"}}, t.dir.string());
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  setenv("PATH", path.c_str(), 1);
+  CHECK(error.find("gnuplot failed on " + (t.dir / "k_hist.gp").string()) == 0);
+  CHECK(std::filesystem::exists(t.dir / "results.json"));
+  CHECK(slurp((t.dir / "report.md").string()).find("uniform-1") != std::string::npos);
 }
 
 TEST_CASE("a heuristic whose calibration missed its budget is said so, in its model's report and over models") {
