@@ -53,9 +53,9 @@ step bench_dual 90 "$ponder" bench dual --device cuda
 # The same over a whole 2,048-token sequence (128 units): the scan kernels (one launch a layer) against the one-unit
 # kernels launched unit by unit, both checked against the CPU first.
 step bench_dual_scan 90 "$ponder" bench dual --device cuda --units 128
-# The same with the products on the tensor cores (three TF32 products a term; `bench dual` above times the one-unit
-# kernel with them as its /mma rows).
-step bench_dual_scan_mma 90 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench dual --device cuda --units 128
+# The same with the products at one output per thread instead of the default tensor cores (`bench dual` above times
+# the one-unit kernel at every unroll).
+step bench_dual_scan_u1 90 env PONDER_CUDA_DUAL_UNROLL=1 "$ponder" bench dual --device cuda --units 128
 # Wave quantisation: the 125M training step's batch 32 gives the scan 384 head blocks; at two blocks a multiprocessor
 # (register-bound) an H100/H200's 132 make 264 slots, so the launch runs in two rounds, the second 45 % full. Batch
 # 22 (264 blocks) fills one round exactly. Per-head time at 22 against 32 says what the partial round costs.
@@ -64,8 +64,9 @@ step bench_dual_scan_b32 60 "$ponder" bench dual --device cuda --units 128 --bat
 # TTT-MLP's dual-form kernel alone at the 125M MLP shape (h 256), checked against the CPU first; then against its
 # composition in training, in one run (tokens/s; the model tests above check values).
 step bench_dual_mlp 90 "$ponder" bench dual --device cuda --inner mlp
-# The same with its products on the tensor cores (checked against the CPU first, as every row).
-step bench_dual_mlp_mma 90 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench dual --device cuda --inner mlp
+# The same with its products at one output per thread instead of the default tensor cores (checked against the CPU
+# first, as every row).
+step bench_dual_mlp_u1 90 env PONDER_CUDA_DUAL_UNROLL=1 "$ponder" bench dual --device cuda --inner mlp
 # TTT-MLP's scan kernels over 32 units against its one-unit kernel launched unit by unit; in training, dual (the
 # scan kernels), dual-units (the scan node calling the one-unit kernel unit by unit), dual-loop (one op per unit).
 step bench_dual_scan_mlp 90 "$ponder" bench dual --device cuda --inner mlp --units 32
@@ -76,8 +77,9 @@ step bench_train_small_mlp 150 "$ponder" bench train --device cuda --config conf
 sed 's/^  batch_size: .*/  batch_size: 32/' configs/ttt125m.yaml > "$logs/ttt125m_b32.yaml"
 step bench_train_125m_b32_bf16 150 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \
   --variants dual,dual-units,dual-only --steps 2 --precision bf16
-# The same training step with the dual-form kernels' products on the tensor cores.
-step bench_train_125m_b32_bf16_mma 120 env PONDER_CUDA_DUAL_UNROLL=mma "$ponder" bench train --device cuda \
+# The same training step with the dual-form kernels' products at one output per thread (the default before the
+# tensor-core products were measured faster).
+step bench_train_125m_b32_bf16_u1 120 env PONDER_CUDA_DUAL_UNROLL=1 "$ponder" bench train --device cuda \
   --config "$logs/ttt125m_b32.yaml" --variants dual --steps 2 --precision bf16
 # Where that step's time goes: each kernel's device time by kind, and the time the GPU waited for the host.
 step bench_train_125m_b32_prof 120 "$ponder" bench train --device cuda --config "$logs/ttt125m_b32.yaml" \

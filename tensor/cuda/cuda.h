@@ -58,14 +58,14 @@ void cuda_empty_cache();
 // block's shared memory when they fit (the default), else in global memory (the reference `ponder bench dual` times
 // against). unroll: outputs each thread keeps in flight in the products, 1, 2 or 4, or kDualTiles: 2 × 2 tiles of
 // outputs whose terms share their operands' loads, or kDualMma: float32 products on the tensor cores in three TF32
-// parts (float32 accuracy; float64 runs as 1) (default 1, or the environment's PONDER_CUDA_DUAL_UNROLL: 1, 2, 4,
-// tiles or mma). *_phases < 0 runs every phase; n >= 0 only the first n, for timing a phase by difference
+// parts (float32 accuracy; float64 runs as 1) (default kDualMma, the fastest measured on an H200: docs/engine.md;
+// or the environment's PONDER_CUDA_DUAL_UNROLL: 1, 2, 4, tiles or mma). *_phases < 0 runs every phase; n >= 0 only the first n, for timing a phase by difference
 // (the results are then wrong: for benchmarks only).
 constexpr int kDualTiles = 0;
 constexpr int kDualMma = -2;
 struct CudaDualOptions {
   bool shared_scratch = true;
-  int unroll = 1;
+  int unroll = kDualMma;
   int forward_phases = -1, backward_phases = -1;
 };
 void cuda_set_dual_options(const CudaDualOptions& o);
