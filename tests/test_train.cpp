@@ -1330,7 +1330,10 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   ps.inner = {"uniform-2", ttt::StepMode::Prefix, ttt::InnerPath::Iterative};  // the reference path
   ps.chunk = 16;
   const ttt::StreamEvalResult want = ttt::evaluate_streams(m.model, cli::held_out_streams(ds, opt, split_tokens), ps);
-  CHECK(pr.uniform_k(2)->bpb == doctest::Approx(want.bpb).epsilon(1e-9));
+  // The regime's dual (closed-form) prefix path and the iterative reference round differently in float32: 2e-9
+  // relative apart on an AMD Zen 5, under 1e-9 on an Intel Xeon. Carry mode's uniform-2 is 3.6e-5 away, uniform-1
+  // 1.7e-4.
+  CHECK(pr.uniform_k(2)->bpb == doctest::Approx(want.bpb).epsilon(1e-7));
   CHECK(pr.uniform_k(2)->bpb != pr.uniform_k(1)->bpb);
   nlohmann::ordered_json pj;
   cli::add_regime_json(pr, pj);
