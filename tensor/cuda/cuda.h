@@ -59,8 +59,8 @@ void cuda_empty_cache();
 // against). unroll: outputs each thread keeps in flight in the products, 1, 2 or 4, or kDualTiles: 2 × 2 tiles of
 // outputs whose terms share their operands' loads, or kDualMma: float32 products on the tensor cores in three TF32
 // parts (float32 accuracy; float64 runs as 1) (default kDualMma, the fastest measured on an H200: docs/engine.md;
-// or the environment's PONDER_CUDA_DUAL_UNROLL: 1, 2, 4, tiles or mma). *_phases < 0 runs every phase; n >= 0 only the first n, for timing a phase by difference
-// (the results are then wrong: for benchmarks only).
+// or the environment's PONDER_CUDA_DUAL_UNROLL: 1, 2, 4, tiles or mma). *_phases < 0 runs every phase; n >= 0 only
+// the first n, for timing a phase by difference (the results are then wrong: for benchmarks only).
 constexpr int kDualTiles = 0;
 constexpr int kDualMma = -2;
 struct CudaDualOptions {
