@@ -407,6 +407,10 @@ void print_header(const BenchTrainArgs& o, const RunConfig& cfg, Device dev) {
   if (dev == Device::CPU)
     std::printf("peak MB = the process's peak resident memory while the variant ran; base MB = resident before its "
                 "trainer existed (code, libraries, data): the step's own memory is the difference.\n");
+  else  // the host queues kernels ahead of the GPU and waits only where it reads a number
+    std::printf("fwd, bwd, optim = the host's time in each phase: the GPU's work lands in the phase that waits for it "
+                "(a micro-batch's loss, the gradient norm in optim, so part of the backward shows under optim); "
+                "--profile books device time by kernel.\n");
 }
 
 void run_bench_train(const BenchTrainArgs& o) {
