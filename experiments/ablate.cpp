@@ -179,7 +179,6 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
                        {"mean_k", s.mean_k}});
     }
     md << "\n![" << g.title << "](ablation_" << g.name << ".png)\n";
-    plot_group(g, st, base_name, dir);
     groups_json.push_back({{"group", g.name}, {"title", g.title}, {"cells", cells}});
   }
   md << "\nEach cell's training settings and curve are in results.json (the comparison run of these cells) and "
@@ -193,6 +192,8 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
   std::ofstream f(dir + "/ablation.md");
   if (!f) throw std::runtime_error("cannot write " + dir + "/ablation.md");
   f << md.str();
+  f.close();
+  for (const AblationGroup& g : groups) plot_group(g, st, base_name, dir);  // the figures after the numbers
   return md.str();
 }
 

@@ -234,9 +234,7 @@ void run_quick(const QuickArgs& o) {
                     log_path(r.train_dir)});
   }
   copy_first_model(o.out);
-  write_position_plot(regime, o.out);
   if (attn) logs.push_back({"attention-only", log_path(attn_dir)});
-  write_training_figure(o.out + "/training.png", logs);
   const ReplicateSummary reps = summarize_replicates(runs, labels, copt);
   nlohmann::ordered_json top = {{"positive_control", control_json_},
                                 {"models", reps.models.size()},
@@ -261,6 +259,9 @@ void run_quick(const QuickArgs& o) {
                             regime_markdown(regime) + "\n" + replicates_markdown(reps) +
                             "**Below: the first model (train.seed " + std::to_string(cfg.train.seed) + ") in detail.**\n\n";
   merge_outputs(o.out, top, intro, training_section(cfg, m, ds, curve, jobs > 1 ? std::max(1, threads / jobs) : threads));
+  // The figures after the results, as write_compare_outputs does: a missing plotting tool loses no numbers.
+  write_position_plot(regime, o.out);
+  write_training_figure(o.out + "/training.png", logs);
   write_compare_figures(o.out);  // again, now that results.json holds the statistics over models
   std::printf("%s\n%s\nreport: %s/report.md\nresults: %s/results.json\nfigures: %s/loss_by_position.png, "
               "%s/pareto.png, %s/forest.png, %s/training.png, %s/k_hist.png, %s/tokens.html\n",
