@@ -37,7 +37,7 @@ struct Args {
   int64_t limit = 0;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   double timeout_s = 10, cpu_s = 0;
-  int64_t memory_mb = 1024, max_procs = 64;
+  int64_t memory_mb = 1024, max_procs = 64, disk_mb = 256, shm_mb = 64;
   SampleOptions sampling;
 };
 
@@ -56,31 +56,41 @@ sandbox::Limits limits_of(const Args& a) {
   l.cpu_s = a.cpu_s > 0 ? a.cpu_s : a.timeout_s;
   l.memory_mb = a.memory_mb;
   l.max_procs = a.max_procs;
+  l.disk_mb = a.disk_mb;
+  l.shm_mb = a.shm_mb;
   return l;
 }
 
 ordered_json limits_json(const sandbox::Limits& l) {
   return {{"timeout_s", l.wall_s}, {"cpu_s", l.cpu_s}, {"memory_mb", l.memory_mb}, {"max_procs", l.max_procs},
-          {"file_mb", l.file_mb}, {"output_bytes", l.output_bytes}};
+          {"file_mb", l.file_mb}, {"output_bytes", l.output_bytes}, {"disk_mb", l.disk_mb}, {"shm_mb", l.shm_mb},
+          {"max_files", l.max_files}};
 }
 
-std::string read_text(const std::string& path) {
+// The --program file (or /dev/stdin); a folder is refused: it opens and reads as an empty program that passes.
+std::string read_program(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) throw std::runtime_error("--program " + path + ": no such file");
+  if (std::filesystem::is_directory(st)) throw std::runtime_error("--program " + path + " is a folder, not a Python file");
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + path);
   std::stringstream ss;
-  ss << f.rdbuf();
+  if (f) ss << f.rdbuf();
+  if (!f.is_open() || f.bad()) throw std::runtime_error("cannot read --program " + path);
   return ss.str();
 }
 
 sandbox::Sandbox open_sandbox(const Args& a) {
   std::string python = a.python;
   if (python.empty()) python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-  return sandbox::choose(sandbox::parse_backend(a.sandbox), python);
+  const sandbox::Sandbox box = sandbox::choose(sandbox::parse_backend(a.sandbox), python);
+  sandbox::check_limits(box, limits_of(a));  // a --memory-mb too small to start Python is named here, not per program
+  return box;
 }
 
 // --program: one file through the sandbox; exits 1 unless it passed.
 void run_one_program(const Args& a) {
-  const std::string code = read_text(a.program);
+  const std::string code = read_program(a.program);
   const sandbox::Sandbox box = open_sandbox(a);
   const Outcome o = classify(sandbox::run(box, code, limits_of(a)));
   const sandbox::Result& r = o.result;
@@ -91,9 +101,10 @@ void run_one_program(const Args& a) {
                     {"workdir_removed", !std::filesystem::exists(r.workdir)}, {"sandbox", box.describe()},
                     {"limits", limits_json(limits_of(a))}};
   if (a.json) print_json(j);
-  else std::printf("%s%s%s%s%s: %s%s%s (%.2f s)\nsandbox: %s\n", r.out.c_str(), r.out_truncated ? "\n[stdout truncated]\n" : "",
-                   r.err.c_str(), r.err_truncated ? "\n[stderr truncated]\n" : "", a.program.c_str(), o.category.c_str(),
-                   o.reason.empty() ? "" : ": ", o.reason.c_str(), r.seconds, box.describe().c_str());
+  else std::printf("%s%s%s%s%s: %s%s%s (%.2f s)\nsandbox: %s\n", printable(r.out).c_str(),
+                   r.out_truncated ? "\n[stdout truncated]\n" : "", printable(r.err).c_str(),
+                   r.err_truncated ? "\n[stderr truncated]\n" : "", a.program.c_str(), o.category.c_str(),
+                   o.reason.empty() ? "" : ": ", printable(o.reason).c_str(), r.seconds, box.describe().c_str());
   if (!r.passed()) throw CLI::RuntimeError(1);
 }
 
@@ -118,7 +129,7 @@ void print_failures(const ordered_json& failures, const char* title) {
   std::printf("%s\n", title);
   for (const auto& f : failures)
     std::printf("  %-16s %-15s %s\n", f["task_id"].get<std::string>().c_str(), f["category"].get<std::string>().c_str(),
-                f["reason"].get<std::string>().c_str());
+                printable(f["reason"].get<std::string>()).c_str());
 }
 
 void run_canonical(const Args& a) {
@@ -342,7 +353,9 @@ void register_codebench(CLI::App& app) {
   sub->add_option("--cpu-s", a->cpu_s, "CPU-time limit per process, seconds (default: --timeout-s)")->check(kPositive);
   sub->add_option("--memory-mb", a->memory_mb, "Address-space limit per process, MiB")->check(kPositive)->capture_default_str();
   sub->add_option("--max-procs", a->max_procs, "Processes and threads a program may have at once")->check(kPositive)->capture_default_str();
-  sub->add_option("--sandbox", a->sandbox, "auto (bwrap, else unshare), bwrap, unshare, or rlimits (no isolation)")
+  sub->add_option("--disk-mb", a->disk_mb, "Size of the program's work folder, a tmpfs (bwrap, unshare), MiB")->check(kPositive)->capture_default_str();
+  sub->add_option("--shm-mb", a->shm_mb, "Size of each of /dev/shm and /var/tmp inside, tmpfs (bwrap, unshare), MiB")->check(kPositive)->capture_default_str();
+  sub->add_option("--sandbox", a->sandbox, "auto (unshare where it makes the host read-only, else bwrap, else unshare), bwrap, unshare, or rlimits (no isolation)")
       ->check(CLI::IsMember({"auto", "bwrap", "unshare", "rlimits"}));
   sub->add_option("--python", a->python, "Interpreter (default /usr/bin/python3, else python3 on PATH)");
   sub->add_option("--program", a->program, "Run this one Python file in the sandbox and report how it ended");

@@ -97,6 +97,27 @@ class Progress {
 }  // namespace
 }  // namespace codebench
 
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  char hex[8];
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c1 = c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;  // U+0080..U+009F in UTF-8
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else if (c1) {
+      std::snprintf(hex, sizeof hex, "\\u%04x", unsigned(static_cast<unsigned char>(text[++i])));
+      out += hex;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
 Outcome classify(const sandbox::Result& r) {
   using namespace codebench;
   Outcome o{r, "passed", ""};

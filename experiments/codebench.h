@@ -23,6 +23,10 @@ Outcome classify(const sandbox::Result& r);
 std::vector<Outcome> run_programs(const sandbox::Sandbox& box, const std::vector<std::string>& programs,
                                   const sandbox::Limits& limits, int jobs, const std::string& label);
 
+// `text` from an untrusted program made safe for a terminal: control characters other than newline and tab (ESC
+// and the C1 controls among them, which start terminal escape sequences) are written as \xHH.
+std::string printable(const std::string& text);
+
 // The unbiased pass@k estimate for one problem with c of n samples correct: 1 - C(n-c, k) / C(n, k).
 double pass_at_k(int n, int c, int k);
 

@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -17,10 +21,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -37,6 +43,8 @@ constexpr uint32_t kUidBase = 1500000000u, kUidPool = 1u << 16;
 // Relaying processes (bwrap's, and ours in the unshare backend) report a program killed by signal n as 128 + n.
 constexpr int kSignalBase = 128;
 constexpr const char* kPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// Host folders where services keep Unix sockets (/run) or people their files: each is covered by an empty tmpfs.
+constexpr const char* kHiddenDirs[] = {"/run", "/var/run", "/home", "/root", "/srv", "/mnt", "/media"};
 
 // Everything the child needs, prepared before fork: after fork in a threaded process only async-signal-safe calls
 // are allowed, so no allocation happens there.
@@ -50,7 +58,12 @@ struct ChildPlan {
   uid_t uid = 0;
   bool namespaces = false;     // the unshare backend
   bool user_ns = false;        // not root: a user namespace first, mapping our own ids
-  std::string uid_map, gid_map, workdir;
+  std::string uid_map, gid_map;
+  std::string tmp_options, shm_options;  // tmpfs mount options of /tmp and of /dev/shm, /var/tmp (unshare)
+  std::vector<std::string> hide;         // folders covered by an empty read-only tmpfs (unshare)
+  const std::string* code = nullptr;     // written as /tmp/main.py inside the tmpfs (unshare)
+  std::vector<sock_filter> filter;       // seccomp program installed before exec; empty: none (trusted helpers)
+  int max_fd = 1024;                     // descriptors below this are closed where close_range(2) is missing
 
   void seal() {
     for (auto& s : argv_s) argv.push_back(s.data());
@@ -96,8 +109,38 @@ void apply_limits(const ChildPlan& p) {
   set_limit(RLIMIT_CORE, 0, 0, "setrlimit(RLIMIT_CORE) failed");
 }
 
+// Closes every descriptor but 0, 1 and 2: whatever the caller inherited (a shell's `5>>file`, a secret opened for
+// reading, a folder) must not reach the program.
+void close_inherited(int max_fd) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
+#endif
+  for (int fd = 3; fd < max_fd; ++fd) close(fd);
+}
+
+// Writes all of `text` to a new file (async-signal-safe: no allocation).
+void write_new_file(const char* path, const std::string& text, mode_t mode) {
+  const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) child_fail("creating main.py in the work dir failed");
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) child_fail("writing main.py into the work dir failed");
+    done += size_t(n);
+  }
+  close(fd);
+}
+
+// Covers `dir` with a fresh tmpfs; a folder that exists must be covered, or the run does not start.
+void mount_tmpfs(const char* dir, unsigned long flags, const std::string& options, const char* what) {
+  struct stat st{};
+  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | flags, options.c_str()) != 0) child_fail(what);
+}
+
 // The unshare backend's filesystem: the host's, read-only where the kernel lets us (mount_setattr, Linux 5.12+),
-// with the run's directory as a writable /tmp and empty size-limited /var/tmp and /dev/shm.
+// with a fresh size- and file-limited tmpfs as /tmp holding main.py, the same for /var/tmp and /dev/shm, and empty
+// read-only tmpfs mounts over the folders of kHiddenDirs.
 void isolate_filesystem(const ChildPlan& p) {
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) child_fail("making mounts private failed");
 #ifdef SYS_mount_setattr
@@ -107,10 +150,19 @@ void isolate_filesystem(const ChildPlan& p) {
   // Best effort: where it fails the filesystem stays as writable as the uid allows, and describe() says so.
   syscall(SYS_mount_setattr, AT_FDCWD, "/", 0x8000 /* AT_RECURSIVE */, &attr, sizeof attr);
 #endif
-  if (mount(p.workdir.c_str(), "/tmp", nullptr, MS_BIND, nullptr) != 0) child_fail("binding the work dir failed");
-  mount(nullptr, "/tmp", nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, nullptr);  // writable again
-  mount("tmpfs", "/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m");
-  mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m");
+  for (const std::string& dir : p.hide) mount_tmpfs(dir.c_str(), MS_RDONLY | MS_NOEXEC, "size=4k,mode=0755", "hiding a host folder failed");
+  if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, p.tmp_options.c_str()) != 0) child_fail("mounting the work dir's tmpfs failed");
+  write_new_file("/tmp/main.py", *p.code, 0444);
+  mount_tmpfs("/var/tmp", 0, p.shm_options, "mounting a tmpfs on /var/tmp failed");
+  mount_tmpfs("/dev/shm", 0, p.shm_options, "mounting a tmpfs on /dev/shm failed");
+}
+
+// no_new_privs, then the seccomp program: from here on no socket(2) of the AF_UNIX family and no io_uring.
+void install_filter(const ChildPlan& p) {
+  if (p.filter.empty()) return;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail("prctl(PR_SET_NO_NEW_PRIVS) failed");
+  sock_fprog prog{static_cast<unsigned short>(p.filter.size()), const_cast<sock_filter*>(p.filter.data())};
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) child_fail("installing the seccomp filter failed");
 }
 
 // Waits for `pid` and exits with its status, a signal n as 128 + n; `reap_all`: also reaps every other child
@@ -150,12 +202,22 @@ void enter_namespaces(const ChildPlan& p) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
+// The standard streams: /dev/null, the two pipes. Each is moved above 2 first, so a pipe that happens to be
+// descriptor 1 or 2 (a parent started with a closed stream) is still dup2'ed and loses O_CLOEXEC.
+void setup_stdio(int out_w, int err_w) {
+  const int null_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int in = fcntl(null_in, F_DUPFD_CLOEXEC, 3), out = fcntl(out_w, F_DUPFD_CLOEXEC, 3),
+            err = fcntl(err_w, F_DUPFD_CLOEXEC, 3);
+  if (null_in < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+    child_fail("stdio setup failed");
+}
+
 [[noreturn]] void child_main(const ChildPlan& p, int out_w, int err_w) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  const int null_in = open("/dev/null", O_RDONLY);
-  if (null_in < 0 || dup2(null_in, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) child_fail("stdio setup failed");
+  setup_stdio(out_w, err_w);
+  close_inherited(p.max_fd);
   setsid();  // a process group of its own: the wall clock kills it whole
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (p.limits) apply_limits(p);  // before any user namespace, whose process limit is taken from ours
@@ -164,6 +226,7 @@ void enter_namespaces(const ChildPlan& p) {
     if (setgroups(0, nullptr) != 0 || setgid(p.uid) != 0 || setuid(p.uid) != 0) child_fail("dropping to the sandbox uid failed");
   }
   if (!p.cwd.empty() && chdir(p.cwd.c_str()) != 0) child_fail("chdir into the work dir failed");
+  install_filter(p);
   execve(p.argv[0], p.argv.data(), p.envp.data());
   child_fail("exec failed");
 }
@@ -233,6 +296,8 @@ void collect(pid_t pid, int out_r, int err_r, const Limits& lim, Clock::time_poi
 
 Result spawn(ChildPlan& plan, const Limits& lim, bool relays_signals) {
   plan.seal();
+  const long open_max = sysconf(_SC_OPEN_MAX);
+  plan.max_fd = int(std::clamp(open_max, 1024L, 1L << 20));
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error(std::string("sandbox: pipe failed: ") + strerror(errno));
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -307,6 +372,66 @@ uid_t next_uid() {
   return uid_t(kUidBase + (uint32_t(getpid()) * 7919u + counter++) % kUidPool);
 }
 
+#if defined(__x86_64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#else
+#error "sandbox: no seccomp architecture for this target"
+#endif
+
+// The seccomp program: socket(AF_UNIX, ...) and datagram or seqpacket socketpairs (which sendto(2) could aim at a
+// host socket's path) fail with EACCES; io_uring_setup (io_uring makes sockets without socket(2)) with ENOSYS;
+// another system-call ABI (32-bit int 0x80, x32) kills the process, so socketcall(2) cannot go around the rule.
+std::vector<sock_filter> socket_filter() {
+  std::vector<sock_filter> f;
+  auto op = [&](uint16_t code, uint32_t k) { f.push_back(BPF_STMT(code, k)); };
+  auto jump = [&](uint16_t cmp, uint32_t k, uint8_t jt, uint8_t jf) { f.push_back(BPF_JUMP(BPF_JMP | cmp | BPF_K, k, jt, jf)); };
+  const uint16_t load = BPF_LD | BPF_W | BPF_ABS, ret = BPF_RET | BPF_K;
+  const uint32_t allow = SECCOMP_RET_ALLOW, kill = SECCOMP_RET_KILL_PROCESS, refuse = SECCOMP_RET_ERRNO | EACCES;
+  op(load, offsetof(seccomp_data, arch));
+  jump(BPF_JEQ, kAuditArch, 1, 0);
+  op(ret, kill);
+  op(load, offsetof(seccomp_data, nr));
+#if defined(__x86_64__)
+  jump(BPF_JGE, 0x40000000u /* __X32_SYSCALL_BIT */, 0, 1);
+  op(ret, kill);
+#endif
+  jump(BPF_JEQ, SYS_io_uring_setup, 0, 1);
+  op(ret, SECCOMP_RET_ERRNO | ENOSYS);
+  jump(BPF_JEQ, SYS_socket, 0, 4);  // not socket(2): on to socketpair
+  op(load, offsetof(seccomp_data, args[0]));  // the domain (an int: the low word on little-endian targets)
+  jump(BPF_JEQ, AF_UNIX, 0, 1);
+  op(ret, refuse);
+  op(ret, allow);
+  jump(BPF_JEQ, SYS_socketpair, 0, 5);  // not socketpair(2): allowed
+  op(load, offsetof(seccomp_data, args[1]));  // the type, with SOCK_NONBLOCK / SOCK_CLOEXEC in its high bits
+  op(BPF_ALU | BPF_AND | BPF_K, 0xf);
+  jump(BPF_JEQ, SOCK_STREAM, 0, 1);
+  op(ret, allow);  // a connected stream pair (asyncio's self-pipe) reaches nothing outside
+  op(ret, refuse);
+  op(ret, allow);
+  return f;
+}
+
+bool under(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+}
+
+// The folders of kHiddenDirs to cover (real folders, not symbolic links such as Debian's /var/run -> /run, which the
+// folder it points to covers), except those holding the interpreter, given or resolved, which go to `visible`.
+std::vector<std::string> folders_to_hide(const std::string& python, std::vector<std::string>& visible) {
+  std::error_code ec;
+  const std::string resolved = fs::canonical(python, ec).string();
+  std::vector<std::string> hide;
+  for (const char* dir : kHiddenDirs) {
+    if (!fs::is_directory(fs::symlink_status(dir, ec))) continue;
+    if (under(python, dir) || under(resolved, dir)) visible.push_back(dir);
+    else hide.push_back(dir);
+  }
+  return hide;
+}
+
 std::vector<std::string> sandbox_env(const std::string& home) {
   return {kPath, "HOME=" + home, "TMPDIR=" + home, "LANG=C.UTF-8", "PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1",
           "PYTHONIOENCODING=utf-8", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1"};
@@ -374,50 +499,86 @@ const char* backend_name(Backend b) {
 std::string Sandbox::describe() const {
   using namespace sandbox;
   const std::string limits = "rlimits (cpu, address space, processes, file size, no core), wall-clock kill of the "
-                             "process group, fresh work dir removed afterwards";
+                             "process group, inherited descriptors closed, no AF_UNIX sockets (seccomp)";
   const std::string uid = geteuid() == 0 ? ", a fresh unprivileged uid per run" : "";
   const std::string fsys = read_only_fs ? "read-only host filesystem" : "host filesystem writable where the uid may write";
+  std::string hid, shown;
+  for (const std::string& d : hidden) hid += (hid.empty() ? "" : " ") + d;
+  for (const std::string& d : visible) shown += " " + d;
+  const std::string tmpfs = ", size-limited tmpfs as /tmp, /dev/shm, /var/tmp" +
+                            std::string(backend == Backend::Unshare ? " (bytes and files)" : " (bytes)") +
+                            (hid.empty() ? "" : ", empty " + hid) + (shown.empty() ? "" : ", left visible for the interpreter:" + shown);
   switch (backend) {
     case Backend::Bwrap:
-      return "bwrap: new user, network, pid, ipc, uts and mount namespaces, " + fsys + ", private /tmp; " + limits + uid;
+      return "bwrap: new user, network, pid, ipc, uts and mount namespaces, " + fsys + tmpfs + "; " + limits + uid;
     case Backend::Unshare:
       return std::string("unshare: new ") + (geteuid() == 0 ? "" : "user, ") + "network, pid, ipc, uts and mount " +
-             "namespaces, " + fsys + ", private /tmp; " + limits + uid;
+             "namespaces, " + fsys + tmpfs + "; " + limits + uid;
     default:
-      return "rlimits only: NO network or filesystem isolation; " + limits + uid;
+      return "rlimits only: NO network or filesystem isolation, a work dir on the host disk bounded only per file; " +
+             limits + ", work dir removed afterwards" + uid;
   }
 }
+
+namespace sandbox {
+namespace {
+
+std::string tmpfs_options(int64_t mb, int64_t files, const std::string& mode_uid) {
+  return "size=" + std::to_string(mb) + "m,nr_inodes=" + std::to_string(files) + "," + mode_uid;
+}
+
+// bwrap's command line: the host read-only, a private read-only /dev (its tmpfs has no size limit) and /proc, empty read-only tmpfs mounts over the hidden
+// folders, size-limited tmpfs mounts as /tmp (main.py bound into it read-only), /dev/shm and /var/tmp.
+std::vector<std::string> bwrap_argv(const Sandbox& box, const Limits& lim, const std::string& main_py) {
+  const std::string disk = std::to_string(lim.disk_mb << 20), shm = std::to_string(lim.shm_mb << 20);
+  std::vector<std::string> a = {box.bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
+                                "--remount-ro", "/dev", "--size", shm, "--tmpfs", "/dev/shm", "--proc", "/proc"};
+  for (const std::string& dir : box.hidden)
+    for (const char* x : {"--size", "4096", "--tmpfs", dir.c_str(), "--remount-ro", dir.c_str()}) a.push_back(x);
+  for (const char* x : {"--size", disk.c_str(), "--tmpfs", "/tmp", "--ro-bind", main_py.c_str(), "/tmp/main.py",
+                               "--size", shm.c_str(), "--tmpfs", "/var/tmp", "--chdir", "/tmp"})
+    a.push_back(x);
+  return a;
+}
+
+}  // namespace
+}  // namespace sandbox
 
 Result run(const Sandbox& box, const std::string& code, const Limits& lim, const std::vector<std::string>& args) {
   using namespace sandbox;
   ChildPlan p;
   p.drop_uid = geteuid() == 0;
   p.uid = p.drop_uid ? next_uid() : getuid();
-  WorkDir dir(code, p.drop_uid, p.uid);
+  // bwrap binds main.py from a host folder; rlimits runs there; unshare writes main.py into its own tmpfs.
+  std::optional<WorkDir> dir;
+  if (box.backend != Backend::Unshare) dir.emplace(code, p.drop_uid, p.uid);
   const bool inside = box.backend != Backend::Rlimits;  // the work dir is /tmp inside the namespaces
-  const std::string home = inside ? "/tmp" : dir.path;
+  const std::string home = inside ? "/tmp" : dir->path;
   p.limits = true;
   p.cpu_s = rlim_t(std::max(1.0, std::ceil(lim.cpu_s)));
   p.as_bytes = rlim_t(lim.memory_mb) << 20;
   p.nproc = rlim_t(lim.max_procs) + (p.drop_uid ? 0 : tasks_of_user(getuid()));
   p.fsize = rlim_t(lim.file_mb) << 20;
   p.env_s = sandbox_env(home);
-  if (box.backend == Backend::Bwrap) {
-    p.argv_s = {box.bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc",
-                "/proc", "--bind", dir.path, "/tmp", "--size", "67108864", "--tmpfs", "/var/tmp", "--chdir", "/tmp"};
-  } else if (box.backend == Backend::Unshare) {
+  p.filter = socket_filter();
+  if (box.backend == Backend::Bwrap) p.argv_s = bwrap_argv(box, lim, dir->path + "/main.py");
+  if (box.backend == Backend::Unshare) {
     p.namespaces = true;
     p.user_ns = !p.drop_uid;
     p.uid_map = std::to_string(getuid()) + " " + std::to_string(getuid()) + " 1";
     p.gid_map = std::to_string(getgid()) + " " + std::to_string(getgid()) + " 1";
-    p.workdir = dir.path;
+    const std::string owner = std::to_string(p.drop_uid ? p.uid : getuid());
+    p.tmp_options = tmpfs_options(lim.disk_mb, lim.max_files, "mode=0700,uid=" + owner + ",gid=" + owner);
+    p.shm_options = tmpfs_options(lim.shm_mb, lim.max_files, "mode=1777");
+    p.hide = box.hidden;
+    p.code = &code;
+    p.cwd = "/tmp";
   }
-  if (box.backend == Backend::Unshare) p.cwd = "/tmp";
-  if (box.backend == Backend::Rlimits) p.cwd = dir.path;
+  if (box.backend == Backend::Rlimits) p.cwd = dir->path;
   for (const std::string& a : {box.python, std::string("-B"), std::string("main.py")}) p.argv_s.push_back(a);
   p.argv_s.insert(p.argv_s.end(), args.begin(), args.end());
   Result r = spawn(p, lim, inside);
-  r.workdir = dir.path;
+  if (dir) r.workdir = dir->path;
   return r;
 }
 
@@ -435,35 +596,75 @@ Result run_command(const std::vector<std::string>& argv, double wall_s) {
   return spawn(p, lim, false);
 }
 
+namespace sandbox {
+namespace {
+
+// The probe also reports whether the host filesystem came out read-only.
+constexpr const char* kProbe = "import os\nprint('ok', int(bool(os.statvfs('/usr').f_flag & os.ST_RDONLY)))\n";
+
+bool probe_passed(const Result& r) { return r.passed() && r.out.rfind("ok ", 0) == 0; }
+
+// How a run that should have printed "ok" ended, in a few words.
+std::string how_it_failed(const Result& r) {
+  if (r.timed_out) return "killed at the wall clock after " + std::to_string(int(r.seconds)) + " s";
+  if (r.signal) return "killed by signal " + std::to_string(r.signal);
+  if (!r.err.empty()) return r.err.substr(0, r.err.find('\n'));
+  return "exit " + std::to_string(r.exit_code) + (r.out.empty() ? ", no output" : ", printed '" + r.out.substr(0, 40) + "'");
+}
+
+}  // namespace
+}  // namespace sandbox
+
 Sandbox choose(Backend want, const std::string& python) {
   using namespace sandbox;
   Sandbox box;
   box.python = find_executable(python);
   if (box.python.empty()) throw std::runtime_error("sandbox: Python interpreter '" + python + "' not found");
   box.bwrap = find_executable("bwrap");
-  // The probe also reports whether the host filesystem came out read-only.
-  const std::string probe = "import os\nprint('ok', int(bool(os.statvfs('/usr').f_flag & os.ST_RDONLY)))\n";
+  box.hidden = folders_to_hide(box.python, box.visible);
+  Limits lim;
+  lim.wall_s = 30;
+  // The interpreter first, with the limits alone (the probe is our own program): an interpreter that cannot run it
+  // is named as the problem, not the isolations that would all fail with it.
+  box.backend = Backend::Rlimits;
+  if (const Result r = run(box, kProbe, lim); !probe_passed(r))
+    throw std::runtime_error("sandbox: '" + box.python + "' does not run a one-line Python program (" + how_it_failed(r) +
+                             "); is it a Python 3 interpreter? (--python)");
+  // Auto: unshare where it also makes the host read-only (it caps the files of its tmpfs mounts, which bwrap
+  // cannot), else bwrap, else unshare with a writable host.
   std::string why;
-  for (Backend b : {Backend::Bwrap, Backend::Unshare, Backend::Rlimits}) {
+  std::optional<Sandbox> writable_unshare;
+  for (Backend b : {Backend::Unshare, Backend::Bwrap, Backend::Rlimits}) {
     if (want != b && !(want == Backend::Auto && b != Backend::Rlimits)) continue;
     if (b == Backend::Bwrap && box.bwrap.empty()) {
       why += "bwrap: not installed (Debian package bubblewrap); ";
       continue;
     }
     box.backend = b;
-    Limits lim;
-    lim.wall_s = 30;
-    const Result r = run(box, probe, lim);
-    if (r.passed() && r.out.rfind("ok ", 0) == 0) {
+    const Result r = run(box, kProbe, lim);
+    if (probe_passed(r)) {
       box.read_only_fs = r.out.compare(0, 4, "ok 1") == 0;
-      return box;
+      if (box.read_only_fs || want != Backend::Auto || b != Backend::Unshare) return box;
+      writable_unshare = box;
+      continue;
     }
-    const std::string err = r.err.empty() ? "exit " + std::to_string(r.exit_code) : r.err.substr(0, r.err.find('\n'));
-    why += std::string(backend_name(b)) + ": " + err + "; ";
+    why += std::string(backend_name(b)) + ": " + how_it_failed(r) + "; ";
   }
+  if (writable_unshare) return *writable_unshare;
   throw std::runtime_error("sandbox: no isolation works here (" + why.substr(0, why.size() - 2) +
                            "); install bubblewrap (scripts/setup.sh does), or pass --sandbox rlimits to run without "
                            "network or filesystem isolation");
+}
+
+void check_limits(const Sandbox& box, const Limits& limits) {
+  using namespace sandbox;
+  const Result r = run(box, kProbe, limits);
+  if (probe_passed(r)) return;
+  char what[160];
+  std::snprintf(what, sizeof what, "memory %lld MiB, %lld processes, %.3g s of CPU, %.3g s wall clock",
+                (long long)limits.memory_mb, (long long)limits.max_procs, limits.cpu_s, limits.wall_s);
+  throw std::runtime_error(std::string("sandbox: the interpreter cannot start under the limits asked for (") + what +
+                           "): " + how_it_failed(r) + "; raise the limit that is too small");
 }
 
 }  // namespace ponder::sandbox

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End to end: `ponder codebench`. The sandbox (each isolation that works here) stops an infinite loop (CPU and wall
 clock), a fork bomb (process limit; nothing is left running), a memory hog and network access, keeps writes out of
-the host and removes its work dir; the canonical solutions of HumanEval, MBPP and ClassEval pass, except the ClassEval
+the host and removes its work dir, passes no inherited descriptor on, reaches no host Unix socket, bounds its tmpfs
+mounts; a folder as --program, a non-Python --python and limits Python cannot start under are clear errors; the canonical solutions of HumanEval, MBPP and ClassEval pass, except the ClassEval
 problems listed below with the reason this environment gives; mutated solutions all fail; sampling from a tiny
 checkpoint reports pass@k in [0, 1] that a recomputation agrees with; bad input is one error line.
 Skipped (exit 77) when the benchmark files are absent or no isolation can run.
@@ -139,10 +140,142 @@ def check_isolation(tmp, backend):
     os.rmdir(shared) if not escaped else None
     check(r["passed"] and "denied" in r["stdout"] and not escaped,
           "%s: a write to a world-writable host folder fails: %s" % (backend, r["stdout"].split("\n")[1]))
-    check(r["workdir_removed"] and not os.path.exists(r["workdir"]), "%s: the work dir (%s) is removed" % (backend, r["workdir"]))
+    check(r["workdir_removed"] and not os.path.exists(r["workdir"]), "%s: the work dir (%s) is removed" % (backend, r["workdir"] or "a tmpfs, nothing on the host"))
     r = run_program(tmp, backend, "import sys\nsys.stdout.write('x' * 10 ** 6)\nsys.stderr.write('y' * 10 ** 6)\n")
     check(r["passed"] and r["stdout_truncated"] and r["stderr_truncated"] and len(r["stdout"]) == 65536,
           "%s: output is truncated at 64 KiB per stream" % backend)
+
+
+def check_descriptors(tmp, backend):
+    """Descriptors the caller inherited (a shell's `5>>file`, a secret opened for reading, a folder) are closed."""
+    host = os.path.join(tmp, "host.txt")
+    secret = os.path.join(tmp, "secret")
+    with open(secret, "w") as f:
+        f.write("topsecret\n")
+    os.chmod(secret, 0o600)
+    code = ("import os\nprint(sorted(int(x) for x in os.listdir('/proc/self/fd')))\n"
+            "for fd in range(3, 64):\n    try:\n        os.fstat(fd)\n        print('open', fd)\n    except OSError:\n        pass\n"
+            "for fd in (5, 6, 7):\n    try:\n        print('read', os.read(fd, 64))\n    except OSError as e:\n        pass\n"
+            "    try:\n        os.write(fd, b'escaped')\n        print('wrote', fd)\n    except OSError as e:\n        pass\n")
+    path = os.path.join(tmp, "fds.py")
+    with open(path, "w") as f:
+        f.write(code)
+    fds = [os.open(host, os.O_WRONLY | os.O_APPEND | os.O_CREAT), os.open(secret, os.O_RDONLY), os.open(tmp, os.O_RDONLY)]
+    high = [os.dup2(fd, 100 + i) for i, fd in enumerate(fds)]  # out of the way of 5..7 first
+    for fd in fds:
+        os.close(fd)
+    for want, fd in zip((5, 6, 7), high):
+        os.dup2(fd, want)
+        os.close(fd)
+    try:
+        r = subprocess.run([PONDER, "--threads", "1", "codebench", "--program", path, "--sandbox", backend, "--json"],
+                           capture_output=True, text=True, timeout=120, pass_fds=(5, 6, 7))
+    finally:
+        for fd in (5, 6, 7):
+            os.close(fd)
+    j = json.loads(r.stdout)
+    lines = j["stdout"].splitlines()
+    check(j["passed"] and lines[0] in ("[0, 1, 2, 3]", "[0, 1, 2]") and len(lines) == 1 and os.path.getsize(host) == 0,
+          "%s: descriptors 5 (a host file for appending), 6 (a secret) and 7 (a folder) do not reach the program: %s"
+          % (backend, "; ".join(lines)))
+
+
+def check_unix_sockets(tmp, backend):
+    """A world-connectable Unix socket on the host, stream or datagram, under /run or anywhere else, is unreachable."""
+    places = [os.path.dirname(PONDER)] + (["/run"] if os.access("/run", os.W_OK) else [])
+    listeners, paths = [], []
+    for i, place in enumerate(places):
+        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            p = os.path.join(place, "ponder-test-%d-%d-%d.sock" % (os.getpid(), i, kind))
+            s = socket.socket(socket.AF_UNIX, kind)
+            s.bind(p)
+            os.chmod(p, 0o777)
+            if kind == socket.SOCK_STREAM:
+                s.listen()
+            s.settimeout(0.2)
+            listeners.append(s)
+            paths.append((p, kind))
+    probe = socket.socket(socket.AF_UNIX)
+    probe.connect(paths[0][0])  # reachable from the host
+    probe.close()
+    listeners[0].accept()[0].close()
+    code = "import socket\n"
+    for p, kind in paths:
+        if kind == socket.SOCK_STREAM:
+            code += ("try:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect(%r)\n    print('connected')\n"
+                     "except OSError as e:\n    print('blocked', e.errno)\n" % p)
+        else:
+            code += ("try:\n    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n    a.sendto(b'x', %r)\n"
+                     "    print('sent')\nexcept OSError as e:\n    print('blocked', e.errno)\n"
+                     "try:\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n    s.sendto(b'x', %r)\n"
+                     "    print('sent')\nexcept OSError as e:\n    print('blocked', e.errno)\n" % (p, p))
+    code += ("a, b = socket.socketpair()\na.send(b'ok')\nprint('pair', b.recv(2).decode())\n"
+             "import asyncio\nprint(asyncio.run(asyncio.sleep(0, 'asyncio')))\n")
+    r = run_program(tmp, backend, code)
+    reached = 0
+    for s, (p, kind) in zip(listeners, paths):
+        try:
+            if kind == socket.SOCK_STREAM:
+                s.accept()
+            else:
+                s.recv(16)
+            reached += 1
+        except OSError:
+            pass
+        s.close()
+        os.unlink(p)
+    out = r["stdout"].split()
+    check(r["passed"] and "connected" not in out and "sent" not in out and reached == 0 and "pair" in out and "asyncio" in out,
+          "%s: host Unix sockets in %s are unreachable (stream and datagram; %d reached), a socketpair and asyncio "
+          "still work: %s" % (backend, " and ".join(places), reached, " ".join(out)))
+
+
+def check_tmpfs(tmp, backend):
+    """The work dir, /dev/shm and /var/tmp are size-limited tmpfs mounts; /dev and the hidden folders take no file."""
+    code = ("import os\ndef fill(d):\n    n = 0\n    try:\n        for i in range(100):\n"
+            "            with open('%s/f%d' % (d, i), 'wb') as f:\n                for _ in range(4):\n"
+            "                    f.write(b'x' * (1 << 20))\n                    f.flush()\n                    n += 1\n"
+            "    except OSError:\n        pass\n    return n\n"
+            "def files(d):\n    n = 0\n    try:\n        os.mkdir(d + '/many')\n        while n < 40000:\n"
+            "            open('%s/many/%d' % (d, n), 'w').close()\n            n += 1\n    except OSError:\n        pass\n"
+            "    return n\n"
+            "for d in ('/tmp', '/dev/shm', '/var/tmp'):\n    print(d, fill(d), files(d))\n"
+            "for d in ('/dev', '/run', '/home', '/root', '/srv'):\n    try:\n        open(d + '/w', 'w').close()\n"
+            "        print(d, 'written')\n    except OSError:\n        pass\n"
+            "print('hidden', *(d for d in ('/run', '/home', '/root', '/srv') if not os.path.isdir(d) or not os.listdir(d)))\n")
+    r = run_program(tmp, backend, code, "--disk-mb", "16", "--shm-mb", "8", "--timeout-s", "60", "--cpu-s", "60")
+    rows = {l.split()[0]: l.split()[1:] for l in r["stdout"].splitlines()}
+    sizes = {d: int(rows.get(d, ["999", "0"])[0]) for d in ("/tmp", "/dev/shm", "/var/tmp")}
+    nfiles = {d: int(rows.get(d, ["0", "0"])[1]) for d in sizes}
+    capped = backend != "unshare" or all(n <= 16384 for n in nfiles.values())
+    check(r["passed"] and sizes["/tmp"] <= 16 and sizes["/dev/shm"] <= 8 and sizes["/var/tmp"] <= 8 and capped
+          and not any(v == ["written"] for v in rows.values()) and len(rows.get("hidden", [])) == 4
+          and r["limits"]["disk_mb"] == 16 and r["limits"]["shm_mb"] == 8,
+          "%s: --disk-mb 16 and --shm-mb 8 bound the tmpfs mounts (MiB written %s, files %s%s), /dev and the hidden "
+          "folders take no file: %s" % (backend, sizes, nfiles, ", at most 16,384 files each" if backend == "unshare" else "",
+                                         r["stdout"].replace("\n", "; ")))
+
+
+def check_startup_errors(tmp):
+    folder = os.path.join(tmp, "a_folder")
+    os.makedirs(folder, exist_ok=True)
+    r = codebench("--program", folder)
+    check(r.returncode == 1 and "a_folder" in error_line(r) and "is a folder" in error_line(r),
+          "--program with a folder is an error, not an empty program that passes: " + error_line(r))
+    prog = os.path.join(tmp, "ok.py")
+    with open(prog, "w") as f:
+        f.write("print('hi')\n")
+    r = codebench("--program", prog, "--python", "/bin/false")
+    check(r.returncode == 1 and "/bin/false" in error_line(r) and "bubblewrap" not in error_line(r),
+          "--python /bin/false names the interpreter, not bubblewrap: " + error_line(r))
+    r = codebench("--program", prog, "--memory-mb", "1")
+    check(r.returncode == 1 and "memory 1 MiB" in error_line(r), "--memory-mb 1 names the limit: " + error_line(r))
+    with open(prog, "w") as f:
+        f.write("import sys\nprint('a\\x1b[2J\\x1b]0;title\\x07b\\rc\\u009bd')\nsys.stderr.write('\\x1b[31mred\\n')\n")
+    r = codebench("--program", prog)
+    check(r.returncode == 0 and "\x1b" not in r.stdout and "\x07" not in r.stdout and "\r" not in r.stdout
+          and "\u009b" not in r.stdout and "a\\x1b[2J\\x1b]0;title\\x07b\\x0dc\\u009bd" in r.stdout,
+          "a program's escape sequences are printed escaped: " + r.stdout.splitlines()[0])
 
 
 def check_bad_input(tmp):
@@ -248,6 +381,10 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_codebench_") as tmp:
     for backend in backends:
         check_limits(tmp, backend)
         check_isolation(tmp, backend)
+        check_descriptors(tmp, backend)
+        check_unix_sockets(tmp, backend)
+        check_tmpfs(tmp, backend)
+    check_startup_errors(tmp)
     check_bad_input(tmp)
     check_canonical()
     check_mutated()
