@@ -1,6 +1,11 @@
 #include "data/files.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -49,15 +54,60 @@ std::string read_verified(const std::string& path, const std::string& expected_s
   return bytes;
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full or read-only?)");
+void refuse_unless_replaceable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st) || fs::is_regular_file(st)) return;
+  const char* what = fs::is_symlink(st) ? "a symbolic link" : fs::is_directory(st) ? "a folder"
+                     : fs::is_fifo(st) ? "a FIFO" : fs::is_socket(st) ? "a socket" : "a device or other special file";
+  throw std::runtime_error("'" + path + "' exists and is " + what + ", not a regular file: refusing to replace it");
+}
+
+namespace {
+
+// Writes all of `text` to a new file `tmp` and flushes it to the disk; false with errno set when any step fails.
+bool write_whole(const std::string& tmp, const std::string& text) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n == 0 ? ENOSPC : errno;
+      ::close(fd);
+      errno = e;
+      return false;
+    }
+    done += size_t(n);
   }
-  std::filesystem::rename(tmp, path);
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {  // EINVAL: a file system without fsync
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return false;
+  }
+  return ::close(fd) == 0;
+}
+
+}  // namespace
+
+void write_atomically(const std::string& path, const std::string& text) {
+  refuse_unless_replaceable(path);
+  const std::string tmp = path + ".tmp";
+  refuse_unless_replaceable(tmp);
+  if (!write_whole(tmp, text)) {
+    const int e = errno;
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);  // no 0-byte or cut .tmp left behind
+    throw std::runtime_error("cannot write '" + path + "': " + std::strerror(e) + " (nothing was replaced)");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw std::runtime_error("cannot replace '" + path + "': " + std::strerror(e));
+  }
 }
 
 }  // namespace ponder::data

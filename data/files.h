@@ -21,8 +21,13 @@ std::optional<std::string> read_file(const std::string& path);
 std::string read_verified(const std::string& path, const std::string& expected_sha256,
                           const std::string& missing_hint);
 
-// Writes `text` to `path` through a file beside it and a rename, so an interruption leaves the old file whole;
-// a failed write (disk full, read-only) is an error naming the file.
+// Throws naming `path` when it exists and is not a regular file (a symbolic link, folder, FIFO, socket or device):
+// what an output path may replace.
+void refuse_unless_replaceable(const std::string& path);
+
+// Writes `text` to `path` through a file beside it (flushed to the disk) and a rename, so an interruption leaves the
+// old file whole; a failed write (disk full, read-only) is an error naming the file and leaves no .tmp behind. A
+// `path` that exists and is not a regular file is refused (refuse_unless_replaceable).
 void write_atomically(const std::string& path, const std::string& text);
 
 }  // namespace ponder::data

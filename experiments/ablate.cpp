@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data/files.h"
 #include "experiments/plots.h"
 #include "experiments/result_util.h"
 
@@ -188,11 +189,8 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
   out["seeds"] = opt.seeds;
   out["windows_per_seed"] = opt.windows_per_seed;
   out["groups"] = groups_json;
-  std::ofstream(dir + "/ablation.json") << out.dump(1) << '\n';
-  std::ofstream f(dir + "/ablation.md");
-  if (!f) throw std::runtime_error("cannot write " + dir + "/ablation.md");
-  f << md.str();
-  f.close();
+  data::write_atomically(dir + "/ablation.json", out.dump(1) + "\n");
+  data::write_atomically(dir + "/ablation.md", md.str());
   for (const AblationGroup& g : groups) plot_group(g, st, base_name, dir);  // the figures after the numbers
   return md.str();
 }

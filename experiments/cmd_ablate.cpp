@@ -62,7 +62,7 @@ void register_ablate(CLI::App& app) {
   add_checkpoint_job_options(sub, args->job, "Config whose compare: and learn: sections set seeds and learners");
   sub->add_option("--groups", args->groups, "Comma-separated subset of gamma,lambda,options,net,unit (default all)");
   sub->add_option("--iterations", args->iterations, "Override learn.reinforce_iterations")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kPositive);
   add_shard_option(sub, args->job.shard);
   sub->callback([args] {
     const Shard shard = this_shard(args->job.shard, "ablate");

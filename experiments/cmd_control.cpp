@@ -73,7 +73,7 @@ void register_control(CLI::App& app) {
       "control", "Positive control: train on the planted corpus (or reuse), compare, and say whether the pipeline "
                  "finds the effect planted there (exit 1 if not)");
   sub->add_option("--config", a->config, "Config with data.corpus: planted")->capture_default_str();
-  sub->add_option("--out", a->out, "Output folder")->capture_default_str();
+  sub->add_option("--out", a->out, "Output folder")->capture_default_str()->check(kNonEmpty);
   sub->add_flag("--retrain", a->retrain, "Train even when a matching checkpoint exists");
   add_override_options(sub, a->over, true);
   add_device_override(sub, a->device);

@@ -176,7 +176,7 @@ void run(const ConvergenceArgs& a) {
   j["layers"] = jl;
   std::filesystem::create_directories(a.out);
   const std::string path = (std::filesystem::path(a.out) / "convergence.json").string();
-  std::ofstream(path) << j.dump(2) << "\n";
+  data::write_atomically(path, j.dump(2) + "\n");
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());
 }
 
@@ -192,7 +192,7 @@ void register_convergence(CLI::App& app) {
   sub->add_option("--checkpoint", args->checkpoint, "Trained model (ponder train's checkpoint.ckpt)")->required();
   sub->add_option("--units", args->units, "Units of the test split to analyse")->capture_default_str()->check(kPositive);
   sub->add_option("--max-k", args->max_k, "Most gradient steps per problem")->capture_default_str()->check(kPositive);
-  sub->add_option("--out", args->out, "Output folder")->capture_default_str();
+  sub->add_option("--out", args->out, "Output folder")->capture_default_str()->check(kNonEmpty);
   sub->callback([args] { run(*args); });
 }
 

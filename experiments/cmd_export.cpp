@@ -1,7 +1,10 @@
 // `ponder export`: a checkpoint's parameters as safetensors, for tools outside this project (experiments/export.h).
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
+#include "data/files.h"
 #include "experiments/commands.h"
 #include "experiments/export.h"
 #include "experiments/training.h"
@@ -16,10 +19,31 @@ struct ExportArgs {
   bool summary = false;
 };
 
+// True when `path` starts as a safetensors file does: a little-endian header length, then the JSON header's '{'.
+bool looks_like_safetensors(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char head[9] = {};
+  return f.read(head, sizeof head) && head[8] == '{';
+}
+
+// The output may replace an earlier export, nothing else: not the checkpoint itself, not a training log, not a
+// device, link or folder (data::write_atomically refuses those).
+void refuse_clobber(const std::string& out, const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  data::refuse_unless_replaceable(out);
+  if (fs::equivalent(out, checkpoint, ec)) throw std::invalid_argument("export: --out " + out + " is the checkpoint itself");
+  if (fs::exists(out, ec) && !looks_like_safetensors(out))
+    throw std::invalid_argument("export: --out " + out + " exists and is not a safetensors file; it would be "
+                                "replaced (remove it, or pick another path)");
+}
+
 void run_export(const ExportArgs& a) {
+  const std::string out =
+      a.out.empty() ? std::filesystem::path(a.checkpoint).replace_extension(".safetensors").string() : a.out;
+  refuse_clobber(out, a.checkpoint);
   const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
   const std::vector<std::string> names = load_trained(ck, a.checkpoint).model.parameter_labels();
-  const std::string out = a.out.empty() ? a.checkpoint.substr(0, a.checkpoint.rfind('.')) + ".safetensors" : a.out;
   export_safetensors(ck, names, out);
   std::fprintf(stderr, "export: %zu tensors of %s (step %lld) -> %s\n", ck.params.size(), a.checkpoint.c_str(),
                (long long)ck.step, out.c_str());
@@ -35,7 +59,7 @@ void register_export(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("export", "Write a checkpoint's parameters as safetensors (readable by PyTorch, "
                                                "JAX, numpy: scripts/read_safetensors.py)");
   sub->add_option("--checkpoint", a->checkpoint, "Checkpoint to export")->required();
-  sub->add_option("--out", a->out, "Output file (default: the checkpoint's path with .safetensors)");
+  sub->add_option("--out", a->out, "Output file (default: the checkpoint's path with .safetensors)")->check(kNonEmpty);
   sub->add_flag("--summary", a->summary, "Also print each parameter's name, dtype, shape, L2 norm and sum as JSON");
   sub->callback([a] { run_export(*a); });
 }

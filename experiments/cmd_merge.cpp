@@ -39,7 +39,8 @@ void add_shard_option(CLI::App* sub, std::string& shard) {
   using namespace cmd_merge;
   sub->add_option("--shard", shard,
                   "Compute shard i of n of the cells (i/n, counted from 0) into --out, for ponder merge to put "
-                  "together; under mpirun -np N each rank is a shard without it");
+                  "together; under mpirun -np N each rank is a shard without it")
+      ->check(kNonEmpty);
 }
 
 void merge_shards(const std::vector<std::string>& dirs, const std::string& out, int jobs) {
@@ -94,7 +95,7 @@ void register_merge(CLI::App& app) {
       "merge", "Put together the shards of a comparison (ponder compare|ablate --shard i/n, one folder each): "
                "writes into --out the results.json and report the unsharded run writes");
   sub->add_option("dirs", *dirs, "The shards' folders, all n of them")->required();
-  sub->add_option("--out", *out, "Output folder")->required();
+  sub->add_option("--out", *out, "Output folder")->required()->check(kNonEmpty);
   sub->add_option("--jobs", *jobs, "Several checkpoints: models finished side by side (as compare --jobs); 0: auto")
       ->check(CLI::NonNegativeNumber);
   sub->callback([dirs, out, jobs] { merge_shards(*dirs, *out, *jobs); });

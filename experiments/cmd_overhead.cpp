@@ -79,7 +79,7 @@ void run(const CheckpointJobArgs& a) {
   j["references"] = {{"high", high}, {"budget", budget}};
   j["methods"] = methods;
   const std::string path = (std::filesystem::path(a.out) / "overhead.json").string();
-  std::ofstream(path) << j.dump(2) << "\n";
+  data::write_atomically(path, j.dump(2) + "\n");
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());
 }
 

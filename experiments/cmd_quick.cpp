@@ -280,9 +280,9 @@ void register_quick(CLI::App& app) {
                "regime (K = 0,1,2,4, n-grams, attention), compare allocation methods (uniform, random, calibrated "
                "heuristics, three learned policies, oracle) on each and over models, write results/quick/");
   sub->add_option("--config", opts->config, "Config to train (name in configs/ or a file)")->capture_default_str();
-  sub->add_option("--out", opts->out, "Output folder")->capture_default_str();
+  sub->add_option("--out", opts->out, "Output folder")->capture_default_str()->check(kNonEmpty);
   sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");
-  sub->add_option("--seeds", opts->seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
+  sub->add_option("--seeds", opts->seeds, "Override compare.seeds")->check(kPositive);
   sub->add_option("--windows", opts->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
   sub->add_option("--control", opts->control,
                   "Config of the positive control run first into <out>/control (reused when this build made it): "

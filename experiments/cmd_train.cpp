@@ -97,7 +97,7 @@ void register_train(CLI::App& app) {
   auto opts = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "Train a TTT language model from a YAML config");
   sub->add_option("--config", opts->config, "Config file, or the name of one in configs/ (tiny, small, ci)");
-  sub->add_option("--out", opts->out, "Output folder for checkpoint.ckpt and train.jsonl (default runs/<config>)");
+  sub->add_option("--out", opts->out, "Output folder for checkpoint.ckpt and train.jsonl (default runs/<config>)")->check(kNonEmpty);
   sub->add_flag("--resume", opts->resume, "Continue the run whose checkpoint is in --out");
   add_device_override(sub, opts->device);
   sub->add_option("--steps", opts->steps, "Total optimiser steps (overrides train.steps)")->check(kPositive);

@@ -23,6 +23,10 @@ inline const CLI::Validator kPositive(
     },
     "POSITIVE");
 
+// For paths and names: an empty value is refused, not taken as "use the default".
+inline const CLI::Validator kNonEmpty(
+    [](std::string& text) -> std::string { return text.empty() ? "must not be empty" : ""; }, "NONEMPTY");
+
 void register_bench(CLI::App& app);
 void register_demo(CLI::App& app);
 void register_gradcheck(CLI::App& app);

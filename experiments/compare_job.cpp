@@ -12,6 +12,7 @@
 
 #include "data/files.h"
 #include "data/sha256.h"
+#include "experiments/commands.h"
 #include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
@@ -42,8 +43,8 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
                                                      std::to_string(a.checkpoints.size()));
     a.checkpoint = a.checkpoints.front();
   });
-  sub->add_option("--out", a.out, "Output folder")->capture_default_str();
-  sub->add_option("--seeds", a.seeds, "Override compare.seeds")->check(CLI::NonNegativeNumber);
+  sub->add_option("--out", a.out, "Output folder")->capture_default_str()->check(kNonEmpty);
+  sub->add_option("--seeds", a.seeds, "Override compare.seeds")->check(kPositive);
   sub->add_option("--windows", a.windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
   if (many)
     sub->add_option("--jobs", a.jobs,

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data/files.h"
 #include "experiments/frontier.h"
 #include "experiments/plots.h"
 #include "experiments/result_json.h"
@@ -433,8 +434,7 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
                      const ReportParts& p, const std::string& mode, const std::string& path) {
   const std::string base_name = "uniform-" + std::to_string(opt.budget_k);
   const MethodResult* oracle = find(r, "oracle");
-  std::ofstream md(path);
-  if (!md) throw std::runtime_error("cannot write " + path);
+  std::ostringstream md;
   md << "# Does adaptive test-time training beat uniform at equal compute?\n\n"
      << "Produced by `ponder` " << provenance.value("version", "") << " (commit " << provenance.value("commit", "?")
      << ", " << provenance.value("build_type", "") << " build) on " << provenance.value("machine", "") << " with "
@@ -468,6 +468,7 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << "\n## Figures\n\n![Pareto](pareto.png)\n\n![Distance to the uniform frontier](forest.png)\n\n"
      << "![K histogram](k_hist.png)\n\n"
      << "[Per-token view of a held-out passage](tokens.html) under `" << p.best_method << "`.\n";
+  data::write_atomically(path, md.str());
 }
 
 }  // namespace
@@ -496,11 +497,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   p.best_method = best_method_name(r);
 
   const ordered_json out = results_json(r, opt, provenance, p);
-  {
-    std::ofstream f(dir + "/results.json");
-    if (!f) throw std::runtime_error("cannot write " + dir + "/results.json");
-    f << out.dump(1) << '\n';
-  }
+  data::write_atomically(dir + "/results.json", out.dump(1) + "\n");
   write_report_md(r, opt, provenance, p, out["options"]["mode"].get<std::string>(), dir + "/report.md");
   // The figures last: a machine without gnuplot then fails naming it with the results and report already written.
   std::vector<std::string> shown;  // the oracle beside the best non-uniform method

@@ -58,5 +58,25 @@ with tempfile.TemporaryDirectory() as tmp:
     ro = subprocess.run([ponder, "export", "--checkpoint", ckpt, "--out", "/proc/nope/x.safetensors"],
                         capture_output=True, text=True, timeout=60)
     check(ro.returncode != 0 and "x.safetensors" in ro.stderr, "an unwritable output is a clear error: " + ro.stderr[-200:])
+    # --out may replace an earlier export, nothing else.
+    log = os.path.join(tmp, "train.jsonl")
+    open(log, "w").write('{"step": 1}\n')
+    os.symlink(log, os.path.join(tmp, "link.safetensors"))
+    os.mkfifo(os.path.join(tmp, "fifo.safetensors"))
+    before = open(ckpt, "rb").read()
+    for target, why in [(ckpt, "is the checkpoint itself"), (log, "is not a safetensors file"),
+                        (os.path.join(tmp, "link.safetensors"), "symbolic link"), (os.path.join(tmp, "fifo.safetensors"), "FIFO"),
+                        (tmp, "folder"), ("/dev/null", "device")]:
+        r = subprocess.run([ponder, "export", "--checkpoint", ckpt, "--out", target], capture_output=True, text=True,
+                           timeout=60)
+        line = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        check(r.returncode == 1 and why in line and "Traceback" not in r.stderr, "--out %s is refused: %s" % (target, line))
+    check(open(ckpt, "rb").read() == before and open(log).read() == '{"step": 1}\n' and os.path.islink(os.path.join(tmp, "link.safetensors"))
+          and os.path.exists("/dev/null") and not os.path.isfile("/dev/null"),
+          "the checkpoint, the log, the link and /dev/null are untouched")
+    again = subprocess.run([ponder, "export", "--checkpoint", ckpt, "--out", out], capture_output=True, text=True, timeout=60)
+    check(again.returncode == 0, "an earlier export is replaced: " + again.stderr[-200:])
+    empty = subprocess.run([ponder, "export", "--checkpoint", ckpt, "--out", ""], capture_output=True, text=True, timeout=60)
+    check(empty.returncode != 0 and "--out" in empty.stderr and "empty" in empty.stderr, "--out '' is refused: " + empty.stderr.strip())
 
 finish()

@@ -1,6 +1,9 @@
 // The data layer: SHA-256, byte tokenizer, corpus loaders (hash-checked, clear errors), splits, windows.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include <string>
 
 #include "data/corpora.h"
+#include "data/files.h"
 #include "data/dir_corpus.h"
 #include "data/planted.h"
 #include "data/sha256.h"
@@ -710,4 +714,46 @@ TEST_CASE("a repository's consecutive files joined into one document, for traini
   CHECK(total_bytes(joined) == total_bytes(docs));
   CHECK(error_of([] { join_by_repository({{"notes.txt", "n", ""}}); }).find("'notes.txt' belongs to no repository") !=
         std::string::npos);
+}
+
+// Results files: written whole or not at all, and never over something that is not a regular file.
+TEST_CASE("write_atomically: a failed write replaces nothing and leaves no .tmp; special targets are refused") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ponder_atomic_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string target = (dir / "results.json").string();
+  ponder::data::write_atomically(target, "old\n");
+  CHECK(ponder::data::read_file(target).value() == "old\n");
+  {
+    // A file-size limit makes the write fail part-way, as a full disk does (EFBIG instead of ENOSPC).
+    rlimit before{};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    rlimit small = before;
+    small.rlim_cur = 1000;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    std::string error;
+    try {
+      ponder::data::write_atomically(target, std::string(5000, 'x'));
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &before);
+    signal(SIGXFSZ, old_handler);
+    CHECK(error.find("cannot write '" + target + "'") != std::string::npos);
+    CHECK(error.find("nothing was replaced") != std::string::npos);
+  }
+  CHECK(ponder::data::read_file(target).value() == "old\n");
+  CHECK_FALSE(fs::exists(target + ".tmp"));
+  fs::create_symlink(target, dir / "link.json");
+  mkfifo((dir / "fifo.json").c_str(), 0600);
+  fs::create_directories(dir / "folder.json");
+  for (const char* name : {"link.json", "fifo.json", "folder.json"}) {
+    const std::string path = (dir / name).string(), expected = "'" + path + "' exists and is a";
+    CHECK_THROWS_WITH_AS(ponder::data::write_atomically(path, "x"), doctest::Contains(expected.c_str()), std::runtime_error);
+  }
+  CHECK_THROWS_WITH_AS(ponder::data::write_atomically("/dev/null", "x"), doctest::Contains("a device"), std::runtime_error);
+  CHECK(ponder::data::read_file(target).value() == "old\n");  // the link's target is untouched
+  fs::remove_all(dir);
 }
