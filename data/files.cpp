@@ -1,13 +1,17 @@
 #include "data/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -108,6 +112,46 @@ void write_atomically(const std::string& path, const std::string& text) {
     std::filesystem::remove(tmp, ec);
     throw std::runtime_error("cannot replace '" + path + "': " + std::strerror(e));
   }
+}
+
+namespace {
+
+std::string command_line_of_self() {
+  std::string cmd = read_file("/proc/self/cmdline").value_or("");
+  for (char& c : cmd)
+    if (c == '\0') c = ' ';
+  while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+  return cmd;
+}
+
+}  // namespace
+
+void lock_output_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  static std::mutex mutex;
+  static std::set<std::string> held;  // canonical folders this process (or the parent it was forked from) locked
+  std::lock_guard<std::mutex> guard(mutex);
+  fs::create_directories(dir);
+  const std::string key = fs::canonical(dir).string();
+  if (held.count(key)) return;
+  const std::string path = key + "/.ponder.lock";
+  refuse_unless_replaceable(path);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open the lock file '" + path + "': " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e != EWOULDBLOCK) throw std::runtime_error("cannot lock '" + path + "': " + std::strerror(e));
+    std::string holder = read_file(path).value_or("");
+    holder = holder.substr(0, holder.find_last_not_of('\n') + 1);
+    if (const size_t nl = holder.find('\n'); nl != std::string::npos) holder.replace(nl, 1, ": ");
+    throw std::runtime_error("'" + dir + "' is in use by another run (" + (holder.empty() ? "pid unknown" : holder) +
+                             "); wait for it to finish, stop it, or choose another --out");
+  }
+  const std::string me = "pid " + std::to_string(getpid()) + "\n" + command_line_of_self() + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size()))
+    std::fprintf(stderr, "warning: could not record this run in '%s': %s\n", path.c_str(), std::strerror(errno));
+  held.insert(key);  // the descriptor stays open, and the lock held, until this process and its children end
 }
 
 }  // namespace ponder::data

@@ -30,4 +30,10 @@ void refuse_unless_replaceable(const std::string& path);
 // `path` that exists and is not a regular file is refused (refuse_unless_replaceable).
 void write_atomically(const std::string& path, const std::string& text);
 
+// Takes an advisory lock on the output folder `dir` (its file .ponder.lock, which records the holder's pid and
+// command line) for the rest of this process; children forked afterwards share it, so a `--jobs` parent and its
+// parts count as one writer. Taking it again for the same folder in the same process is a no-op. Throws naming the
+// folder and the holder when another process has it: two runs must not write into one folder at once.
+void lock_output_dir(const std::string& dir);
+
 }  // namespace ponder::data

@@ -323,7 +323,7 @@ void add_sampling_options(CLI::App* sub, Args& a) {
   sub->add_option("--checkpoint", a.checkpoint, "Sample completions from this checkpoint and report pass@k");
   sub->add_option("--samples", a.sampling.samples, "Completions per problem (--checkpoint)")->check(kPositive)->capture_default_str();
   sub->add_option("--temperature", a.sampling.temperature, "Sampling temperature->capture_default_str(); 0 = greedy")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--top-p", a.sampling.top_p, "Nucleus sampling: keep the likeliest bytes holding this much probability")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   sub->add_option("--max-new-bytes", a.sampling.max_new_bytes, "Longest completion in bytes")->check(kPositive)->capture_default_str();

@@ -46,6 +46,7 @@ ControlVerdict run_positive_control(const ControlArgs& a) {
     throw std::invalid_argument("control: " + cfg.source + " trains on '" + cfg.data.corpus +
                                 "'; the positive control needs data.corpus: planted");
   const std::string report = (std::filesystem::path(a.out) / "report.md").string();
+  data::lock_output_dir(a.out);
   if (!a.retrain)
     if (const std::optional<ControlVerdict> done = finished_control(a.out, cfg)) {
       std::fprintf(stderr, "control: %s (reused: %s was made by this build from the same config)\n",
@@ -74,7 +75,7 @@ void register_control(CLI::App& app) {
                  "finds the effect planted there (exit 1 if not)");
   sub->add_option("--config", a->config, "Config with data.corpus: planted")->capture_default_str();
   sub->add_option("--out", a->out, "Output folder")->capture_default_str()->check(kNonEmpty);
-  sub->add_flag("--retrain", a->retrain, "Train even when a matching checkpoint exists");
+  sub->add_flag("--retrain", a->retrain, "Train afresh: replace a matching checkpoint, or another run's found in --out");
   add_override_options(sub, a->over, true);
   add_device_override(sub, a->device);
   sub->callback([a] {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "data/files.h"
 #include "data/windows.h"
 #include "experiments/commands.h"
 #include "experiments/compare_job.h"
@@ -174,7 +175,7 @@ void run(const ConvergenceArgs& a) {
   j["step"] = "1/lambda_max of the Hessian [X 1]^T D [X 1], by power iteration";
   j["ridge"] = "1e-8*trace(A) added where Cholesky finds A singular";
   j["layers"] = jl;
-  std::filesystem::create_directories(a.out);
+  data::lock_output_dir(a.out);
   const std::string path = (std::filesystem::path(a.out) / "convergence.json").string();
   data::write_atomically(path, j.dump(2) + "\n");
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());

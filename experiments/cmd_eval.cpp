@@ -226,7 +226,7 @@ void register_eval(CLI::App& app) {
   sub->add_option("--split", opts->split, "valid or test (default: the config's)")
       ->check(CLI::IsMember({"valid", "test"}));
   sub->add_option("--max-windows", opts->max_windows, "Evenly spaced windows of the split; 0 = all")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   add_device_override(sub, opts->device);
   sub->add_flag("--flops-by-layer", opts->flops_by_layer,
                 "Also the FLOPs per token of one window's forward pass by section: embedding, each block's norm, "
@@ -251,11 +251,11 @@ void register_eval(CLI::App& app) {
                        Cap{"--max-segments", &opts->max_segments,
                            "With --streams: segments kept per stream, evenly spaced (default streams.max_segments; 0 = "
                            "all: with --max-scored 0, every scored token of the split)"}})
-    sub->add_option(c.flag, *c.value, c.help)->check(CLI::NonNegativeNumber);
+    sub->add_option(c.flag, *c.value, c.help)->check(kNonNegative);
   sub->add_option("--position-docs", opts->position_docs,
                   "With --streams: loss by position from this many documents' starts (default streams.position_docs; "
                   "0 = along the streams)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--position-len", opts->position_len,
                   "With --streams: tokens read from each of those documents' starts (default streams.position_len)")
       ->check(CLI::PositiveNumber);

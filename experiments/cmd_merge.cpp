@@ -97,7 +97,7 @@ void register_merge(CLI::App& app) {
   sub->add_option("dirs", *dirs, "The shards' folders, all n of them")->required();
   sub->add_option("--out", *out, "Output folder")->required()->check(kNonEmpty);
   sub->add_option("--jobs", *jobs, "Several checkpoints: models finished side by side (as compare --jobs); 0: auto")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->callback([dirs, out, jobs] { merge_shards(*dirs, *out, *jobs); });
 }
 

@@ -159,7 +159,7 @@ void register_oracle(CLI::App& app) {
   sub->add_option("--hidden-k", args->hidden_k,
                   "Streams mode: also write hidden.f32, the residual stream a policy could read before each unit, "
                   "read under uniform-K (scripts/oracle_features.py fits the oracle's K on it)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->callback([args] { run(*args); });
 }
 

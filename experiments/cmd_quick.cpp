@@ -195,6 +195,7 @@ void run_quick(const QuickArgs& o) {
   const RunConfig cfg = apply_overrides(load_config(resolve_config(o.config)), o.over);
   const Device device = run_device(o.device, cfg);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
+  data::lock_output_dir(o.out);  // its parts, forked below, share the lock
   const int threads = cpu::num_threads();
   // A process forked after CUDA was initialised cannot use it: on a GPU the parts run one after another here.
   const int jobs = device == Device::CUDA ? 1 : o.jobs > 0 ? o.jobs : std::clamp(threads, 1, 4);
@@ -281,9 +282,9 @@ void register_quick(CLI::App& app) {
                "heuristics, three learned policies, oracle) on each and over models, write results/quick/");
   sub->add_option("--config", opts->config, "Config to train (name in configs/ or a file)")->capture_default_str();
   sub->add_option("--out", opts->out, "Output folder")->capture_default_str()->check(kNonEmpty);
-  sub->add_flag("--retrain", opts->retrain, "Train even when a matching checkpoint exists");
+  sub->add_flag("--retrain", opts->retrain, "Train afresh: replace a matching checkpoint, or another run's found in --out");
   sub->add_option("--seeds", opts->seeds, "Override compare.seeds")->check(kPositive);
-  sub->add_option("--windows", opts->windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  sub->add_option("--windows", opts->windows, "Override compare.windows_per_seed")->check(kNonNegative);
   sub->add_option("--control", opts->control,
                   "Config of the positive control run first into <out>/control (reused when this build made it): "
                   "ci_planted (the default) or planted (1,500 training steps instead of 800, 3 seeds, with a learned "
@@ -291,7 +292,7 @@ void register_quick(CLI::App& app) {
   sub->add_option("--jobs", opts->jobs,
                   "Parts (the control, each model's training and comparison, the attention baseline) run side by "
                   "side, threads shared among them; 0: as many as --threads, at most 4; 1: one after another in this "
-                  "process")->check(CLI::NonNegativeNumber);
+                  "process")->check(kNonNegative);
   add_override_options(sub, opts->over, true);
   add_device_override(sub, opts->device);
   sub->callback([opts] { run_quick(*opts); });

@@ -32,6 +32,10 @@ struct TrainArgs {
 // trained with overrides resumes and reports exactly as if they had been written in the file.
 void apply_overrides(const TrainArgs& o, TrainJob& job) {
   ConfigOverrides over = o.over;
+  for (const std::string& set : over.sets)
+    if (o.steps > 0 && set.rfind("train.steps=", 0) == 0)
+      throw std::invalid_argument("train: --steps " + std::to_string(o.steps) + " and --set " + set +
+                                  " both set the step count; give one of them");
   if (o.steps > 0 && o.steps != job.config.train.steps) over.sets.push_back("train.steps=" + std::to_string(o.steps));
   job.config = cli::apply_overrides(job.config, over);
 }

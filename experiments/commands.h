@@ -23,6 +23,15 @@ inline const CLI::Validator kPositive(
     },
     "POSITIVE");
 
+// For counts where 0 means "automatic" or "none": CLI11's NonNegativeNumber also prints DBL_MAX in its message.
+inline const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v)) return "expected a number, got '" + text + "'";
+      return v >= 0 ? "" : "must be >= 0, got " + text;
+    },
+    "NONNEGATIVE");
+
 // For paths and names: an empty value is refused, not taken as "use the default".
 inline const CLI::Validator kNonEmpty(
     [](std::string& text) -> std::string { return text.empty() ? "must not be empty" : ""; }, "NONEMPTY");

@@ -45,12 +45,12 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
   });
   sub->add_option("--out", a.out, "Output folder")->capture_default_str()->check(kNonEmpty);
   sub->add_option("--seeds", a.seeds, "Override compare.seeds")->check(kPositive);
-  sub->add_option("--windows", a.windows, "Override compare.windows_per_seed")->check(CLI::NonNegativeNumber);
+  sub->add_option("--windows", a.windows, "Override compare.windows_per_seed")->check(kNonNegative);
   if (many)
     sub->add_option("--jobs", a.jobs,
                     "With several checkpoints: models compared side by side, threads shared among them; 0: as many "
                     "as --threads, at most 4; 1: one after another in this process")
-        ->check(CLI::NonNegativeNumber);
+        ->check(kNonNegative);
   add_override_options(sub, a.over, false);
   add_device_override(sub, a.device);
 }
@@ -90,7 +90,7 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
   TrainedModel m = load_trained(ck, a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
-  std::filesystem::create_directories(a.out);
+  data::lock_output_dir(a.out);  // one writer per folder (under mpirun each rank has its own shard folder)
   return {std::move(opt), cfg.streams, cfg.adapt, cfg.text, device, std::move(m), std::move(ds)};
 }
 

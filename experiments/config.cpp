@@ -19,7 +19,7 @@
 namespace ponder::cli {
 namespace {
 
-constexpr int64_t kMaxSteps = 64;  // the most inner steps any schedule may ask for
+constexpr int64_t kMaxSteps = ttt::kMaxInnerSteps;  // the most inner steps any schedule may ask for
 
 template <class T> struct TypeName;
 template <> struct TypeName<int64_t> { static constexpr const char* name = "an integer"; };
@@ -69,12 +69,14 @@ class Section {
     }
   }
   // A list of step counts, each in [0, kMaxSteps]: a larger count is a typo or an overflow, not a schedule. An empty
-  // list keeps the default unless `may_be_empty`.
+  // list written out (`key: []`) is an error unless `may_be_empty`, not the default in disguise.
   void get_steps(const std::string& key, std::vector<int>& out, bool may_be_empty = false) {
     std::vector<int64_t> v;
     get(key, v);
     if (v.empty()) {
-      if (may_be_empty && node_ && node_.IsMap() && node_[key]) out.clear();
+      const bool written = node_ && node_.IsMap() && node_[key];
+      if (written && may_be_empty) out.clear();
+      if (written && !may_be_empty) fail(node_[key], key, "must list at least one step count, got []");
       return;
     }
     for (int64_t k : v)
@@ -93,6 +95,7 @@ class Section {
     std::vector<std::string> names;
     get(key, names);
     if (!node_ || !node_.IsMap() || !node_[key]) return;
+    if (names.empty()) fail(node_[key], key, "must list at least one method, got []");
     try {
       out = policy::parse_methods(names);
     } catch (const std::invalid_argument& e) {
@@ -388,6 +391,41 @@ void check_adapt(const RunConfig& c) {
   }
 }
 
+// The learn: section's keys, and how they fit compare: and model:.
+void check_learn(const RunConfig& c) {
+  const CompareOptions& k = c.compare;
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw std::invalid_argument(msg);
+  };
+  const LearnOptions& l = k.learn;
+  need(l.hidden >= 1 && l.hidden <= 4096, "learn.hidden (the policy network's width) must lie in 1..4096, got " +
+                                              std::to_string(l.hidden));
+  need(l.train_windows >= 1, "learn.train_windows must be positive, got " + std::to_string(l.train_windows));
+  for (const auto& [name, v] : {std::pair{"reinforce_lambda", l.reinforce.penalty}, {"reinforce_entropy", l.reinforce.entropy_coef},
+                                {"reinforce_gamma", l.reinforce.gamma}, {"ppo_gamma", l.ppo.gamma}, {"ppo_gae_lambda", l.ppo.gae_lambda},
+                                {"ppo_clip", l.ppo.clip}, {"ppo_entropy", l.ppo.ent_coef}, {"ppo_kp", l.ppo.pid.kp},
+                                {"ppo_ki", l.ppo.pid.ki}, {"ppo_kd", l.ppo.pid.kd}, {"pondernet_beta", l.pondernet.beta}})
+    need(std::isfinite(v), std::string("learn.") + name + " must be a finite number, got " + std::to_string(v));
+  for (const auto& [name, lr] : {std::pair{"reinforce_lr", l.reinforce.lr}, {"ppo_lr", l.ppo.lr}, {"pondernet_lr", l.pondernet.lr}})
+    need(std::isfinite(lr) && lr > 0, std::string("learn.") + name + " must be a positive finite number, got " +
+                                          std::to_string(lr));
+  need(l.options.size() >= 2, "learn.options needs at least two step counts");
+  for (const policy::MethodSpec& m : k.methods)
+    if (m.family == policy::MethodFamily::Learned) learned_options(m.name, l);  // its bracketed overrides parse
+  for (int o : l.options) need(o >= 0, "learn.options must be >= 0, got " + std::to_string(o));
+  need(l.unit_tokens == 0 || (l.unit_tokens > 0 && l.unit_tokens % c.model.mini_batch == 0 && k.seq_len % l.unit_tokens == 0),
+       "learn.unit must be 0 or a multiple of model.mini_batch that divides compare.seq_len");
+  need(l.reinforce.gamma >= 0 && l.reinforce.gamma <= 1 && l.ppo.gamma >= 0 && l.ppo.gamma <= 1,
+       "learn.reinforce_gamma and learn.ppo_gamma must lie in [0, 1]");
+  need(l.reinforce.samples >= 1 && l.reinforce.contexts_per_iter >= 1 && l.reinforce.iterations >= 1,
+       "learn.reinforce_samples, reinforce_windows and reinforce_iterations must be positive");
+  need(l.reinforce.baseline != "loo" || l.reinforce.samples >= 2, "learn.reinforce_baseline loo needs reinforce_samples >= 2");
+  need(l.ppo.epochs >= 1 && l.ppo.minibatches >= 1 && l.ppo.contexts_per_iter >= l.ppo.minibatches && l.ppo.iterations >= 1,
+       "learn.ppo_epochs, ppo_iterations >= 1 and 1 <= ppo_minibatches <= ppo_windows");
+  need(l.pondernet_steps >= 2 && l.pondernet.iterations >= 1 && l.pondernet.contexts_per_iter >= 1,
+       "learn.pondernet_steps must be >= 2 and pondernet_iterations, pondernet_windows positive");
+}
+
 // Checks that need more than one key; messages name the keys.
 void check(const RunConfig& c) {
   c.model.validate();
@@ -395,6 +433,8 @@ void check(const RunConfig& c) {
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) throw std::invalid_argument(msg);
   };
+  need(c.model.vocab >= 256, "model.vocab must be at least 256 (the corpora are read as bytes), got " +
+                                 std::to_string(c.model.vocab));
   need(c.train_seeds >= 1 && c.train_seeds <= 1000, "train.seeds must lie in [1, 1000], got " + std::to_string(c.train_seeds));
   need(c.data.valid_frac > 0 && c.data.valid_frac < 1, "data.valid_frac must lie in (0, 1)");
   need(c.data.test_frac > 0 && c.data.test_frac < 1, "data.test_frac must lie in (0, 1)");
@@ -440,28 +480,9 @@ void check(const RunConfig& c) {
   need(k.criteria.quality >= 0 && k.criteria.flops >= 0 && k.criteria.alpha > 0 && k.criteria.alpha < 1 &&
            k.criteria.max_tie_share >= 0 && k.criteria.max_tie_share <= 1,
        "compare.criteria_quality and criteria_flops must be >= 0, criteria_alpha in (0, 1), criteria_max_tie_share in [0, 1]");
-  const LearnOptions& l = k.learn;
-  need(l.hidden >= 1 && l.train_windows >= 1, "learn.hidden and learn.train_windows must be positive");
-  for (const auto& [name, lr] : {std::pair{"reinforce_lr", l.reinforce.lr}, {"ppo_lr", l.ppo.lr}, {"pondernet_lr", l.pondernet.lr}})
-    need(std::isfinite(lr) && lr > 0, std::string("learn.") + name + " must be a positive finite number, got " +
-                                          std::to_string(lr));
   for (double mu : k.frontier_mus)
     need(std::isfinite(mu) && mu >= 0, "compare.frontier_mus must be finite and >= 0, got " + std::to_string(mu));
-  need(l.options.size() >= 2, "learn.options needs at least two step counts");
-  for (const policy::MethodSpec& m : k.methods)
-    if (m.family == policy::MethodFamily::Learned) learned_options(m.name, l);  // its bracketed overrides parse
-  for (int o : l.options) need(o >= 0, "learn.options must be >= 0, got " + std::to_string(o));
-  need(l.unit_tokens == 0 || (l.unit_tokens > 0 && l.unit_tokens % c.model.mini_batch == 0 && k.seq_len % l.unit_tokens == 0),
-       "learn.unit must be 0 or a multiple of model.mini_batch that divides compare.seq_len");
-  need(l.reinforce.gamma >= 0 && l.reinforce.gamma <= 1 && l.ppo.gamma >= 0 && l.ppo.gamma <= 1,
-       "learn.reinforce_gamma and learn.ppo_gamma must lie in [0, 1]");
-  need(l.reinforce.samples >= 1 && l.reinforce.contexts_per_iter >= 1 && l.reinforce.iterations >= 1,
-       "learn.reinforce_samples, reinforce_windows and reinforce_iterations must be positive");
-  need(l.reinforce.baseline != "loo" || l.reinforce.samples >= 2, "learn.reinforce_baseline loo needs reinforce_samples >= 2");
-  need(l.ppo.epochs >= 1 && l.ppo.minibatches >= 1 && l.ppo.contexts_per_iter >= l.ppo.minibatches && l.ppo.iterations >= 1,
-       "learn.ppo_epochs, ppo_iterations >= 1 and 1 <= ppo_minibatches <= ppo_windows");
-  need(l.pondernet_steps >= 2 && l.pondernet.iterations >= 1 && l.pondernet.contexts_per_iter >= 1,
-       "learn.pondernet_steps must be >= 2 and pondernet_iterations, pondernet_windows positive");
+  check_learn(c);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "experiments/config_cli.h"
+#include "experiments/commands.h"
 
 namespace ponder::cli {
 
@@ -7,7 +8,7 @@ void add_override_options(CLI::App* sub, ConfigOverrides& o, bool with_seed) {
                   "train.lr=1e-3 --set compare.step_options=[0,1,2]")->allow_extra_args(false);
   if (with_seed)
     sub->add_option("--seed", o.seed, "Training seed (overrides train.seed): independently trained models differ "
-                    "only in this")->check(CLI::NonNegativeNumber);
+                    "only in this")->check(kNonNegative);
 }
 
 RunConfig apply_overrides(const RunConfig& c, const ConfigOverrides& o) {

@@ -10,12 +10,15 @@
 #include <iostream>
 #include <new>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "experiments/bench_util.h"
 #include "experiments/build_info.h"
 #include "experiments/command_line.h"
 #include "experiments/commands.h"
 #include "experiments/device.h"
+#include "experiments/environment.h"
 #include "tensor/cpu/runtime.h"
 #include "tensor/dist.h"
 
@@ -84,6 +87,41 @@ std::string refused_over_ranks(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first word that is not an option (nor --threads' value), when it names no subcommand: "unknown subcommand
+// 'trian' (did you mean 'train'?)" instead of CLI11's "A subcommand is required".
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads") ++i;
+    if (arg.empty() || arg[0] == '-') continue;
+    std::string names, closest;
+    size_t best = 3;  // suggest only a near miss
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->get_name() == arg) return "";
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      if (const size_t d = edit_distance(arg, sub->get_name()); d < best) best = d, closest = sub->get_name();
+    }
+    return "unknown subcommand '" + arg + "'" + (closest.empty() ? "" : " (did you mean '" + closest + "'?)") +
+           "; the subcommands: " + names;
+  }
+  return "";
+}
+
 // An error this rank alone may have: with several ranks running, it is named by rank and ends them all (none may be
 // left waiting in a collective).
 int fail_here(const std::string& message) {
@@ -120,6 +158,14 @@ int main(int argc, char** argv) {
     return std::string("ponder ") + version() + " (commit " + git_commit() + ", " + build_type() + " build)\n" +
            "BLAS: " + machine_info().blas + "\n" + cuda_status() + "\n" + ponder::dist::mpi_status() + "\n" + ponder::dist::nccl_status();
   });
+  // OMP_NUM_THREADS far above the machine (a typo, 100000) would start that many threads and record them in every
+  // results file: the default is kept to the CPUs there are, and the cut is said.
+  const int cpus = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (ponder::cpu::num_threads() > cpus) {
+    std::fprintf(stderr, "ponder: %d threads asked for by the environment (OMP_NUM_THREADS), this machine has %d CPUs; "
+                 "using %d (--threads sets more on purpose)\n", ponder::cpu::num_threads(), cpus, cpus);
+    ponder::cpu::set_num_threads(cpus);
+  }
   const int default_threads = ponder::cpu::num_threads(), fitting = threads_within_address_limit(default_threads);
   if (fitting < default_threads) ponder::cpu::set_num_threads(fitting);
   // Runs while parsing, before any subcommand callback, so every kernel sees the setting.
@@ -148,8 +194,10 @@ int main(int argc, char** argv) {
   register_adapt(app);
   register_bench_train(*app.get_subcommand("bench"));
   register_merge(app);
+  if (const std::string why = unknown_subcommand(app, argc, argv); !why.empty()) return fail_everywhere(why);
   if (const std::string why = refused_over_ranks(app, argc, argv); !why.empty()) return fail_everywhere(why);
   try {
+    check_ponder_environment();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_name() == "RuntimeError") return e.get_exit_code();  // the subcommand has reported already

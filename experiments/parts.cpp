@@ -1,6 +1,7 @@
 #include "experiments/parts.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,10 +57,14 @@ std::string tail_of(const std::string& path, size_t n) {
 }
 
 // A child: its own process group (so a Ctrl-C reaches it once, from the parent), its output in the log, its threads.
-[[noreturn]] void run_child(const Part& p, const std::string& log, int threads) {
+[[noreturn]] void run_child(const Part& p, const std::string& log, int threads, pid_t parent) {
   setpgid(0, 0);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  // A parent killed outright (kill -9) takes its parts with it: each gets SIGTERM, which a training part answers by
+  // writing its checkpoint, so a rerun resumes it instead of a second writer joining the first.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(1);  // the parent died before the line above
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(3);
   close(fd);
@@ -137,9 +142,10 @@ class Pool {
         if (ready(i) && (best == parts_.size() || chain(i) > chain(best))) best = i;
       if (best == parts_.size()) return;
       std::fflush(nullptr);
+      const pid_t self = getpid();
       const pid_t pid = fork();
       if (pid < 0) throw std::runtime_error(label_ + ": cannot start a process: " + std::strerror(errno));
-      if (pid == 0) run_child(parts_[best], log_of(best), threads_);
+      if (pid == 0) run_child(parts_[best], log_of(best), threads_, self);
       running_[pid] = best;
       state_[best] = Running;
       started_[best] = now();

@@ -165,6 +165,7 @@ ShardManifest read_manifest(const std::string& dir) {
 
 ShardManifest merge_shard_journals(const std::vector<std::string>& dirs, const std::string& out) {
   const std::vector<ShardManifest> ms = check_shards(dirs, out);
+  data::lock_output_dir(out);  // after the checks: a refused merge writes nothing
   std::map<std::string, bool> rels;
   for (const std::string& d : dirs)
     for (const std::string& rel : journals_in(d)) rels[rel] = true;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 
 #include "data/corpora.h"
+#include "data/files.h"
 #include "data/dir_corpus.h"
 #include "data/planted.h"
 #include "experiments/bench_util.h"
@@ -29,25 +31,35 @@ volatile std::sig_atomic_t g_interrupted = 0;
 
 void on_interrupt(int sig) {
   g_interrupted = sig;
-  std::signal(sig, SIG_DFL);  // a second Ctrl-C (or TERM) stops at once
+  // A second Ctrl-C (or TERM, HUP) stops at once; a closed pipe is ignored from now on, so the messages written while
+  // the checkpoint is saved (to the same closed pipe) cannot kill the run before it is.
+  std::signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL);
 }
 
-// Installs the handler for Ctrl-C (SIGINT) and a scheduler's SIGTERM for the lifetime of a run: both finish the
-// current step and checkpoint before stopping.
+// Installs the handler for Ctrl-C (SIGINT), a scheduler's SIGTERM, a closed terminal's SIGHUP and a closed pipe's
+// SIGPIPE (`ponder train | head`) for the lifetime of a run: each finishes the current step and checkpoints before
+// stopping.
 class InterruptGuard {
  public:
-  InterruptGuard() : prev_int_(std::signal(SIGINT, on_interrupt)), prev_term_(std::signal(SIGTERM, on_interrupt)) {
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+  InterruptGuard() {
     g_interrupted = 0;
+    for (size_t i = 0; i < std::size(kSignals); ++i) prev_[i] = std::signal(kSignals[i], on_interrupt);
   }
   ~InterruptGuard() {
-    std::signal(SIGINT, prev_int_);
-    std::signal(SIGTERM, prev_term_);
+    for (size_t i = 0; i < std::size(kSignals); ++i) std::signal(kSignals[i], prev_[i]);
   }
   bool fired() const { return g_interrupted != 0; }
-  const char* signal_name() const { return g_interrupted == SIGTERM ? "SIGTERM" : "SIGINT"; }
+  const char* signal_name() const {
+    switch (g_interrupted) {
+      case SIGTERM: return "SIGTERM";
+      case SIGHUP: return "SIGHUP";
+      case SIGPIPE: return "SIGPIPE";
+      default: return "SIGINT";
+    }
+  }
  private:
-  void (*prev_int_)(int);
-  void (*prev_term_)(int);
+  void (*prev_[std::size(kSignals)])(int);
 };
 
 // " 0.0625 0.071" for the carry factors of the TTT layers, " –" for a model without TTT layers.
@@ -342,7 +354,15 @@ struct TrainSetup {
 // A checkpoint continues only on as many ranks as made it: each step's micro-batches are split the same way then.
 void check_ranks(const ttt::Checkpoint& ck, const std::string& path) {
   const std::string had = ck.meta_value("ranks");  // absent: written by one process
-  const int made = had.empty() ? 1 : std::stoi(had), now = dist::size();
+  int made = 1;
+  if (!had.empty()) {
+    char* end = nullptr;
+    const long v = std::strtol(had.c_str(), &end, 10);
+    if (end != had.c_str() + had.size() || v < 1 || v > 1000000)
+      throw std::invalid_argument("train --resume: '" + path + "' records ranks '" + had + "', which is not a rank count");
+    made = int(v);
+  }
+  const int now = dist::size();
   if (made != now)
     throw std::invalid_argument("train --resume: '" + path + "' was trained on " + std::to_string(made) + " rank(s) " +
                                 "(mpirun -np " + std::to_string(made) + "); this run has " + std::to_string(now) +
@@ -352,6 +372,7 @@ void check_ranks(const ttt::Checkpoint& ck, const std::string& path) {
 std::unique_ptr<TrainSetup> prepare_training(const TrainJob& job, const std::string& checkpoint) {
   const RunConfig& c = job.config;
   check_fits(c);
+  if (dist::rank() == 0) data::lock_output_dir(job.out_dir);  // before its files are looked at; ranks share the folder
   if (!job.resume && std::filesystem::exists(checkpoint))
     throw std::runtime_error("'" + checkpoint + "' exists; pass --resume to continue that run, or choose another --out");
   if (job.resume) check_ranks(*job.resume, checkpoint);
@@ -506,20 +527,25 @@ nlohmann::ordered_json eval_json(const ttt::EvalResult& r, const ttt::InnerRun& 
 namespace {
 
 // What to do with the checkpoint at `path`: use it when it is a finished run of `cfg` by this build,
-// continue it when that run was interrupted, else train afresh (saying why on stderr).
+// continue it when that run was interrupted, train afresh when it is `cfg` trained by another build (saying so on
+// stderr). A checkpoint of another config, or one that cannot be read, is another run's: it is refused, not
+// deleted (--retrain replaces it).
 enum class Cached { Reuse, Resume, Retrain };
 Cached inspect(const std::string& path, const RunConfig& cfg, const std::string& commit, ttt::Checkpoint& ck) {
   if (!std::filesystem::exists(path)) return Cached::Retrain;
-  std::string why;
+  std::string foreign;
   try {
     ck = ttt::load_checkpoint(path);
-    if (ck.config_text != cfg.text) why = "its config differs from " + cfg.source;
-    else if (ck.meta_value("commit") != commit) why = "it was trained by commit " + ck.meta_value("commit");
+    if (ck.config_text != cfg.text) foreign = "its config differs from " + cfg.source;
   } catch (const std::exception& e) {
-    why = e.what();
+    foreign = std::string("it cannot be read (") + e.what() + ")";
   }
-  if (why.empty()) return ck.step < cfg.train.steps ? Cached::Resume : Cached::Reuse;
-  std::fprintf(stderr, "not reusing %s: %s\n", path.c_str(), why.c_str());
+  if (!foreign.empty())
+    throw std::runtime_error("'" + path + "' holds another run: " + foreign + "; pass --retrain to replace it, or " +
+                             "choose another --out");
+  if (ck.meta_value("commit") == commit) return ck.step < cfg.train.steps ? Cached::Resume : Cached::Reuse;
+  std::fprintf(stderr, "not reusing %s: the same config, trained by commit %s; training it again with this build\n",
+               path.c_str(), ck.meta_value("commit").c_str());
   return Cached::Retrain;
 }
 

@@ -4,7 +4,8 @@ SIGTERM at chosen points (util/fault.h: after an optimiser step, after a log lin
 not yet renamed, renamed but its folder not yet synced, after a journal record, half-way through a journal record),
 then run again with the same command and --resume (train) or as they were (compare, ablate). Each must end where an
 uninterrupted run ends: the same checkpoint bytes for train (CPU, same threads), the same results for compare and
-ablate (timings aside). 29 points in all. Usage: cli_crash.py PONDER"""
+ablate (timings aside). 31 points in all; a closed terminal (SIGHUP) and a closed pipe (SIGPIPE) stop training
+as SIGTERM does. Usage: cli_crash.py PONDER"""
 import json
 import os
 import subprocess
@@ -28,7 +29,8 @@ def run(args, fault=None):
 
 
 def stopped(r, fault):
-    """Whether the run stopped the way the fault says: killed, or for TERM a clean exit 1 with a resume hint."""
+    """Whether the run stopped the way the fault says: killed, or for TERM, HUP and PIPE a clean exit 1 with a resume
+    hint (a checkpoint written first)."""
     if fault.endswith(":KILL"):
         return r.returncode in KILLED
     return r.returncode == 1 and "--resume" in r.stderr
@@ -63,7 +65,7 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_crash_") as tmp:
         "checkpoint.rename:1:KILL", "checkpoint.rename:2:KILL", "checkpoint.rename:5:KILL",
         "train.log:2:KILL", "train.log:7:KILL",
         "train.step:3:TERM", "train.step:10:TERM", "train.step:21:TERM", "checkpoint.tmp:2:TERM",
-        "checkpoint.rename:3:TERM", "train.log:4:TERM")]
+        "checkpoint.rename:3:TERM", "train.log:4:TERM", "train.step:6:HUP", "train.step:11:PIPE")]
     chains += [["train.step:5:KILL", "checkpoint.tmp:2:KILL"], ["checkpoint.rename:2:KILL", "train.step:9:TERM"]]
     for i, chain in enumerate(chains):
         out = os.path.join(tmp, "train%d" % i)

@@ -10,7 +10,7 @@
 namespace ponder::ttt {
 namespace {
 
-// A step count as written in a spec: a non-negative integer and nothing else.
+// A step count as written in a spec: an integer in [0, kMaxInnerSteps] and nothing else.
 int parse_k(const std::string& text, const std::string& spec) {
   size_t used = 0;
   int k = -1;
@@ -19,8 +19,9 @@ int parse_k(const std::string& text, const std::string& spec) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || text.empty() || k < 0)
-    throw std::invalid_argument("schedule '" + spec + "': '" + text + "' is not a step count (an integer >= 0)");
+  if (used != text.size() || text.empty() || k < 0 || k > kMaxInnerSteps)
+    throw std::invalid_argument("schedule '" + spec + "': '" + text + "' is not a step count (an integer in 0.." +
+                                std::to_string(kMaxInnerSteps) + ")");
   return k;
 }
 
@@ -38,7 +39,8 @@ std::unique_ptr<StepSchedule> make_schedule(const std::string& spec) {
     }
     return std::make_unique<FixedSchedule>(std::move(ks));
   }
-  throw std::invalid_argument("schedule '" + spec + "': expected uniform-K or fixed:K1,K2,... (K >= 0)");
+  throw std::invalid_argument("schedule '" + spec + "': expected uniform-K or fixed:K1,K2,... (K in 0.." +
+                              std::to_string(kMaxInnerSteps) + ")");
 }
 
 StepMode parse_mode(const std::string& s) {

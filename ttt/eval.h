@@ -19,6 +19,10 @@ struct InnerRun {
 };
 
 // Parses a schedule spec; throws std::invalid_argument naming the spec and the accepted forms.
+// The most inner steps a unit may be given: a larger count is a typo or an overflow, not a schedule (a graph of
+// 100,000 steps a unit exhausts memory before its first unit ends).
+inline constexpr int kMaxInnerSteps = 64;
+
 std::unique_ptr<StepSchedule> make_schedule(const std::string& spec);
 StepMode parse_mode(const std::string& s);    // "carry" | "prefix"
 InnerPath parse_path(const std::string& s);   // "dual" | "iterative"

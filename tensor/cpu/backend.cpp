@@ -32,10 +32,16 @@ class BlockCache {
     cached_ -= size;
     return p;
   }
-  bool put(void* p, size_t size) {
+  // Never throws: it runs on the free path, inside destructors (a graph torn down when memory has run out). Where
+  // the cache's own bookkeeping cannot grow, the block goes back to the system instead.
+  bool put(void* p, size_t size) noexcept {
     std::lock_guard<std::mutex> lk(mu_);
     if (cached_ + size > limit_) return false;
-    free_[size].push_back(p);
+    try {
+      free_[size].push_back(p);
+    } catch (...) {
+      return false;
+    }
     cached_ += size;
     return true;
   }

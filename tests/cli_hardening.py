@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""End to end: what keeps one run's outputs from being spoiled by another, or by the environment. One writer per
+output folder (a second `train` into a busy folder is refused naming the holder's pid, from a ponder holding it and
+from any process holding its lock file); a killed `--jobs` parent takes its parts with it; `control` refuses a
+checkpoint of another config in its folder instead of deleting it; unknown PONDER_* variables and values are errors
+before any work. Usage: cli_hardening.py PONDER"""
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_util import check, finish  # noqa: E402
+
+PONDER = os.path.abspath(sys.argv[1])
+
+
+def ponder(*args, env=None, timeout=300):
+    return subprocess.run([PONDER, "--threads", "1", *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+def last_line(r):
+    lines = r.stderr.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def wait_for(pred, seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def children_of(pid):
+    found = []
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open("/proc/%s/stat" % p).read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(p))
+    return found
+
+
+def alive(pid):
+    try:
+        state = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def check_locks(tmp):
+    out = os.path.join(tmp, "busy")
+    first = subprocess.Popen([PONDER, "--threads", "1", "train", "--config", "ci", "--out", out, "--set",
+                              "train.steps=100000", "--set", "train.checkpoint_every=0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lock = os.path.join(out, ".ponder.lock")
+    held = wait_for(lambda: os.path.exists(lock) and ("pid %d" % first.pid) in open(lock).read(), 60)
+    r = ponder("train", "--config", "ci", "--out", out)
+    check(held and r.returncode == 1 and ("pid %d" % first.pid) in last_line(r) and "in use" in last_line(r),
+          "a second train into a busy folder is refused, naming the first's pid: " + last_line(r))
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=120)
+    check(first.returncode == 1 and os.path.exists(os.path.join(out, "checkpoint.ckpt")),
+          "the first run, stopped by SIGTERM, wrote its checkpoint")
+    with open(lock) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            free = True
+        except OSError:
+            free = False
+    check(free, "once it ended its lock is free again")
+    # Any process holding the lock file counts, whatever it wrote there.
+    other = os.path.join(tmp, "held")
+    os.makedirs(other)
+    with open(os.path.join(other, ".ponder.lock"), "w") as f:
+        f.write("pid 4242\nsomething else\n")
+        f.flush()
+        fcntl.flock(f, fcntl.LOCK_EX)
+        r = ponder("train", "--config", "ci", "--out", other)
+        check(r.returncode == 1 and "pid 4242" in last_line(r) and not os.path.exists(os.path.join(other, "train.jsonl")),
+              "a folder whose lock another process holds is refused, nothing written: " + last_line(r))
+
+
+def check_parent_kill(tmp):
+    out = os.path.join(tmp, "parts")
+    parent = subprocess.Popen([PONDER, "--threads", "2", "quick", "--config", "ci", "--control", "none", "--jobs", "2",
+                               "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = wait_for(lambda: len(children_of(parent.pid)) >= 2, 120)
+    kids = children_of(parent.pid)
+    parent.kill()
+    parent.wait()
+    gone = wait_for(lambda: not any(alive(k) for k in kids), 60)
+    for k in kids:
+        if alive(k):
+            os.kill(k, signal.SIGKILL)
+    check(started and gone, "kill -9 of a --jobs parent ends its %d parts too (SIGTERM: training parts checkpoint)" % len(kids))
+
+
+def check_foreign_checkpoint(tmp):
+    out = os.path.join(tmp, "control")
+    r = ponder("train", "--config", "ci", "--out", out)
+    check(r.returncode == 0, "a CI model trains into the folder: " + last_line(r))
+    before = open(os.path.join(out, "checkpoint.ckpt"), "rb").read()
+    r = ponder("control", "--out", out)
+    check(r.returncode == 1 and "another run" in last_line(r) and "--retrain" in last_line(r)
+          and open(os.path.join(out, "checkpoint.ckpt"), "rb").read() == before,
+          "control refuses, and keeps, another config's checkpoint in its folder: " + last_line(r))
+
+
+def check_environment(tmp):
+    for name, value, want in [("PONDER_DUAL_SCAN", "2", "PONDER_DUAL_SCAN=2 must be one of 0, 1"),
+                              ("PONDER_FAULT", "nowhere:1:KILL", "unknown point 'nowhere'"),
+                              ("PONDER_FAULT", "train.step:1:STOP", "SIGNAL one of"),
+                              ("PONDER_CUDA_DUAL_UNROLL", "3", "must be one of 1, 2, 4, tiles, mma"),
+                              ("PONDER_DATADIR", "/x", "unknown environment variable PONDER_DATADIR")]:
+        r = ponder("train", "--config", "ci", "--out", os.path.join(tmp, "env"), env={name: value})
+        check(r.returncode == 1 and want in last_line(r) and not os.path.exists(os.path.join(tmp, "env")),
+              "%s=%s is refused before any work: %s" % (name, value, last_line(r)))
+
+
+def check_bad_input(tmp):
+    """Old leftovers: each is one line naming the key or the value, before any work, instead of a silent default, a
+    wrong message or a NaN that a report calls the best."""
+    out = os.path.join(tmp, "bad")
+    cases = [
+        (["train", "--config", "ci", "--out", out, "--set", "model.vocab=100"], "model.vocab must be at least 256"),
+        (["train", "--config", "ci", "--out", out, "--set", "learn.reinforce_entropy=.nan"], "learn.reinforce_entropy must be a finite"),
+        (["train", "--config", "ci", "--out", out, "--set", "learn.reinforce_lambda=.nan"], "learn.reinforce_lambda must be a finite"),
+        (["train", "--config", "ci", "--out", out, "--set", "learn.hidden=100000000"], "learn.hidden (the policy network's width)"),
+        (["train", "--config", "ci", "--out", out, "--set", "compare.methods=[]"], "at least one method"),
+        (["train", "--config", "ci", "--out", out, "--set", "adapt.step_options=[]"], "at least one step count"),
+        (["train", "--config", "ci", "--out", out, "--steps", "20", "--set", "train.steps=3"], "both set the step count"),
+        (["trian", "--config", "ci"], "unknown subcommand 'trian' (did you mean 'train'?)"),
+        (["quick", "--seeds", "0", "--out", out], "--seeds: must be positive"),
+        (["quick", "--out", ""], "--out: must not be empty"),
+        (["merge", "x", "--out", out, "--jobs", "-1"], "--jobs: must be >= 0, got -1"),
+        (["flops", "--config", "ci", "--schedule", "uniform-100000"], "an integer in 0..64"),
+    ]
+    for args, want in cases:
+        r = ponder(*args)
+        line = last_line(r)
+        check(r.returncode == 1 and want in line and "1.79769" not in line and not os.path.exists(os.path.join(out, "train.jsonl")),
+              "ponder %s: %s" % (" ".join(args[:1] + args[-2:]), line))
+    r = ponder("flops", "--config", "ci", "--schedule", "uniform-2", env={"OMP_NUM_THREADS": "100000"})
+    check(r.returncode == 0 and "OMP_NUM_THREADS" in r.stderr and "using %d" % os.cpu_count() in r.stderr,
+          "OMP_NUM_THREADS=100000 is cut to the CPUs there are, and said: " + (r.stderr.strip().splitlines() or [""])[0])
+
+
+with tempfile.TemporaryDirectory(prefix="ponder_cli_hardening_") as tmp:
+    check_bad_input(tmp)
+    check_environment(tmp)
+    check_locks(tmp)
+    check_foreign_checkpoint(tmp)
+    check_parent_kill(tmp)
+finish()
