@@ -28,6 +28,7 @@ struct EvalArgs {
   bool flops_by_layer = false;  // also the FLOPs of one window's forward pass, section by section
   bool streams = false;         // the held-out streams read whole (the config's streams: section cuts them)
   bool reset = false;           // --streams: the state reset at every document's start
+  bool other_corpus = false;    // read a corpus other than the checkpoint's (both hashes in the JSON)
   std::optional<int64_t> position_docs, position_len;  // --streams: loss by position from documents' starts
   std::optional<int64_t> max_adapt, max_scored, max_segments;  // --streams: the config's streams: caps, overridden
 };
@@ -188,6 +189,7 @@ void run_eval(const EvalArgs& o) {
   if (!o.path.empty()) inner.path = ttt::parse_path(o.path);
   const std::string split = o.split.empty() ? ec.split : o.split;
   const Dataset ds = load_dataset(m.config.data);
+  check_corpus(m, ds, o.checkpoint, o.other_corpus);
   if (o.streams) return run_stream_eval(o, m, inner, split, ds, ck);
   if (o.position_docs || o.position_len || o.reset || o.max_adapt || o.max_scored || o.max_segments)
     throw std::invalid_argument("ponder eval: --position-docs, --position-len, --reset-at-documents and --max-adapt, "
@@ -203,6 +205,7 @@ void run_eval(const EvalArgs& o) {
   nlohmann::ordered_json j = {{"checkpoint", o.checkpoint}, {"step", m.step}, {"split", split},
                               {"device", describe_device(device)},
                               {"corpus", ds.corpus.name}, {"data_sha256", ds.corpus.sha256},
+                              {"trained_on_data_sha256", m.data_sha256},
                               {"trained_commit", ck.meta_value("commit")}, {"commit", git_commit()},
                               {"carry_token_factor", m.model.carry_factors()}};
   j.update(eval_json(r, inner));
@@ -218,6 +221,8 @@ void register_eval(CLI::App& app) {
   auto opts = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a checkpoint: loss, bits/byte, loss by position, FLOPs/token");
   sub->add_option("--checkpoint", opts->checkpoint, "Checkpoint file (e.g. runs/tiny/checkpoint.ckpt)")->required();
+  sub->add_flag("--other-corpus", opts->other_corpus,
+                "Read the corpus even when it is not the one the checkpoint was trained on (both hashes in --json)");
   sub->add_option("--schedule", opts->schedule, "uniform-K or fixed:K1,K2,... (default: the config's eval.schedule)");
   sub->add_option("--mode", opts->mode, "carry or prefix (default: the config's)")
       ->check(CLI::IsMember({"carry", "prefix"}));

@@ -51,6 +51,8 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
                     "With several checkpoints: models compared side by side, threads shared among them; 0: as many "
                     "as --threads, at most 4; 1: one after another in this process")
         ->check(kNonNegative);
+  sub->add_flag("--other-corpus", a.other_corpus,
+                "Read the corpus even when it is not the one the checkpoint was trained on (both hashes are recorded)");
   add_override_options(sub, a.over, false);
   add_device_override(sub, a.device);
 }
@@ -90,6 +92,7 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
   TrainedModel m = load_trained(ck, a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
+  check_corpus(m, ds, a.checkpoint, a.other_corpus);
   data::lock_output_dir(a.out);  // one writer per folder (under mpirun each rank has its own shard folder)
   return {std::move(opt), cfg.streams, cfg.adapt, cfg.text, device, std::move(m), std::move(ds)};
 }
@@ -113,12 +116,14 @@ CompareProgress stderr_progress(const std::string& label) {
 nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint,
                                   const std::string& produced_by) {
   const MachineInfo mi = machine_info();
-  return {{"produced_by", produced_by}, {"command", command_line()}, {"version", version()}, {"commit", git_commit()},
+  nlohmann::ordered_json p = {{"produced_by", produced_by}, {"command", command_line()}, {"version", version()}, {"commit", git_commit()},
           {"build_type", build_type()}, {"machine", mi.cpu_model},
           {"threads", cpu::num_threads()}, {"blas", mi.blas}, {"omp_wait", mi.omp_wait}, {"device", describe_device(m.model.device())},
           {"checkpoint", checkpoint},
           {"trained_steps", m.step}, {"config", m.config.text},
           {"data", ds.corpus.name}, {"data_sha256", ds.corpus.sha256}};
+  if (!m.data_sha256.empty() && m.data_sha256 != ds.corpus.sha256) p["trained_on_data_sha256"] = m.data_sha256;
+  return p;
 }
 
 namespace {

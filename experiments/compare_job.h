@@ -28,6 +28,7 @@ struct CheckpointJobArgs {
   int jobs = 0;                    // several checkpoints: models compared side by side (experiments/parts.h); 0: auto
   std::string shard;               // compare, ablate: --shard i/n (experiments/shard.h); empty: all the cells
   std::string attention;           // compare: an attention-only checkpoint read beside it in the regime checks
+  bool other_corpus = false;       // --other-corpus: read a corpus other than the one the checkpoint was trained on
 };
 // Adds --config (described by `config_help`; default: the checkpoint's own), --checkpoint (required), --out, --seeds,
 // --windows, --set and --device.

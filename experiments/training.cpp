@@ -383,6 +383,11 @@ std::unique_ptr<TrainSetup> prepare_training(const TrainJob& job, const std::str
   if (c.eval.stream_tokens > 0)
     for (const data::StreamTokens& v : s->ds.valid_streams)
       s->valid_streams.push_back(data::cap_stream(v, c.eval.stream_tokens, c.eval.stream_tokens));
+  if (job.resume && !job.resume->meta_value("data_sha256").empty() &&
+      job.resume->meta_value("data_sha256") != s->ds.corpus.sha256)
+    throw std::invalid_argument("train --resume: '" + checkpoint + "' was trained on a corpus with sha256 " +
+                                job.resume->meta_value("data_sha256") + ", but '" + s->ds.corpus.name + "' reads as " +
+                                s->ds.corpus.sha256 + " here; resume from the folder the run started in");
   s->trainer = std::make_unique<ttt::Trainer>(c.model, c.train, s->ds.train, job.device);
   if (job.resume) s->trainer->restore(*job.resume);
   if (dist::rank() == 0) {
@@ -482,17 +487,22 @@ TrainOutcome run_train_job(const TrainJob& job) {
 
 TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path, Device device) {
   RunConfig cfg = parse_config(ck.config_text, path + " (its config)");
-  TrainedModel m{cfg, ttt::Model(cfg.model, cfg.train.seed), ck.step};
+  TrainedModel m{cfg, ttt::Model(cfg.model, cfg.train.seed), ck.step, ck.meta_value("data_sha256")};
   m.model.to(device);
   ttt::load_parameters(m.model, ck);
-  // A model with NaN/Inf weights gives NaN everywhere: refuse it here, naming the parameter, instead of reporting it.
+  // A model with NaN/Inf weights gives NaN everywhere, and one with finite but huge weights (a damaged or crafted
+  // file: no training moves a weight near 1e15) overflows float32 in its first product to the same effect: refuse
+  // both here, naming the parameter, instead of reporting "nan bits/byte".
+  constexpr double kLargestWeight = 1e15;
   const auto labels = m.model.parameter_labels();
   const auto params = m.model.parameters();
   for (size_t i = 0; i < params.size(); ++i)
     for (double v : params[i].to_vector())
-      if (!std::isfinite(v))
-        throw std::runtime_error("checkpoint '" + path + "': parameter " + labels[i] + " holds a non-finite value (" +
-                                 std::to_string(v) + "); the model cannot be evaluated");
+      if (!std::isfinite(v) || std::fabs(v) > kLargestWeight)
+        throw std::runtime_error("checkpoint '" + path + "': parameter " + labels[i] + " holds " +
+                                 (std::isfinite(v) ? "the value " : "a non-finite value (") + std::to_string(v) +
+                                 (std::isfinite(v) ? ", beyond any trained weight (|w| <= 1e15)" : ")") +
+                                 "; the model cannot be evaluated");
   return m;
 }
 
@@ -550,6 +560,14 @@ Cached inspect(const std::string& path, const RunConfig& cfg, const std::string&
 }
 
 }  // namespace
+
+void check_corpus(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint, bool other_corpus) {
+  if (m.data_sha256.empty() || m.data_sha256 == ds.corpus.sha256 || other_corpus) return;
+  throw std::invalid_argument("'" + checkpoint + "' was trained on a corpus with sha256 " + m.data_sha256 + ", but '" +
+                              ds.corpus.name + "' reads as " + ds.corpus.sha256 + " here (a path corpus resolved from " +
+                              "another working folder, or files changed since?); run from the training's folder, or " +
+                              "pass --other-corpus to read this one on purpose");
+}
 
 TrainedModel train_or_reuse(const RunConfig& cfg, const std::string& dir, bool retrain, Device device,
                             const Provenance& by, bool& reused) {

@@ -64,8 +64,14 @@ struct TrainedModel {
   RunConfig config;
   ttt::Model model;
   int64_t step;
+  std::string data_sha256;  // the corpus it was trained on (the checkpoint's metadata); empty: not recorded
 };
 TrainedModel load_trained(const ttt::Checkpoint& ck, const std::string& path, Device device = Device::CPU);
+// Refuses to read `ds` with a model trained on another corpus (a path corpus resolved from another working folder,
+// files changed since): the checkpoint's recorded sha256 must be the corpus's, unless `other_corpus` says the other
+// corpus is read on purpose (--other-corpus; the results then record both hashes).
+void check_corpus(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint, bool other_corpus);
+
 // The model `cfg` trains into `dir`: reused when a finished run of the same config by this build is there (`reused`
 // is set), continued when that run was interrupted, else trained afresh (saying why on stderr); `retrain` forces it.
 // `by` names this build: a checkpoint written by another commit is not reused.

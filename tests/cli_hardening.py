@@ -2,9 +2,11 @@
 """End to end: what keeps one run's outputs from being spoiled by another, or by the environment. One writer per
 output folder (a second `train` into a busy folder is refused naming the holder's pid, from a ponder holding it and
 from any process holding its lock file); a killed `--jobs` parent takes its parts with it; `control` refuses a
-checkpoint of another config in its folder instead of deleting it; unknown PONDER_* variables and values are errors
-before any work. Usage: cli_hardening.py PONDER"""
+checkpoint of another config in its folder instead of deleting it; a checkpoint is not read with a corpus other than
+the one it was trained on unless asked; unknown PONDER_* variables and values and a round of bad config values are
+one-line errors before any work. Usage: cli_hardening.py PONDER"""
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -155,8 +157,49 @@ def check_bad_input(tmp):
           "OMP_NUM_THREADS=100000 is cut to the CPUs there are, and said: " + (r.stderr.strip().splitlines() or [""])[0])
 
 
+def write_corpus(folder, seed):
+    import random
+    rng = random.Random(seed)
+    words = ["def", "return", "self", "value", "import", "class", "for", "in", "if", "else", "print", "x", "y", "=", ":"]
+    os.makedirs(folder)
+    for i in range(30):
+        with open(os.path.join(folder, "f%02d.py" % i), "w") as f:
+            for _ in range(600):
+                f.write(" ".join(rng.choice(words) for _ in range(8)) + "\n")
+
+
+def check_corpus_identity(tmp):
+    """A path corpus is resolved from the working folder: read from another one, it is another corpus, and a
+    checkpoint's recorded data_sha256 says so."""
+    a, b = os.path.join(tmp, "A"), os.path.join(tmp, "B")
+    write_corpus(os.path.join(a, "corp"), 1)
+    write_corpus(os.path.join(b, "corp"), 2)
+    run = os.path.join(tmp, "corpus_run")
+    ckpt = os.path.join(run, "checkpoint.ckpt")
+
+    def at(folder, *args):
+        return subprocess.run([PONDER, "--threads", "1", *args], capture_output=True, text=True, timeout=300, cwd=folder)
+    r = at(a, "train", "--config", "ci", "--set", "data.corpus=./corp", "--set", "train.steps=12", "--set",
+           "train.warmup=2", "--out", run)
+    check(r.returncode == 0, "a model trains on ./corp from folder A: " + last_line(r))
+    for args in (["eval", "--checkpoint", ckpt], ["compare", "--checkpoint", ckpt, "--seeds", "1", "--out",
+                                                  os.path.join(tmp, "corpus_cmp")],
+                 ["train", "--out", run, "--resume", "--steps", "20"]):
+        r = at(b, *args)
+        check(r.returncode == 1 and "was trained on a corpus with sha256" in last_line(r),
+              "from folder B, ponder %s refuses the other ./corp: %s" % (args[0], last_line(r)[:160]))
+    r = at(b, "eval", "--checkpoint", ckpt, "--other-corpus", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(j and j["data_sha256"] != j["trained_on_data_sha256"],
+          "--other-corpus reads it on purpose and records both hashes")
+    r = at(a, "eval", "--checkpoint", ckpt, "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(j and j["data_sha256"] == j["trained_on_data_sha256"], "from folder A the same corpus reads without a word")
+
+
 with tempfile.TemporaryDirectory(prefix="ponder_cli_hardening_") as tmp:
     check_bad_input(tmp)
+    check_corpus_identity(tmp)
     check_environment(tmp)
     check_locks(tmp)
     check_foreign_checkpoint(tmp)

@@ -1228,7 +1228,7 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   mc.mini_batch = 4;
   cli::RunConfig rc;
   rc.model = mc;
-  const cli::TrainedModel m{rc, Model(mc, 3), 0};
+  const cli::TrainedModel m{rc, Model(mc, 3), 0, ""};
   cli::RegimeOptions opt;
   opt.ks = {0, 1};
   opt.chunk = 16;
@@ -1516,6 +1516,12 @@ TEST_CASE("a checkpoint with a negative step or NaN weights, and a comparison wi
   save_checkpoint(tmp.file("nan.ckpt"), ck);
   const std::string e = error_of([&] { cli::load_trained(load_checkpoint(tmp.file("nan.ckpt")), tmp.file("nan.ckpt")); });
   CHECK(e.find("parameter final_norm.weight holds a non-finite value") != std::string::npos);
+  for (NamedTensor& p : ck.params)  // finite, but float32 products of it overflow: "nan bits/byte" before
+    if (p.name == ck.params.back().name) raw::fill_(p.value, 3e38);
+  save_checkpoint(tmp.file("huge.ckpt"), ck);
+  const std::string huge = error_of([&] { cli::load_trained(load_checkpoint(tmp.file("huge.ckpt")), tmp.file("huge.ckpt")); });
+  CHECK(huge.find("parameter final_norm.weight holds the value") != std::string::npos);
+  CHECK(huge.find("beyond any trained weight") != std::string::npos);
   ModelConfig attention = c.model;
   attention.mixers = {"attention", "attention"};
   const Model m(attention, 1);
