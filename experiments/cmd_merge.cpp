@@ -8,6 +8,7 @@
 
 #include "experiments/command_line.h"
 #include "experiments/commands.h"
+#include "experiments/journal.h"
 #include "tensor/cpu/runtime.h"
 #include "tensor/dist.h"
 
@@ -51,6 +52,7 @@ void merge_shards(const std::vector<std::string>& dirs, const std::string& out, 
   if (jobs > 0) args.insert(args.end(), {"--jobs", std::to_string(jobs)});
   std::fprintf(stderr, "merge: the %d shards of 'ponder %s ...' finished; running it whole into %s\n", m.shard.count,
                m.command.c_str(), out.c_str());
+  require_matching_journals(true);  // the shards' cells are reused, or the merge fails saying why: never recomputed
   run_whole(args);
 }
 

@@ -1,5 +1,7 @@
 #include "experiments/command_line.h"
 
+#include <initializer_list>
+
 namespace ponder::cli {
 namespace {
 
@@ -20,10 +22,9 @@ std::string quoted(const std::string& arg) {
   return q + "'";
 }
 
-// How many arguments from `arg` on are one of results_command_line's options: 2 for "--name value", 1 for
-// "--name=value", 0 for anything else.
-size_t placement_option(const std::string& arg) {
-  for (const std::string name : {"--jobs", "--out", "--shard"}) {
+// How many arguments from `arg` on are one of `names`: 2 for "--name value", 1 for "--name=value", 0 for anything else.
+size_t option_among(const std::string& arg, std::initializer_list<const char*> names) {
+  for (const std::string name : names) {
     if (arg == name) return 2;
     if (arg.rfind(name + "=", 0) == 0) return 1;
   }
@@ -49,11 +50,22 @@ std::vector<std::string> results_command_args() {
   const std::vector<std::string>& args = stored().args;
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size();) {
-    const size_t skip = placement_option(args[i]);
+    const size_t skip = option_among(args[i], {"--jobs", "--out", "--shard"});
     if (skip == 0) out.push_back(args[i]);
     i += skip > 0 ? skip : 1;
   }
   return out;
+}
+
+std::string fingerprint_command_line() {
+  const std::vector<std::string> args = results_command_args();
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size();) {
+    const size_t skip = option_among(args[i], {"--threads", "--checkpoint", "--config", "--set", "--seed"});
+    if (skip == 0) out.push_back(args[i]);
+    i += skip > 0 ? skip : 1;
+  }
+  return joined_command(out);
 }
 
 std::string joined_command(const std::vector<std::string>& args) {

@@ -19,6 +19,11 @@ const std::string& results_command_line();
 // records so that ponder merge can run the command whole.
 const std::vector<std::string>& command_args();
 std::vector<std::string> results_command_args();
+// results_command_line() also without what the journal fingerprints otherwise, by content rather than spelling:
+// --checkpoint (its file's sha256), --config, --set and --seed (the config text they make), --threads (which does
+// not change results). So `--config ci` and `--config configs/ci.yaml`, or a checkpoint named by another path, resume
+// the same journal.
+std::string fingerprint_command_line();
 // "ponder" and `args` as command_line() writes them (each quoted when it holds a space or a quote).
 std::string joined_command(const std::vector<std::string>& args);
 

@@ -143,7 +143,7 @@ std::string binary_sha256() {
 
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text) {
   // The binary's own hash, not the commit: a rebuild with uncommitted changes keeps its "-dirty" commit.
-  return {{"command", results_command_line()}, {"binary_sha256", binary_sha256()},
+  return {{"command", fingerprint_command_line()}, {"binary_sha256", binary_sha256()},
           {"checkpoint_sha256", file_sha256(checkpoint)}, {"config", config_text}};
 }
 

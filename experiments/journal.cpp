@@ -64,6 +64,32 @@ Parsed parse(const std::string& text) {
   return p;
 }
 
+// Which fields of the run's fingerprint differ between a journal on disk and this run: "binary_sha256, command".
+std::string differing_fields(const nlohmann::json& head, const nlohmann::json& fingerprint) {
+  if (!head.is_object() || !head.contains("fingerprint")) return "it is not a ponder journal";
+  const nlohmann::json& old = head["fingerprint"];
+  if (!old.is_object() || !fingerprint.is_object()) return "its fingerprint differs";
+  std::string fields;
+  for (const auto& [key, value] : fingerprint.items())
+    if (!old.contains(key) || old[key] != value) fields += (fields.empty() ? "" : ", ") + key;
+  for (const auto& [key, value] : old.items())
+    if (!fingerprint.contains(key)) fields += (fields.empty() ? "" : ", ") + key;
+  return "its " + (fields.empty() ? std::string("fingerprint") : fields) + " differ" + (fields.find(',') == std::string::npos ? "s" : "");
+}
+
+// A name beside `path` that no file has yet: path.stale, path.stale.1, ...
+std::string stale_name(const std::string& path) {
+  std::error_code ec;
+  std::string name = path + ".stale";
+  for (int i = 1; std::filesystem::exists(name, ec); ++i) name = path + ".stale." + std::to_string(i);
+  return name;
+}
+
+bool& strict_journals() {
+  static bool strict = false;
+  return strict;
+}
+
 std::string line_list(const std::vector<size_t>& numbers) {
   std::string which;
   for (size_t n : numbers) which += (which.empty() ? "" : ", ") + std::to_string(n);
@@ -76,8 +102,16 @@ Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(st
   const std::string text = data::read_file(path_).value_or("");  // no file yet: a new journal
   Parsed p = parse(text);
   if (!p.head.is_object() || p.head.value("fingerprint", nlohmann::json()) != fingerprint) {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
+    if (!text.empty()) {  // another run's journal: kept, never silently deleted
+      const std::string why = differing_fields(p.head, fingerprint);
+      if (strict_journals())
+        throw std::runtime_error("journal " + path_ + " was written by another run (" + why + "): its cells would "
+                                 "all be computed again; merge shards made by this build and command");
+      const std::string kept = stale_name(path_);
+      std::filesystem::rename(path_, kept);
+      std::fprintf(stderr, "journal %s: from another run (%s); kept as %s, and its cells run again\n", path_.c_str(),
+                   why.c_str(), kept.c_str());
+    }
     append_line(nlohmann::json{{"journal", "ponder"}, {"fingerprint", fingerprint}}.dump());
     return;
   }
@@ -91,6 +125,8 @@ Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(st
     std::filesystem::resize_file(path_, p.good_end);  // the torn tail, so the next record starts on a line of its own
   }
 }
+
+void require_matching_journals(bool on) { strict_journals() = on; }
 
 JournalContents read_journal(const std::string& path) {
   const std::optional<std::string> text = data::read_file(path);

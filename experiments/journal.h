@@ -18,8 +18,9 @@ namespace ponder::cli {
 class Journal {
  public:
   Journal() = default;  // disabled: finds nothing, records nothing
-  // Opens `path`. Its records are reused only when its first line holds `fingerprint`; otherwise (or when
-  // the file does not exist) it is started anew with that fingerprint.
+  // Opens `path`. Its records are reused only when its first line holds `fingerprint`; otherwise it is kept as
+  // path.stale (saying on stderr which fields of the fingerprint differ) and a new journal started, or, under
+  // require_matching_journals, that is an error.
   Journal(std::string path, const nlohmann::json& fingerprint);
 
   bool enabled() const { return !path_.empty(); }
@@ -39,6 +40,10 @@ class Journal {
   std::map<std::string, nlohmann::json> records_;
   size_t reused_ = 0;
 };
+
+// From now on a journal on disk whose fingerprint differs from its run's is an error rather than set aside: ponder
+// merge turns it on, so merged shards are reused or refused, never silently recomputed.
+void require_matching_journals(bool on);
 
 // A journal's fingerprint and intact records as they are on disk, the file left as it is (ponder merge reads each
 // shard's this way); a damaged or altered record is left out with a warning, so its cell is computed again. Throws

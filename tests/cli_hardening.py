@@ -197,7 +197,35 @@ def check_corpus_identity(tmp):
     check(j and j["data_sha256"] == j["trained_on_data_sha256"], "from folder A the same corpus reads without a word")
 
 
+def check_journal_spelling(tmp):
+    """A comparison stopped part-way resumes its journal when rerun with the checkpoint and config spelt otherwise
+    and another --threads; a journal of another run is kept as journal.jsonl.stale, not deleted."""
+    run = os.path.join(tmp, "journal_model")
+    r = ponder("train", "--config", "ci", "--out", run)
+    check(r.returncode == 0, "a CI model trains: " + last_line(r))
+    out = os.path.join(tmp, "journal_cmp")
+    base = ["compare", "--seeds", "1", "--out", out, "--set", "compare.methods=[uniform-1,uniform-2,random]"]
+    r = ponder(*base, "--checkpoint", os.path.join(run, "checkpoint.ckpt"), "--config", "ci",
+               env={"PONDER_FAULT": "journal.line:3:KILL"})
+    check(r.returncode in (-9, 137) and os.path.exists(os.path.join(out, "journal.jsonl")), "compare killed after 3 cells")
+    rel = os.path.relpath(os.path.join(run, "checkpoint.ckpt"), tmp)
+    cfg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "ci.yaml")
+    again = subprocess.run([PONDER, "--threads", "2", *base, "--checkpoint", "./" + rel, "--config", cfg],
+                           capture_output=True, text=True, timeout=300, cwd=tmp)
+    check(again.returncode == 0 and "finished cells are reused" in again.stderr and "another run" not in again.stderr,
+          "rerun with ./relative checkpoint, the config's path and --threads 2 resumes the journal: " +
+          next((l for l in again.stderr.splitlines() if "reused" in l or "another run" in l), last_line(again)))
+    r = ponder(*base, "--checkpoint", os.path.join(run, "checkpoint.ckpt"), env={"PONDER_FAULT": "journal.line:2:KILL"})
+    r = ponder(*base[:-2], "--set", "compare.methods=[uniform-1,uniform-2]", "--checkpoint",
+               os.path.join(run, "checkpoint.ckpt"))
+    stale = os.path.join(out, "journal.jsonl.stale")
+    check(r.returncode == 0 and "kept as" in r.stderr and "config" in r.stderr and os.path.exists(stale),
+          "a journal of another config is kept as journal.jsonl.stale, the differing field named: " +
+          next((l for l in r.stderr.splitlines() if "kept as" in l), last_line(r)))
+
+
 with tempfile.TemporaryDirectory(prefix="ponder_cli_hardening_") as tmp:
+    check_journal_spelling(tmp)
     check_bad_input(tmp)
     check_corpus_identity(tmp)
     check_environment(tmp)

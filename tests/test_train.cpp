@@ -691,12 +691,23 @@ TEST_CASE("a journal keeps its records for the same fingerprint, starts anew for
   }
   CHECK(cli::Journal(path, {{"run", "a"}}).find("cell 3") != nullptr);
   {
-    cli::Journal j(path, {{"run", "b"}});
+    cli::Journal j(path, {{"run", "b"}});  // another run's journal is kept aside, never deleted
     CHECK(j.reused() == 0);
     CHECK(j.find("cell 1") == nullptr);
     j.remove();
   }
   CHECK(!fs::exists(path));
+  REQUIRE(fs::exists(path + ".stale"));
+  CHECK(cli::Journal(path + ".stale", {{"run", "a"}}).find("cell 3") != nullptr);  // its 3 cells are all there
+  {
+    cli::Journal j(path, {{"run", "c"}});
+    j.add("cell 9", 9);
+  }
+  cli::require_matching_journals(true);  // as ponder merge runs: a mismatch is an error naming the field
+  const std::string e = error_of([&] { cli::Journal(path, {{"run", "d"}}); });
+  cli::require_matching_journals(false);
+  CHECK(e.find("written by another run (its run differs)") != std::string::npos);
+  CHECK(cli::Journal(path, {{"run", "c"}}).find("cell 9") != nullptr);  // the refused open changed nothing
 }
 
 TEST_CASE("a journal drops a record that was edited or damaged, keeps the others, and names the lines") {
