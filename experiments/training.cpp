@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -16,6 +17,7 @@
 
 #include "data/corpora.h"
 #include "data/files.h"
+#include "data/sha256.h"
 #include "data/dir_corpus.h"
 #include "data/planted.h"
 #include "experiments/bench_util.h"
@@ -369,7 +371,38 @@ void check_ranks(const ttt::Checkpoint& ck, const std::string& path) {
                                 ": resume it with the same number of ranks");
 }
 
-std::unique_ptr<TrainSetup> prepare_training(const TrainJob& job, const std::string& checkpoint) {
+// Under mpirun every rank must train the same run: a rank with another model size corrupts the all-reduce's buffers,
+// one with other steps or resume state leaves the others waiting forever, one with another lr or seed trains a
+// silently different model. Each rank's digest of what determines the run is gathered and compared with rank 0's
+// before any work; on a mismatch every rank throws the same error, naming the first rank and field that differ.
+void check_ranks_agree(const TrainJob& job, const Dataset& ds) {
+  if (dist::size() == 1) return;
+  const int64_t from = job.resume ? job.resume->step : 0;
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"config (its text after --set and --seed)", job.config.text},
+      {"step range", std::to_string(from) + ".." + std::to_string(job.config.train.steps) + ", stop after " +
+                         std::to_string(job.stop_after)},
+      {"resume state", job.resume ? "resuming " + data::sha256_hex(job.resume->config_text) + " at step " +
+                                        std::to_string(job.resume->step)
+                                  : "a fresh start"},
+      {"corpus (sha256 of its files)", ds.corpus.sha256}};
+  std::vector<uint64_t> mine;
+  for (const auto& [name, value] : fields) mine.push_back(std::stoull(data::sha256_hex(value).substr(0, 16), nullptr, 16));
+  const std::vector<uint64_t> all = dist::allgather(mine);
+  const size_t n = fields.size();
+  for (int r = 1; r < dist::size(); ++r)
+    for (size_t f = 0; f < n; ++f)
+      if (all[size_t(r) * n + f] != all[f]) {
+        std::string mine_text = fields[f].second.substr(0, 80);
+        std::replace(mine_text.begin(), mine_text.end(), '\n', ' ');
+        throw dist::SharedError("train: rank " + std::to_string(r) + " disagrees with rank 0 on the " + fields[f].first +
+                                "; every rank must run the same command on the same files (rank " +
+                                std::to_string(dist::rank()) + " has: " + mine_text + ")");
+      }
+}
+
+// What a run reads before it may start, on each rank alone (an error here may be one rank's: a file missing there).
+std::unique_ptr<TrainSetup> load_for_training(const TrainJob& job, const std::string& checkpoint) {
   const RunConfig& c = job.config;
   check_fits(c);
   if (dist::rank() == 0) data::lock_output_dir(job.out_dir);  // before its files are looked at; ranks share the folder
@@ -388,6 +421,13 @@ std::unique_ptr<TrainSetup> prepare_training(const TrainJob& job, const std::str
     throw std::invalid_argument("train --resume: '" + checkpoint + "' was trained on a corpus with sha256 " +
                                 job.resume->meta_value("data_sha256") + ", but '" + s->ds.corpus.name + "' reads as " +
                                 s->ds.corpus.sha256 + " here; resume from the folder the run started in");
+  return s;
+}
+
+// The model and optimiser state, and rank 0's log, once every rank has agreed on the run (check_ranks_agree).
+void start_training(const TrainJob& job, TrainSetup& setup) {
+  const RunConfig& c = job.config;
+  TrainSetup* s = &setup;
   s->trainer = std::make_unique<ttt::Trainer>(c.model, c.train, s->ds.train, job.device);
   if (job.resume) s->trainer->restore(*job.resume);
   if (dist::rank() == 0) {
@@ -396,7 +436,6 @@ std::unique_ptr<TrainSetup> prepare_training(const TrainJob& job, const std::str
     head["ranks"] = dist::size();
     s->log->header(head);
   }
-  return s;
 }
 
 // How to continue the run in `dir`: on as many ranks as this one.
@@ -430,7 +469,9 @@ TrainOutcome run_train_job(const TrainJob& job) {
   out.checkpoint = checkpoint_path(job.out_dir);
   std::unique_ptr<TrainSetup> setup;
   // A failure on any rank before the first step (a file missing on one node) stops every rank with its message.
-  dist::together([&] { setup = prepare_training(job, out.checkpoint); });
+  dist::together([&] { setup = load_for_training(job, out.checkpoint); });
+  check_ranks_agree(job, setup->ds);  // every rank got here: a collective is safe
+  dist::together([&] { start_training(job, *setup); });
   ttt::Trainer& trainer = *setup->trainer;
   const bool lead = dist::rank() == 0;
   if (lead) {

@@ -15,6 +15,8 @@ accumulating the same micro-batches.
 - `mpirun -np 2 ponder compare`: each rank computes a shard of the cells and rank 0 merges them: the one-process
   run's results.json (timings aside) and report.md; --shard under mpirun, or a command that does not divide its work,
   is refused with one error line.
+- Ranks started with different model sizes, learning rates, step counts, or one resuming and one starting fresh are
+  refused before any step, naming the rank and the field (MPMD mpirun: `-np 1 A : -np 1 B`).
 Exit status 77 (meson: skipped) when this build has no MPI or mpirun is missing.
 Usage: cli_mpi.py PONDER"""
 import json
@@ -160,6 +162,27 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_mpi_") as tmp:
           "train.grad_accum = 1 must be a multiple of the 2 ranks" in r.stderr,
           "grad_accum 1 on 2 ranks is one error line: " + r.stderr.strip()[-300:])
     check(not os.path.exists(os.path.join(d("odd"), "checkpoint.ckpt")), "and trains nothing")
+    # ---- ranks that would train different runs: refused before any step, naming the rank and what differs
+    def mismatched(out, extra, resume_rank0=None):
+        one = [ponder, "--threads", "1", "train", "--config", config, "--out", out, *SHORT, "--set", "train.grad_accum=2"]
+        two = one + extra
+        if resume_rank0:
+            one = [ponder, "--threads", "1", "train", "--out", resume_rank0, "--resume"]
+        cmd = MPIRUN + ["-np", "1", *one, ":", "-np", "1", *two]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+    for extra, field in ((["--set", "train.lr=1e-3"], "the config"), (["--set", "model.d=32"], "the config"),
+                         (["--set", "train.steps=9"], "the config"), (["--stop-after", "3"], "the step range")):
+        out = d("mismatch%s" % extra[-1].replace("=", "_"))
+        r = mismatched(out, extra)
+        check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and
+              ("rank 1 disagrees with rank 0 on %s" % field) in r.stderr and
+              not os.path.exists(os.path.join(out, "checkpoint.ckpt")),
+              "rank 1 with %s is refused before any step: %s" % (" ".join(extra), r.stderr.strip().splitlines()[0][:200]))
+    r = train(d("half"), 2, 2, "--stop-after", "4")
+    r = mismatched(d("fresh"), [], resume_rank0=d("half"))
+    check(r.returncode != 0 and "rank 1 disagrees with rank 0 on the step range" in r.stderr,
+          "rank 0 resuming at step 4, rank 1 starting fresh: refused, not a hang: " +
+          r.stderr.strip().splitlines()[0][:200])
     # ---- compare under mpirun: each rank a shard of the cells (experiments/shard.h), rank 0 merges into --out
     cmp = ["compare", "--checkpoint", os.path.join(d("one2"), "checkpoint.ckpt"), "--seeds", "2", "--windows", "3",
            "--set", "compare.methods=[oracle, uniform-1, uniform-2, random, entropy]"]
