@@ -87,6 +87,16 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
   const RunConfig cfg = job_config(a, ck);
   std::fprintf(stderr, "%s: config %s\n", label.c_str(), cfg.source.c_str());
+  if (!a.config.empty())
+    if (const auto differ = sections_differing(cfg.text, ck.config_text, {"model", "data", "train"}); !differ.empty()) {
+      std::string which;
+      for (const std::string& s : differ) which += (which.empty() ? "" : ", ") + s + ":";
+      const bool one = differ.size() == 1;
+      std::fprintf(stderr, "%s: %s of %s %s from the checkpoint's and %s not used: the model, its corpus and its "
+                   "training come from the checkpoint (as trained), the other sections from --config (results.json "
+                   "records both, as config and config_applied)\n", label.c_str(), which.c_str(), cfg.source.c_str(),
+                   one ? "differs" : "differ", one ? "is" : "are");
+    }
   CompareOptions opt = job_options(a, cfg);
   const Device device = run_device(a.device, cfg);
   std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
@@ -114,7 +124,7 @@ CompareProgress stderr_progress(const std::string& label) {
 }
 
 nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint,
-                                  const std::string& produced_by) {
+                                  const std::string& produced_by, const std::string& applied_config) {
   const MachineInfo mi = machine_info();
   nlohmann::ordered_json p = {{"produced_by", produced_by}, {"command", command_line()}, {"version", version()}, {"commit", git_commit()},
           {"build_type", build_type()}, {"machine", mi.cpu_model},
@@ -123,6 +133,11 @@ nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, cons
           {"trained_steps", m.step}, {"config", m.config.text},
           {"data", ds.corpus.name}, {"data_sha256", ds.corpus.sha256}};
   if (!m.data_sha256.empty() && m.data_sha256 != ds.corpus.sha256) p["trained_on_data_sha256"] = m.data_sha256;
+  if (!applied_config.empty() && applied_config != m.config.text) {
+    p["config_applied"] = applied_config;  // --config and --set: every section but model:, data: and train:
+    p["config_sources"] = {{"model, data, train", "config (the checkpoint's, as trained)"},
+                           {"every other section", "config_applied"}};
+  }
   return p;
 }
 
@@ -244,7 +259,8 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
                                            &ds.test_streams, share, &ds.valid_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   if (!share.whole()) return "";  // the journal is this shard's output; the merge writes the rest
-  std::string headline = write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder " + label), dir);
+  std::string headline =
+      write_compare_outputs(r, opt, provenance(m, ds, checkpoint, "ponder " + label, config_text), dir);
   write_compare_figures(dir);
   if (!callers) journal.remove();
   if (result) *result = std::move(r);

@@ -58,9 +58,10 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
 // A progress callback for run_compare that prints "<label>: what  NN%  elapsed, ETA" on stderr
 // (overwriting one line on a terminal, a line every few seconds in logs).
 CompareProgress stderr_progress(const std::string& label);
-// What produced a result file: command, version, commit, machine, checkpoint, config and data hash.
+// What produced a result file: command, version, commit, machine, checkpoint, config (the checkpoint's, as trained)
+// and data hash; `applied_config`, when it differs from the checkpoint's (--config, --set), as config_applied.
 nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint,
-                                  const std::string& produced_by);
+                                  const std::string& produced_by, const std::string& applied_config = "");
 
 // The journal of a comparison that writes into `dir` (DIR/journal.jsonl). Its cells are reused by a rerun
 // with the same command line, the same `ponder` binary, checkpoint file and config text; "<label>: resuming

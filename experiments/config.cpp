@@ -590,6 +590,21 @@ std::string with_overrides(const std::string& text, const std::vector<std::strin
   return std::string(out.c_str()) + "\n";
 }
 
+std::vector<std::string> sections_differing(const std::string& a, const std::string& b,
+                                            const std::vector<std::string>& sections) {
+  const YAML::Node ra = YAML::Load(a), rb = YAML::Load(b);
+  auto text_of = [](const YAML::Node& root, const std::string& section) {
+    if (!root || !root.IsMap() || !root[section]) return std::string();
+    YAML::Emitter out;
+    out << root[section];
+    return std::string(out.c_str());
+  };
+  std::vector<std::string> differ;
+  for (const std::string& s : sections)
+    if (text_of(ra, s) != text_of(rb, s)) differ.push_back(s);
+  return differ;
+}
+
 std::string with_train_steps(const std::string& text, int64_t steps) {
   return with_overrides(text, {"train.steps=" + std::to_string(steps)});
 }

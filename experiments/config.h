@@ -114,5 +114,9 @@ std::string resolve_config(const std::string& name_or_path);
 std::string with_overrides(const std::string& text, const std::vector<std::string>& sets);
 // The same YAML with train.steps set to `steps` (comments are not kept).
 std::string with_train_steps(const std::string& text, int64_t steps);
+// Which of `sections` (top-level keys) are written differently in two config texts (a section one lacks counts as
+// different).
+std::vector<std::string> sections_differing(const std::string& a, const std::string& b,
+                                            const std::vector<std::string>& sections);
 
 }  // namespace ponder::cli

@@ -218,6 +218,20 @@ def check_journal_spelling(tmp):
     r = ponder(*base, "--checkpoint", os.path.join(run, "checkpoint.ckpt"), env={"PONDER_FAULT": "journal.line:2:KILL"})
     r = ponder(*base[:-2], "--set", "compare.methods=[uniform-1,uniform-2]", "--checkpoint",
                os.path.join(run, "checkpoint.ckpt"))
+    # --config on a checkpoint job: the model, data and train sections come from the checkpoint, and both are said
+    other = os.path.join(tmp, "other.yaml")
+    text = open(cfg).read().replace("d: 64", "d: 32")
+    assert text != open(cfg).read()
+    open(other, "w").write(text)
+    said = ponder("compare", "--seeds", "1", "--windows", "2", "--out", os.path.join(tmp, "cfg_cmp"), "--set",
+                  "compare.methods=[uniform-1,uniform-2]", "--checkpoint", os.path.join(run, "checkpoint.ckpt"),
+                  "--config", other)
+    res = json.load(open(os.path.join(tmp, "cfg_cmp", "results.json"))) if said.returncode == 0 else {}
+    prov = res.get("provenance", res)
+    check(said.returncode == 0 and "model: of " + other in said.stderr and "differs from the checkpoint's and is not used" in said.stderr
+          and "d: 64" in prov.get("config", "") and "d: 32" in prov.get("config_applied", ""),
+          "compare --config with another model: section says it is not used, and results.json records both configs: "
+          + next((l for l in said.stderr.splitlines() if "not used" in l), last_line(said))[:200])
     stale = os.path.join(out, "journal.jsonl.stale")
     check(r.returncode == 0 and "kept as" in r.stderr and "config" in r.stderr and os.path.exists(stale),
           "a journal of another config is kept as journal.jsonl.stale, the differing field named: " +
