@@ -118,6 +118,35 @@ def check_foreign_checkpoint(tmp):
           "control refuses, and keeps, another config's checkpoint in its folder: " + last_line(r))
 
 
+def craft(src, dst, patch):
+    """A checkpoint whose payload `patch` rewrote, with its sha256 made right again: what only a crafted file has."""
+    import hashlib
+    import struct
+    b = open(src, "rb").read()
+    size = struct.unpack_from("<Q", b, 12)[0]
+    payload = bytearray(b[20:20 + size])
+    patch(payload)
+    open(dst, "wb").write(b[:12] + struct.pack("<Q", len(payload)) + bytes(payload) +
+                          hashlib.sha256(bytes(payload)).hexdigest().encode())
+
+
+def check_crafted_checkpoints(tmp):
+    import struct
+    run = os.path.join(tmp, "crafted_model")
+    r = ponder("train", "--config", "ci", "--out", run)
+    src = os.path.join(run, "checkpoint.ckpt")
+    text_len = struct.unpack_from("<Q", open(src, "rb").read(), 20)[0]
+    meta_at = 8 + text_len  # after the config text: the metadata count
+
+    def huge_meta(p):
+        struct.pack_into("<Q", p, meta_at, 1 << 40)
+    bad = os.path.join(tmp, "huge_meta.ckpt")
+    craft(src, bad, huge_meta)
+    r = ponder("eval", "--checkpoint", bad)
+    check(r.returncode == 1 and "metadata entries cannot fit" in last_line(r) and "config" not in last_line(r).split("malformed")[1],
+          "a crafted metadata count of 2^40 is named as the checkpoint's fault: " + last_line(r))
+
+
 def check_environment(tmp):
     for name, value, want in [("PONDER_DUAL_SCAN", "2", "PONDER_DUAL_SCAN=2 must be one of 0, 1"),
                               ("PONDER_FAULT", "nowhere:1:KILL", "unknown point 'nowhere'"),
@@ -241,6 +270,7 @@ def check_journal_spelling(tmp):
 with tempfile.TemporaryDirectory(prefix="ponder_cli_hardening_") as tmp:
     check_journal_spelling(tmp)
     check_bad_input(tmp)
+    check_crafted_checkpoints(tmp)
     check_corpus_identity(tmp)
     check_environment(tmp)
     check_locks(tmp)

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -63,23 +65,39 @@ class Reader {
     const uint64_t n = pod<uint64_t>();
     return std::string(take(n), n);
   }
+  // A count of records of at least `each` bytes: one the rest of the payload cannot hold is refused before anything
+  // is allocated for it (a crafted count would otherwise ask for terabytes, and the error would blame the config).
+  uint64_t count(uint64_t each, const char* what) {
+    const uint64_t n = pod<uint64_t>();
+    if (n > (in_.size() - at_) / each)
+      fail(std::to_string(n) + " " + what + " cannot fit in the " + std::to_string(in_.size() - at_) +
+           " bytes left of the payload");
+    return n;
+  }
   NamedTensor tensor() {
     NamedTensor t;
     t.name = str();
     const auto dt = DType(pod<uint8_t>());
     if (uint8_t(dt) > uint8_t(DType::I64)) fail("tensor '" + t.name + "' has an unknown dtype");
-    Shape shape(pod<uint32_t>());
+    const uint32_t rank = pod<uint32_t>();
+    if (rank > (in_.size() - at_) / sizeof(int64_t)) fail("tensor '" + t.name + "' has more dimensions than bytes left");
+    Shape shape(rank);
+    uint64_t bytes = dtype_size(dt);  // saturates instead of overflowing
+    bool empty = false;
     for (int64_t& s : shape) {
       s = pod<int64_t>();
       if (s < 0) fail("tensor '" + t.name + "' has a negative dimension");
+      empty = empty || s == 0;
+      bytes = s > 0 && bytes > UINT64_MAX / uint64_t(s) ? UINT64_MAX : bytes * uint64_t(std::max<int64_t>(s, 1));
     }
+    if (!empty && bytes > in_.size() - at_) fail("tensor '" + t.name + "' is larger than the bytes left of the payload");
     t.value = Tensor::empty(shape, dt);
     const size_t n = size_t(t.value.numel()) * dtype_size(dt);
     std::memcpy(t.value.storage().data, take(n), n);
     return t;
   }
   std::vector<NamedTensor> tensors() {
-    std::vector<NamedTensor> ts(pod<uint64_t>());
+    std::vector<NamedTensor> ts(count(13, "tensors"));  // a name's length, a dtype, a rank: 13 bytes at least
     for (NamedTensor& t : ts) t = tensor();
     return ts;
   }
@@ -124,7 +142,7 @@ Checkpoint decode(std::string_view payload, const std::string& path) {
   Reader r(payload, path);
   Checkpoint ck;
   ck.config_text = r.str();
-  ck.meta.resize(r.pod<uint64_t>());
+  ck.meta.resize(r.count(16, "metadata entries"));  // two string lengths at least
   for (auto& [k, v] : ck.meta) {
     k = r.str();
     v = r.str();
