@@ -131,7 +131,11 @@ void lock_output_dir(const std::string& dir) {
   static std::mutex mutex;
   static std::set<std::string> held;  // canonical folders this process (or the parent it was forked from) locked
   std::lock_guard<std::mutex> guard(mutex);
-  fs::create_directories(dir);
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::runtime_error("output folder '" + dir + "' exists and is not a folder (--out names a folder)");
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create the output folder '" + dir + "': " + ec.message());
   const std::string key = fs::canonical(dir).string();
   if (held.count(key)) return;
   const std::string path = key + "/.ponder.lock";

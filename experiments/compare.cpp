@@ -217,7 +217,8 @@ std::vector<Episode> oracle_episodes(const policy::Rollouts& ro, const EvalSet& 
 FrontierPoint frontier_point(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt, double mu,
                              const SeedResult* greedy, Journal& jr) {
   const std::string key = frontier_key(mu);
-  if (const nlohmann::json* rec = jr.find(key)) return rec->get<FrontierPoint>();
+  if (const nlohmann::json* rec = jr.find(key))
+    return read_record(jr, key, *rec, [](const nlohmann::json& r) { return r.get<FrontierPoint>(); });
   FrontierPoint p;
   if (mu == opt.oracle_mu && greedy) {  // the oracle itself, already run on these windows as a method
     p = {mu, greedy->bpb, greedy->inner_per_token, greedy->base_per_token, greedy->mean_k, greedy->window_bpb};
@@ -308,14 +309,16 @@ Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const Com
   for (int s = 0; s < opt.seeds; ++s) evaluated = evaluated && jr.find(run_key(m.name, s));
   e.rollout = opt.rollout;
   if (const nlohmann::json* built = jr.find("method " + m.name); evaluated && built) {
-    e.result.name = m.name;
-    e.result.kind = built->at("kind").get<std::string>();
-    e.result.detail = built->at("detail").get<std::string>();
-    e.result.curve = built->at("curve").get<std::vector<rl::IterationStats>>();
-    e.result.train_seconds = built->at("train_seconds").get<double>();
-    e.rollout.unit_batches = built->at("unit_batches").get<int64_t>();
-    e.result.calib_target = built->value("calib_target", 0.0);  // absent in journals of older builds
-    e.result.calib_achieved = built->value("calib_achieved", 0.0);
+    read_record(jr, "method " + m.name, *built, [&](const nlohmann::json& r) {
+      e.result.name = m.name;
+      e.result.kind = r.at("kind").get<std::string>();
+      e.result.detail = r.at("detail").get<std::string>();
+      e.result.curve = r.at("curve").get<std::vector<rl::IterationStats>>();
+      e.result.train_seconds = r.at("train_seconds").get<double>();
+      e.rollout.unit_batches = r.at("unit_batches").get<int64_t>();
+      e.result.calib_target = r.value("calib_target", 0.0);  // absent in journals of older builds
+      e.result.calib_achieved = r.value("calib_achieved", 0.0);
+    });
   } else {
     BuiltMethod bm = build_method(m, ro, opt, b, progress);
     e.result = std::move(bm.result);
@@ -436,14 +439,16 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
               CompareResult& res, Journal& jr, const policy::WindowProgress& progress) {
   MethodResult& m = e.result;
   if (const nlohmann::json* rec = jr.find(run_key(m.name, s))) {
-    m.seeds.push_back(rec->at("result").get<SeedResult>());
-    for (const auto& k : rec->at("unit_k")) m.unit_k.push_back(k.get<int>());
-    if (rec->contains("unit_loss"))  // journals written before it was recorded have none
-      for (const auto& l : rec->at("unit_loss")) m.unit_loss.push_back(number_or_nan(l));
-    if (s == 0) m.passage_k = rec->at("passage_k").get<std::vector<int>>();
-    if (s == 0 && rec->contains("passage_loss"))  // journals written before it was recorded have none
-      m.passage_loss = rec->at("passage_loss").get<std::vector<double>>();
-    if (m.kind == "oracle") append_oracle_units(rec->at("oracle_units"), res.oracle_units);
+    read_record(jr, run_key(m.name, s), *rec, [&](const nlohmann::json& r) {
+      m.seeds.push_back(r.at("result").get<SeedResult>());
+      for (const auto& k : r.at("unit_k")) m.unit_k.push_back(k.get<int>());
+      if (r.contains("unit_loss"))  // journals written before it was recorded have none
+        for (const auto& l : r.at("unit_loss")) m.unit_loss.push_back(number_or_nan(l));
+      if (s == 0) m.passage_k = r.at("passage_k").get<std::vector<int>>();
+      if (s == 0 && r.contains("passage_loss"))  // journals written before it was recorded have none
+        m.passage_loss = r.at("passage_loss").get<std::vector<double>>();
+      if (m.kind == "oracle") append_oracle_units(r.at("oracle_units"), res.oracle_units);
+    });
     return;
   }
   if (opt.streams && s > 0 && m.kind == "oracle") return repeat_oracle_seed(m, s, res.oracle_units);

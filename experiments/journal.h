@@ -11,6 +11,7 @@
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 
 namespace ponder::cli {
@@ -40,6 +41,18 @@ class Journal {
   std::map<std::string, nlohmann::json> records_;
   size_t reused_ = 0;
 };
+
+// Reads the record `rec` stored under `key` with `read`. A record whose sha256 holds but that lacks a field this build
+// reads (written by another build, or crafted) is an error naming the journal and the key, not a raw JSON exception.
+template <class F>
+auto read_record(const Journal& j, const std::string& key, const nlohmann::json& rec, F&& read) -> decltype(read(rec)) {
+  try {
+    return read(rec);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("journal " + j.path() + ": the record '" + key + "' lacks what this build reads (" +
+                             e.what() + "); delete the journal to compute its cells again");
+  }
+}
 
 // From now on a journal on disk whose fingerprint differs from its run's is an error rather than set aside: ponder
 // merge turns it on, so merged shards are reused or refused, never silently recomputed.

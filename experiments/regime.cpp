@@ -163,7 +163,7 @@ ttt::StreamEvalResult journaled(Journal* journal, const std::string& key, const 
   if (journal)
     if (const nlohmann::json* rec = journal->find("regime/" + key)) {
       std::fprintf(stderr, "regime: %s reused from %s\n", key.c_str(), journal->path().c_str());
-      return stream_result_from_json(*rec);
+      return read_record(*journal, "regime/" + key, *rec, stream_result_from_json);
     }
   ttt::StreamEvalResult r = run();
   if (journal) journal->add("regime/" + key, stream_result_json(r));

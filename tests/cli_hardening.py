@@ -181,6 +181,12 @@ def check_bad_input(tmp):
         line = last_line(r)
         check(r.returncode == 1 and want in line and "1.79769" not in line and not os.path.exists(os.path.join(out, "train.jsonl")),
               "ponder %s: %s" % (" ".join(args[:1] + args[-2:]), line))
+    afile = os.path.join(tmp, "a_file")
+    open(afile, "w").write("x")
+    for args in (["control", "--out", afile], ["train", "--config", "ci", "--out", afile]):
+        r = ponder(*args)
+        check(r.returncode == 1 and "exists and is not a folder" in last_line(r) and "filesystem error" not in r.stderr,
+              "ponder %s --out FILE names the file: %s" % (args[0], last_line(r)))
     r = ponder("flops", "--config", "ci", "--schedule", "uniform-2", env={"OMP_NUM_THREADS": "100000"})
     check(r.returncode == 0 and "OMP_NUM_THREADS" in r.stderr and "using %d" % os.cpu_count() in r.stderr,
           "OMP_NUM_THREADS=100000 is cut to the CPUs there are, and said: " + (r.stderr.strip().splitlines() or [""])[0])
@@ -244,6 +250,26 @@ def check_journal_spelling(tmp):
     check(again.returncode == 0 and "finished cells are reused" in again.stderr and "another run" not in again.stderr,
           "rerun with ./relative checkpoint, the config's path and --threads 2 resumes the journal: " +
           next((l for l in again.stderr.splitlines() if "reused" in l or "another run" in l), last_line(again)))
+    # A record whose sha256 holds but that lacks a field (another build's, or crafted): named, not a raw JSON error
+    import hashlib
+    r = ponder(*base, "--checkpoint", os.path.join(run, "checkpoint.ckpt"), env={"PONDER_FAULT": "journal.line:6:KILL"})
+    path = os.path.join(out, "journal.jsonl")
+    lines = open(path).read().splitlines()
+    edited = False
+    for i, line in enumerate(lines[1:], 1):
+        rec = json.loads(line)
+        if isinstance(rec["record"], dict) and "unit_k" in rec["record"] and not edited:
+            del rec["record"]["unit_k"]
+            body = json.dumps(rec["record"], separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+            rec["sha256"] = hashlib.sha256((rec["key"] + "\n" + body).encode()).hexdigest()
+            lines[i] = json.dumps(rec, separators=(",", ":"))
+            edited = rec["key"]
+    open(path, "w").write("\n".join(lines) + "\n")
+    r = ponder(*base, "--checkpoint", os.path.join(run, "checkpoint.ckpt"))
+    check(bool(edited) and r.returncode == 1 and ("the record '%s' lacks what this build reads" % edited) in last_line(r)
+          and "[json.exception" in last_line(r).split("lacks")[1],
+          "a sha-valid record without unit_k is named with its journal and key: " + last_line(r)[:220])
+    os.remove(path)
     r = ponder(*base, "--checkpoint", os.path.join(run, "checkpoint.ckpt"), env={"PONDER_FAULT": "journal.line:2:KILL"})
     r = ponder(*base[:-2], "--set", "compare.methods=[uniform-1,uniform-2]", "--checkpoint",
                os.path.join(run, "checkpoint.ckpt"))
