@@ -381,6 +381,10 @@ void check_adapt(const RunConfig& c) {
   need(a.calib_len > 0 && a.calib_len % a.chunk == 0,
        "adapt.calib_len must be a positive multiple of adapt.chunk, got " + std::to_string(a.calib_len));
   need(a.seeds >= 1, "adapt.seeds must be positive, got " + std::to_string(a.seeds));
+  const ttt::FastWeightsConfig& f = a.rollouts.fast;
+  need(f.kind != "lora" || f.rank <= c.model.d,
+       "adapt.rank " + std::to_string(f.rank) + " exceeds model.d = " + std::to_string(c.model.d) +
+           ", the smaller side of every projection LoRA adapts (a rank above it adds nothing a full update lacks)");
   need(!a.step_options.empty(), "adapt.step_options must not be empty");
   need(a.high > a.low, "adapt.high must exceed adapt.low");
   for (const policy::MethodSpec& m : a.methods) {

@@ -170,6 +170,7 @@ def check_bad_input(tmp):
         (["train", "--config", "ci", "--out", out, "--set", "compare.methods=[]"], "at least one method"),
         (["train", "--config", "ci", "--out", out, "--set", "adapt.step_options=[]"], "at least one step count"),
         (["train", "--config", "ci", "--out", out, "--steps", "20", "--set", "train.steps=3"], "both set the step count"),
+        (["train", "--config", "ci", "--out", out, "--set", "adapt.rank=1000"], "adapt.rank 1000 exceeds model.d = 64"),
         (["trian", "--config", "ci"], "unknown subcommand 'trian' (did you mean 'train'?)"),
         (["quick", "--seeds", "0", "--out", out], "--seeds: must be positive"),
         (["quick", "--out", ""], "--out: must not be empty"),
