@@ -65,7 +65,10 @@ def check_locks(tmp):
                               "train.steps=100000", "--set", "train.checkpoint_every=0"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lock = os.path.join(out, ".ponder.lock")
-    held = wait_for(lambda: os.path.exists(lock) and ("pid %d" % first.pid) in open(lock).read(), 60)
+    log = os.path.join(out, "train.jsonl")
+    # Its steps have begun (a logged step: the SIGTERM handler is in place by then; sanitized builds start slowly).
+    held = wait_for(lambda: os.path.exists(lock) and ("pid %d" % first.pid) in open(lock).read() and
+                    os.path.exists(log) and '"type":"step"' in open(log).read().replace(" ", ""), 180)
     r = ponder("train", "--config", "ci", "--out", out)
     check(held and r.returncode == 1 and ("pid %d" % first.pid) in last_line(r) and "in use" in last_line(r),
           "a second train into a busy folder is refused, naming the first's pid: " + last_line(r))
