@@ -14,23 +14,21 @@
 
 namespace ponder::cli {
 
-// For counts and rates. CLI11 2.1's PositiveNumber prints DBL_MAX in its message; this one names the value.
-inline const CLI::Validator kPositive(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (!CLI::detail::lexical_cast(text, v)) return "expected a number, got '" + text + "'";
-      return v > 0 ? "" : "must be positive, got " + text;
-    },
-    "POSITIVE");
-
-// For counts where 0 means "automatic" or "none": CLI11's NonNegativeNumber also prints DBL_MAX in its message.
-inline const CLI::Validator kNonNegative(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (!CLI::detail::lexical_cast(text, v)) return "expected a number, got '" + text + "'";
-      return v >= 0 ? "" : "must be >= 0, got " + text;
-    },
-    "NONNEGATIVE");
+// A validator of numbers: "" when `ok(value)`, else "<must> <text>". CLI11 2.1's PositiveNumber and NonNegativeNumber
+// print DBL_MAX in their messages; these name the value.
+inline CLI::Validator number_check(bool (*ok)(double), const char* must, const char* name) {
+  return CLI::Validator(
+      [ok, must](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return "expected a number, got '" + text + "'";
+        return ok(v) ? "" : std::string(must) + text;
+      },
+      name);
+}
+// For counts and rates.
+inline const CLI::Validator kPositive = number_check([](double v) { return v > 0; }, "must be positive, got ", "POSITIVE");
+// For counts where 0 means "automatic" or "none".
+inline const CLI::Validator kNonNegative = number_check([](double v) { return v >= 0; }, "must be >= 0, got ", "NONNEGATIVE");
 
 // For paths and names: an empty value is refused, not taken as "use the default".
 inline const CLI::Validator kNonEmpty(

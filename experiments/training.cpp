@@ -401,6 +401,14 @@ void check_ranks_agree(const TrainJob& job, const Dataset& ds) {
       }
 }
 
+// Why `ds` is not the corpus a checkpoint recorded (its data_sha256; empty: not recorded), or "" when it is.
+std::string corpus_mismatch(const std::string& trained_sha256, const Dataset& ds, const std::string& checkpoint) {
+  if (trained_sha256.empty() || trained_sha256 == ds.corpus.sha256) return "";
+  return "'" + checkpoint + "' was trained on a corpus with sha256 " + trained_sha256 + ", but '" + ds.corpus.name +
+         "' reads as " + ds.corpus.sha256 + " here (a path corpus resolved from another working folder, or files " +
+         "changed since?)";
+}
+
 // What a run reads before it may start, on each rank alone (an error here may be one rank's: a file missing there).
 std::unique_ptr<TrainSetup> load_for_training(const TrainJob& job, const std::string& checkpoint) {
   const RunConfig& c = job.config;
@@ -416,11 +424,9 @@ std::unique_ptr<TrainSetup> load_for_training(const TrainJob& job, const std::st
   if (c.eval.stream_tokens > 0)
     for (const data::StreamTokens& v : s->ds.valid_streams)
       s->valid_streams.push_back(data::cap_stream(v, c.eval.stream_tokens, c.eval.stream_tokens));
-  if (job.resume && !job.resume->meta_value("data_sha256").empty() &&
-      job.resume->meta_value("data_sha256") != s->ds.corpus.sha256)
-    throw std::invalid_argument("train --resume: '" + checkpoint + "' was trained on a corpus with sha256 " +
-                                job.resume->meta_value("data_sha256") + ", but '" + s->ds.corpus.name + "' reads as " +
-                                s->ds.corpus.sha256 + " here; resume from the folder the run started in");
+  if (job.resume)
+    if (const std::string why = corpus_mismatch(job.resume->meta_value("data_sha256"), s->ds, checkpoint); !why.empty())
+      throw std::invalid_argument("train --resume: " + why + "; resume from the folder the run started in");
   return s;
 }
 
@@ -603,11 +609,10 @@ Cached inspect(const std::string& path, const RunConfig& cfg, const std::string&
 }  // namespace
 
 void check_corpus(const TrainedModel& m, const Dataset& ds, const std::string& checkpoint, bool other_corpus) {
-  if (m.data_sha256.empty() || m.data_sha256 == ds.corpus.sha256 || other_corpus) return;
-  throw std::invalid_argument("'" + checkpoint + "' was trained on a corpus with sha256 " + m.data_sha256 + ", but '" +
-                              ds.corpus.name + "' reads as " + ds.corpus.sha256 + " here (a path corpus resolved from " +
-                              "another working folder, or files changed since?); run from the training's folder, or " +
-                              "pass --other-corpus to read this one on purpose");
+  if (other_corpus) return;
+  if (const std::string why = corpus_mismatch(m.data_sha256, ds, checkpoint); !why.empty())
+    throw std::invalid_argument(why + "; run from the training's folder, or pass --other-corpus to read this one on "
+                                      "purpose");
 }
 
 TrainedModel train_or_reuse(const RunConfig& cfg, const std::string& dir, bool retrain, Device device,
