@@ -67,7 +67,7 @@ void register_ablate(CLI::App& app) {
   sub->callback([args] {
     const Shard shard = this_shard(args->job.shard, "ablate");
     if (shard.whole()) return run(*args);
-    run_shard("ablate", shard, args->job.out, [&](const std::string& dir) {
+    run_shard("ablate", shard, args->job.out, [&] { return rank_fields(args->job); }, [&](const std::string& dir) {
       AblateArgs a = *args;
       a.job.out = dir;
       run(a, cell_share(shard, 0, 0));

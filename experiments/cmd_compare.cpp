@@ -41,7 +41,7 @@ void run_command(const CheckpointJobArgs& args) {
       run(args);
     return;
   }
-  run_shard("compare", shard, args.out, [&](const std::string& dir) {
+  run_shard("compare", shard, args.out, [&] { return rank_fields(args); }, [&](const std::string& dir) {
     CheckpointJobArgs a = args;
     a.out = dir;
     if (many)

@@ -57,9 +57,14 @@ void merge_shards(const std::vector<std::string>& dirs, const std::string& out, 
 }
 
 void run_shard(const std::string& label, const Shard& shard, const std::string& out,
-               const std::function<void(const std::string& dir)>& work) {
+               const std::function<RankFields()>& fields, const std::function<void(const std::string& dir)>& work) {
   using namespace cmd_merge;
   const bool ranks = dist::size() > 1;
+  if (ranks) {  // before any cell: a differing rank would compute another run's share, or wait forever
+    RankFields mine;
+    dist::together([&] { mine = fields(); });  // a checkpoint missing on one node stops them all, saying so
+    check_ranks_agree(label, mine);
+  }
   const std::string dir = ranks ? rank_shard_dir(out, shard) : out;
   ShardManifest m{shard, label, results_command_args(), false};
   std::string failed;

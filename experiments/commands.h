@@ -9,6 +9,7 @@
 
 #include "experiments/config_cli.h"
 #include "experiments/control.h"
+#include "experiments/ranks.h"
 #include "experiments/shard.h"
 #include "tensor/precision.h"
 
@@ -77,7 +78,10 @@ void merge_shards(const std::vector<std::string>& dirs, const std::string& out, 
 // `label`'s (compare, ablate) share of the cells: `work` computes them into the folder it is given, marked by a
 // manifest that ends finished. With --shard that folder is `out`, and the merge is the user's; under mpirun it is
 // OUT/shard-<r>-of-<n>, and rank 0 merges every rank's into `out` once all have finished, then removes them.
+// Under mpirun the ranks first compare what `fields` gives each (experiments/ranks.h) and refuse, all of them, when one
+// differs or cannot be read.
 void run_shard(const std::string& label, const Shard& shard, const std::string& out,
+               const std::function<RankFields()>& fields,
                const std::function<void(const std::string& dir)>& work);
 // Adds `train` to the `bench` subcommand that register_bench created.
 void register_bench_train(CLI::App& bench);

@@ -162,6 +162,17 @@ nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string&
           {"checkpoint_sha256", file_sha256(checkpoint)}, {"config", config_text}};
 }
 
+RankFields rank_fields(const CheckpointJobArgs& a) {
+  std::string files;  // one field however many: every rank gathers the same number
+  for (const std::string& path : a.checkpoints.empty() ? std::vector<std::string>{a.checkpoint} : a.checkpoints)
+    files += file_sha256(path) + " ";
+  if (!a.attention.empty()) files += "attention " + file_sha256(a.attention);
+  return {{"command line (without --threads, --checkpoint, --config, --set)", fingerprint_command_line()},
+          {"binary (sha256 of the ponder that runs)", binary_sha256()},
+          {"checkpoint files (sha256 of each)", files},
+          {"config (its text after --config and --set)", checkpoint_job_config(a).text}};
+}
+
 Journal open_journal(const std::string& dir, const std::string& label, const std::string& checkpoint,
                      const std::string& config_text) {
   Journal j(dir + "/journal.jsonl", run_fingerprint(checkpoint, config_text));
@@ -228,7 +239,13 @@ void merge_regime(const CheckpointJob& job, const std::string& dir, const std::s
 namespace {
 
 // The report's paired tests need at least two paired documents: say so before any cell is computed, not after.
-void check_paired_design(const CompareOptions& opt, const Dataset& ds) {
+void check_paired_design(const CompareOptions& opt, const Dataset& ds, const std::string& label) {
+  const std::string budget = "uniform-" + std::to_string(opt.budget_k);
+  const char* l = label.c_str();
+  if (std::none_of(opt.methods.begin(), opt.methods.end(), [&](const policy::MethodSpec& m) { return m.name == budget; }))
+    std::fprintf(stderr, "%s: warning: %s.methods has no %s (%s.budget_k = %lld): the methods run, but the report can "
+                 "test none of them against the budget; add %s to %s.methods\n", l, l, budget.c_str(), l,
+                 (long long)opt.budget_k, budget.c_str(), l);
   int64_t documents = opt.seeds * opt.windows_per_seed;
   if (!opt.streams && opt.windows_per_seed == 0) documents = data::EvalWindows(ds.test, opt.seq_len).size();
   if (opt.streams) {
@@ -248,8 +265,8 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
                             const std::string& checkpoint, const std::string& config_text, const std::string& dir,
                             CompareResult* result, const policy::Rollouts* rollouts, const CellShare& share,
                             Journal* callers) {
-  check_paired_design(opt, ds);
   const std::string label = rollouts ? "adapt" : "compare";
+  check_paired_design(opt, ds, label);
   Journal own;
   Journal& journal = callers ? *callers : own;
   if (!journal.enabled()) journal = open_journal(dir, label, checkpoint, config_text);  // after the checks above

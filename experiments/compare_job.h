@@ -11,6 +11,7 @@
 #include "experiments/config_cli.h"
 #include "data/files.h"
 #include "experiments/journal.h"
+#include "experiments/ranks.h"
 #include "experiments/shard.h"
 #include "experiments/training.h"
 
@@ -91,6 +92,9 @@ using data::write_atomically;  // data/files.h
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text);
 // The sha256 of the running `ponder` binary: what made a result, also for a build with uncommitted changes.
 std::string binary_sha256();
+// What every rank of a sharded run under mpirun must share (experiments/ranks.h): the command line, the binary, the
+// config text each rank reads and the checkpoints' contents (a file of the same name can differ between nodes).
+RankFields rank_fields(const CheckpointJobArgs& a);
 
 // The comparison finished in `dir` (its results.json) when `dir`/fingerprint.json equals `fp` (run_fingerprint);
 // otherwise `run` makes it, and the fingerprint is written once its outputs are whole. Several models compared in

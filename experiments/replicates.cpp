@@ -225,7 +225,7 @@ std::string replicates_markdown(const ReplicateSummary& s) {
         "resamples models, then documents inside each (hierarchical bootstrap); p is a paired t-test over the "
         "per-model means (Holm within the policies, the uniform schedules and the replays, each a family); MDE is the |Δ| that test detects with 80% power at α 0.05 with "
      << n << " models. The last column compares each method with the uniform frontier interpolated at its own "
-        "total FLOPs (experiments/frontier.h), per model and then over models the same way.\n\n| method | Δ bpb vs "
+        "total FLOPs, per model and then over models the same way.\n\n| method | Δ bpb vs "
      << s.baseline << " [95% CI] | per model | p (Holm) | MDE | FLOPs vs " << s.baseline
      << " | Δ vs uniform frontier [95% CI] |\n|---|---|---|---|---|---|---|\n";
   auto line = [&](const ReplicateRow& r, bool holm) {

@@ -302,8 +302,13 @@ const Comparison* answer_method(const CompareResult& r, const std::vector<Compar
 // The answer, in words computed from the numbers: the best method against the budget and against the uniform
 // frontier, the oracle's headroom, and what the carry factor allows.
 std::string answer_text(const CompareResult& r, const CompareOptions& opt, const std::vector<Comparison>& cmp,
-                        const Headroom& hr, const std::string& base_name) {
+                        const Headroom& hr, const std::string& base_name, const std::string& section) {
   std::ostringstream answer;
+  if (!find(r, base_name))
+    return "No answer: the methods compared do not include " + base_name + ", the budget that " + section +
+           ".budget_k = " + std::to_string(opt.budget_k) + " names, which every method is matched to and tested "
+           "against, so there are no paired tests and no oracle headroom. Add " + base_name + " to " + section +
+           ".methods.";
   std::string left_out;
   const Comparison* best = answer_method(r, cmp, left_out);
   if (!best) {
@@ -490,8 +495,13 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   p.calibration = calibration_section(r);
   p.costs = cost_section(r, opt);
   p.criteria = criteria_section(evaluate_criteria(r, opt, oa), oa, opt.criteria);
-  p.answer = answer_text(r, opt, cmp, hr, base_name);
+  // adapt runs this comparison on its own config section
+  const std::string section = provenance.value("produced_by", "") == "ponder adapt" ? "adapt" : "compare";
+  p.answer = answer_text(r, opt, cmp, hr, base_name, section);
   p.degenerate = degenerate_reasons(r, opt.criteria);
+  if (!base)  // a report with every comparison empty must say why
+    p.degenerate.insert(p.degenerate.begin(), section + ".methods has no " + base_name + " (" + section + ".budget_k = " +
+                        std::to_string(opt.budget_k) + "): nothing to test the methods against");
   p.checked = degeneracy_checks(r);
   p.ties = oa.tie_share;
   p.best_method = best_method_name(r);

@@ -22,6 +22,7 @@
 #include "data/planted.h"
 #include "experiments/bench_util.h"
 #include "experiments/device.h"
+#include "experiments/ranks.h"
 #include "tensor/dist.h"
 #include "tensor/cpu/runtime.h"
 #include "util/fault.h"
@@ -373,32 +374,16 @@ void check_ranks(const ttt::Checkpoint& ck, const std::string& path) {
 
 // Under mpirun every rank must train the same run: a rank with another model size corrupts the all-reduce's buffers,
 // one with other steps or resume state leaves the others waiting forever, one with another lr or seed trains a
-// silently different model. Each rank's digest of what determines the run is gathered and compared with rank 0's
-// before any work; on a mismatch every rank throws the same error, naming the first rank and field that differ.
-void check_ranks_agree(const TrainJob& job, const Dataset& ds) {
-  if (dist::size() == 1) return;
+// silently different model. Compared before any work (experiments/ranks.h).
+void check_training_ranks(const TrainJob& job, const Dataset& ds) {
   const int64_t from = job.resume ? job.resume->step : 0;
-  const std::vector<std::pair<std::string, std::string>> fields = {
-      {"config (its text after --set and --seed)", job.config.text},
-      {"step range", std::to_string(from) + ".." + std::to_string(job.config.train.steps) + ", stop after " +
-                         std::to_string(job.stop_after)},
-      {"resume state", job.resume ? "resuming " + data::sha256_hex(job.resume->config_text) + " at step " +
-                                        std::to_string(job.resume->step)
-                                  : "a fresh start"},
-      {"corpus (sha256 of its files)", ds.corpus.sha256}};
-  std::vector<uint64_t> mine;
-  for (const auto& [name, value] : fields) mine.push_back(std::stoull(data::sha256_hex(value).substr(0, 16), nullptr, 16));
-  const std::vector<uint64_t> all = dist::allgather(mine);
-  const size_t n = fields.size();
-  for (int r = 1; r < dist::size(); ++r)
-    for (size_t f = 0; f < n; ++f)
-      if (all[size_t(r) * n + f] != all[f]) {
-        std::string mine_text = fields[f].second.substr(0, 80);
-        std::replace(mine_text.begin(), mine_text.end(), '\n', ' ');
-        throw dist::SharedError("train: rank " + std::to_string(r) + " disagrees with rank 0 on the " + fields[f].first +
-                                "; every rank must run the same command on the same files (rank " +
-                                std::to_string(dist::rank()) + " has: " + mine_text + ")");
-      }
+  check_ranks_agree("train", {{"config (its text after --set and --seed)", job.config.text},
+                              {"step range", std::to_string(from) + ".." + std::to_string(job.config.train.steps) +
+                                                 ", stop after " + std::to_string(job.stop_after)},
+                              {"resume state", job.resume ? "resuming " + data::sha256_hex(job.resume->config_text) +
+                                                                " at step " + std::to_string(job.resume->step)
+                                                          : "a fresh start"},
+                              {"corpus (sha256 of its files)", ds.corpus.sha256}});
 }
 
 // Why `ds` is not the corpus a checkpoint recorded (its data_sha256; empty: not recorded), or "" when it is.
@@ -430,7 +415,7 @@ std::unique_ptr<TrainSetup> load_for_training(const TrainJob& job, const std::st
   return s;
 }
 
-// The model and optimiser state, and rank 0's log, once every rank has agreed on the run (check_ranks_agree).
+// The model and optimiser state, and rank 0's log, once every rank has agreed on the run (check_training_ranks).
 void start_training(const TrainJob& job, TrainSetup& setup) {
   const RunConfig& c = job.config;
   TrainSetup* s = &setup;
@@ -476,7 +461,7 @@ TrainOutcome run_train_job(const TrainJob& job) {
   std::unique_ptr<TrainSetup> setup;
   // A failure on any rank before the first step (a file missing on one node) stops every rank with its message.
   dist::together([&] { setup = load_for_training(job, out.checkpoint); });
-  check_ranks_agree(job, setup->ds);  // every rank got here: a collective is safe
+  check_training_ranks(job, setup->ds);  // every rank got here: a collective is safe
   dist::together([&] { start_training(job, *setup); });
   ttt::Trainer& trainer = *setup->trainer;
   const bool lead = dist::rank() == 0;

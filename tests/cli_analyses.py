@@ -122,8 +122,8 @@ with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "replay")
         streams = ["--set", "compare.streams=true", "--set", "streams.max_segments=2", "--set", "streams.max_adapt=64",
                    "--set", "streams.max_scored=256", "--set", "compare.frontier_mus=[]", "--set", "compare.oracle_bisect=0"]
-        ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--out", rep, *streams, "--set",
-                   "compare.methods=[uniform-1,oracle,'replay:%s','replay:%s+%s']" % (oracle_json, oracle_json, oracle_json))
+        ponder_run("compare", "--checkpoint", ckpt, "--seeds", "1", "--out", rep, *streams, "--set", "compare.budget_k=1",
+                   "--set", "compare.methods=[uniform-1,oracle,'replay:%s','replay:%s+%s']" % (oracle_json, oracle_json, oracle_json))
         res = load(os.path.join(rep, "results.json"))
         if res:
             by = {m["name"]: m for m in res["methods"]}

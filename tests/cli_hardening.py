@@ -4,7 +4,7 @@ output folder (a second `train` into a busy folder is refused naming the holder'
 from any process holding its lock file); a killed `--jobs` parent takes its parts with it; `control` refuses a
 checkpoint of another config in its folder instead of deleting it; a checkpoint is not read with a corpus other than
 the one it was trained on unless asked; unknown PONDER_* variables and values and a round of bad config values are
-one-line errors before any work. Usage: cli_hardening.py PONDER"""
+one-line errors before any work; a comparison without its budget's uniform method says it has no answer. Usage: cli_hardening.py PONDER"""
 import fcntl
 import json
 import os
@@ -297,8 +297,25 @@ def check_journal_spelling(tmp):
           next((l for l in r.stderr.splitlines() if "kept as" in l), last_line(r)))
 
 
+def check_missing_budget(tmp):
+    """A method list without uniform-<budget_k> runs, but says on stderr and in the report that nothing could be
+    tested, instead of a report whose every comparison is silently empty."""
+    out = os.path.join(tmp, "nobudget_cmp")
+    r = ponder("compare", "--seeds", "1", "--windows", "2", "--out", out, "--set", "compare.methods=[uniform-1,random]",
+               "--checkpoint", os.path.join(tmp, "journal_model", "checkpoint.ckpt"))
+    warned = "compare.methods has no uniform-2 (compare.budget_k = 2)" in r.stderr
+    md = open(os.path.join(out, "report.md")).read() if r.returncode == 0 else ""
+    res = json.load(open(os.path.join(out, "results.json"))) if r.returncode == 0 else {}
+    reasons = res.get("degenerate", {}).get("reason", [])
+    check(r.returncode == 0 and warned and "No answer: the methods compared do not include uniform-2" in md and
+          res.get("degenerate", {}).get("value") is True and any("has no uniform-2" in x for x in reasons),
+          "methods without uniform-<budget_k>: warned, the answer says why there is none, results.json degenerate: %s %s"
+          % (warned, reasons))
+
+
 with tempfile.TemporaryDirectory(prefix="ponder_cli_hardening_") as tmp:
     check_journal_spelling(tmp)
+    check_missing_budget(tmp)
     check_bad_input(tmp)
     check_crafted_checkpoints(tmp)
     check_corpus_identity(tmp)

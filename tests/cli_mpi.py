@@ -16,7 +16,8 @@ accumulating the same micro-batches.
   run's results.json (timings aside) and report.md; --shard under mpirun, or a command that does not divide its work,
   is refused with one error line.
 - Ranks started with different model sizes, learning rates, step counts, or one resuming and one starting fresh are
-  refused before any step, naming the rank and the field (MPMD mpirun: `-np 1 A : -np 1 B`).
+  refused before any step, naming the rank and the field (MPMD mpirun: `-np 1 A : -np 1 B`); so are compare ranks
+  with another config, command line or checkpoint file, before any cell, and a checkpoint missing on one rank.
 Exit status 77 (meson: skipped) when this build has no MPI or mpirun is missing.
 Usage: cli_mpi.py PONDER"""
 import json
@@ -50,6 +51,10 @@ SHORT = ["--set", "train.steps=8", "--set", "train.warmup=2", "--set", "train.lo
 def ponder_run(args, ranks=1):
     cmd = (MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + [ponder, "--threads", "1", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
+
+
+def error_line(r):
+    return next((l for l in r.stderr.splitlines() if "ponder: error:" in l), r.stderr.strip()[-300:])
 
 
 def train(out, ranks, accum, *extra):
@@ -200,6 +205,28 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_mpi_") as tmp:
     r = ponder_run(cmp + ["--shard", "0/2", "--out", d("cmp3")], 2)
     check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and "and mpirun both split the cells" in r.stderr,
           "--shard under mpirun is one error line: " + r.stderr.strip()[-300:])
+    # ---- compare ranks that would compute shards of different runs: refused before any cell (no shard folder)
+    def compare_mismatched(out, one_extra, two_extra, two_checkpoint=None):
+        base = [ponder, "--threads", "1", *cmp, "--out", out]
+        two = [two_checkpoint if two_checkpoint and a == cmp[2] else a for a in base]
+        cmd = MPIRUN + ["-np", "1", *base, *one_extra, ":", "-np", "1", *two, *two_extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+    other = os.path.join(d("one2"), "other.ckpt")
+    shutil.copyfile(os.path.join(d("mpi2"), "checkpoint.ckpt"), other)
+    for one_extra, two_extra, two_checkpoint, field in (
+            ([], ["--set", "compare.budget_k=1"], None, "the config"),
+            ([], ["--device", "cpu"], None, "the command line"),
+            ([], [], other, "the checkpoint files")):
+        out = d("cmpmismatch%d" % len(field))
+        r = compare_mismatched(out, one_extra, two_extra, two_checkpoint)
+        shards = [f for f in os.listdir(out) if f.startswith("shard-")] if os.path.isdir(out) else []
+        check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and
+              ("rank 1 disagrees with rank 0 on %s" % field) in r.stderr and not shards,
+              "compare: rank 1 with %s is refused before any cell: %s %s" %
+              (" ".join(two_extra) or "another checkpoint", error_line(r)[:240], shards))
+    r = compare_mismatched(d("cmpmissing"), [], [], os.path.join(d("one2"), "missing.ckpt"))
+    check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and "missing.ckpt" in r.stderr,
+          "compare: a checkpoint missing on rank 1 stops both ranks with one error naming it: " + error_line(r)[:240])
     r = ponder_run(["eval", "--checkpoint", os.path.join(d("mpi2"), "checkpoint.ckpt")], 2)
     check(r.returncode != 0 and r.stderr.count("ponder: error:") == 1 and "runs as one process" in r.stderr,
           "a command that does not divide its work is refused under mpirun, once: " + r.stderr.strip()[-300:])
