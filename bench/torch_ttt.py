@@ -409,7 +409,8 @@ def sample_batch(tokens, batch, seq_len, gen):
     return w[:, :-1], w[:, 1:]
 
 
-def main():
+def parse_args():
+    """The options, and K of the prefix variant (1: the dual form)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
@@ -436,12 +437,16 @@ def main():
         if not args.variant.startswith("prefix-") or not args.variant[7:].isdigit() or int(args.variant[7:]) < 2:
             ap.error("--variant: expected dual or prefix-K with K >= 2, got '%s'" % args.variant)
         prefix_k = int(args.variant[7:])
+    if args.inner == "mlp" and prefix_k > 1:
+        ap.error("--inner mlp runs the dual form only (--variant dual)")
+    return args, prefix_k
 
+
+def main():
+    args, prefix_k = parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     c = CONFIGS[args.config]
-    if args.inner == "mlp" and prefix_k > 1:
-        ap.error("--inner mlp runs the dual form only (--variant dual)")
     model = TTTModel(c["d"], c["layers"], c["heads"], c["seq_len"], prefix_k, args.inner == "mlp")
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)

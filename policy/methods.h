@@ -1,7 +1,7 @@
 // The registry of comparison methods: every name a config or command line may give (`compare.methods`) is parsed
 // here, once, into a typed MethodSpec, and the schedules that need nothing but their own options are built here too.
 // Methods that must first be fitted to a model — random (its probability), the heuristics (their thresholds) and the
-// learned policies (training) — are built by the comparison from the same spec (experiments/compare.cpp).
+// learned policies (training) — are built by the comparison from the same spec (experiments/study/compare.cpp).
 //
 //   uniform-K        K inner steps on every unit
 //   every-K/N        K on every N-th unit (starting with the first), SKIP (K = 0) otherwise

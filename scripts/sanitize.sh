@@ -65,7 +65,7 @@ printf '%s\n%s\n' '{"journal":"ponder","fingerprint":{"fuzz":1}}' \
   '{"key":"uniform-1 seed 0","record":{"bpb":3.5,"window_bpb":[3.4,3.6]}}' >"$seeds/journal/journal.jsonl"
 printf '%s\n' uniform-1 every-2/3 front-4 random loss learned-reinforce[gamma=0.5,net=lstm] oracle fixed:1,2,0 \
   uniform-64 replay:a.json+b.json replay-shuffled-3:a.json replay:a.json@order.json >"$seeds/names/names.txt"
-cp README.md experiments/parts.cpp "$seeds/corpus/"
+cp README.md experiments/process/parts.cpp "$seeds/corpus/"
 for target in config checkpoint journal names corpus; do
   dir=build-san/fuzz/$target
   mkdir -p "$dir/found"

@@ -39,7 +39,7 @@ CLASSEVAL_EXPECTED = {
     "ClassEval_69": ("missing-module", "'PyPDF2'"),
     "ClassEval_93": ("missing-module", "'gensim'"),
 }
-SANDBOX_UIDS = range(1500000000, 1500000000 + 65536)  # experiments/sandbox.cpp gives runs as root these uids
+SANDBOX_UIDS = range(1500000000, 1500000000 + 65536)  # experiments/codebench/sandbox.cpp gives runs as root these uids
 
 missing = [f for f in FILES if not os.path.isfile(os.path.join(BENCH, f))]
 if missing:

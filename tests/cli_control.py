@@ -19,7 +19,7 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def check_verdict(pc, results):
-    """Recompute the control's verdict from its results.json (experiments/control.h)."""
+    """Recompute the control's verdict from its results.json (experiments/study/control.h)."""
     by = {m["name"]: m for m in results["methods"]}
     budget = by["uniform-2"]["seeds"][0]["total_flops_per_token"]
     uniform = [m for m in results["methods"] if m["kind"] == "uniform" and

@@ -188,7 +188,7 @@ with tempfile.TemporaryDirectory(prefix="ponder_cli_mpi_") as tmp:
     check(r.returncode != 0 and "rank 1 disagrees with rank 0 on the step range" in r.stderr,
           "rank 0 resuming at step 4, rank 1 starting fresh: refused, not a hang: " +
           r.stderr.strip().splitlines()[0][:200])
-    # ---- compare under mpirun: each rank a shard of the cells (experiments/shard.h), rank 0 merges into --out
+    # ---- compare under mpirun: each rank a shard of the cells (experiments/study/shard.h), rank 0 merges into --out
     cmp = ["compare", "--checkpoint", os.path.join(d("one2"), "checkpoint.ckpt"), "--seeds", "2", "--windows", "3",
            "--set", "compare.methods=[oracle, uniform-1, uniform-2, random, entropy]"]
     r1 = ponder_run(cmp + ["--out", d("cmp1")], 1)

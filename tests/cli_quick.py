@@ -148,7 +148,7 @@ with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as seri
     check(all(s["overhead_flops_per_token"] > 0 for s in learned["seeds"]), "the learned policy's overhead is counted")
     check("## Learned policies" in report and "`learned-reinforce`: REINFORCE" in report,
           "report describes the learned policy and its training")
-    # The regime checks on whole held-out streams (experiments/regime.h).
+    # The regime checks on whole held-out streams (experiments/model/regime.h).
     check(results["corpus"]["name"] == "moby_dick" and len(results["corpus"]["sha256"]) == 64, "results name the corpus")
     check(len(results["carry_token_factor"]) == 2 and all(f >= 0 for f in results["carry_token_factor"]),
           "one carry factor per TTT layer")

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "experiments/config.h"
-#include "experiments/control.h"
-#include "experiments/plots.h"
-#include "experiments/report.h"
+#include "experiments/model/config.h"
+#include "experiments/study/control.h"
+#include "experiments/study/plots.h"
+#include "experiments/study/report.h"
 #include "test_util.h"
 
 using namespace ponder;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "experiments/convergence.h"
+#include "experiments/study/convergence.h"
 
 using namespace ponder::cli;
 

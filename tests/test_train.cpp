@@ -15,21 +15,21 @@
 #include <sstream>
 
 #include "autograd/engine.h"
-#include "experiments/adapt_difficulty.h"
-#include "experiments/analysis.h"
-#include "experiments/adapt_models.h"
-#include "experiments/config.h"
-#include "experiments/device.h"
-#include "experiments/frontier.h"
-#include "experiments/journal.h"
-#include "experiments/regime.h"
-#include "experiments/compare.h"
-#include "experiments/replay.h"
-#include "experiments/replicates.h"
-#include "experiments/report.h"
-#include "experiments/result_util.h"
-#include "experiments/result_json.h"
-#include "experiments/training.h"
+#include "experiments/study/adapt_difficulty.h"
+#include "experiments/study/analysis.h"
+#include "experiments/study/adapt_models.h"
+#include "experiments/model/config.h"
+#include "experiments/model/device.h"
+#include "experiments/study/frontier.h"
+#include "experiments/process/journal.h"
+#include "experiments/model/regime.h"
+#include "experiments/study/compare.h"
+#include "experiments/study/replay.h"
+#include "experiments/study/replicates.h"
+#include "experiments/study/report.h"
+#include "experiments/study/result_util.h"
+#include "experiments/study/result_json.h"
+#include "experiments/model/training.h"
 #include "stats/tests.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/precision.h"
@@ -835,7 +835,9 @@ TEST_CASE("a comparison whose K >= 1 all tie, or whose oracle decides by ties, i
   // Nothing that could show it ran (one uniform-K with K >= 1, no oracle): the report says it was not checked.
   cli::CompareResult lone = hand_result({{"uniform-0", zero}, {"uniform-1", same}}, false);
   lone.oracle_units = {};
-  cli::write_compare_outputs(lone, opt, {{"commit", "test"}}, t.dir.string());
+  cli::CompareOptions lone_opt = opt;
+  lone_opt.budget_k = 1;  // its budget ran: the report is hollow only for lack of an oracle and a second uniform-K
+  cli::write_compare_outputs(lone, lone_opt, {{"commit", "test"}}, t.dir.string());
   const std::string lone_text = slurp((t.dir / "report.md").string());
   CHECK(lone_text.find("**Degeneracy not checked**") != std::string::npos);
   CHECK(lone_text.find("**Not degenerate**") == std::string::npos);

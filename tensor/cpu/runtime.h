@@ -30,7 +30,7 @@ int num_threads();
 // (`ponder bench matmul`, 512^3, one thread). Returns the OPENBLAS_CORETYPE that names the kernels this CPU runs
 // (SkylakeX for AVX-512, Haswell for AVX2 and FMA) when OpenBLAS fell back and the CPU has them; "" when OpenBLAS's
 // choice stands (it knew the CPU, nothing better runs here, or OPENBLAS_CORETYPE is already set). OpenBLAS reads
-// the variable only when it loads, so a program applies it by re-executing itself (experiments/main.cpp).
+// the variable only when it loads, so a program applies it by re-executing itself (experiments/cli/main.cpp).
 std::string blas_core_override();
 // The kernels this CPU can run, by its features alone: "SkylakeX", "Haswell" or "".
 std::string blas_core_for_this_cpu();

@@ -1,6 +1,6 @@
-// The YAML config loader (experiments/config.h): any bytes either parse into a config that passed every check or
+// The YAML config loader (experiments/model/config.h): any bytes either parse into a config that passed every check or
 // are refused with a std::exception. Seeds: configs/*.yaml.
-#include "experiments/config.h"
+#include "experiments/model/config.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,8 +1,8 @@
-// The comparison journal (experiments/journal.h): a damaged journal is read as far as it is whole or refused with a
+// The comparison journal (experiments/process/journal.h): a damaged journal is read as far as it is whole or refused with a
 // std::exception, and what it holds can be looked up. Seeds: small journals written by scripts/sanitize.sh.
 #include <filesystem>
 
-#include "experiments/journal.h"
+#include "experiments/process/journal.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
