@@ -75,4 +75,6 @@ void register_ablate(CLI::App& app) {
   });
 }
 
+PONDER_COMMAND(ablate, register_ablate);
+
 }  // namespace ponder::cli

@@ -151,4 +151,6 @@ void register_adapt(CLI::App& app) {
   });
 }
 
+PONDER_COMMAND(adapt, register_adapt);
+
 }  // namespace ponder::cli

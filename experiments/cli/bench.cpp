@@ -260,4 +260,6 @@ void register_bench(CLI::App& app) {
   mm->callback([opts] { run_matmul(*opts); });
 }
 
+PONDER_COMMAND(bench, register_bench);
+
 }  // namespace ponder::cli

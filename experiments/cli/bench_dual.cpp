@@ -235,4 +235,6 @@ void register_bench_dual(CLI::App& bench) {
   sub->callback([opts] { run_bench(*opts); });
 }
 
+PONDER_SUBCOMMAND(bench, dual, register_bench_dual);
+
 }  // namespace ponder::cli

@@ -176,4 +176,6 @@ void register_bench_ops(CLI::App& bench) {
   sub->callback([opts] { run_ops(*opts); });
 }
 
+PONDER_SUBCOMMAND(bench, ops, register_bench_ops);
+
 }  // namespace ponder::cli

@@ -507,4 +507,6 @@ void register_bench_train(CLI::App& bench) {
   sub->callback([opts] { run_bench_train(*opts); });
 }
 
+PONDER_SUBCOMMAND(bench, train, register_bench_train);
+
 }  // namespace ponder::cli

@@ -363,4 +363,6 @@ void register_codebench(CLI::App& app) {
   sub->callback([a] { run_codebench(*a); });
 }
 
+PONDER_COMMAND(codebench, register_codebench);
+
 }  // namespace ponder::cli

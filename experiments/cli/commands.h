@@ -1,4 +1,4 @@
-// Each `ponder` subcommand lives in experiments/cmd_<name>.cpp and registers itself here.
+// Each `ponder` command lives in experiments/cli/<name>.cpp and registers itself with PONDER_COMMAND (below).
 // A subcommand reports a bad argument or a broken invariant by throwing (main prints one line and exits
 // with 1); one that has already printed its own verdict signals failure with `throw CLI::RuntimeError(1)`.
 #pragma once
@@ -31,33 +31,29 @@ inline const CLI::Validator kPositive = number_check([](double v) { return v > 0
 // For counts where 0 means "automatic" or "none".
 inline const CLI::Validator kNonNegative = number_check([](double v) { return v >= 0; }, "must be >= 0, got ", "NONNEGATIVE");
 
+// Every command adds itself to ponder's table at start-up, with a line at the end of its file:
+//   PONDER_COMMAND(compare, add_compare);               ponder compare
+//   PONDER_SUBCOMMAND(bench, ops, add_bench_ops);       ponder bench ops
+// `add` creates the subcommand of that name on the app (or on its parent command) and its options; main() adds the
+// commands by name, then each one's subcommands by name. A new command is its file and its line in
+// experiments/meson.build.
+using AddCommand = void (*)(CLI::App& parent);
+bool add_to_command_table(const char* parent, const char* name, AddCommand add);
+// Adds every registered command to `app` (with `only`, the top-level commands it names); throws std::logic_error
+// when an `add` did not create the command it was registered under (a name spelt two ways).
+void add_registered_commands(CLI::App& app, const std::vector<std::string>& only = {});
+#define PONDER_COMMAND(name, add) \
+  [[maybe_unused]] static const bool ponder_command_##name = ::ponder::cli::add_to_command_table("", #name, add)
+#define PONDER_SUBCOMMAND(parent, name, add)                \
+  [[maybe_unused]] static const bool ponder_command_##parent##_##name = \
+      ::ponder::cli::add_to_command_table(#parent, #name, add)
+
 // For paths and names: an empty value is refused, not taken as "use the default".
 inline const CLI::Validator kNonEmpty(
     [](std::string& text) -> std::string { return text.empty() ? "must not be empty" : ""; }, "NONEMPTY");
 
-void register_bench(CLI::App& app);
-void register_demo(CLI::App& app);
-void register_gradcheck(CLI::App& app);
-// Adds `ops` to the `bench` subcommand that register_bench created (experiments/cli/bench_ops.cpp).
-void register_bench_ops(CLI::App& bench);
-// Adds `dual` (the fused TTT-Linear dual-form kernel, experiments/cli/bench_dual.cpp).
-void register_bench_dual(CLI::App& bench);
 // `bench matmul --device cuda` (experiments/cli/bench_cuda.cpp).
 void run_bench_matmul_cuda(int reps, MatmulPrecision precision, bool json);
-void register_train(CLI::App& app);
-void register_eval(CLI::App& app);
-void register_quick(CLI::App& app);
-void register_compare(CLI::App& app);
-void register_oracle(CLI::App& app);
-void register_overhead(CLI::App& app);
-void register_convergence(CLI::App& app);
-void register_ablate(CLI::App& app);
-void register_control(CLI::App& app);
-void register_export(CLI::App& app);
-void register_codebench(CLI::App& app);
-void register_adapt(CLI::App& app);
-// `flops` and `graph` (experiments/cli/inspect.cpp).
-void register_inspect(CLI::App& app);
 
 // The positive control (experiments/cli/control.cpp), also run by `ponder quick`.
 struct ControlArgs {
@@ -68,8 +64,6 @@ struct ControlArgs {
   ConfigOverrides over;  // --set, --seed on the control's config
 };
 ControlVerdict run_positive_control(const ControlArgs& a);
-// `ponder merge DIR... --out OUT` (experiments/cli/merge.cpp): the shards of a comparison put together.
-void register_merge(CLI::App& app);
 // Adds --shard i/n to compare or ablate (experiments/study/shard.h).
 void add_shard_option(CLI::App* sub, std::string& shard);
 // Checks that `dirs` are the n finished shards of one compare or ablate run, merges their journals into `out` and runs
@@ -78,12 +72,10 @@ void merge_shards(const std::vector<std::string>& dirs, const std::string& out, 
 // `label`'s (compare, ablate) share of the cells: `work` computes them into the folder it is given, marked by a
 // manifest that ends finished. With --shard that folder is `out`, and the merge is the user's; under mpirun it is
 // OUT/shard-<r>-of-<n>, and rank 0 merges every rank's into `out` once all have finished, then removes them.
-// Under mpirun the ranks first compare what `fields` gives each (experiments/process/ranks.h) and refuse, all of them, when one
-// differs or cannot be read.
+// Under mpirun the ranks first compare what `fields` gives each (experiments/process/ranks.h) and refuse, all of
+// them, when one differs or cannot be read.
 void run_shard(const std::string& label, const Shard& shard, const std::string& out,
                const std::function<RankFields()>& fields,
                const std::function<void(const std::string& dir)>& work);
-// Adds `train` to the `bench` subcommand that register_bench created.
-void register_bench_train(CLI::App& bench);
 
 }  // namespace ponder::cli

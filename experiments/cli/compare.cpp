@@ -72,4 +72,6 @@ void register_compare(CLI::App& app) {
   sub->callback([args] { run_command(*args); });
 }
 
+PONDER_COMMAND(compare, register_compare);
+
 }  // namespace ponder::cli

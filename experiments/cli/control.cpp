@@ -83,4 +83,6 @@ void register_control(CLI::App& app) {
   });
 }
 
+PONDER_COMMAND(control, register_control);
+
 }  // namespace ponder::cli

@@ -197,4 +197,6 @@ void register_convergence(CLI::App& app) {
   sub->callback([args] { run(*args); });
 }
 
+PONDER_COMMAND(convergence, register_convergence);
+
 }  // namespace ponder::cli

@@ -137,4 +137,6 @@ void register_demo(CLI::App& app) {
   sub->callback([opts] { run_demo(*opts); });
 }
 
+PONDER_COMMAND(demo, register_demo);
+
 }  // namespace ponder::cli

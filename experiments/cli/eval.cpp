@@ -268,4 +268,6 @@ void register_eval(CLI::App& app) {
   sub->callback([opts] { run_eval(*opts); });
 }
 
+PONDER_COMMAND(eval, register_eval);
+
 }  // namespace ponder::cli

@@ -64,4 +64,6 @@ void register_export(CLI::App& app) {
   sub->callback([a] { run_export(*a); });
 }
 
+PONDER_COMMAND(export, register_export);
+
 }  // namespace ponder::cli

@@ -190,4 +190,6 @@ void register_gradcheck(CLI::App& app) {
   sub->callback([args] { run_gradcheck(*args); });
 }
 
+PONDER_COMMAND(gradcheck, register_gradcheck);
+
 }  // namespace ponder::cli

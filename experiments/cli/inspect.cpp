@@ -172,4 +172,6 @@ void register_inspect(CLI::App& app) {
   g->callback([gr] { run_graph(*gr); });
 }
 
+PONDER_COMMAND(flops, register_inspect);  // and `graph`
+
 }  // namespace ponder::cli

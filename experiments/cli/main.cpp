@@ -174,26 +174,7 @@ int main(int argc, char** argv) {
          "Threads for OpenMP kernels and OpenBLAS; comparisons and policy training run whole episodes side by side on "
          "them instead (default: OpenMP's, e.g. OMP_NUM_THREADS)")
       ->check(kPositive);
-  register_bench(app);
-  register_demo(app);
-  register_gradcheck(app);
-  register_bench_ops(*app.get_subcommand("bench"));
-  register_bench_dual(*app.get_subcommand("bench"));
-  register_train(app);
-  register_eval(app);
-  register_quick(app);
-  register_compare(app);
-  register_oracle(app);
-  register_overhead(app);
-  register_convergence(app);
-  register_ablate(app);
-  register_control(app);
-  register_export(app);
-  register_inspect(app);
-  register_codebench(app);
-  register_adapt(app);
-  register_bench_train(*app.get_subcommand("bench"));
-  register_merge(app);
+  add_registered_commands(app);
   if (const std::string why = unknown_subcommand(app, argc, argv); !why.empty()) return fail_everywhere(why);
   if (const std::string why = refused_over_ranks(app, argc, argv); !why.empty()) return fail_everywhere(why);
   try {

@@ -22,8 +22,7 @@ void run_whole(const std::vector<std::string>& args) {
   app.require_subcommand(1);
   app.fallthrough();
   app.add_option_function<int>("--threads", [](const int& n) { cpu::set_num_threads(n); }, "Threads")->check(kPositive);
-  register_compare(app);
-  register_ablate(app);
+  add_registered_commands(app, {"compare", "ablate"});
   std::vector<std::string> words = {"ponder"};
   words.insert(words.end(), args.begin(), args.end());
   std::vector<const char*> argv;
@@ -107,5 +106,7 @@ void register_merge(CLI::App& app) {
       ->check(kNonNegative);
   sub->callback([dirs, out, jobs] { merge_shards(*dirs, *out, *jobs); });
 }
+
+PONDER_COMMAND(merge, register_merge);
 
 }  // namespace ponder::cli

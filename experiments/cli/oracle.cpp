@@ -163,4 +163,6 @@ void register_oracle(CLI::App& app) {
   sub->callback([args] { run(*args); });
 }
 
+PONDER_COMMAND(oracle, register_oracle);
+
 }  // namespace ponder::cli

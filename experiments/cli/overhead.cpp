@@ -97,4 +97,6 @@ void register_overhead(CLI::App& app) {
   sub->callback([args] { run(*args); });
 }
 
+PONDER_COMMAND(overhead, register_overhead);
+
 }  // namespace ponder::cli

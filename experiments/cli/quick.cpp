@@ -298,4 +298,6 @@ void register_quick(CLI::App& app) {
   sub->callback([opts] { run_quick(*opts); });
 }
 
+PONDER_COMMAND(quick, register_quick);
+
 }  // namespace ponder::cli

@@ -111,4 +111,6 @@ void register_train(CLI::App& app) {
   sub->callback([opts] { run_train(*opts); });
 }
 
+PONDER_COMMAND(train, register_train);
+
 }  // namespace ponder::cli
