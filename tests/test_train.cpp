@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "autograd/engine.h"
+#include "experiments/model/checkpoint_cache.h"
 #include "experiments/study/adapt_difficulty.h"
 #include "experiments/study/analysis.h"
 #include "experiments/study/adapt_models.h"
@@ -1511,6 +1513,32 @@ TEST_CASE("train.init_from: a frozen base under a trained TTT block; the base ne
   tc.seed = 7;
   CHECK(init_path(tc) == tmp.file("base-s7.ckpt"));
   CHECK(error_of([&] { Trainer(head, tc, moby().train); }).find("base-s7.ckpt") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint job reads its file once for the model and once for its hash, and again only once it changed") {
+  const RunConfig c = ci_config(20);
+  Scratch tmp("cache");
+  Trainer t(c.model, c.train, moby().train);
+  const std::string path = tmp.file("ck.ckpt");
+  save_checkpoint(path, t.checkpoint(c.text, {{"commit", "test"}}));
+  const int before = cli::checkpoint_reads();
+  // What a command asks before it runs: the config (several times), the hash, then the model's tensors.
+  for (int i = 0; i < 4; ++i) CHECK(cli::checkpoint_header(path).config_text == c.text);
+  CHECK(cli::checkpoint_header(path).params.empty());  // the header holds no tensors
+  const std::string sha = cli::checkpoint_sha256(path);
+  CHECK(sha == cli::checkpoint_sha256(path));
+  const Checkpoint whole = cli::checkpoint_for_model(path);
+  CHECK(whole.params.size() == t.checkpoint(c.text, {}).params.size());
+  CHECK(cli::checkpoint_reads() - before == 2);  // one parse, one hash
+  // A second model from it is read again (the first took the tensors); a rewritten file is read anew.
+  CHECK(!cli::checkpoint_for_model(path).params.empty());
+  CHECK(cli::checkpoint_reads() - before == 3);
+  t.step();
+  save_checkpoint(path, t.checkpoint(c.text, {{"commit", "test"}}));
+  std::filesystem::last_write_time(path, std::filesystem::last_write_time(path) + std::chrono::seconds(1));
+  CHECK(cli::checkpoint_header(path).step == 1);
+  CHECK(cli::checkpoint_sha256(path) != sha);
+  CHECK_THROWS_WITH(cli::checkpoint_header(tmp.file("missing.ckpt")), doctest::Contains("missing.ckpt"));
 }
 
 TEST_CASE("a checkpoint with a negative step or NaN weights, and a comparison without TTT layers, are refused "

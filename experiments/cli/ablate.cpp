@@ -37,7 +37,7 @@ void run(const AblateArgs& a, const CellShare& share = {}) {
   std::fprintf(stderr, "ablate: %zu cells (%s) × %lld seeds × %s windows\n", opt.methods.size() - 1,
                a.groups.empty() ? "all groups" : a.groups.c_str(), (long long)opt.seeds,
                windows_label(opt.windows_per_seed).c_str());
-  Journal journal = open_journal(a.job.out, "ablate", a.job.checkpoint, job.config_text);
+  Journal journal = open_journal(a.job.out, "ablate", a.job.checkpoint, job.as_run.text);
   CompareResult r = run_compare(job.m.model, job.ds.valid, job.ds.test, opt, stderr_progress("ablate"), &journal,
                                 &job.ds.test_streams, share, &job.ds.valid_streams);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");

@@ -50,7 +50,7 @@ std::vector<data::StreamTokens> bench_streams(const BenchArgs& b, std::string& s
 
 void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result = nullptr) {
   CheckpointJob job = load_checkpoint_job(a, "adapt");
-  if (job.adapt.split == "valid") {
+  if (job.as_run.adapt.split == "valid") {
     if (!b.bench.empty()) throw std::invalid_argument("adapt: --bench reads a benchmark, not a split; drop adapt.split valid");
     if (job.ds.valid_streams.empty()) throw std::invalid_argument("adapt: adapt.split valid, but the corpus has no validation streams");
     job.ds.test_streams = job.ds.valid_streams;
@@ -66,15 +66,15 @@ void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result =
     std::fprintf(stderr, "adapt: %zu %s problems as streams (prompt read, canonical solution scored)\n",
                  job.ds.test_streams.size(), b.bench.c_str());
   }
-  const policy::AdaptRollouts rollouts(job.m.model, job.adapt.rollouts);
-  const CompareOptions opt = adapt_options(a, job.adapt, job.opt, job.m.model.config().mini_batch);
+  const policy::AdaptRollouts rollouts(job.m.model, job.as_run.adapt.rollouts);
+  const CompareOptions opt = adapt_options(a, job.as_run.adapt, job.opt, job.m.model.config().mini_batch);
   CompareResult r;
   Journal journal;  // the cells (opened by run_compare_job), then the regime's passes
-  std::printf("%s", run_compare_job(job.m, job.ds, opt, a.checkpoint, job.config_text, a.out, &r, &rollouts, {},
+  std::printf("%s", run_compare_job(job.m, job.ds, opt, a.checkpoint, job.as_run.text, a.out, &r, &rollouts, {},
                                     &journal).c_str());
   const AdaptSummary s = summarize_adapt(r);
-  nlohmann::ordered_json top = adapt_json(s, job.adapt);
-  std::string md = adapt_markdown(s, job.adapt);
+  nlohmann::ordered_json top = adapt_json(s, job.as_run.adapt);
+  std::string md = adapt_markdown(s, job.as_run.adapt);
   if (!bench.empty()) {
     top["code_benchmark"] = bench;
     md = "Streams: the " + b.bench + " problems, each its prompt then its canonical solution; only the "
@@ -92,7 +92,7 @@ void run(const CheckpointJobArgs& a, const BenchArgs& b, CompareResult* result =
   merge_outputs(a.out, top, md, "");
   merge_regime(job, a.out, "ponder adapt", nullptr, "", &journal);
   journal.remove();
-  std::printf("\n%sreport: %s/report.md\n", adapt_markdown(s, job.adapt, false).c_str(), a.out.c_str());
+  std::printf("\n%sreport: %s/report.md\n", adapt_markdown(s, job.as_run.adapt, false).c_str(), a.out.c_str());
   if (result) *result = std::move(r);
 }
 

@@ -19,7 +19,7 @@ void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
   // One journal for the cells and the regime's passes, removed when both are written: an interruption during the
   // regime (over an hour a model on a large split) loses at most the pass in progress.
   Journal journal;  // opened by run_compare_job once the design is checked
-  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, result, nullptr, {},
+  std::printf("%s", run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.as_run.text, a.out, result, nullptr, {},
                                     &journal).c_str());
   merge_regime(job, a.out, "ponder compare", attention ? &*attention : nullptr, a.attention, &journal);
   journal.remove();
@@ -28,7 +28,7 @@ void run(const CheckpointJobArgs& a, CompareResult* result = nullptr) {
 // This shard's cells of one checkpoint's comparison into a.out's journal (the regime checks are the merge's).
 void run_share(const CheckpointJobArgs& a, const CellShare& share) {
   const CheckpointJob job = load_checkpoint_job(a, "compare");
-  run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.config_text, a.out, nullptr, nullptr, share);
+  run_compare_job(job.m, job.ds, job.opt, a.checkpoint, job.as_run.text, a.out, nullptr, nullptr, share);
 }
 
 void run_command(const CheckpointJobArgs& args) {

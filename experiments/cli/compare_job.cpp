@@ -24,6 +24,7 @@
 #include "experiments/study/replicates.h"
 #include "experiments/study/report.h"
 #include "experiments/study/shard.h"
+#include "experiments/model/checkpoint_cache.h"
 #include "experiments/model/config.h"
 #include "tensor/cpu/runtime.h"
 
@@ -76,16 +77,16 @@ CompareOptions job_options(const CheckpointJobArgs& a, const RunConfig& cfg) {
 }  // namespace
 
 RunConfig checkpoint_job_config(const CheckpointJobArgs& a) {
-  return job_config(a, ttt::load_checkpoint(a.checkpoint));
+  return job_config(a, checkpoint_header(a.checkpoint));
 }
 
 CompareOptions checkpoint_job_options(const CheckpointJobArgs& a) {
-  return job_options(a, job_config(a, ttt::load_checkpoint(a.checkpoint)));
+  return job_options(a, job_config(a, checkpoint_header(a.checkpoint)));
 }
 
 CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string& label) {
-  const ttt::Checkpoint ck = ttt::load_checkpoint(a.checkpoint);
-  const RunConfig cfg = job_config(a, ck);
+  const ttt::Checkpoint& ck = checkpoint_header(a.checkpoint);
+  RunConfig cfg = job_config(a, ck);
   std::fprintf(stderr, "%s: config %s\n", label.c_str(), cfg.source.c_str());
   if (!a.config.empty())
     if (const auto differ = sections_differing(cfg.text, ck.config_text, {"model", "data", "train"}); !differ.empty()) {
@@ -100,11 +101,11 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   CompareOptions opt = job_options(a, cfg);
   const Device device = run_device(a.device, cfg);
   std::fprintf(stderr, "%s: device %s\n", label.c_str(), describe_device(device).c_str());
-  TrainedModel m = load_trained(ck, a.checkpoint, device);
+  TrainedModel m = load_trained(checkpoint_for_model(a.checkpoint), a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
   check_corpus(m, ds, a.checkpoint, a.other_corpus);
   data::lock_output_dir(a.out);  // one writer per folder (under mpirun each rank has its own shard folder)
-  return {std::move(opt), cfg.streams, cfg.adapt, cfg.text, device, std::move(m), std::move(ds)};
+  return {std::move(cfg), std::move(opt), device, std::move(m), std::move(ds)};
 }
 
 CompareProgress stderr_progress(const std::string& label) {
@@ -159,14 +160,14 @@ std::string binary_sha256() {
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text) {
   // The binary's own hash, not the commit: a rebuild with uncommitted changes keeps its "-dirty" commit.
   return {{"command", fingerprint_command_line()}, {"binary_sha256", binary_sha256()},
-          {"checkpoint_sha256", file_sha256(checkpoint)}, {"config", config_text}};
+          {"checkpoint_sha256", checkpoint_sha256(checkpoint)}, {"config", config_text}};
 }
 
 RankFields rank_fields(const CheckpointJobArgs& a) {
   std::string files;  // one field however many: every rank gathers the same number
   for (const std::string& path : a.checkpoints.empty() ? std::vector<std::string>{a.checkpoint} : a.checkpoints)
-    files += file_sha256(path) + " ";
-  if (!a.attention.empty()) files += "attention " + file_sha256(a.attention);
+    files += checkpoint_sha256(path) + " ";
+  if (!a.attention.empty()) files += "attention " + checkpoint_sha256(a.attention);
   return {{"command line (without --threads, --checkpoint, --config, --set)", fingerprint_command_line()},
           {"binary (sha256 of the ponder that runs)", binary_sha256()},
           {"checkpoint files (sha256 of each)", files},
@@ -212,7 +213,7 @@ void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields,
 
 std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const std::string& path) {
   if (path.empty()) return std::nullopt;
-  TrainedModel a = load_trained(ttt::load_checkpoint(path), path, job.device);
+  TrainedModel a = load_trained(checkpoint_for_model(path), path, job.device);
   if (a.model.num_ttt_layers() > 0)
     throw std::invalid_argument("--attention " + path + ": the model has " + std::to_string(a.model.num_ttt_layers()) +
                                 " TTT layer(s); the baseline must be attention-only (model.mixers all attention)");
@@ -225,7 +226,7 @@ std::optional<TrainedModel> attention_baseline(const CheckpointJob& job, const s
 
 void merge_regime(const CheckpointJob& job, const std::string& dir, const std::string& title,
                   const TrainedModel* attention, const std::string& attention_checkpoint, Journal* journal) {
-  RegimeOptions ro = regime_options(job.streams);
+  RegimeOptions ro = regime_options(job.as_run.streams);
   ro.mode = job.opt.rollout.mode;
   RegimeResult regime = run_regime(job.m, attention, job.ds, ro, stderr_progress("regime"), journal);
   regime.attention_checkpoint = attention_checkpoint;
@@ -290,7 +291,7 @@ void check_independent(const std::vector<std::string>& checkpoints, const std::s
   std::vector<std::string> texts;
   std::vector<int64_t> seeds;
   for (const std::string& path : checkpoints) {
-    const ttt::Checkpoint ck = ttt::load_checkpoint(path);  // a missing or corrupt file is an error naming it
+    const ttt::Checkpoint& ck = checkpoint_header(path);  // a missing or corrupt file is an error naming it
     const RunConfig c = parse_config(ck.config_text, path + " (its config)");
     seeds.push_back(c.train.seed);
     texts.push_back(with_overrides(ck.config_text, {"train.seed=0"}));

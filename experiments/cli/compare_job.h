@@ -45,14 +45,16 @@ void add_checkpoint_job_options(CLI::App* sub, CheckpointJobArgs& a, const std::
 CompareOptions checkpoint_job_options(const CheckpointJobArgs& a);
 // The whole config such a command runs under (--config or the checkpoint's own, with --set applied).
 RunConfig checkpoint_job_config(const CheckpointJobArgs& a);
+// A checkpoint job holds two configs: `as_run`, the one it runs under (--config, or the checkpoint's own, with --set:
+// its compare:, streams:, adapt: and learn: sections are what the command reads), and the one the model was trained
+// with, `as_trained()` (its model:, data: and train: sections are the model's; --config cannot change them).
 struct CheckpointJob {
-  CompareOptions opt;
-  StreamsConfig streams;    // the same config's streams: settings (the regime checks read the streams as compare does)
-  AdaptSection adapt;       // the same config's adapt: settings (ponder adapt)
-  std::string config_text;  // the --config file's text
+  RunConfig as_run;
+  CompareOptions opt;  // as_run.compare with --seeds and --windows applied
   Device device;
-  TrainedModel m;
+  TrainedModel m;      // m.config: as trained
   Dataset ds;
+  const RunConfig& as_trained() const { return m.config; }
 };
 CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string& label);
 
