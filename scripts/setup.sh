@@ -19,13 +19,14 @@ while (($#)); do
   esac
 done
 
+# No Eigen: its products lose to sgemm at the shapes run here (docs/engine.md §2, "Why not Eigen").
 # cmake: meson finds doctest through its CMake config (doctest-dev ships no pkg-config file). python3-scipy: the
 # tests recompute statistics with an independent implementation; python3-matplotlib draws the comparison figures.
 # clang, libomp-dev, libclang-rt-14-dev: the sanitized build and the libFuzzer targets of scripts/sanitize.sh.
 # libopenmpi-dev, openmpi-bin: training on several processes and comparisons split over them (mpirun; README
 # "Several processes"); the build works without them too.
 packages=(g++ meson ninja-build pkg-config cmake libopenblas-openmp-dev doctest-dev libyaml-cpp-dev libcli11-dev
-          libeigen3-dev nlohmann-json3-dev gnuplot-nox git ca-certificates python3-scipy
+          nlohmann-json3-dev gnuplot-nox git ca-certificates python3-scipy
           python3-matplotlib bubblewrap clang libomp-dev libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
