@@ -17,6 +17,7 @@
 #include <string>
 
 #include "data/corpora.h"
+#include "data/corpus_table.h"
 #include "data/files.h"
 #include "data/dir_corpus.h"
 #include "data/planted.h"
@@ -756,4 +757,20 @@ TEST_CASE("write_atomically: a failed write replaces nothing and leaves no .tmp;
   CHECK_THROWS_WITH_AS(ponder::data::write_atomically("/dev/null", "x"), doctest::Contains("a device"), std::runtime_error);
   CHECK(ponder::data::read_file(target).value() == "old\n");  // the link's target is untouched
   fs::remove_all(dir);
+}
+
+TEST_CASE("the corpus table: every built-in name loads through it, in the order messages list them") {
+  std::string names;
+  for (const NamedCorpus& c : named_corpora()) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  CHECK(names == "moby_dick, tinyshakespeare, wikitext2, sotu, pystdlib, pycode, planted, planted64");
+  CHECK(named_corpus_list() == names);
+  CHECK(find_named_corpus("mobydick") == nullptr);
+  CHECK(find_named_corpus("./moby_dick") == nullptr);
+  const Corpus moby = find_named_corpus("moby_dick")->load(1 << 20);
+  CHECK(moby.name == "moby_dick");
+  CHECK(moby.docs.size() == 135);
+  const Corpus planted = find_named_corpus("planted")->load(1 << 20);
+  CHECK(planted.docs.size() == 600);
+  CHECK(planted.sha256 == make_planted(0, 600, 64).sha256);
+  CHECK(find_named_corpus("planted64")->load(1 << 20).docs.size() == 400);
 }

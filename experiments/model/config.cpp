@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "data/corpus_table.h"
 #include "data/files.h"
 
 #ifndef PONDER_SOURCE_ROOT
@@ -215,11 +216,10 @@ void read_train(Section& s, ttt::TrainConfig& t) {
 
 void read_data(Section& s, DataConfig& d) {
   s.get<std::string>("corpus", d.corpus, [](const std::string& v) {
-    for (const char* b : {"moby_dick", "tinyshakespeare", "wikitext2", "sotu", "pystdlib", "pycode", "planted", "planted64"})
-      if (v == b) return v;
+    if (data::find_named_corpus(v)) return v;
     if (v.find('/') == std::string::npos)
-      throw std::invalid_argument("'" + v + "' is not a built-in corpus (moby_dick, tinyshakespeare, wikitext2, sotu, "
-                                  "pystdlib, pycode, planted, planted64); a path must contain a '/' (e.g. ./my_text.txt)");
+      throw std::invalid_argument("'" + v + "' is not a built-in corpus (" + data::named_corpus_list() +
+                                  "); a path must contain a '/' (e.g. ./my_text.txt)");
     return v;
   });
   s.get("valid_frac", d.valid_frac);

@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "data/corpora.h"
+#include "data/corpus_table.h"
 #include "data/files.h"
 #include "data/sha256.h"
 #include "data/dir_corpus.h"
@@ -194,26 +195,10 @@ data::TokenStream documents_read(const std::vector<data::HeldOut>& streams) {
 
 data::Corpus load_corpus(const DataConfig& cfg) {
   const std::string& name = cfg.corpus;
-  if (name == "moby_dick") return data::load_moby_dick();
-  if (name == "tinyshakespeare") return data::load_tinyshakespeare();
-  if (name == "sotu") return data::load_sotu();
-  if (name == "planted") return data::make_planted(0, 600, 64);  // 600 documents of 1,024 bytes
-  if (name == "planted64") return data::make_planted(0, 400, 48, 64);  // 400 documents of 3,072 bytes
-  if (name == "pystdlib") return data::load_pystdlib(cfg.max_file_bytes);
-  if (name == "pycode") return data::load_pycode(data::default_data_dir(), cfg.max_file_bytes);
-  if (name == "wikitext2") {
-    // Only the validation and test files exist offline: their articles, in that order, are the corpus.
-    data::Corpus c = data::load_wikitext2("valid");
-    data::Corpus test = data::load_wikitext2("test");
-    c.docs.insert(c.docs.end(), test.docs.begin(), test.docs.end());
-    c.name = "wikitext2";
-    c.source += " + " + test.source;
-    c.sha256 += "," + test.sha256;
-    return c;
-  }
+  if (const data::NamedCorpus* named = data::find_named_corpus(name)) return named->load(cfg.max_file_bytes);
   if (!std::filesystem::exists(name))
-    throw std::invalid_argument("data.corpus: '" + name + "' is neither a built-in corpus (moby_dick, tinyshakespeare, "
-                                "wikitext2, sotu, pystdlib, pycode, planted, planted64) nor an existing file or folder");
+    throw std::invalid_argument("data.corpus: '" + name + "' is neither a built-in corpus (" +
+                                data::named_corpus_list() + ") nor an existing file or folder");
   data::DirCorpusOptions opt;
   opt.extensions = cfg.extensions;
   opt.max_file_bytes = cfg.max_file_bytes;
