@@ -36,14 +36,12 @@ ttt::Checkpoint read(const std::string& path) {
   return ttt::load_checkpoint(path);
 }
 
+// Everything but the tensors (whatever fields a checkpoint gains, they come along).
 ttt::Checkpoint header_of(const ttt::Checkpoint& ck) {
-  ttt::Checkpoint h;
-  h.config_text = ck.config_text;
-  h.meta = ck.meta;
-  h.step = ck.step;
-  h.sampler_state = ck.sampler_state;
-  h.schedule_state = ck.schedule_state;
-  h.optimizer_steps = ck.optimizer_steps;
+  ttt::Checkpoint h = ck;  // the tensors' storage is shared, not copied, and dropped below
+  h.params.clear();
+  h.exp_avg.clear();
+  h.exp_avg_sq.clear();
   return h;
 }
 
