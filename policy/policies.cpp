@@ -9,11 +9,15 @@
 namespace ponder::policy {
 
 namespace {
-constexpr Score kDifficulty[] = {Score::Entropy, Score::Loss, Score::GradNorm, Score::TTTLoss};
-constexpr Score kEasy[] = {Score::EasyEntropy, Score::EasyLoss, Score::EasyGradNorm, Score::EasyTTTLoss};
-constexpr const char* kNames[] = {"entropy", "loss", "gradnorm", "ttt-loss"};
-static_assert(sizeof kDifficulty == sizeof kEasy && sizeof kNames / sizeof *kNames == sizeof kEasy / sizeof *kEasy,
-              "every difficulty score has its easy-* twin and a name");
+#define PONDER_SCORE_ENTRY(id, ...) Score::id,
+#define PONDER_EASY_SCORE_ENTRY(id, ...) Score::Easy##id,
+#define PONDER_SCORE_NAME(id, name, ...) name,
+constexpr Score kDifficulty[] = {PONDER_SCORES(PONDER_SCORE_ENTRY)};
+constexpr Score kEasy[] = {PONDER_SCORES(PONDER_EASY_SCORE_ENTRY)};
+constexpr const char* kNames[] = {PONDER_SCORES(PONDER_SCORE_NAME)};
+#undef PONDER_SCORE_ENTRY
+#undef PONDER_EASY_SCORE_ENTRY
+#undef PONDER_SCORE_NAME
 
 // The score `name` names ("loss", "easy-loss", …), or nothing: the one place that reads score names.
 std::optional<Score> find_score(const std::string& name) {
@@ -30,8 +34,16 @@ bool is_score_name(const std::string& name) { return find_score(name).has_value(
 
 Score parse_score(const std::string& name) {
   if (const std::optional<Score> s = find_score(name)) return *s;
-  throw std::invalid_argument("unknown difficulty score '" + name +
-                              "' (entropy, loss, gradnorm, ttt-loss, each also as easy-<score>)");
+  throw std::invalid_argument("unknown difficulty score '" + name + "' (" + score_names() + ", each also as easy-<score>)");
+}
+
+const std::string& score_names() {
+  static const std::string names = [] {
+    std::string s;
+    for (const char* n : kNames) s += (s.empty() ? "" : ", ") + std::string(n);
+    return s;
+  }();
+  return names;
 }
 
 Score difficulty_of(Score s) {
@@ -50,10 +62,11 @@ std::string score_name(Score s) {
 double score_of(Score s, const UnitFeatures& f) {
   if (difficulty_of(s) != s) return -score_of(difficulty_of(s), f);  // NaN stays NaN
   switch (s) {
-    case Score::Entropy: return f.prev_entropy;
-    case Score::Loss: return f.prev_loss;
-    case Score::GradNorm: return f.grad_norm;
-    case Score::TTTLoss: return f.ttt_loss;
+#define PONDER_SCORE_FEATURE(id, name, feature, need) \
+    case Score::id:                                  \
+      return f.feature;
+    PONDER_SCORES(PONDER_SCORE_FEATURE)
+#undef PONDER_SCORE_FEATURE
     default: return NAN;
   }
 }
@@ -69,10 +82,9 @@ ThresholdPolicy::ThresholdPolicy(Score score, std::vector<double> thresholds, st
 FeatureNeeds ThresholdPolicy::needs() const {
   FeatureNeeds n;
   const Score d = difficulty_of(score_);
-  n.loss = d == Score::Loss;
-  n.entropy = d == Score::Entropy;
-  n.probe_loss = d == Score::TTTLoss;
-  n.probe_grad = d == Score::GradNorm;
+#define PONDER_SCORE_NEED(id, name, feature, need) n.need = n.need || d == Score::id;
+  PONDER_SCORES(PONDER_SCORE_NEED)
+#undef PONDER_SCORE_NEED
   return n;
 }
 

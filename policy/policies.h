@@ -74,12 +74,23 @@ class RandomPolicy final : public Copyable<RandomPolicy> {
 // Difficulty scores a heuristic can use; each reads one causal feature. The easy-* scores are the same features
 // negated, so a threshold on one sends the units after the *least* difficult ones to `high`: where an inner step
 // may pay most when what it learns is reusable (an oracle's K can run against difficulty; docs/method.md §4.3).
-enum class Score { Entropy, Loss, GradNorm, TTTLoss, EasyEntropy, EasyLoss, EasyGradNorm, EasyTTTLoss };
-// "entropy", "loss", "gradnorm", "ttt-loss", each also with "easy-" before it.
+// One list: X(id, name, feature, need) — the UnitFeatures field the score reads and the FeatureNeeds flag that has
+// the rollout compute it. A score on a feature units already carry is one line here (docs/adding_a_method.md).
+#define PONDER_SCORES(X)                                                                                       \
+  X(Entropy, "entropy", prev_entropy, entropy) X(Loss, "loss", prev_loss, loss)                               \
+  X(GradNorm, "gradnorm", grad_norm, probe_grad) X(TTTLoss, "ttt-loss", ttt_loss, probe_loss)
+#define PONDER_SCORE_ID(id, ...) id,
+#define PONDER_EASY_SCORE_ID(id, ...) Easy##id,
+enum class Score { PONDER_SCORES(PONDER_SCORE_ID) PONDER_SCORES(PONDER_EASY_SCORE_ID) };
+#undef PONDER_SCORE_ID
+#undef PONDER_EASY_SCORE_ID
+// Each name of the list, each also with "easy-" before it.
 Score parse_score(const std::string& name);
 bool is_score_name(const std::string& name);
 std::string score_name(Score s);
 Score difficulty_of(Score s);  // the feature an easy-* score negates (easy-loss → loss); a difficulty score itself
+// The score names, "entropy, loss, …", for messages and --help.
+const std::string& score_names();
 double score_of(Score s, const UnitFeatures& f);  // NaN when unknown (first unit)
 
 // Maps a difficulty score to K by thresholds: score ≤ thresholds[0] → levels[0], …, above the last

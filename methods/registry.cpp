@@ -1,8 +1,11 @@
-#include "policy/methods.h"
+#include "methods/registry.h"
 
+#include <iterator>
 #include <stdexcept>
 
-namespace ponder::policy {
+namespace ponder::methods {
+
+using policy::Score;
 namespace {
 
 // A step count or period: digits only (no sign, no spaces), at most 4 digits so no value overflows an int.
@@ -74,15 +77,15 @@ MethodSpec parse_method(const std::string& name) {
   } else if (name == "random" || name == "oracle") {
     m.family = name == "random" ? MethodFamily::Random : MethodFamily::Oracle;
     m.name = name;
-  } else if (is_score_name(name)) {
+  } else if (policy::is_score_name(name)) {
     m.family = MethodFamily::Heuristic;
-    m.score = parse_score(name);
+    m.score = policy::parse_score(name);
     m.name = name;
   } else if (name.rfind("gate-", 0) == 0) {
     const std::string score = name.substr(5);
-    if (!is_score_name(score)) unknown(name);
+    if (!policy::is_score_name(score)) unknown(name);
     m.family = MethodFamily::Heuristic;
-    m.score = parse_score(score);
+    m.score = policy::parse_score(score);
     m.ema_gate = true;
     m.name = name;
   } else {
@@ -91,7 +94,8 @@ MethodSpec parse_method(const std::string& name) {
     if (base.size() < name.size() && name.back() != ']')
       throw std::invalid_argument("method '" + name + "': overrides must end with ']'");
     m.family = MethodFamily::Learned;
-    m.learner = base;
+    m.learner = base == "pondernet" ? Learner::PonderNet : base == "learned-ppo-pid" ? Learner::PpoPid : Learner::Reinforce;
+    m.overrides = parse_learn_overrides(name);
     m.name = name;
   }
   return m;
@@ -108,36 +112,51 @@ std::vector<MethodSpec> parse_methods(const std::vector<std::string>& names) {
   return out;
 }
 
-std::string family_kind(const MethodSpec& m) {
-  switch (m.family) {
-    case MethodFamily::Uniform: return "uniform";
-    case MethodFamily::Every: return "every";
-    case MethodFamily::Front: return "front";
-    case MethodFamily::Random: return "random";
-    case MethodFamily::Heuristic: return m.ema_gate ? "gate" : "heuristic";
-    case MethodFamily::Oracle: return "oracle";
-    case MethodFamily::Replay: return "replay";
-    case MethodFamily::Learned: return m.learner == "pondernet" ? "pondernet" : m.learner.substr(8);
-  }
-  return "?";
+#define PONDER_KIND_NAME(id, name) name,
+constexpr const char* kKindNames[] = {PONDER_METHOD_KINDS(PONDER_KIND_NAME)};
+#undef PONDER_KIND_NAME
+
+const char* kind_name(MethodKind k) { return kKindNames[size_t(k)]; }
+
+MethodKind parse_kind(const std::string& name) {
+  for (size_t i = 0; i < std::size(kKindNames); ++i)
+    if (name == kKindNames[i]) return MethodKind(i);
+  throw std::invalid_argument("unknown method kind '" + name + "'");
 }
 
-std::unique_ptr<Policy> make_schedule(const MethodSpec& m, double budget_k, const std::vector<int>& options) {
-  if (m.family == MethodFamily::Uniform) return std::make_unique<UniformPolicy>(m.k);
-  if (m.family == MethodFamily::Every) return std::make_unique<EveryPolicy>(m.k, m.every);
+MethodKind MethodSpec::kind() const {
+  switch (family) {
+    case MethodFamily::Uniform: return MethodKind::Uniform;
+    case MethodFamily::Every: return MethodKind::Every;
+    case MethodFamily::Front: return MethodKind::Front;
+    case MethodFamily::Random: return MethodKind::Random;
+    case MethodFamily::Heuristic: return ema_gate ? MethodKind::Gate : MethodKind::Heuristic;
+    case MethodFamily::Oracle: return MethodKind::Oracle;
+    case MethodFamily::Replay: return MethodKind::Replay;
+    case MethodFamily::Learned:
+      return learner == Learner::PonderNet ? MethodKind::PonderNet
+             : learner == Learner::PpoPid  ? MethodKind::PpoPid
+                                           : MethodKind::Reinforce;
+  }
+  return MethodKind::Uniform;
+}
+
+std::unique_ptr<policy::Policy> schedule_policy(const MethodSpec& m, double budget_k, const std::vector<int>& options) {
+  if (m.family == MethodFamily::Uniform) return std::make_unique<policy::UniformPolicy>(m.k);
+  if (m.family == MethodFamily::Every) return std::make_unique<policy::EveryPolicy>(m.k, m.every);
   if (m.family == MethodFamily::Front) {
     if (options.empty()) throw std::invalid_argument("method '" + m.name + "' needs the step options to round K to");
-    return std::make_unique<HardBudgetPolicy>(std::make_unique<UniformPolicy>(m.k), budget_k, options);
+    return std::make_unique<policy::HardBudgetPolicy>(std::make_unique<policy::UniformPolicy>(m.k), budget_k, options);
   }
-  throw std::invalid_argument("method '" + m.name + "' must be fitted to a model first; make_schedule builds only "
+  throw std::invalid_argument("method '" + m.name + "' must be fitted to a model first; schedule_policy builds only "
                               "uniform-K, every-K/N and front-K");
 }
 
 std::string fast_weight_refusal(const MethodSpec& m) {
-  const Score d = difficulty_of(m.score);
+  const Score d = policy::difficulty_of(m.score);
   if (m.family == MethodFamily::Heuristic && (d == Score::TTTLoss || d == Score::GradNorm))
     return m.name + " probes the TTT layers' inner loss, which fast weights on a frozen base do not have";
   return "";
 }
 
-}  // namespace ponder::policy
+}  // namespace ponder::methods

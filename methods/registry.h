@@ -1,7 +1,8 @@
 // The registry of comparison methods: every name a config or command line may give (`compare.methods`) is parsed
 // here, once, into a typed MethodSpec, and the schedules that need nothing but their own options are built here too.
 // Methods that must first be fitted to a model — random (its probability), the heuristics (their thresholds) and the
-// learned policies (training) — are built by the comparison from the same spec (experiments/study/compare.cpp).
+// learned policies (training, methods/learned.h) — are built by the comparison from the same spec
+// (experiments/study/method_build.cpp). How to add one: docs/adding_a_method.md.
 //
 //   uniform-K        K inner steps on every unit
 //   every-K/N        K on every N-th unit (starting with the first), SKIP (K = 0) otherwise
@@ -14,7 +15,8 @@
 //                    the same score and calibration, the threshold then adapted along each sequence by an EMA of
 //                    the decisions toward the calibrated share of high ones (EmaGatePolicy: the published gate)
 //   learned-reinforce | learned-ppo-pid | pondernet [ '[' key=value,... ']' ]
-//                    a policy trained on validation windows (overrides of `learn:` in the brackets)
+//                    a policy trained on validation windows (overrides of `learn:` in the brackets,
+//                    methods/learn_options.h)
 //   oracle           the greedy oracle (reads the labels; an upper bound, not a policy)
 //   replay:FILE[+FILE...]
 //                    the K per unit that `ponder oracle` chose on the same segments (its oracle.json), e.g. another
@@ -24,27 +26,47 @@
 // "fixed" names one thing only: an explicit list of K per unit (`--schedule fixed:K1,K2,...` in eval); the former
 // method name fixed-K/N is refused with the name it now has.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "methods/learn_options.h"
 #include "policy/policies.h"
 
-namespace ponder::policy {
+namespace ponder::methods {
 
 enum class MethodFamily { Uniform, Every, Front, Random, Heuristic, Learned, Oracle, Replay };
+enum class Learner { Reinforce, PpoPid, PonderNet };
+
+// What a method is, as results.json's `kind` names it: its family, a heuristic split by whether an EMA adapts its
+// threshold (gate), a learned method by its learner. X(id, name).
+#define PONDER_METHOD_KINDS(X)                                                                                 \
+  X(Uniform, "uniform") X(Every, "every") X(Front, "front") X(Random, "random") X(Heuristic, "heuristic")      \
+  X(Gate, "gate") X(Reinforce, "reinforce") X(PpoPid, "ppo-pid") X(PonderNet, "pondernet") X(Oracle, "oracle") \
+  X(Replay, "replay")
+#define PONDER_ENUM_ID(id, ...) id,
+enum class MethodKind : uint8_t { PONDER_METHOD_KINDS(PONDER_ENUM_ID) };
+#undef PONDER_ENUM_ID
+const char* kind_name(MethodKind k);
+// The kind a results file names; an std::invalid_argument names an unknown one.
+MethodKind parse_kind(const std::string& name);
+// Whether the method's choices read the labels (the oracle, and replays of its choices): a bound, not a policy.
+inline bool reads_labels(MethodKind k) { return k == MethodKind::Oracle || k == MethodKind::Replay; }
 
 struct MethodSpec {
   std::string name;  // canonical: how results, journals and reports name the method
   MethodFamily family = MethodFamily::Uniform;
   int k = 0;             // Uniform: K; Every: K on the chosen units; Front: K until the budget is spent
   int every = 1;         // Every: N
-  Score score = Score::Loss;  // Heuristic
+  policy::Score score = policy::Score::Loss;  // Heuristic
   bool ema_gate = false;      // Heuristic: gate-<score>, the threshold adapted by an EMA (EmaGatePolicy)
-  std::string learner;   // Learned: learned-reinforce | learned-ppo-pid | pondernet (overrides stay in `name`)
+  Learner learner = Learner::Reinforce;  // Learned
+  LearnOverrides overrides;              // Learned: the bracketed overrides of `learn:` (they stay in `name` too)
   std::vector<std::string> files;  // Replay: the oracle.json files it reads
   int shuffle_seed = -1;  // Replay (replay-shuffled-S): K permuted within each segment with seed S, the placement null
   std::string order_file;  // Replay (…@ORDER.json): each segment's K placed in the order of ORDER's per_unit.score
+  MethodKind kind() const;
   bool operator==(const MethodSpec& o) const { return name == o.name; }
 };
 
@@ -53,9 +75,6 @@ MethodSpec parse_method(const std::string& name);
 std::vector<MethodSpec> parse_methods(const std::vector<std::string>& names);
 // The forms parse_method accepts, for error messages and --help.
 const char* method_forms();
-// The family as results.json's `kind` names it (uniform, every, front, random, heuristic, gate, oracle; learned
-// methods report their learner: reinforce, ppo-pid, pondernet; replay).
-std::string family_kind(const MethodSpec& m);
 
 // Why `m` cannot run on the fast-weight path (ponder adapt), or "" when it can: the ttt-loss / gradnorm scores probe
 // the TTT layers' inner loss, which fast weights on a frozen base do not have.
@@ -63,6 +82,7 @@ std::string fast_weight_refusal(const MethodSpec& m);
 
 // The policy of a method that needs no fitting: uniform-K and every-K/N, and front-K given the budget in steps per
 // unit and the step options (K is rounded down to them as the budget runs out). Other families are an error here.
-std::unique_ptr<Policy> make_schedule(const MethodSpec& m, double budget_k = 0, const std::vector<int>& options = {});
+std::unique_ptr<policy::Policy> schedule_policy(const MethodSpec& m, double budget_k = 0,
+                                                const std::vector<int>& options = {});
 
-}  // namespace ponder::policy
+}  // namespace ponder::methods
