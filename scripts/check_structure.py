@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-LAYERS = ["util", "tensor", "data", "autograd", "ttt", "policy", "rl", "stats", "experiments/process",
+LAYERS = ["util", "tensor", "data", "autograd", "ttt", "policy", "rl", "methods", "stats", "experiments/process",
           "experiments/study", "experiments/model", "experiments/codebench", "experiments/bench", "experiments/cli"]
 LIMIT = 80
 SOURCE = (".cpp", ".h", ".cu", ".cuh")
@@ -40,7 +40,7 @@ def layer_of(rel):
 
 
 def source_files(root, suffixes=SOURCE):
-    for top in ["util", "tensor", "data", "autograd", "ttt", "policy", "rl", "stats", "experiments", "tests", "bench",
+    for top in ["util", "tensor", "data", "autograd", "ttt", "policy", "rl", "methods", "stats", "experiments", "tests", "bench",
                 "scripts"]:
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
             dirnames[:] = sorted(d for d in dirnames if d not in ("external", "__pycache__"))

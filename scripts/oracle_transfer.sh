@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Is the oracle's headroom in the text? Each model of a set is compared against its own uniform frontier with the
-# oracle K of every *other* model replayed on it (`replay:<oracle.json>`, policy/methods.h), one at a time and as their
+# oracle K of every *other* model replayed on it (`replay:<oracle.json>`, methods/registry.h), one at a time and as their
 # consensus (on each unit the step option nearest the others' mean K), and the consensus's K permuted within each
 # segment (`replay-shuffled-S:`, S = 1..$SHUFFLES, default 3: the placement null, the same steps in random places).
 # With ORDERS=DIR (scripts/oracle_imitate.py's output), also the consensus placed in the order of DIR/model-<i>/

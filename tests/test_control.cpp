@@ -28,7 +28,7 @@ namespace {
 MethodResult method(const std::string& name, const std::string& kind, double inner, std::vector<double> bpb) {
   MethodResult m;
   m.name = name;
-  m.kind = kind;
+  m.kind = methods::parse_kind(kind);
   SeedResult s;
   s.base_per_token = 100;
   s.inner_per_token = inner;

@@ -233,7 +233,7 @@ TEST_CASE("stream evaluation with a carried state equals the whole-sequence forw
     for (int64_t v : ids) s.tokens.push_back(int32_t(v));
     StreamEvalOptions opt;
     opt.chunk = 8;
-    opt.inner.schedule = "uniform-2";
+    opt.inner.schedule = ttt::parse_schedule("uniform-2");
     std::vector<double> progress;
     opt.progress = [&](double f) { progress.push_back(f); };
     const StreamEvalResult r = evaluate_streams(model, {s}, opt);
@@ -278,7 +278,7 @@ TEST_CASE("streams read side by side give the bits and FLOPs they give one after
   auto read = [&](int jobs, std::vector<double>& progress) {
     StreamEvalOptions opt;
     opt.chunk = 16;
-    opt.inner.schedule = "uniform-2";
+    opt.inner.schedule = ttt::parse_schedule("uniform-2");
     opt.jobs = jobs;
     opt.progress = [&](double f) { progress.push_back(f); };
     return evaluate_streams(model, streams, opt);
@@ -312,7 +312,7 @@ TEST_CASE("streams read with the state reset at every document: each document's 
   }
   StreamEvalOptions opt;
   opt.chunk = 16;
-  opt.inner.schedule = "uniform-1";
+  opt.inner.schedule = ttt::parse_schedule("uniform-1");
   opt.reset_at_documents = true;
   const StreamEvalResult r = evaluate_streams(model, streams, opt);
   // The same as reading the pieces as streams of their own, then gathering them per stream.

@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "policy/calibrate.h"
-#include "policy/methods.h"
 #include "tests/policy_fixtures.h"
 
 using namespace ponder;
@@ -165,60 +164,6 @@ TEST_CASE("every-K/N refuses N = 0 (it would divide by zero) and negative K, nam
   CHECK(ks == std::vector<int>{2, 0, 0, 2, 0, 0});
 }
 
-TEST_CASE("method registry: every form parses to its family and canonical name, bad names are refused by name") {
-  const MethodSpec u = parse_method("uniform-02");
-  CHECK((u.family == MethodFamily::Uniform && u.k == 2 && u.name == "uniform-2"));
-  const MethodSpec e = parse_method("every-4/3");
-  CHECK((e.family == MethodFamily::Every && e.k == 4 && e.every == 3 && e.name == "every-4/3"));
-  CHECK(parse_method("random").family == MethodFamily::Random);
-  CHECK(parse_method("oracle").family == MethodFamily::Oracle);
-  const MethodSpec h = parse_method("ttt-loss");
-  CHECK((h.family == MethodFamily::Heuristic && h.score == Score::TTTLoss));
-  const MethodSpec l = parse_method("learned-reinforce[gamma=0.5]");
-  CHECK((l.family == MethodFamily::Learned && l.learner == "learned-reinforce" && l.name == "learned-reinforce[gamma=0.5]"));
-  CHECK(family_kind(l) == "reinforce");
-  CHECK(family_kind(parse_method("pondernet")) == "pondernet");
-  CHECK(family_kind(parse_method("learned-ppo-pid")) == "ppo-pid");
-  CHECK(family_kind(e) == "every");
-  const MethodSpec g = parse_method("gate-ttt-loss");
-  CHECK((g.family == MethodFamily::Heuristic && g.ema_gate && g.score == Score::TTTLoss && g.name == "gate-ttt-loss"));
-  CHECK((family_kind(g) == "gate" && family_kind(h) == "heuristic" && !h.ema_gate));
-  CHECK(fast_weight_refusal(g).find("inner loss") != std::string::npos);
-  const MethodSpec el = parse_method("easy-loss"), eg = parse_method("gate-easy-ttt-loss");
-  CHECK((el.family == MethodFamily::Heuristic && el.score == Score::EasyLoss && el.name == "easy-loss" && !el.ema_gate));
-  CHECK((eg.ema_gate && eg.score == Score::EasyTTTLoss && family_kind(eg) == "gate"));
-  CHECK((fast_weight_refusal(el).empty() && !fast_weight_refusal(eg).empty()));
-  CHECK_THROWS_WITH_AS(parse_method("easy-random"), doctest::Contains("unknown method 'easy-random'"), std::invalid_argument);
-  CHECK(fast_weight_refusal(parse_method("gate-loss")).empty());
-  CHECK(fast_weight_refusal(parse_method("pondernet")).empty());  // its trials run on fast weights too
-  const MethodSpec rp = parse_method("replay:a/oracle.json+b.json");
-  CHECK((rp.family == MethodFamily::Replay && family_kind(rp) == "replay" && rp.name == "replay:a/oracle.json+b.json"));
-  CHECK(rp.files == std::vector<std::string>{"a/oracle.json", "b.json"});
-  for (const char* bad : {"replay:", "replay:a+", "replay:+a", "replay:a++b"})
-    CHECK_THROWS_WITH_AS(parse_method(bad), doctest::Contains("expected replay:FILE[+FILE...]"), std::invalid_argument);
-  const MethodSpec fr = parse_method("front-04");
-  CHECK((fr.family == MethodFamily::Front && fr.k == 4 && fr.name == "front-4" && family_kind(fr) == "front"));
-  for (const char* bad : {"uniform-", "uniform--1", "uniform-4294967296", "uniform-1x", "every-1/0", "every-1", "front-",
-                          "front-x",
-                          "every-a/2", "fixed-1/2", "learned-reinforce[gamma=1", "reinforce", "", "Oracle", "gate-",
-                          "gate-oracle", "gate-loss2"})
-  {
-    std::string quoted = "'";  // appended, not "'" + …: GCC 12 warns falsely (-Wrestrict) on that when inlined
-    quoted += bad;
-    quoted += "'";
-    CHECK_THROWS_WITH_AS(parse_method(bad), doctest::Contains(quoted.c_str()), std::invalid_argument);
-  }
-  CHECK_THROWS_WITH(parse_method("fixed-1/2"), doctest::Contains("every-K/N"));
-  CHECK_THROWS_WITH(parse_methods({"uniform-1", "uniform-01"}), doctest::Contains("listed twice"));
-  // the schedules the registry builds itself decide as their names say; fitted families are refused there
-  UnitFeatures f;
-  f.unit = 3;
-  CHECK(make_schedule(u)->decide(f) == 2);
-  CHECK(make_schedule(e)->decide(f) == 4);
-  CHECK(make_schedule(e)->name() == e.name);
-  CHECK_THROWS_WITH_AS(make_schedule(h), doctest::Contains("fitted"), std::invalid_argument);
-}
-
 TEST_CASE("the EMA gate moves its threshold by the published rule and drives its share of updates to the rate") {
   EmaGatePolicy gate(Score::Loss, 1.0, 0, 1, 0.5, 0.1);
   auto at = [](double loss) {
@@ -251,23 +196,6 @@ TEST_CASE("the EMA gate moves its threshold by the published rule and drives its
   CHECK(drift.threshold() == doctest::Approx(0.5).epsilon(0.2));
   CHECK_THROWS_WITH_AS(EmaGatePolicy(Score::Loss, 1.0, 0, 1, 0.5, 1.0), doctest::Contains("EMA factor"),
                        std::invalid_argument);
-}
-
-TEST_CASE("front-K spends the whole budget as early as it can: K per unit, rounded down to the options, then none") {
-  using namespace ponder::policy;
-  CHECK_THROWS_WITH(make_schedule(parse_method("front-2")), doctest::Contains("step options"));
-  const std::unique_ptr<Policy> front = make_schedule(parse_method("front-4"), 1.0, {0, 1, 2, 4});
-  for (int pass = 0; pass < 2; ++pass) {  // a new sequence restarts the budget
-    front->begin_sequence(uint64_t(pass));
-    std::vector<int> ks;
-    for (int64_t u = 0; u < 7; ++u) {
-      UnitFeatures f;
-      f.unit = u;
-      f.n_units = 7;
-      ks.push_back(front->decide(f));
-    }
-    CHECK(ks == std::vector<int>{4, 2, 1, 0, 0, 0, 0});  // 7 steps: 4, then the largest option within what is left
-  }
 }
 
 TEST_CASE("a hard budget caps a policy's steps per sequence, causally, and restarts with each sequence") {

@@ -87,7 +87,7 @@ TEST_CASE("--shard i/n: 0-based, and each malformed form is an error naming it")
 TEST_CASE("the cells of a comparison: the oracle by seed, other methods whole, the frontier's sweep but μ = 0, and no "
           "frontier without the oracle") {
   cli::CompareOptions opt;
-  opt.methods = policy::parse_methods({"oracle", "uniform-1", "random"});
+  opt.methods = methods::parse_methods({"oracle", "uniform-1", "random"});
   opt.seeds = 3;
   opt.frontier_mus = {0.0, 0.1, 0.5};
   CHECK(cli::compare_cells(opt) == std::vector<std::string>{"run oracle seed 0", "run oracle seed 1",
@@ -99,7 +99,7 @@ TEST_CASE("the cells of a comparison: the oracle by seed, other methods whole, t
   CHECK(cli::compare_cells(opt) == std::vector<std::string>{"run oracle seed 0", "method uniform-1", "method random",
                                                             "frontier mu 0.0", "frontier mu 0.5"});
   opt.oracle_mu = 0;
-  opt.methods = policy::parse_methods({"uniform-1"});  // no oracle: no frontier to search (each point is an oracle pass)
+  opt.methods = methods::parse_methods({"uniform-1"});  // no oracle: no frontier to search (each point is an oracle pass)
   CHECK(cli::compare_cells(opt) == std::vector<std::string>{"method uniform-1"});
 }
 

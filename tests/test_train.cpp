@@ -154,15 +154,15 @@ TEST_CASE("random schedules draw every option, reproducibly from the generator s
 }
 
 TEST_CASE("schedule specs") {
-  CHECK(make_schedule("uniform-3")->steps({}) == 3);
+  CHECK(make_schedule(parse_schedule("uniform-3"))->steps({}) == 3);
   UnitInfo u;
   u.unit = 5;
-  CHECK(make_schedule("fixed:1,0,2")->steps(u) == 2);
+  CHECK(make_schedule(parse_schedule("fixed:1,0,2"))->steps(u) == 2);
   u.unit = 1;
-  CHECK(make_schedule("fixed:1,0,2")->steps(u) == 0);
-  CHECK_THROWS_WITH(make_schedule("uniform-x"), doctest::Contains("'x' is not a step count"));
-  CHECK_THROWS_WITH(make_schedule("fixed:1,,2"), doctest::Contains("fixed:1,,2"));
-  CHECK_THROWS_WITH(make_schedule("all"), doctest::Contains("expected uniform-K or fixed:K1,K2"));
+  CHECK(make_schedule(parse_schedule("fixed:1,0,2"))->steps(u) == 0);
+  CHECK_THROWS_WITH(make_schedule(parse_schedule("uniform-x")), doctest::Contains("'x' is not a step count"));
+  CHECK_THROWS_WITH(make_schedule(parse_schedule("fixed:1,,2")), doctest::Contains("fixed:1,,2"));
+  CHECK_THROWS_WITH(make_schedule(parse_schedule("all")), doctest::Contains("expected uniform-K or fixed:K1,K2"));
 }
 
 TEST_CASE("a ci-sized model trained 500 steps on Moby Dick lands well below the unigram entropy" *
@@ -609,7 +609,7 @@ TEST_CASE("evaluation: FLOPs per token grow with K, bits per byte are finite, pe
   eo.batch_size = 4;  // two batches, the second one partial
   double prev_flops = 0, prev_inner = -1;
   for (int k : {0, 1, 2, 4}) {
-    eo.inner.schedule = "uniform-" + std::to_string(k);
+    eo.inner.schedule = ttt::parse_schedule("uniform-" + std::to_string(k));
     const EvalResult r = evaluate(t.model(), windows, eo);
     INFO("K = ", k);
     CHECK(std::isfinite(r.bpb));
@@ -627,13 +627,13 @@ TEST_CASE("evaluation: FLOPs per token grow with K, bits per byte are finite, pe
     prev_inner = r.inner_flops_per_token;
   }
   // Prefix mode with K > 1 runs on the iterative path and costs more than carry mode.
-  eo.inner = {"uniform-2", StepMode::Prefix, InnerPath::Iterative};
+  eo.inner = {ttt::parse_schedule("uniform-2"), StepMode::Prefix, InnerPath::Iterative};
   const EvalResult prefix = evaluate(t.model(), windows, eo);
   CHECK(std::isfinite(prefix.bpb));
-  eo.inner = {"uniform-2", StepMode::Carry, InnerPath::Iterative};
+  eo.inner = {ttt::parse_schedule("uniform-2"), StepMode::Carry, InnerPath::Iterative};
   CHECK(prefix.inner_flops_per_token > evaluate(t.model(), windows, eo).inner_flops_per_token);
   // The dual path takes prefix mode's K > 1 in closed form: the same values, fewer FLOPs than the engine's grads.
-  eo.inner = {"uniform-2", StepMode::Prefix, InnerPath::Dual};
+  eo.inner = {ttt::parse_schedule("uniform-2"), StepMode::Prefix, InnerPath::Dual};
   const EvalResult closed = evaluate(t.model(), windows, eo);
   CHECK(closed.bpb == doctest::Approx(prefix.bpb).epsilon(1e-5));
   CHECK(closed.inner_flops_per_token < prefix.inner_flops_per_token);
@@ -757,7 +757,7 @@ cli::CompareResult hand_result(const std::map<std::string, std::vector<double>>&
   for (const auto& [name, w] : windows) {
     cli::MethodResult m;
     m.name = name;
-    m.kind = name.starts_with("uniform-") ? "uniform" : name == "oracle" ? "oracle" : "random";
+    m.kind = name.starts_with("uniform-") ? methods::MethodKind::Uniform : name == "oracle" ? methods::MethodKind::Oracle : methods::MethodKind::Random;
     m.passage_k = {1};
     m.k_hist = {1, 1, 1, 1};
     m.unit_tokens = 16;
@@ -1009,7 +1009,7 @@ TEST_CASE("over models, the report says which policies lie below the uniform fro
 // `scored` tokens each read after `adapt` before them.
 cli::CompareOptions streams_options(std::vector<std::string> methods, int64_t adapt, int64_t scored) {
   cli::CompareOptions opt;
-  opt.methods = policy::parse_methods(methods);
+  opt.methods = methods::parse_methods(methods);
   opt.seeds = 1;
   opt.seq_len = 16;
   opt.calib_windows = 2;
@@ -1045,7 +1045,7 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
     CHECK(m.seeds[0].scored_tokens == double(data::scored_tokens(capped)));
     CHECK(m.seeds[0].window_bpb.size() == 1);
     ttt::StreamEvalOptions so;
-    so.inner.schedule = m.name;
+    so.inner.schedule = ttt::parse_schedule(m.name);
     so.chunk = 16;
     const ttt::StreamEvalResult e = ttt::evaluate_streams(model, capped, so);
     CHECK(m.seeds[0].bpb == doctest::Approx(e.bpb).epsilon(1e-6));  // unit by unit vs chunks: float32 rounding
@@ -1071,7 +1071,7 @@ TEST_CASE("comparison in streams mode scores exactly the held-out streams' evalu
   for (const cli::MethodResult& m : reset.methods) {
     INFO(m.name, " reset at every file");
     ttt::StreamEvalOptions so;
-    so.inner.schedule = m.name;
+    so.inner.schedule = ttt::parse_schedule(m.name);
     so.chunk = 16;
     so.reset_at_documents = true;
     const ttt::StreamEvalResult e = ttt::evaluate_streams(model, capped, so);
@@ -1172,7 +1172,7 @@ TEST_CASE("compare.calibrate_from streams: heuristics calibrate on the validatio
   mc.heads = 2;
   mc.mini_batch = 4;
   const Model model(mc, 3);
-  opt.methods = policy::parse_methods({"uniform-1", "uniform-2", "uniform-4", "loss"});
+  opt.methods = methods::parse_methods({"uniform-1", "uniform-2", "uniform-4", "loss"});
   opt.seeds = 1;
   opt.calib_windows = 2;
   opt.step_options = {0, 1, 2, 4};
@@ -1256,7 +1256,7 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   REQUIRE(b.lo.size() == 5);  // positions 1 … 31 in [1,2), [2,4), … [16,32)
   for (size_t i = 0; i < b.lo.size(); ++i) CHECK(b.count[i] == 2 * (b.hi[i] - b.lo[i]));
   ttt::StreamEvalOptions so;
-  so.inner.schedule = "uniform-1";
+  so.inner.schedule = ttt::parse_schedule("uniform-1");
   so.chunk = 16;
   const ttt::StreamEvalResult direct =
       ttt::evaluate_streams(m.model, cli::document_starts(docs, 2, 32, candidates), so);
@@ -1342,7 +1342,7 @@ TEST_CASE("loss by position from documents' starts: every held-out file read alo
   CHECK(cli::Journal(t.file("journal.jsonl"), fp).reused() == 8);  // three passes more (uniform-1 reset too), none read back
   int64_t split_tokens = 0;
   ttt::StreamEvalOptions ps;
-  ps.inner = {"uniform-2", ttt::StepMode::Prefix, ttt::InnerPath::Iterative};  // the reference path
+  ps.inner = {ttt::parse_schedule("uniform-2"), ttt::StepMode::Prefix, ttt::InnerPath::Iterative};  // the reference path
   ps.chunk = 16;
   const ttt::StreamEvalResult want = ttt::evaluate_streams(m.model, cli::held_out_streams(ds, opt, split_tokens), ps);
   // The regime's dual (closed-form) prefix path and the iterative reference round differently in float32: 2e-9
@@ -1598,7 +1598,7 @@ TEST_CASE("replay: oracle.json files read back as per-window schedules, their me
   const std::string segs = R"("segments": [{"tokens": [1, 2, 3, 4, 5], "unit_tokens": 2}, {"tokens": [6, 7, 8, 9], "unit_tokens": 2}])";
   const std::string a = write("a.json", "{" + segs + R"(, "per_unit": {"k": [0, 8, 2, 1]}})");
   const std::string b = write("b.json", "{" + segs + R"(, "per_unit": {"k": [4, 8, 4, 2]}})");
-  cli::Replay one = cli::load_replay(policy::parse_method("replay:" + a), 2, {0, 1, 2, 4, 8});
+  cli::Replay one = cli::load_replay(methods::parse_method("replay:" + a), 2, {0, 1, 2, 4, 8});
   CHECK(one.detail.find("not a policy") != std::string::npos);
   policy::UnitFeatures f;
   one.policy->begin_window(1);
@@ -1606,7 +1606,7 @@ TEST_CASE("replay: oracle.json files read back as per-window schedules, their me
   f.first_token = 8;  // the unit's first input token: tokens[2] of segment 1
   CHECK(one.policy->decide(f) == 1);
   // The mean of the two files on each unit, rounded to the nearest option: 2 (tie → 2), 8, 3 → 2 (tie), 1.5 → 1.
-  cli::Replay both = cli::load_replay(policy::parse_method("replay:" + a + "+" + b), 2, {0, 1, 2, 4, 8});
+  cli::Replay both = cli::load_replay(methods::parse_method("replay:" + a + "+" + b), 2, {0, 1, 2, 4, 8});
   std::vector<int> ks;
   for (int w = 0; w < 2; ++w)
     for (int u = 0; u < 2; ++u) {
@@ -1617,7 +1617,7 @@ TEST_CASE("replay: oracle.json files read back as per-window schedules, their me
     }
   CHECK(ks == std::vector<int>{2, 8, 2, 1});
   auto refused = [](const std::string& name, int64_t unit) {
-    return error_of([&] { cli::load_replay(policy::parse_method(name), unit, {0, 1}); });
+    return error_of([&] { cli::load_replay(methods::parse_method(name), unit, {0, 1}); });
   };
   CHECK(refused("replay:" + t.file("none.json"), 2).find("none.json: cannot be read") != std::string::npos);
   CHECK(refused("replay:" + write("c.json", "{oops"), 2).find("c.json: not JSON") != std::string::npos);
@@ -1641,7 +1641,7 @@ TEST_CASE("replay-shuffled-S: the same K permuted within each segment, fixed by 
                                          {"tokens": [10, 11, 12, 13, 14, 15], "unit_tokens": 2}],
                            "per_unit": {"k": [0, 1, 2, 8, 4, 0, 1]}})";
   auto schedule = [&](const std::string& method) {
-    cli::Replay r = cli::load_replay(policy::parse_method(method), 2, {0, 1, 2, 4, 8});
+    cli::Replay r = cli::load_replay(methods::parse_method(method), 2, {0, 1, 2, 4, 8});
     std::vector<std::vector<int>> ks(2);
     policy::UnitFeatures f;
     for (int w = 0; w < 2; ++w)
@@ -1665,10 +1665,10 @@ TEST_CASE("replay-shuffled-S: the same K permuted within each segment, fixed by 
     CHECK(k == std::vector<std::vector<int>>{{0, 1, 2, 8}, {0, 1, 4}});  // the same K in each segment
   }
   CHECK(moved);
-  CHECK(cli::load_replay(policy::parse_method("replay-shuffled-3:" + file), 2, {0, 1, 2, 4, 8}).detail.find(
+  CHECK(cli::load_replay(methods::parse_method("replay-shuffled-3:" + file), 2, {0, 1, 2, 4, 8}).detail.find(
             "permuted within each segment (seed 3)") != std::string::npos);
-  CHECK(error_of([&] { policy::parse_method("replay-shuffled-x:" + file); }).find("expected a whole number") != std::string::npos);
-  CHECK(error_of([] { policy::parse_method("replay-shuffled-2"); }).find("expected replay-shuffled-S:FILE") != std::string::npos);
+  CHECK(error_of([&] { methods::parse_method("replay-shuffled-x:" + file); }).find("expected a whole number") != std::string::npos);
+  CHECK(error_of([] { methods::parse_method("replay-shuffled-2"); }).find("expected replay-shuffled-S:FILE") != std::string::npos);
   // @ORDER.json: the segment's K placed by descending score (ties by unit order), the same K in each segment.
   const std::string order = t.file("order.json");
   std::ofstream(order) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2},
@@ -1680,21 +1680,21 @@ TEST_CASE("replay-shuffled-S: the same K permuted within each segment, fixed by 
                                          {"tokens": [10, 11, 12, 13, 14, 15], "unit_tokens": 2}],
                            "per_unit": {"score": [0, 1, 2, 8, 4, 0, 1]}})";
   CHECK(schedule("replay:" + file + "@" + by_k) == plain);
-  CHECK(cli::load_replay(policy::parse_method("replay:" + file + "@" + order), 2, {0, 1, 2, 4, 8}).detail.find(
+  CHECK(cli::load_replay(methods::parse_method("replay:" + file + "@" + order), 2, {0, 1, 2, 4, 8}).detail.find(
             "in the order of the scores of") != std::string::npos);
   const std::string bad = t.file("bad.json");
   std::ofstream(bad) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2},
                                        {"tokens": [10, 11, 12, 13, 14, 15], "unit_tokens": 2}],
                          "per_unit": {"score": [0, 1, 2, 8, 4, 0, null]}})";
-  CHECK(error_of([&] { cli::load_replay(policy::parse_method("replay:" + file + "@" + bad), 2, {0, 1}); })
+  CHECK(error_of([&] { cli::load_replay(methods::parse_method("replay:" + file + "@" + bad), 2, {0, 1}); })
             .find("bad.json: not an oracle.json") != std::string::npos);
   const std::string other = t.file("other.json");
   std::ofstream(other) << R"({"segments": [{"tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9], "unit_tokens": 2}],
                            "per_unit": {"score": [0, 1, 2, 8]}})";
-  CHECK(error_of([&] { cli::load_replay(policy::parse_method("replay:" + file + "@" + other), 2, {0, 1}); })
+  CHECK(error_of([&] { cli::load_replay(methods::parse_method("replay:" + file + "@" + other), 2, {0, 1}); })
             .find("other.json: its segments are not those of") != std::string::npos);
-  CHECK(error_of([&] { policy::parse_method("replay-shuffled-1:" + file + "@" + order); }).find("not both") != std::string::npos);
-  CHECK(error_of([&] { policy::parse_method("replay:" + file + "@"); }).find("expected @ORDER.json") != std::string::npos);
+  CHECK(error_of([&] { methods::parse_method("replay-shuffled-1:" + file + "@" + order); }).find("not both") != std::string::npos);
+  CHECK(error_of([&] { methods::parse_method("replay:" + file + "@"); }).find("expected @ORDER.json") != std::string::npos);
 }
 
 TEST_CASE("the distance to the uniform frontier: interpolated at the method's FLOPs, the curve's end beyond it, and a "
@@ -1728,7 +1728,7 @@ TEST_CASE("Holm within families: replayed oracles read labels, so adding them le
   cli::CompareResult plain = hand_result({{"uniform-2", two}, {"random", a}, {"entropy", b}}, false);
   cli::CompareResult with = hand_result({{"uniform-2", two}, {"random", a}, {"entropy", b}, {"replay:x", c}}, false);
   for (cli::MethodResult& m : with.methods)
-    if (m.name == "replay:x") m.kind = "replay";
+    if (m.name == "replay:x") m.kind = methods::MethodKind::Replay;
   auto holm_of = [](const cli::CompareResult& r) {
     std::map<std::string, double> out;
     for (const cli::Comparison& x : cli::paired_comparisons(r, *cli::find(r, "uniform-2"), false)) out[x.method] = x.holm;

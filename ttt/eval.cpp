@@ -27,20 +27,25 @@ int parse_k(const std::string& text, const std::string& spec) {
 
 }  // namespace
 
-std::unique_ptr<StepSchedule> make_schedule(const std::string& spec) {
-  if (spec.rfind("uniform-", 0) == 0) return std::make_unique<UniformSchedule>(parse_k(spec.substr(8), spec));
+ScheduleSpec parse_schedule(const std::string& spec) {
+  if (spec.rfind("uniform-", 0) == 0) return {{parse_k(spec.substr(8), spec)}, false, spec};
   if (spec.rfind("fixed:", 0) == 0) {
-    std::vector<int> ks;
+    ScheduleSpec s{{}, true, spec};
     const std::string list = spec.substr(6);
     for (size_t at = 0; at <= list.size();) {
       const size_t comma = std::min(list.find(',', at), list.size());
-      ks.push_back(parse_k(list.substr(at, comma - at), spec));
+      s.ks.push_back(parse_k(list.substr(at, comma - at), spec));
       at = comma + 1;
     }
-    return std::make_unique<FixedSchedule>(std::move(ks));
+    return s;
   }
   throw std::invalid_argument("schedule '" + spec + "': expected uniform-K or fixed:K1,K2,... (K in 0.." +
                               std::to_string(kMaxInnerSteps) + ")");
+}
+
+std::unique_ptr<StepSchedule> make_schedule(const ScheduleSpec& spec) {
+  if (spec.fixed) return std::make_unique<FixedSchedule>(spec.ks);
+  return std::make_unique<UniformSchedule>(spec.ks.at(0));
 }
 
 StepMode parse_mode(const std::string& s) {

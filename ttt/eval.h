@@ -11,19 +11,28 @@
 
 namespace ponder::ttt {
 
+// A step schedule as configs and the CLI spell it, parsed once (parse_schedule): "uniform-K", K on every unit, or
+// "fixed:K1,K2,…", one K per unit, the last repeating.
+struct ScheduleSpec {
+  std::vector<int> ks = {1};  // uniform: its one K; fixed: the list
+  bool fixed = false;
+  std::string text = "uniform-1";  // as written: what results and messages print
+};
+
 // How a forward pass runs its TTT layers, as configs and the CLI spell it.
 struct InnerRun {
-  std::string schedule = "uniform-1";  // "uniform-K" or "fixed:K1,K2,…" (one K per unit, last repeats)
+  ScheduleSpec schedule;
   StepMode mode = StepMode::Carry;
   InnerPath path = InnerPath::Dual;
 };
 
-// Parses a schedule spec; throws std::invalid_argument naming the spec and the accepted forms.
 // The most inner steps a unit may be given: a larger count is a typo or an overflow, not a schedule (a graph of
 // 100,000 steps a unit exhausts memory before its first unit ends).
 inline constexpr int kMaxInnerSteps = 64;
 
-std::unique_ptr<StepSchedule> make_schedule(const std::string& spec);
+// Parses a schedule as written; throws std::invalid_argument naming the text and the accepted forms.
+ScheduleSpec parse_schedule(const std::string& text);
+std::unique_ptr<StepSchedule> make_schedule(const ScheduleSpec& spec);
 StepMode parse_mode(const std::string& s);    // "carry" | "prefix"
 InnerPath parse_path(const std::string& s);   // "dual" | "iterative"
 const char* mode_name(StepMode m);

@@ -32,7 +32,7 @@ void run(const AblateArgs& a, const CellShare& share = {}) {
   if (a.iterations > 0) opt.learn.reinforce.iterations = a.iterations;
   const std::vector<AblationGroup> groups =
       select_groups(ablation_groups(opt.learn, job.m.model.config().mini_batch, opt.seq_len), a.groups);
-  opt.methods = policy::parse_methods(ablation_methods(groups, opt.budget_k));
+  opt.methods = methods::parse_methods(ablation_methods(groups, opt.budget_k));
   opt.frontier_mus.clear();  // no oracle here: its frontier would only cost time
   std::fprintf(stderr, "ablate: %zu cells (%s) × %lld seeds × %s windows\n", opt.methods.size() - 1,
                a.groups.empty() ? "all groups" : a.groups.c_str(), (long long)opt.seeds,

@@ -243,7 +243,7 @@ namespace {
 void check_paired_design(const CompareOptions& opt, const Dataset& ds, const std::string& label) {
   const std::string budget = "uniform-" + std::to_string(opt.budget_k);
   const char* l = label.c_str();
-  if (std::none_of(opt.methods.begin(), opt.methods.end(), [&](const policy::MethodSpec& m) { return m.name == budget; }))
+  if (std::none_of(opt.methods.begin(), opt.methods.end(), [&](const methods::MethodSpec& m) { return m.name == budget; }))
     std::fprintf(stderr, "%s: warning: %s.methods has no %s (%s.budget_k = %lld): the methods run, but the report can "
                  "test none of them against the budget; add %s to %s.methods\n", l, l, budget.c_str(), l,
                  (long long)opt.budget_k, budget.c_str(), l);

@@ -61,7 +61,7 @@ void print_text(const ttt::EvalResult& r, const ttt::InnerRun& inner, const std:
   std::printf("device %s\n", device.c_str());
   std::printf("checkpoint %s (step %lld), %s split: %lld windows of %zu tokens\n", path.c_str(), (long long)step,
               split.c_str(), (long long)r.windows, r.position_loss.size());
-  std::printf("schedule %s, mode %s, path %s: mean K %.2f\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
+  std::printf("schedule %s, mode %s, path %s: mean K %.2f\n", inner.schedule.text.c_str(), ttt::mode_name(inner.mode),
               ttt::path_name(inner.path), r.mean_k);
   std::printf("loss %.4f nats/token, %.4f bits/byte\n", r.loss, r.bpb);
   // In carry mode a dead carry makes every K ≥ 1 give the same outputs; prefix mode's steps change a unit's own.
@@ -110,7 +110,7 @@ void print_streams(const ttt::StreamEvalResult& r, const ttt::InnerRun& inner, c
                    int64_t split_tokens, const std::string& positions, const std::vector<double>& carry, bool reset) {
   std::printf("%s: %lld streams, %lld scored tokens (%.1f %% of the split), %s\n", where.c_str(), (long long)r.streams,
               (long long)r.tokens, 100.0 * double(r.tokens) / double(split_tokens), how_read(r, reset).c_str());
-  std::printf("schedule %s, mode %s, path %s\n", inner.schedule.c_str(), ttt::mode_name(inner.mode),
+  std::printf("schedule %s, mode %s, path %s\n", inner.schedule.text.c_str(), ttt::mode_name(inner.mode),
               ttt::path_name(inner.path));
   std::printf("%.4f bits/byte over every scored token; %.4f mean over streams\n", r.bpb, mean_over_streams(r));
   std::printf("carry factor per TTT layer:");
@@ -147,11 +147,11 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   // One progress line over both passes, each weighed by the tokens it reads, so the ETA covers what is left of both.
   const double first = tokens_of(streams), total = first + tokens_of(docs);
   const CompareProgress progress = stderr_progress("eval");
-  so.progress = [&](double f) { progress(inner.schedule + " on the streams", f * first, total); };
+  so.progress = [&](double f) { progress(inner.schedule.text + " on the streams", f * first, total); };
   ttt::StreamEvalResult r = ttt::evaluate_streams(m.model, streams, so);
   std::string positions = "every prediction read, by its position in its stream";
   if (!docs.empty()) {
-    so.progress = [&](double f) { progress(inner.schedule + " from documents' starts", first + f * (total - first), total); };
+    so.progress = [&](double f) { progress(inner.schedule.text + " from documents' starts", first + f * (total - first), total); };
     r.by_position = ttt::evaluate_streams(m.model, docs, so).by_position;
     positions = std::to_string(docs.size()) + " documents read from their first token, " +
                 std::to_string(ro.position_len) + " tokens each";
@@ -165,7 +165,7 @@ void run_stream_eval(const EvalArgs& o, const TrainedModel& m, const ttt::InnerR
   std::vector<std::string> names;  // the order of stream_bpb and stream_tokens
   for (const data::StreamTokens& st : streams) names.push_back(st.name);
   nlohmann::ordered_json j = provenance(m, ds, o.checkpoint, "ponder eval --streams");
-  j.update({{"trained_commit", ck.meta_value("commit")}, {"split", split}, {"schedule", inner.schedule},
+  j.update({{"trained_commit", ck.meta_value("commit")}, {"split", split}, {"schedule", inner.schedule.text},
             {"mode", ttt::mode_name(inner.mode)}, {"path", ttt::path_name(inner.path)},
             {"carry_token_factor", m.model.carry_factors()}, {"streams", r.streams}, {"read", how_read(r, o.reset)},
             {"reset_at_documents", o.reset}, {"documents_read_alone", o.reset ? r.pieces : 0}, {"scored_tokens", r.tokens},
@@ -184,7 +184,7 @@ void run_eval(const EvalArgs& o) {
   const TrainedModel m = load_trained(ck, o.checkpoint, device);
   const EvalConfig& ec = m.config.eval;
   ttt::InnerRun inner = ec.inner;
-  if (!o.schedule.empty()) inner.schedule = o.schedule;
+  if (!o.schedule.empty()) inner.schedule = ttt::parse_schedule(o.schedule);
   if (!o.mode.empty()) inner.mode = ttt::parse_mode(o.mode);
   if (!o.path.empty()) inner.path = ttt::parse_path(o.path);
   const std::string split = o.split.empty() ? ec.split : o.split;

@@ -33,7 +33,7 @@ struct GradcheckArgs {
 void run_model_pieces(const GradcheckArgs& a) {
   const RunConfig cfg = apply_overrides(load_config(resolve_config(a.model)), a.over);
   std::printf("model %s (float64, seed %lld), schedule %s, mode %s, path %s; %d random directions\n",
-              resolve_config(a.model).c_str(), (long long)cfg.train.seed, cfg.eval.inner.schedule.c_str(),
+              resolve_config(a.model).c_str(), (long long)cfg.train.seed, cfg.eval.inner.schedule.text.c_str(),
               ttt::mode_name(cfg.eval.inner.mode), ttt::path_name(cfg.eval.inner.path), a.directions);
   std::printf("%-10s %8s %10s %12s %12s  %s\n", "piece", "tensors", "numbers", "grad err", "gradgrad err", "verdict");
   int fails = 0, ran = 0;

@@ -61,10 +61,10 @@ ttt::StepTrace run_step(const InspectArgs& a, const Subject& s, bool norms, std:
                                 std::to_string(tokens) + " tokens; --batch " + std::to_string(a.batch) + " needs more");
   const data::Batch b = windows.batch(0, a.batch);
   ttt::InnerRun inner = s.config.eval.inner;
-  if (!a.schedule.empty()) inner.schedule = a.schedule;
+  if (!a.schedule.empty()) inner.schedule = ttt::parse_schedule(a.schedule);
   const std::unique_ptr<ttt::StepSchedule> sched = ttt::make_schedule(inner.schedule);
   header = s.what + ": " + std::to_string(a.batch) + " x " + std::to_string(tokens) + " tokens of " +
-           ds.corpus.name + " (valid), schedule " + inner.schedule + ", mode " + ttt::mode_name(inner.mode) +
+           ds.corpus.name + " (valid), schedule " + inner.schedule.text + ", mode " + ttt::mode_name(inner.mode) +
            ", path " + ttt::path_name(inner.path);
   return ttt::trace_step(*s.model, b.input, b.target, ttt::make_run(inner, sched.get(), 1.0, nullptr), norms);
 }

@@ -74,7 +74,7 @@ void run(const OracleArgs& a) {
   const Dataset& ds = job.ds;
   if (a.hidden_k >= 0 && !opt.streams)
     throw std::invalid_argument("oracle: --hidden-k reads the held-out streams' segments; set compare.streams: true");
-  opt.methods = policy::parse_methods({"oracle"});  // the difficulty scores come with the oracle's units
+  opt.methods = methods::parse_methods({"oracle"});  // the difficulty scores come with the oracle's units
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("oracle"), nullptr, &ds.test_streams,
                                       {}, &ds.valid_streams);
   std::fprintf(stderr, "\n");

@@ -28,7 +28,7 @@ void run(const CheckpointJobArgs& a) {
   const std::string budget = "uniform-" + std::to_string(opt.budget_k), high = "uniform-" + std::to_string(opt.high);
   std::vector<std::string> names = {"entropy", "loss", "ttt-loss", "gradnorm", budget};
   if (high != budget) names.push_back(high);
-  opt.methods = policy::parse_methods(names);
+  opt.methods = methods::parse_methods(names);
   const CompareResult r = run_compare(m.model, ds.valid, ds.test, opt, stderr_progress("overhead"), nullptr,
                                       &ds.test_streams, {}, &ds.valid_streams);
   std::fprintf(stderr, "\n");
@@ -58,13 +58,13 @@ void run(const CheckpointJobArgs& a) {
                  {"net_saving_pct_of_base", 100 * net / base}};
     }
     txt << "\n";
-    methods.push_back({{"name", mr.name}, {"kind", mr.kind}, {"detail", mr.detail}, {"bpb", seed_mean(mr, bpb_of)},
+    methods.push_back({{"name", mr.name}, {"kind", methods::kind_name(mr.kind)}, {"detail", mr.detail}, {"bpb", seed_mean(mr, bpb_of)},
                        {"mean_k", seed_mean(mr, k_of)}, {"base_flops_per_token", base},
                        {"inner_flops_per_token", inner}, {"overhead_flops_per_token", over}, {"vs", vs}});
   }
   txt << "\n";
   for (const MethodResult& mr : r.methods) {
-    if (mr.kind != "heuristic") continue;
+    if (mr.kind != methods::MethodKind::Heuristic) continue;
     txt << mr.name << ":";
     for (const std::string& ref : refs) {
       const double net = seed_mean(*find(r, ref), inner_of) - seed_mean(mr, inner_of) - seed_mean(mr, overhead_of);

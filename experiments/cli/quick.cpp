@@ -98,7 +98,7 @@ std::string training_section(const RunConfig& cfg, const TrainedModel& m, const 
      << cfg.model.token_factor << ") trained " << cfg.train.steps << " steps on windows of " << cfg.train.seq_len
      << " tokens of " << ds.corpus.name << " with K drawn per unit and layer from {";
   for (size_t i = 0; i < cfg.train.step_options.size(); ++i) md << (i ? "," : "") << cfg.train.step_options[i];
-  md << "} (" << ttt::mode_name(cfg.train.mode) << " mode). Validation bits/byte (" << cfg.eval.inner.schedule << ", "
+  md << "} (" << ttt::mode_name(cfg.train.mode) << " mode). Validation bits/byte (" << cfg.eval.inner.schedule.text << ", "
      << cfg.eval.max_windows << " windows of the validation split; `training.png` draws the training loss, validation bits/byte and each TTT "
         "layer's carry token factor for every model trained here):\n\n| step | val bpb |\n|---|---|\n";
   for (const auto& [step, bpb] : curve) {

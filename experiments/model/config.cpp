@@ -91,14 +91,14 @@ class Section {
     if (out < 0 || out > kMaxSteps)
       fail(node_[key], key, "must lie in 0.." + std::to_string(kMaxSteps) + ", got " + std::to_string(out));
   }
-  // A list of comparison methods, each parsed by the registry (policy/methods.h).
-  void get_methods(const std::string& key, std::vector<policy::MethodSpec>& out) {
+  // A list of comparison methods, each parsed by the registry (methods/registry.h).
+  void get_methods(const std::string& key, std::vector<methods::MethodSpec>& out) {
     std::vector<std::string> names;
     get(key, names);
     if (!node_ || !node_.IsMap() || !node_[key]) return;
     if (names.empty()) fail(node_[key], key, "must list at least one method, got []");
     try {
-      out = policy::parse_methods(names);
+      out = methods::parse_methods(names);
     } catch (const std::invalid_argument& e) {
       fail(node_[key], key, e.what());
     }
@@ -233,10 +233,7 @@ void read_data(Section& s, DataConfig& d) {
 }
 
 void read_eval(Section& s, EvalConfig& e) {
-  s.get<std::string>("schedule", e.inner.schedule, [](const std::string& v) {
-    ttt::make_schedule(v);  // throws on a malformed spec
-    return v;
-  });
+  s.get<ttt::ScheduleSpec>("schedule", e.inner.schedule, ttt::parse_schedule);
   s.get<ttt::StepMode>("mode", e.inner.mode, to_mode);
   s.get<ttt::InnerPath>("path", e.inner.path, to_path);
   s.get("batch_size", e.batch_size);
@@ -280,7 +277,7 @@ void read_compare(Section& s, CompareOptions& c) {
 }
 
 // learn: settings of the learned methods (learned-reinforce, learned-ppo-pid, pondernet).
-void read_learn(Section& s, LearnOptions& l) {
+void read_learn(Section& s, methods::LearnOptions& l) {
   s.get<std::string>("net", l.net, [](const std::string& v) { return one_of(v, {"mlp", "lstm"}); });
   s.get("hidden", l.hidden);
   s.get("train_windows", l.train_windows);
@@ -387,10 +384,10 @@ void check_adapt(const RunConfig& c) {
            ", the smaller side of every projection LoRA adapts (a rank above it adds nothing a full update lacks)");
   need(!a.step_options.empty(), "adapt.step_options must not be empty");
   need(a.high > a.low, "adapt.high must exceed adapt.low");
-  for (const policy::MethodSpec& m : a.methods) {
-    std::string why = policy::fast_weight_refusal(m);
-    if (why.empty() && m.family == policy::MethodFamily::Learned)
-      why = fast_weight_learned_refusal(m.name, c.compare.learn, a.chunk);
+  for (const methods::MethodSpec& m : a.methods) {
+    std::string why = methods::fast_weight_refusal(m);
+    if (why.empty() && m.family == methods::MethodFamily::Learned)
+      why = methods::fast_weight_learned_refusal(m, c.compare.learn, a.chunk);
     need(why.empty(), "adapt.methods: " + why);
   }
 }
@@ -401,7 +398,7 @@ void check_learn(const RunConfig& c) {
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) throw std::invalid_argument(msg);
   };
-  const LearnOptions& l = k.learn;
+  const methods::LearnOptions& l = k.learn;
   need(l.hidden >= 1 && l.hidden <= 4096, "learn.hidden (the policy network's width) must lie in 1..4096, got " +
                                               std::to_string(l.hidden));
   need(l.train_windows >= 1, "learn.train_windows must be positive, got " + std::to_string(l.train_windows));
@@ -414,8 +411,8 @@ void check_learn(const RunConfig& c) {
     need(std::isfinite(lr) && lr > 0, std::string("learn.") + name + " must be a positive finite number, got " +
                                           std::to_string(lr));
   need(l.options.size() >= 2, "learn.options needs at least two step counts");
-  for (const policy::MethodSpec& m : k.methods)
-    if (m.family == policy::MethodFamily::Learned) learned_options(m.name, l);  // its bracketed overrides parse
+  for (const methods::MethodSpec& m : k.methods)
+    if (m.family == methods::MethodFamily::Learned) methods::learned_options(m, l);  // its overrides fit the learn: settings
   for (int o : l.options) need(o >= 0, "learn.options must be >= 0, got " + std::to_string(o));
   need(l.unit_tokens == 0 || (l.unit_tokens > 0 && l.unit_tokens % c.model.mini_batch == 0 && k.seq_len % l.unit_tokens == 0),
        "learn.unit must be 0 or a multiple of model.mini_batch that divides compare.seq_len");

@@ -127,7 +127,7 @@ ttt::StreamEvalOptions attention_options(int64_t chunk) {
 // uniform-K read with the state carried, at the model's own inner step size, in the comparison's mode.
 ttt::StreamEvalOptions uniform_options(const TrainedModel& m, int k, const RegimeOptions& opt) {
   ttt::StreamEvalOptions so;
-  so.inner = {"uniform-" + std::to_string(k), opt.mode, ttt::InnerPath::Dual};
+  so.inner = {ttt::parse_schedule("uniform-" + std::to_string(k)), opt.mode, ttt::InnerPath::Dual};
   so.chunk = opt.chunk;
   so.lr_mult = eval_options(m, so.inner).lr_mult;
   return so;

@@ -532,7 +532,7 @@ ttt::EvalOptions eval_options(const TrainedModel& m, const ttt::InnerRun& inner)
 }
 
 nlohmann::ordered_json eval_json(const ttt::EvalResult& r, const ttt::InnerRun& inner) {
-  return {{"schedule", inner.schedule},
+  return {{"schedule", inner.schedule.text},
           {"mode", ttt::mode_name(inner.mode)},
           {"path", ttt::path_name(inner.path)},
           {"windows", r.windows},

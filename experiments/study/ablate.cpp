@@ -71,7 +71,7 @@ void plot_group(const AblationGroup& g, const std::map<std::string, CellStats>& 
 
 }  // namespace
 
-std::vector<AblationGroup> ablation_groups(const LearnOptions& learn, int64_t mini_batch, int64_t seq_len) {
+std::vector<AblationGroup> ablation_groups(const methods::LearnOptions& learn, int64_t mini_batch, int64_t seq_len) {
   std::vector<AblationGroup> g;
   AblationGroup gamma{"gamma", "Discount γ (temporal credit)", {}};
   for (double x : {0.0, 0.5, 0.9, 0.99})

@@ -23,7 +23,7 @@ struct AblationGroup {
 
 // The groups of docs/method.md §5.5 around the defaults in `learn` (mini_batch: the model's). Token-level units need a
 // model whose TTT mini-batch is 1, so the unit group compares the mini-batch with a 4-mini-batch chunk.
-std::vector<AblationGroup> ablation_groups(const LearnOptions& learn, int64_t mini_batch, int64_t seq_len);
+std::vector<AblationGroup> ablation_groups(const methods::LearnOptions& learn, int64_t mini_batch, int64_t seq_len);
 // Keeps the groups named in `names` (comma-separated; empty keeps all); an unknown name is an error.
 std::vector<AblationGroup> select_groups(const std::vector<AblationGroup>& all, const std::string& names);
 // Every distinct method the groups need, after the baseline uniform-<budget_k>.

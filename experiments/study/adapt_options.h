@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "policy/adapt_rollout.h"
-#include "policy/methods.h"
+#include "methods/registry.h"
 
 namespace ponder::cli {
 
@@ -16,7 +16,7 @@ namespace ponder::cli {
 struct AdaptSection {
   policy::AdaptConfig rollouts;  // fast weights (kind, rank, targets, …), inner optimiser, seed
   int64_t chunk = 256;           // tokens per chunk: scored, then updated on (a multiple of model.mini_batch)
-  std::vector<policy::MethodSpec> methods = policy::parse_methods(
+  std::vector<methods::MethodSpec> methods = methods::parse_methods(
       {"oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "every-2/2", "random", "loss", "entropy"});
   std::vector<int> step_options = {0, 1, 2, 4};  // SKIP, UPDATE_1, UPDATE_2, UPDATE_4
   int64_t budget_k = 1;          // the hard budget: uniform-<budget_k>'s measured cost

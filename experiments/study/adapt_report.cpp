@@ -100,7 +100,7 @@ AdaptSummary summarize_adapt(const CompareResult& r) {
     s.streams.push_back(row);
   }
   for (const MethodResult& m : r.methods)
-    if (skip && m.kind == "uniform" && m.name != "uniform-0" && !m.seeds.empty()) {
+    if (skip && m.kind == methods::MethodKind::Uniform && m.name != "uniform-0" && !m.seeds.empty()) {
       int worse = 0;
       const std::vector<double>& a = skip->seeds.front().window_bpb;
       const std::vector<double>& b = m.seeds.front().window_bpb;

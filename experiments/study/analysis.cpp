@@ -26,7 +26,7 @@ const FrontierPoint* best_within(const std::vector<FrontierPoint>& f, double flo
 std::vector<const MethodResult*> uniform_steps(const CompareResult& r) {
   std::vector<const MethodResult*> out;
   for (const MethodResult& m : r.methods)
-    if (m.kind == "uniform" && m.name != "uniform-0") out.push_back(&m);
+    if (m.kind == methods::MethodKind::Uniform && m.name != "uniform-0") out.push_back(&m);
   return out;
 }
 
@@ -55,7 +55,7 @@ void quality_criterion(const CompareResult& r, const CompareOptions& opt, Criter
   std::vector<std::string> names;
   std::vector<std::pair<double, double>> quality_cost;
   for (const MethodResult& m : r.methods) {
-    if (reads_labels(m) || m.kind == "uniform") continue;
+    if (reads_labels(m) || m.kind == methods::MethodKind::Uniform) continue;
     // one-sided non-inferiority: H0 bpb(m) ≥ (1 + quality)·bpb(uniform-4), per window
     const stats::TTest t = stats::paired_t_test(paired_differences(m, *u4, opt.streams, 1 + cr.quality));
     ps.push_back(std::isfinite(t.p_value) ? (t.mean < 0 ? t.p_value / 2 : 1 - t.p_value / 2) : 1.0);
@@ -66,7 +66,7 @@ void quality_criterion(const CompareResult& r, const CompareOptions& opt, Criter
   if (ps.empty()) return;
   std::string cheaper;  // a cheaper uniform schedule that clears the bar makes the criterion uninformative
   for (const MethodResult& m : r.methods) {
-    if (m.kind != "uniform" || m.name == "uniform-4") continue;
+    if (m.kind != methods::MethodKind::Uniform || m.name == "uniform-4") continue;
     const double dq = seed_mean(m, bpb_of) / b4 - 1, dc = 1 - seed_mean(m, total_of) / f4;
     if (dq <= cr.quality && dc >= cr.flops && cheaper.empty())
       cheaper = m.name + " clears the same bar (bpb " + fmt("%+.2f%%", 100 * dq) + ", FLOPs " +
@@ -92,7 +92,7 @@ void quality_criterion(const CompareResult& r, const CompareOptions& opt, Criter
 std::vector<Comparison> paired_comparisons(const CompareResult& r, const MethodResult& base, bool streams) {
   std::vector<Comparison> cmp;
   for (const MethodResult& m : r.methods) {
-    if (m.name == base.name || m.kind == "oracle" || m.kind == "uniform") continue;
+    if (m.name == base.name || m.kind == methods::MethodKind::Oracle || m.kind == methods::MethodKind::Uniform) continue;
     Comparison c;
     c.method = m.name;
     const std::vector<double> a = all_windows(m), b = all_windows(base), d = paired_differences(m, base, streams);
@@ -136,7 +136,7 @@ Headroom oracle_headroom(const CompareResult& r, const MethodResult& base) {
   h.base_flops = base.seeds.front().total_per_token();
   const MethodResult* u = &base;
   for (const MethodResult& m : r.methods)
-    if (m.kind == "uniform" && !m.seeds.empty() && m.seeds.front().total_per_token() <= h.base_flops * (1 + 1e-9) &&
+    if (m.kind == methods::MethodKind::Uniform && !m.seeds.empty() && m.seeds.front().total_per_token() <= h.base_flops * (1 + 1e-9) &&
         m.seeds.front().bpb < u->seeds.front().bpb)
       u = &m;
   h.uniform = u->name;
@@ -170,7 +170,7 @@ OracleAnalysis analyse_oracle(const CompareResult& r) {
   if (!oracle) return a;
   const std::vector<double> ok(oracle->unit_k.begin(), oracle->unit_k.end());
   for (const MethodResult& m : r.methods) {
-    if (m.kind == "oracle" || m.kind == "uniform") continue;
+    if (m.kind == methods::MethodKind::Oracle || m.kind == methods::MethodKind::Uniform) continue;
     if (m.unit_tokens != oracle->unit_tokens) {  // decisions about different spans of text: not comparable
       a.policy_rho.push_back({m.name, NAN});
       continue;

@@ -148,16 +148,16 @@ std::string run_key(const std::string& method, int seed) { return "run " + metho
 std::string frontier_key(double mu) { return "frontier mu " + nlohmann::json(mu).dump(); }
 std::string method_key(const std::string& method) { return "method " + method; }
 
-const policy::MethodSpec* first_oracle(const CompareOptions& opt) {
-  for (const policy::MethodSpec& m : opt.methods)
-    if (m.family == policy::MethodFamily::Oracle) return &m;
+const methods::MethodSpec* first_oracle(const CompareOptions& opt) {
+  for (const methods::MethodSpec& m : opt.methods)
+    if (m.family == methods::MethodFamily::Oracle) return &m;
   return nullptr;
 }
 
 // The cell a frontier point belongs to: μ = compare.oracle_mu (0, the greedy oracle, by default) is the oracle's
 // seed-0 run when the oracle is compared.
 std::string frontier_cell(const CompareOptions& opt, double mu) {
-  const policy::MethodSpec* oracle = first_oracle(opt);
+  const methods::MethodSpec* oracle = first_oracle(opt);
   return mu == opt.oracle_mu && oracle ? run_key(oracle->name, 0) : frontier_key(mu);
 }
 
@@ -176,9 +176,9 @@ std::string seed_cell(const CompareOptions& opt, const std::string& method, bool
 }
 
 // Whether this process computes any seed of method `m`, so that it must calibrate or train it.
-bool owns_method(const CompareOptions& opt, const CellShare& share, const policy::MethodSpec& m) {
+bool owns_method(const CompareOptions& opt, const CellShare& share, const methods::MethodSpec& m) {
   for (int s = 0; s < opt.seeds; ++s)
-    if (owns(opt, share, seed_cell(opt, m.name, m.family == policy::MethodFamily::Oracle, s))) return true;
+    if (owns(opt, share, seed_cell(opt, m.name, m.family == methods::MethodFamily::Oracle, s))) return true;
   return false;
 }
 
@@ -294,15 +294,15 @@ MethodBudget measure_budget(const policy::Rollouts& ro, const std::function<std:
   for (double in : inner_of_k) res.k_cost_multiple.push_back((b.base_per_token + in) / b.base_per_token);
   policy::UniformPolicy p(int(opt.budget_k));
   b.budget_inner_per_token = res.budget_inner_per_token = policy::run_windows(ro, b.cal, p, opt.rollout, 0).inner_per_token;
-  for (const policy::MethodSpec& m : opt.methods)
-    if (m.family == policy::MethodFamily::Learned && b.learn.empty())
+  for (const methods::MethodSpec& m : opt.methods)
+    if (m.family == methods::MethodFamily::Learned && b.learn.empty())
       b.learn = draw(opt.learn.train_windows, 777);
   return b;
 }
 
 // A method built (calibrated, trained), or restored from the journal when every seed of it is there already, so a
 // resumed comparison does not calibrate or train again what it will not evaluate.
-Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt, const MethodBudget& b,
+Entry prepare(const methods::MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt, const MethodBudget& b,
               Journal& jr, const CompareProgress& progress) {
   Entry e;
   bool evaluated = true;
@@ -311,7 +311,7 @@ Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const Com
   if (const nlohmann::json* built = jr.find("method " + m.name); evaluated && built) {
     read_record(jr, "method " + m.name, *built, [&](const nlohmann::json& r) {
       e.result.name = m.name;
-      e.result.kind = r.at("kind").get<std::string>();
+      e.result.kind = methods::parse_kind(r.at("kind").get<std::string>());
       e.result.detail = r.at("detail").get<std::string>();
       e.result.curve = r.at("curve").get<std::vector<rl::IterationStats>>();
       e.result.train_seconds = r.at("train_seconds").get<double>();
@@ -324,7 +324,7 @@ Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const Com
     e.result = std::move(bm.result);
     e.policy = std::move(bm.policy);
     e.rollout = bm.rollout;
-    jr.add("method " + m.name, {{"kind", e.result.kind}, {"detail", e.result.detail}, {"curve", e.result.curve},
+    jr.add("method " + m.name, {{"kind", methods::kind_name(e.result.kind)}, {"detail", e.result.detail}, {"curve", e.result.curve},
                                 {"train_seconds", e.result.train_seconds}, {"unit_batches", e.rollout.unit_batches},
                                 {"calib_target", e.result.calib_target}, {"calib_achieved", e.result.calib_achieved}});
   }
@@ -334,13 +334,13 @@ Entry prepare(const policy::MethodSpec& m, const policy::Rollouts& ro, const Com
 
 // A method this process does not compute (a shard of the cells): its name, kind and decision unit only, which is what
 // the streams' padding needs, so that every shard reads the streams as the whole comparison does.
-Entry placeholder(const policy::MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt) {
+Entry placeholder(const methods::MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt) {
   Entry e;
   e.result.name = m.name;
-  e.result.kind = policy::family_kind(m);
+  e.result.kind = m.kind();
   e.rollout = opt.rollout;
-  if (m.family == policy::MethodFamily::Learned)
-    e.rollout.unit_batches = learned_unit_batches(m.name, opt.learn, ro.model().config().mini_batch, opt.rollout,
+  if (m.family == methods::MethodFamily::Learned)
+    e.rollout.unit_batches = methods::learned_unit_batches(m, opt.learn, ro.model().config().mini_batch, opt.rollout,
                                                   ro.layer_steps());
   e.result.unit_tokens = ro.model().config().mini_batch * e.rollout.unit_batches;
   return e;
@@ -380,12 +380,12 @@ EvalSet prepare_streams(const std::vector<data::StreamTokens>* test_streams, con
 // Every replay's segments against the streams this comparison reads, before anything is calibrated or run.
 void check_replays(const policy::Rollouts& ro, const std::vector<data::StreamTokens>* test_streams, const CompareOptions& opt) {
   std::vector<Entry> shapes;
-  for (const policy::MethodSpec& m : opt.methods) shapes.push_back(placeholder(m, ro, opt));
+  for (const methods::MethodSpec& m : opt.methods) shapes.push_back(placeholder(m, ro, opt));
   const int64_t unit = ro.model().config().mini_batch * opt.rollout.unit_batches;
   CompareResult scratch;
   std::vector<std::vector<int64_t>> inputs;
-  for (const policy::MethodSpec& m : opt.methods) {
-    if (m.family != policy::MethodFamily::Replay) continue;
+  for (const methods::MethodSpec& m : opt.methods) {
+    if (m.family != methods::MethodFamily::Replay) continue;
     if (inputs.empty())
       for (const Window& w : prepare_streams(test_streams, opt, shapes, ro.model().config().mini_batch, scratch).windows)
         inputs.push_back(w.first.to_ints());
@@ -447,15 +447,15 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
       if (s == 0) m.passage_k = r.at("passage_k").get<std::vector<int>>();
       if (s == 0 && r.contains("passage_loss"))  // journals written before it was recorded have none
         m.passage_loss = r.at("passage_loss").get<std::vector<double>>();
-      if (m.kind == "oracle") append_oracle_units(r.at("oracle_units"), res.oracle_units);
+      if (m.kind == methods::MethodKind::Oracle) append_oracle_units(r.at("oracle_units"), res.oracle_units);
     });
     return;
   }
-  if (opt.streams && s > 0 && m.kind == "oracle") return repeat_oracle_seed(m, s, res.oracle_units);
+  if (opt.streams && s > 0 && m.kind == methods::MethodKind::Oracle) return repeat_oracle_seed(m, s, res.oracle_units);
   const size_t oracle_from = res.oracle_units.k.size();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Episode> eps;
-  if (m.kind == "oracle") eps = run_oracle_set(ro, set, opt, res.oracle_units, progress);
+  if (m.kind == methods::MethodKind::Oracle) eps = run_oracle_set(ro, set, opt, res.oracle_units, progress);
   else policy::run_windows(ro, set.windows, *e.policy, e.rollout, uint64_t(s) * 7919, &eps, progress);
   m.seeds.push_back(summarise(s, eps, set, seconds_since(t0)));
   std::vector<int> unit_k;
@@ -474,7 +474,7 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
     rec["passage_k"] = m.passage_k;
     rec["passage_loss"] = m.passage_loss;
   }
-  if (m.kind == "oracle") rec["oracle_units"] = oracle_units_json(res.oracle_units, oracle_from);
+  if (m.kind == methods::MethodKind::Oracle) rec["oracle_units"] = oracle_units_json(res.oracle_units, oracle_from);
   jr.add(run_key(m.name, s), rec);
 }
 
@@ -483,7 +483,7 @@ void run_cell(Entry& e, int s, const EvalSet& set, const policy::Rollouts& ro, c
 std::vector<FrontierPoint> frontier_of(const policy::Rollouts& ro, const EvalSet& set, const CompareOptions& opt,
                                        const std::vector<Entry>& entries, Journal& jr, const Report& report,
                                        const CellShare& share) {
-  const auto oracle = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.kind == "oracle"; });
+  const auto oracle = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.kind == methods::MethodKind::Oracle; });
   const SeedResult* greedy = oracle != entries.end() && !oracle->result.seeds.empty() &&
                                      oracle->result.seeds.front().seed == 0
                                  ? &oracle->result.seeds.front()
@@ -575,8 +575,8 @@ std::vector<Window> calibration_windows(const data::TokenStream& calib, const st
 
 std::vector<std::string> compare_cells(const CompareOptions& opt) {
   std::vector<std::string> cells;
-  for (const policy::MethodSpec& m : opt.methods) {
-    const bool oracle = m.family == policy::MethodFamily::Oracle;
+  for (const methods::MethodSpec& m : opt.methods) {
+    const bool oracle = m.family == methods::MethodFamily::Oracle;
     if (!oracle) cells.push_back(method_key(m.name));
     for (int s = 0; oracle && s < (opt.streams ? 1 : opt.seeds); ++s) cells.push_back(run_key(m.name, s));
   }
@@ -622,13 +622,13 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
   res.carry_token_factor = ro.model().carry_factors();
   report("measuring costs", 0, 1);
   int64_t unit = res.mini_batch;  // every method's decision unit divides a calibration stream segment
-  for (const policy::MethodSpec& m : opt.methods) unit = std::lcm(unit, placeholder(m, ro, opt).result.unit_tokens);
+  for (const methods::MethodSpec& m : opt.methods) unit = std::lcm(unit, placeholder(m, ro, opt).result.unit_tokens);
   if (opt.streams) check_replays(ro, test_streams, opt);
   const MethodBudget fitting = measure_budget(
       ro, [&](int64_t n, uint64_t seed) { return calibration_windows(calib, calib_streams, test_streams, opt, n, seed, unit); },
       opt, res);
   std::vector<Entry> entries;
-  for (const policy::MethodSpec& m : opt.methods)
+  for (const methods::MethodSpec& m : opt.methods)
     entries.push_back(owns_method(opt, share, m) ? prepare(m, ro, opt, fitting, jr, report) : placeholder(m, ro, opt));
 
   // What is scored: sampled windows per seed, every window of the split (windows_per_seed 0; the same for every
@@ -657,7 +657,7 @@ CompareResult run_compare(const policy::Rollouts& ro, const data::TokenStream& c
       const std::string what = e.result.name + " (seed " + std::to_string(s) + ")";
       const double at = done++;
       report(what, at, total);
-      if (owns(opt, share, seed_cell(opt, e.result.name, e.result.kind == "oracle", s)))
+      if (owns(opt, share, seed_cell(opt, e.result.name, e.result.kind == methods::MethodKind::Oracle, s)))
         run_cell(e, s, set, ro, opt, res, jr, [&](double f) { report(what, at + f, total); });
     }
   }

@@ -8,9 +8,9 @@
 
 #include "data/tokens.h"
 #include "experiments/process/journal.h"
-#include "experiments/study/learned.h"
+#include "methods/learned.h"
 #include "policy/calibrate.h"
-#include "policy/methods.h"
+#include "methods/registry.h"
 
 namespace ponder::cli {
 
@@ -29,8 +29,8 @@ struct Criteria {
 };
 
 struct CompareOptions {
-  // The methods compared, parsed by the registry (policy/methods.h) when the config is read.
-  std::vector<policy::MethodSpec> methods = policy::parse_methods(
+  // The methods compared, parsed by the registry (methods/registry.h) when the config is read.
+  std::vector<methods::MethodSpec> methods = methods::parse_methods(
       {"oracle", "uniform-0", "uniform-1", "uniform-2", "uniform-4", "uniform-8", "random", "entropy", "loss",
        "ttt-loss", "gradnorm", "learned-reinforce"});
   int64_t seeds = 5;
@@ -75,7 +75,7 @@ struct CompareOptions {
   // alone after the byte before it; the same tokens scored), instead of carried across the stream's files.
   bool stream_reset = false;
   policy::RolloutOptions rollout;
-  LearnOptions learn;  // learned-reinforce, learned-ppo-pid, pondernet
+  methods::LearnOptions learn;  // learned-reinforce, learned-ppo-pid, pondernet
   Criteria criteria;
 };
 
@@ -92,7 +92,7 @@ struct SeedResult {
 
 struct MethodResult {
   std::string name;
-  std::string kind;  // uniform | every | random | heuristic | oracle | reinforce | ppo-pid | pondernet
+  methods::MethodKind kind = methods::MethodKind::Uniform;  // results.json names it (methods::kind_name)
   std::string detail;  // e.g. the calibrated threshold
   std::vector<SeedResult> seeds;
   std::vector<int64_t> k_hist;  // count of units per value of CompareResult::k_options, all seeds

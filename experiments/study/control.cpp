@@ -6,7 +6,7 @@
 #include "data/files.h"
 
 #include "experiments/study/result_util.h"
-#include "policy/methods.h"
+#include "methods/registry.h"
 
 namespace ponder::cli {
 namespace {
@@ -58,7 +58,7 @@ ControlVerdict judge_control(const CompareResult& r, const CompareOptions& opt) 
   v.passed = v.failed.empty();
   const double base_flops = seed_mean(*base, total_of);
   for (const MethodResult& m : r.methods) {
-    if (m.kind == "oracle" || m.name == base->name || m.seeds.size() != base->seeds.size()) continue;
+    if (m.kind == methods::MethodKind::Oracle || m.name == base->name || m.seeds.size() != base->seeds.size()) continue;
     ControlVerdict::Method cm{m.name};
     cm.delta = stats::mean(paired_differences(m, *base, opt.streams));
     cm.flops_ratio = seed_mean(m, total_of) / base_flops;
@@ -132,8 +132,8 @@ namespace {
 // by an older build, read back by control_from_json) is not counted rather than failing the report.
 bool adaptive(const std::string& name) {
   try {
-    const policy::MethodFamily f = policy::parse_method(name).family;
-    return f == policy::MethodFamily::Heuristic || f == policy::MethodFamily::Learned;
+    const methods::MethodFamily f = methods::parse_method(name).family;
+    return f == methods::MethodFamily::Heuristic || f == methods::MethodFamily::Learned;
   } catch (const std::invalid_argument&) {
     return false;
   }

@@ -15,7 +15,7 @@ namespace {
 std::vector<const MethodResult*> uniform_curve(const CompareResult& r) {
   std::vector<const MethodResult*> u;
   for (const MethodResult& m : r.methods)
-    if (m.kind == "uniform" && !m.seeds.empty()) u.push_back(&m);
+    if (m.kind == methods::MethodKind::Uniform && !m.seeds.empty()) u.push_back(&m);
   std::sort(u.begin(), u.end(), [](const MethodResult* a, const MethodResult* b) {
     return seed_mean(*a, total_of) < seed_mean(*b, total_of);
   });
@@ -75,7 +75,7 @@ std::string frontier_answer(const CompareResult& r, const std::string& best, boo
   std::string below;
   int policies = 0;
   for (const MethodResult& m : r.methods) {
-    if (m.kind == "oracle" || test_family(m) != 0) continue;
+    if (m.kind == methods::MethodKind::Oracle || test_family(m) != 0) continue;
     ++policies;
     const FrontierDelta f = frontier_delta(r, m, streams);
     if (f.ci.hi < 0) below += (below.empty() ? "`" : ", `") + m.name + "` " + fmt("%+.4f", f.mean);
@@ -96,7 +96,7 @@ std::string frontier_markdown(const CompareResult& r, bool streams) {
      << "|---|---|---|---|\n";
   bool below_one = false;
   for (const MethodResult& m : r.methods) {
-    if (m.kind == "uniform" || m.kind == "oracle") continue;
+    if (m.kind == methods::MethodKind::Uniform || m.kind == methods::MethodKind::Oracle) continue;
     const FrontierDelta f = frontier_delta(r, m, streams);
     const bool from_zero = f.lower == "uniform-0" && f.upper != f.lower;
     below_one = below_one || from_zero;

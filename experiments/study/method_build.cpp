@@ -11,7 +11,7 @@
 namespace ponder::cli {
 namespace {
 
-using policy::MethodSpec;
+using methods::MethodSpec;
 
 double inner_cost(const policy::Rollouts& ro, const MethodBudget& b, policy::Policy& p, const CompareOptions& opt) {
   return policy::run_windows(ro, b.cal, p, opt.rollout, 0).inner_per_token;
@@ -73,7 +73,7 @@ void build_heuristic(const MethodSpec& m, const policy::Rollouts& ro, const Comp
 
 void build_learned_method(const MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt,
                           const MethodBudget& b, const CompareProgress& progress, BuiltMethod& out) {
-  LearnedMethod lm = build_learned(m.name, ro, b.learn, opt.learn,
+  methods::LearnedMethod lm = methods::build_learned(m, ro, b.learn, opt.learn,
                                    {int(opt.budget_k), b.budget_inner_per_token / b.base_per_token}, opt.rollout,
                                    [&](double d, double t) {
                                      if (progress) progress("training " + m.name, d, t);
@@ -91,47 +91,47 @@ void build_learned_method(const MethodSpec& m, const policy::Rollouts& ro, const
 BuiltMethod build_method(const MethodSpec& m, const policy::Rollouts& ro, const CompareOptions& opt,
                          const MethodBudget& budget, const CompareProgress& progress) {
   if (!ro.layer_steps())
-    if (const std::string why = policy::fast_weight_refusal(m); !why.empty()) throw std::invalid_argument("adapt: " + why);
+    if (const std::string why = methods::fast_weight_refusal(m); !why.empty()) throw std::invalid_argument("adapt: " + why);
   BuiltMethod out;
   out.result.name = m.name;
-  out.result.kind = policy::family_kind(m);
+  out.result.kind = m.kind();
   out.rollout = opt.rollout;
   switch (m.family) {
-    case policy::MethodFamily::Uniform:
-    case policy::MethodFamily::Every:
-      out.policy = policy::make_schedule(m);
+    case methods::MethodFamily::Uniform:
+    case methods::MethodFamily::Every:
+      out.policy = methods::schedule_policy(m);
       break;
-    case policy::MethodFamily::Front:
-      out.policy = policy::make_schedule(m, double(opt.budget_k), opt.step_options);
+    case methods::MethodFamily::Front:
+      out.policy = methods::schedule_policy(m, double(opt.budget_k), opt.step_options);
       out.result.detail = std::to_string(m.k) + " step(s) per unit until " + std::to_string(opt.budget_k) +
                           " per unit of the sequence are spent, then none";
       break;
-    case policy::MethodFamily::Random:
+    case methods::MethodFamily::Random:
       build_random(ro, opt, budget, out);
       break;
-    case policy::MethodFamily::Heuristic:
+    case methods::MethodFamily::Heuristic:
       if (progress) progress("calibrating " + m.name, 0, 1);
       build_heuristic(m, ro, opt, budget, out);
       break;
-    case policy::MethodFamily::Learned:
+    case methods::MethodFamily::Learned:
       build_learned_method(m, ro, opt, budget, progress, out);
       break;
-    case policy::MethodFamily::Replay: {
+    case methods::MethodFamily::Replay: {
       if (!opt.streams) throw std::invalid_argument("method '" + m.name + "' replays streams-mode segments; set compare.streams: true");
       Replay r = load_replay(m, ro.model().config().mini_batch * opt.rollout.unit_batches, opt.step_options);
       out.policy = std::move(r.policy);
       out.result.detail = r.detail;
       break;
     }
-    case policy::MethodFamily::Oracle:
+    case methods::MethodFamily::Oracle:
       out.result.detail = (opt.oracle_mu == 0 ? std::string("greedy") : "mu " + fmt("%g", opt.oracle_mu)) +
                           ", lookahead " + std::to_string(opt.oracle_lookahead) + " unit(s)";
       if (opt.rollout.oracle_lookahead_k > 0)
         out.result.detail += ", " + std::to_string(opt.rollout.oracle_lookahead_k) + " step(s) on each";
       break;
   }
-  const bool adaptive = m.family == policy::MethodFamily::Random || m.family == policy::MethodFamily::Heuristic ||
-                        m.family == policy::MethodFamily::Learned;
+  const bool adaptive = m.family == methods::MethodFamily::Random || m.family == methods::MethodFamily::Heuristic ||
+                        m.family == methods::MethodFamily::Learned;
   if (opt.hard_budget && adaptive) {
     out.policy = std::make_unique<policy::HardBudgetPolicy>(std::move(out.policy), double(opt.budget_k), opt.step_options);
     out.result.detail += "; hard budget: at most " + std::to_string(opt.budget_k) + " step(s) per unit of a sequence";

@@ -1,4 +1,4 @@
-// Turns a method of the registry (policy/methods.h) into a policy ready to evaluate on one model: uniform-K and
+// Turns a method of the registry (methods/registry.h) into a policy ready to evaluate on one model: uniform-K and
 // every-K/N as they are, random with the probability that meets the budget, each heuristic with its threshold
 // calibrated to it, each learned method trained on validation windows. The oracle has no policy (it reads the labels
 // and runs through policy::run_oracle).
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "experiments/study/compare.h"
-#include "policy/methods.h"
+#include "methods/registry.h"
 
 namespace ponder::cli {
 
@@ -25,7 +25,7 @@ struct BuiltMethod {
   policy::RolloutOptions rollout;          // the method's own unit size (learned methods may choose theirs)
 };
 
-BuiltMethod build_method(const policy::MethodSpec& m, const policy::Rollouts& rollouts, const CompareOptions& opt,
+BuiltMethod build_method(const methods::MethodSpec& m, const policy::Rollouts& rollouts, const CompareOptions& opt,
                          const MethodBudget& budget, const CompareProgress& progress);
 
 }  // namespace ponder::cli

@@ -159,7 +159,7 @@ void write_tokens_html(const CompareResult& r, const std::vector<std::string>& m
     for (size_t j = 0; j + 1 < shown && j < m->passage_loss.size(); ++j) sum += m->passage_loss[j];
     std::string name;
     for (char c : m->name) name += html_escape(c);
-    f << "<div><h2><code>" << name << "</code> (" << m->kind << ")</h2><p>"
+    f << "<div><h2><code>" << name << "</code> (" << methods::kind_name(m->kind) << ")</h2><p>"
       << (m->passage_loss.empty() || shown < 2 ? std::string("no per-token losses recorded")
                                                : fmt("%.4f", sum / double(shown - 1) / std::log(2.0)) + " bits/byte here")
       << "</p><pre>";

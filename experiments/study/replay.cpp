@@ -119,7 +119,7 @@ int nearest_option(double mean, const std::vector<int>& options) {
   return best;
 }
 
-Replay load_replay(const policy::MethodSpec& m, int64_t unit, const std::vector<int>& options) {
+Replay load_replay(const methods::MethodSpec& m, int64_t unit, const std::vector<int>& options) {
   using namespace replay;
   std::vector<Schedule> all;
   for (const std::string& f : m.files) {

@@ -1,4 +1,4 @@
-// replay:FILE[+FILE...] (policy/methods.h): the K per unit that `ponder oracle` chose on the same streams-mode segments,
+// replay:FILE[+FILE...] (methods/registry.h): the K per unit that `ponder oracle` chose on the same streams-mode segments,
 // read back from its oracle.json, as a schedule for another model or the same one. With several files (e.g. the
 // oracles of every other model), each unit gets the step option nearest their mean K, ties to the smaller: what the
 // models' oracles agree on, applied to one model, measures how much of its headroom lies in the text itself.
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "policy/methods.h"
+#include "methods/registry.h"
 
 namespace ponder::cli {
 
@@ -23,7 +23,7 @@ struct Replay {
 // `unit`: the comparison's decision unit in tokens (each file's must match); `options`: the step options a mean is
 // rounded to. A file that is missing, is not a streams-mode oracle.json, or whose segments differ from the first
 // file's is an std::invalid_argument naming it.
-Replay load_replay(const policy::MethodSpec& m, int64_t unit, const std::vector<int>& options);
+Replay load_replay(const methods::MethodSpec& m, int64_t unit, const std::vector<int>& options);
 
 // Before anything runs: the replay's segments against the comparison's, given each window's input tokens (1, N)
 // cut into units of `unit`. A count or a first token that differs is an std::invalid_argument naming the file and

@@ -19,7 +19,7 @@ CompareResult compare_result_from_json(const nlohmann::json& results) {
   for (const nlohmann::json& m : results.at("methods")) {
     MethodResult mr;
     mr.name = m.at("name").get<std::string>();
-    mr.kind = m.at("kind").get<std::string>();
+    mr.kind = methods::parse_kind(m.at("kind").get<std::string>());
     for (const nlohmann::json& s : m.at("seeds")) mr.seeds.push_back(s.get<SeedResult>());
     if (results.contains("calibration") && results["calibration"].contains(mr.name)) {
       mr.calib_target = results["calibration"][mr.name].at("target_inner_per_token").get<double>();
@@ -109,7 +109,7 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
   std::vector<double> p_values;
   std::vector<int> family;  // Holm within each test_family
   for (const MethodResult& m0 : runs.front().methods) {
-    if (m0.kind == "oracle" || m0.name == s.baseline) continue;
+    if (m0.kind == methods::MethodKind::Oracle || m0.name == s.baseline) continue;
     std::vector<std::vector<double>> diffs;
     std::vector<double> ratios;
     std::vector<int> missed;
@@ -125,7 +125,7 @@ ReplicateSummary summarize_replicates(const std::vector<CompareResult>& runs, co
     s.rows.push_back(row_from(m0.name, diffs, ratios));
     s.rows.back().calibration_missed = missed;
     s.rows.back().policy = test_family(m0) == 0;
-    if (m0.kind != "uniform") add_frontier(runs, opt.streams, s.rows.back());
+    if (m0.kind != methods::MethodKind::Uniform) add_frontier(runs, opt.streams, s.rows.back());
     if (std::isfinite(s.rows.back().p)) {
       p_values.push_back(s.rows.back().p);
       family.push_back(test_family(m0));

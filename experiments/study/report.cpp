@@ -99,11 +99,11 @@ Section method_table(const CompareResult& r, const CompareOptions& opt) {
           << fmt("%.4g", seed_mean(m, inner_of)) << " | " << fmt("%.3g", seed_mean(m, overhead_of)) << " | "
           << fmt("%.2f", seed_mean(m, k_of)) << " |\n";
     const ordered_json seeds = m.seeds, curve = m.curve;
-    ordered_json j = {{"name", m.name}, {"kind", m.kind}, {"detail", m.detail}, {"unit_tokens", m.unit_tokens},
+    ordered_json j = {{"name", m.name}, {"kind", methods::kind_name(m.kind)}, {"detail", m.detail}, {"unit_tokens", m.unit_tokens},
                       {"bpb", {{"mean", ci.point}, {"ci95", {ci.lo, ci.hi}}, {"iqm", iqm}}},
                       {"k_options", r.k_options}, {"k_hist", m.k_hist}, {"seeds", seeds}};
     // The oracle's too: its distance at its own FLOPs is what a replay of oracle choices (replay:) is measured against.
-    if (m.kind != "uniform") j["frontier_delta"] = frontier_delta_json(frontier_delta(r, m, opt.streams));
+    if (m.kind != methods::MethodKind::Uniform) j["frontier_delta"] = frontier_delta_json(frontier_delta(r, m, opt.streams));
     if (!m.curve.empty()) {
       j["train_seconds"] = m.train_seconds;
       j["training_curve"] = curve;
@@ -368,7 +368,7 @@ std::string best_method_name(const CompareResult& r) {
   std::string best;
   double best_bpb = INFINITY;
   for (const MethodResult& m : r.methods)
-    if (!reads_labels(m) && m.kind != "uniform" && seed_mean(m, bpb_of) < best_bpb) {
+    if (!reads_labels(m) && m.kind != methods::MethodKind::Uniform && seed_mean(m, bpb_of) < best_bpb) {
       best_bpb = seed_mean(m, bpb_of);
       best = m.name;
     }

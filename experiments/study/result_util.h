@@ -39,14 +39,14 @@ inline std::string scored_label(const CompareResult& r, const CompareOptions& op
          (opt.stream_max_adapt > 0 ? std::to_string(opt.stream_max_adapt) : std::string("all the")) + " tokens of context";
 }
 
-// Methods whose choices read the labels: the oracle, and a replay of oracle choices (policy/methods.h). They are
-// measured beside the policies but never stand for one (the success criteria, "the best method").
-inline bool reads_labels(const MethodResult& m) { return m.kind == "oracle" || m.kind == "replay"; }
+// Methods whose choices read the labels: the oracle, and a replay of oracle choices (methods::reads_labels). They
+// are measured beside the policies but never stand for one (the success criteria, "the best method").
+inline bool reads_labels(const MethodResult& m) { return methods::reads_labels(m.kind); }
 
 // The family a method's test against the baseline is corrected in (Holm, Bonferroni): the policies, which the
 // report's answer rests on; the uniform schedules; the methods that read labels. Adding replays or more uniform
 // schedules to a comparison so never weakens the policies' corrected p-values.
-inline int test_family(const MethodResult& m) { return reads_labels(m) ? 2 : m.kind == "uniform" ? 1 : 0; }
+inline int test_family(const MethodResult& m) { return reads_labels(m) ? 2 : m.kind == methods::MethodKind::Uniform ? 1 : 0; }
 
 inline const MethodResult* find(const CompareResult& r, const std::string& name) {
   for (const MethodResult& m : r.methods)
