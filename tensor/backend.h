@@ -43,24 +43,17 @@ struct AdamWCoeffs {
   double lr, beta1, beta2, eps, weight_decay, bc1, bc2;
 };
 
-// The fused kernels a backend may have, in one list: X(id, name). Each is a hot composition of the kernels
-// above run as one pass; its composition is its definition (autograd/compose.cpp), a backend's kernel is an
-// optimisation of it that supports() declares. How to add one: docs/adding_an_op.md.
-#define PONDER_FUSED_OPS(X)                                                                                    \
-  X(LayerNormRows, "layer_norm_rows") X(LayerNormBackward, "layer_norm_backward")                             \
-  X(LayerNormVjp, "layer_norm_vjp") X(RmsNormRows, "rms_norm_rows") X(RmsNormBackward, "rms_norm_backward")   \
-  X(LayerNormAffine, "layer_norm_affine") X(LayerNormAffineBackward, "layer_norm_affine_backward")            \
-  X(RmsNormAffine, "rms_norm_affine") X(RmsNormAffineBackward, "rms_norm_affine_backward")                    \
-  X(LnL2Grad, "ln_l2_grad") X(LnL2GradVjp, "ln_l2_grad_vjp") X(ActMul, "act_mul")                              \
-  X(ActMulBackward, "act_mul_backward") X(SumSquares, "sum_squares") X(AdamwStep, "adamw_step")              \
-  X(Attention, "attention") X(AttentionBackward, "attention_backward")                                        \
-  X(TttLinearDual, "ttt_linear_dual") X(TttLinearDualBackward, "ttt_linear_dual_backward") X(Rope, "rope")     \
-  X(TttPrefixSteps, "ttt_prefix_steps") X(TttPrefixStepsBackward, "ttt_prefix_steps_backward")                \
-  X(TttMlpDual, "ttt_mlp_dual") X(TttMlpDualBackward, "ttt_mlp_dual_backward")
-
-#define PONDER_ENUM_ID(id, ...) id,
-enum class FusedOp : uint8_t { PONDER_FUSED_OPS(PONDER_ENUM_ID) Count };
-#undef PONDER_ENUM_ID
+// The fused ops: one FusedOp per PONDER_FUSED_KERNEL of tensor/kernels.def, named (fused_op_name) as its kernel.
+// Each is a hot composition of the kernels above run as one pass; its composition is its definition
+// (autograd/compose.cpp), a backend's kernel is an optimisation of it that supports() declares. How to add one:
+// docs/adding_an_op.md.
+enum class FusedOp : uint8_t {
+#define PONDER_KERNEL(...)
+#define PONDER_FUSED_KERNEL(op, ...) op,
+#define PONDER_SCAN_KERNEL(...)
+#include "tensor/kernels.def"
+  Count
+};
 
 // Where each row of a row kernel's x (its last axis, D) finds its γ and β: row r reads γ[goff[r] … + D). sizes and
 // strides are x's leading axes and γ's strides along them when broadcast to x, so that goff[r] is r's index over
@@ -181,7 +174,7 @@ class Backend {
 #define PONDER_KERNEL(ret, name, kind, label, params, args) ret name params;
 #include "tensor/kernels.def"
 
-  // Which fused kernels (PONDER_FUSED_OPS) this backend has: those its Kernels table holds. Autograd runs a fused op
+  // Which fused kernels (FusedOp) this backend has: those its Kernels table holds. Autograd runs a fused op
   // as its kernel only where this says so, and as the op's differentiable composition (autograd/compose.cpp, the
   // op's one definition) everywhere else; the FLOPs counted are the composition's either way (autograd/fused.h).
   bool supports(FusedOp op) const;

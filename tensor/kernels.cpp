@@ -35,7 +35,12 @@ const char* binary_name(BinaryOp op) {
 }
 
 const char* fused_op_name(FusedOp op) {
-  static const char* names[] = {PONDER_FUSED_OPS(PONDER_NAME)};
+  static const char* names[] = {
+#define PONDER_KERNEL(...)
+#define PONDER_FUSED_KERNEL(op, ret, name, ...) #name,
+#define PONDER_SCAN_KERNEL(...)
+#include "tensor/kernels.def"
+  };
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(FusedOp::Count), "one name per FusedOp");
   return names[size_t(op)];
 }

@@ -1,4 +1,4 @@
-// Fused row kernels over the last axis (tensor/backend.h): layer norm, its backward and the VJP of that
+// Fused row kernels over the last axis (tensor/kernels.def): layer norm, its backward and the VJP of that
 // backward, RMS norm and its backward. Each row is handled by one thread in double precision, with sums
 // taken over interleaved lanes in a fixed order, so results do not depend on the thread count.
 // Their definitions are the compositions in autograd/compose.cpp, which tests/test_ops.cpp compares them with.
