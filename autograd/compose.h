@@ -1,4 +1,4 @@
-// The definition of every fused op (PONDER_FUSED_OPS, tensor/backend.h), written once as a composition of
+// The definition of every fused op (FusedOp, tensor/kernels.def), written once as a composition of
 // differentiable ops. Under no-grad a composition runs the primitive kernels; under grad mode it records them, so
 // gradients of any order flow through it with no rule of its own. A backend's fused kernel is an optimisation of
 // one of these (tests/test_ops.cpp compares the two in values and FLOPs), and the FLOPs counted for a fused kernel
@@ -36,7 +36,7 @@ std::array<Tensor, 4> ln_l2_grad_vjp(const Tensor& z, const Tensor& t, const Ten
                                      const Tensor& w, double eps);
 Tensor act_mul(GateAct act, const Tensor& a, const Tensor& b);  // act(a)⊙b
 // Rotary position embedding: x (…, N, f), cs, sn (N, f/2); pair i of row t turned by the angle whose cosine and
-// sine are cs[t, i], sn[t, i] (tensor/backend.h states the map).
+// sine are cs[t, i], sn[t, i] (tensor/kernels.def states the map).
 Tensor rope_rotate(const Tensor& x, const Tensor& cs, const Tensor& sn);
 // {da, db} = {(g⊙b)⊙act'(a), g⊙act(a)}
 std::pair<Tensor, Tensor> act_mul_backward(GateAct act, const Tensor& a, const Tensor& b, const Tensor& g);

@@ -1,4 +1,4 @@
-// One home per fused op (PONDER_FUSED_OPS, tensor/backend.h). Each fused op is defined once, as a composition of
+// One home per fused op (FusedOp, tensor/kernels.def). Each fused op is defined once, as a composition of
 // differentiable ops (autograd/compose.h). Where the device's backend supports() the op and no graph needs the
 // kernel's history, the op runs as that backend's one kernel (tensor/kernels.h) instead; either way the FLOPs
 // counted are the composition's, by a rule this file derives from the composition itself.

@@ -69,7 +69,7 @@ Tensor log_softmax(const Tensor& x, int64_t axis);
 Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false);
 Tensor sum_to(const Tensor& x, const Shape& shape);  // inverse of broadcasting
 
-// ---- normalisation over the last axis, fused (one kernel forward and one backward; tensor/backend.h)
+// ---- normalisation over the last axis, fused (one kernel forward and one backward; tensor/kernels.def)
 // x̂ = (x − mean x)/sqrt(var x + eps), biased variance; layer_norm in autograd/nn.h adds γ and β.
 Tensor layer_norm_rows(const Tensor& x, double eps);
 // s·(v − mean v − x̂·mean(v⊙x̂)), s = 1/sqrt(var x + eps): the gradient of layer_norm_rows at x for the

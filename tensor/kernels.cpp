@@ -35,7 +35,12 @@ const char* binary_name(BinaryOp op) {
 }
 
 const char* fused_op_name(FusedOp op) {
-  static const char* names[] = {PONDER_FUSED_OPS(PONDER_NAME)};
+  static const char* names[] = {
+#define PONDER_KERNEL(...)
+#define PONDER_FUSED_KERNEL(op, ret, name, ...) #name,
+#define PONDER_SCAN_KERNEL(...)
+#include "tensor/kernels.def"
+  };
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(FusedOp::Count), "one name per FusedOp");
   return names[size_t(op)];
 }
@@ -45,6 +50,58 @@ void Backend::unsupported(FusedOp op) const {
                          " (its supports() says so; autograd/fused.h runs the composition instead)");
 }
 #undef PONDER_NAME
+
+// ---- the Backend's kernel methods (tensor/kernels.def): each times its call under the kernel's kind and label,
+// the same on every device, with the backend's clock, and runs the backend's function.
+
+namespace {
+// One timed call: the backend's clock from construction to destruction (so a kernel that throws is timed too).
+class Timed {
+ public:
+  Timed(const KernelClock& clock, prof::Kind kind, const char* label)
+      : clock_(clock), kind_(kind), label_(label), token_(clock.start()) {}
+  ~Timed() { clock_.stop(token_, kind_, label_); }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  const KernelClock& clock_;
+  prof::Kind kind_;
+  const char* label_;
+  uint64_t token_;
+};
+}  // namespace
+
+// With profiling off, one relaxed load and the call; the label is computed only when it is on.
+#define PONDER_KERNEL(ret, name, kind, label, params, args) \
+  ret Backend::name params {                                \
+    if (!prof::enabled()) return k_.name args;              \
+    const Timed timed(clock_, prof::Kind::kind, label);     \
+    return k_.name args;                                    \
+  }
+#define PONDER_FUSED_KERNEL(op, ret, name, kind, label, params, args) \
+  ret Backend::name params {                                          \
+    if (!k_.name) unsupported(FusedOp::op);                           \
+    if (!prof::enabled()) return k_.name args;                        \
+    const Timed timed(clock_, prof::Kind::kind, label);               \
+    return k_.name args;                                              \
+  }
+#define PONDER_SCAN_KERNEL PONDER_FUSED_KERNEL
+#include "tensor/kernels.def"
+
+bool Backend::supports(FusedOp op) const {
+  switch (op) {
+#define PONDER_KERNEL(...)
+#define PONDER_FUSED_KERNEL(op, ret, name, ...) \
+  case FusedOp::op:                             \
+    return k_.name != nullptr;
+#define PONDER_SCAN_KERNEL(...)
+#include "tensor/kernels.def"
+    case FusedOp::Count:
+      break;
+  }
+  return false;
+}
 
 namespace raw {
 namespace {

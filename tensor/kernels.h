@@ -61,7 +61,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& idx);
 Tensor scatter_add(const Shape& shape, int axis, const Tensor& idx, const Tensor& src);
 Tensor one_hot(const Tensor& idx, int64_t n, DType dtype);
 
-// ---- fused kernels (PONDER_FUSED_OPS; the maps are stated in tensor/backend.h). Each checks its operands, makes
+// ---- fused kernels (FusedOp; the maps are stated in tensor/kernels.def). Each checks its operands, makes
 // them contiguous (v, g, t, w and dz broadcast to x), allocates the outputs and runs the device's kernel. They
 // neither compose nor count FLOPs: the op's definition is its composition in autograd/compose.cpp, and
 // autograd/fused.h runs one or the other and counts the composition's FLOPs. Call them only where

@@ -1,4 +1,4 @@
-// Causal softmax attention per head (tensor/backend.h), a block of queries at a time. A block's scores against
+// Causal softmax attention per head (tensor/kernels.def), a block of queries at a time. A block's scores against
 // the keys its rows can see are one GEMM into a scratch block; the softmax runs row by row (sums in double);
 // the output is a second GEMM. Keys no row of the block can see (above the causal diagonal, or beyond the
 // window) are never touched, so a causal pass does about half the products of the dense composition

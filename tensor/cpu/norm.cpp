@@ -1,4 +1,4 @@
-// Fused row kernels over the last axis (tensor/backend.h): layer norm, its backward and the VJP of that
+// Fused row kernels over the last axis (tensor/kernels.def): layer norm, its backward and the VJP of that
 // backward, RMS norm and its backward. Each row is handled by one thread in double precision, with sums
 // taken over interleaved lanes in a fixed order, so results do not depend on the thread count.
 // Their definitions are the compositions in autograd/compose.cpp, which tests/test_ops.cpp compares them with.
@@ -246,31 +246,31 @@ void ln_l2_grad_vjp_t(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, 
 }  // namespace
 
 void layer_norm_affine(const Tensor& out, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                       const int64_t* goff, double eps) {
-  PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_affine", [&] { layer_norm_affine_t<scalar_t>(out, x, gamma, beta, goff, eps); });
+                       const RowOffsets& ro, double eps) {
+  PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_affine", [&] { layer_norm_affine_t<scalar_t>(out, x, gamma, beta, ro.goff.data(), eps); });
 }
 void layer_norm_affine_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& x,
-                                const Tensor& gamma, const Tensor& g, const int64_t* goff, double eps) {
+                                const Tensor& gamma, const Tensor& g, const RowOffsets& ro, double eps) {
   PONDER_DISPATCH_FLOAT(x.dtype(), "layer_norm_affine_backward",
-                        [&] { layer_norm_affine_backward_t<scalar_t>(dx, dgamma, dbeta, x, gamma, g, goff, eps); });
+                        [&] { layer_norm_affine_backward_t<scalar_t>(dx, dgamma, dbeta, x, gamma, g, ro.goff.data(), eps); });
 }
-void rms_norm_affine(const Tensor& out, const Tensor& x, const Tensor& w, const int64_t* goff, double eps) {
-  PONDER_DISPATCH_FLOAT(x.dtype(), "rms_norm_affine", [&] { rms_norm_affine_t<scalar_t>(out, x, w, goff, eps); });
+void rms_norm_affine(const Tensor& out, const Tensor& x, const Tensor& w, const RowOffsets& ro, double eps) {
+  PONDER_DISPATCH_FLOAT(x.dtype(), "rms_norm_affine", [&] { rms_norm_affine_t<scalar_t>(out, x, w, ro.goff.data(), eps); });
 }
 void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
-                              const int64_t* goff, double eps) {
+                              const RowOffsets& ro, double eps) {
   PONDER_DISPATCH_FLOAT(x.dtype(), "rms_norm_affine_backward",
-                        [&] { rms_norm_affine_backward_t<scalar_t>(dx, dw, x, w, g, goff, eps); });
+                        [&] { rms_norm_affine_backward_t<scalar_t>(dx, dw, x, w, g, ro.goff.data(), eps); });
 }
 void ln_l2_grad(const Tensor& out, const Tensor& z, const Tensor& t, const Tensor& gamma, const Tensor& beta,
-                const int64_t* goff, double eps) {
-  PONDER_DISPATCH_FLOAT(z.dtype(), "ln_l2_grad", [&] { ln_l2_grad_t<scalar_t>(out, z, t, gamma, beta, goff, eps); });
+                const RowOffsets& ro, double eps) {
+  PONDER_DISPATCH_FLOAT(z.dtype(), "ln_l2_grad", [&] { ln_l2_grad_t<scalar_t>(out, z, t, gamma, beta, ro.goff.data(), eps); });
 }
 void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dgamma, const Tensor& dbeta, const Tensor& z,
-                    const Tensor& t, const Tensor& gamma, const Tensor& beta, const Tensor& w, const int64_t* goff,
+                    const Tensor& t, const Tensor& gamma, const Tensor& beta, const Tensor& w, const RowOffsets& ro,
                     double eps) {
   PONDER_DISPATCH_FLOAT(z.dtype(), "ln_l2_grad_vjp",
-                        [&] { ln_l2_grad_vjp_t<scalar_t>(dz, dt, dgamma, dbeta, z, t, gamma, beta, w, goff, eps); });
+                        [&] { ln_l2_grad_vjp_t<scalar_t>(dz, dt, dgamma, dbeta, z, t, gamma, beta, w, ro.goff.data(), eps); });
 }
 
 void layer_norm_rows(const Tensor& out, const Tensor& x, double eps) {

@@ -1,5 +1,5 @@
 // The body of the CUDA attention kernels (tensor/cuda/attention.cu): causal softmax attention per head as the
-// CPU kernel computes it (tensor/cpu/attention.cpp; the map: tensor/backend.h), in tiles of kRows queries and kKeys
+// CPU kernel computes it (tensor/cpu/attention.cpp; the map: tensor/kernels.def), in tiles of kRows queries and kKeys
 // keys. One thread block per tile runs phases with a block barrier after each: phase(a, block, ph, tid, nt) does
 // thread tid's share of one step, reading only what earlier phases wrote. Plain C++ with PONDER_HD, so
 // tests/test_cuda.cpp runs the phases thread by thread on the CPU against the CPU kernel on any machine.

@@ -76,10 +76,54 @@ void device_free(void* p) {
   cuda_check(cudaFree(p));
 }
 
-using prof::Kind;
+// The kernels it has: every primitive, and of the fused ones the TTT-Linear and TTT-MLP dual forms and their scans
+// (ttt_dual.cu, ttt_mlp_dual.cu), the norms with and without γ, the layer norm's double backward and the inner loss
+// gradient with its VJP (rows.cu), causal attention (attention.cu) and prefix mode's closed-form steps
+// (ttt_prefix.cu), the gated products, AdamW and RoPE (fused.cu). Every other fused op is one node whose values come
+// from its composition of the kernels above (autograd/fused.h), which `ponder bench ops --device cuda` shows as
+// launches; sum_squares on purpose: clipping adds the parameters' sums on the device and reads them once per step,
+// where a kernel returning a host number would wait for the device once per parameter.
+constexpr Kernels cuda_kernels() {
+  Kernels k;
+#define PONDER_KERNEL(ret, name, ...) k.name = cuda::name;
+#define PONDER_FUSED_KERNEL(...)
+#define PONDER_SCAN_KERNEL(...)
+#include "tensor/kernels.def"
+  k.ttt_linear_dual = cuda::ttt_linear_dual;
+  k.ttt_linear_dual_backward = cuda::ttt_linear_dual_backward;
+  k.ttt_linear_scan = cuda::ttt_linear_scan;
+  k.ttt_linear_scan_backward = cuda::ttt_linear_scan_backward;
+  k.ttt_mlp_dual = cuda::ttt_mlp_dual;
+  k.ttt_mlp_dual_backward = cuda::ttt_mlp_dual_backward;
+  k.ttt_mlp_scan = cuda::ttt_mlp_scan;
+  k.ttt_mlp_scan_backward = cuda::ttt_mlp_scan_backward;
+  k.layer_norm_rows = cuda::layer_norm_rows;
+  k.layer_norm_backward = cuda::layer_norm_backward;
+  k.layer_norm_vjp = cuda::layer_norm_vjp;
+  k.rms_norm_rows = cuda::rms_norm_rows;
+  k.rms_norm_backward = cuda::rms_norm_backward;
+  k.layer_norm_affine = cuda::layer_norm_affine;
+  k.layer_norm_affine_backward = cuda::layer_norm_affine_backward;
+  k.rms_norm_affine = cuda::rms_norm_affine;
+  k.rms_norm_affine_backward = cuda::rms_norm_affine_backward;
+  k.ln_l2_grad = cuda::ln_l2_grad;
+  k.ln_l2_grad_vjp = cuda::ln_l2_grad_vjp;
+  k.act_mul = cuda::act_mul;
+  k.act_mul_backward = cuda::act_mul_backward;
+  k.adamw_step = cuda::adamw_step;
+  k.rope = cuda::rope;
+  k.attention = cuda::attention;
+  k.attention_backward = cuda::attention_backward;
+  k.ttt_prefix_steps = cuda::ttt_prefix_steps;
+  k.ttt_prefix_steps_backward = cuda::ttt_prefix_steps_backward;
+  return k;
+}
 
+// Each kernel is timed on the device under --profile (tensor/cuda/timing.h); the row kernels compute each row's
+// offsets from the geometry (row_geom.h), so the host builds no offset table.
 class CudaBackend final : public Backend {
  public:
+  constexpr CudaBackend() : Backend(cuda_kernels(), {kernel_timer_start, kernel_timer_stop}, false) {}
   void* alloc(size_t nbytes) override { return ctx().allocator->allocate(nbytes); }
   void free(void* p, size_t) override { ctx().allocator->release(p); }
   void to_host(void* host, const void* dev, size_t n) override {
@@ -91,225 +135,9 @@ class CudaBackend final : public Backend {
     if (n == 0) return;
     upload(dev, host, n);  // the caller may free or reuse the host buffer as soon as this returns
   }
-  // Each call is timed on the device under --profile (tensor/cuda/timing.h), with the CPU backend's kinds and labels.
-  void copy(const Tensor& d, const Tensor& s) override {
-    KernelTimer t(Kind::Copy, "copy");
-    cuda::copy(d, s);
-  }
-  void fill(const Tensor& d, double v) override {
-    KernelTimer t(Kind::Elementwise, "fill");
-    cuda::fill(d, v);
-  }
-  void unary(UnaryOp op, double p0, double p1, const Tensor& o, const Tensor& x) override {
-    KernelTimer t(Kind::Elementwise, unary_name(op));
-    cuda::unary(op, p0, p1, o, x);
-  }
-  void binary(BinaryOp op, const Tensor& o, const Tensor& a, const Tensor& b) override {
-    KernelTimer t(Kind::Elementwise, binary_name(op));
-    cuda::binary(op, o, a, b);
-  }
-  void where(const Tensor& o, const Tensor& c, const Tensor& a, const Tensor& b) override {
-    KernelTimer t(Kind::Elementwise, "where");
-    cuda::where(o, c, a, b);
-  }
-  void reduce(ReduceOp op, const Tensor& o, const Tensor& x) override {
-    KernelTimer t(Kind::Reduction, reduce_label(op, o, x));
-    cuda::reduce(op, o, x);
-  }
-  void cumsum(const Tensor& o, const Tensor& x, int axis, bool rev) override {
-    KernelTimer t(Kind::Reduction, "cumsum");
-    cuda::cumsum(o, x, axis, rev);
-  }
-  void tri(const Tensor& o, const Tensor& x, int64_t k, bool upper) override {
-    KernelTimer t(Kind::Elementwise, "tri");
-    cuda::tri(o, x, k, upper);
-  }
-  void matmul(const Tensor& o, const Tensor& a, const Tensor& b) override {
-    KernelTimer t(Kind::Matmul, matmul_label(o));
-    cuda::matmul(o, a, b);
-  }
-  void index_select(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override {
-    KernelTimer t(Kind::Copy, "index_select");
-    cuda::index_select(o, x, axis, i);
-  }
-  void index_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
-    KernelTimer t(Kind::Copy, "index_add");
-    cuda::index_add(o, axis, i, s);
-  }
-  void gather(const Tensor& o, const Tensor& x, int axis, const Tensor& i) override {
-    KernelTimer t(Kind::Copy, "gather");
-    cuda::gather(o, x, axis, i);
-  }
-  void scatter_add(const Tensor& o, int axis, const Tensor& i, const Tensor& s) override {
-    KernelTimer t(Kind::Copy, "scatter_add");
-    cuda::scatter_add(o, axis, i, s);
-  }
-  void one_hot(const Tensor& o, const Tensor& i) override {
-    KernelTimer t(Kind::Copy, "one_hot");
-    cuda::one_hot(o, i);
-  }
-  void rng_uniform(const Tensor& out, uint64_t seed, uint64_t counter, double lo, double hi) override {
-    KernelTimer t(Kind::Copy, "rng");
-    cuda::rng_uniform(out, seed, counter, lo, hi);
-  }
-  void rng_normal(const Tensor& out, uint64_t seed, uint64_t counter, double mean, double std) override {
-    KernelTimer t(Kind::Copy, "rng");
-    cuda::rng_normal(out, seed, counter, mean, std);
-  }
-  // The fused kernels it has: the TTT-Linear and TTT-MLP dual forms (ttt_dual.cu, ttt_mlp_dual.cu), the norms with
-  // and without γ, the layer norm's double backward and the inner loss gradient with its VJP (rows.cu), causal attention
-  // (attention.cu) and prefix mode's closed-form steps (ttt_prefix.cu), the gated products, AdamW and RoPE (fused.cu). Every other
-  // fused op is one node whose values come from its composition of the kernels above (autograd/fused.h), which
-  // `ponder bench ops --device cuda` shows as launches; sum_squares on purpose: clipping adds the parameters' sums on
-  // the device and reads them once per step, where a kernel returning a host number would wait for the device once
-  // per parameter.
-  bool supports(FusedOp op) const override {
-    switch (op) {
-      case FusedOp::TttLinearDual: case FusedOp::TttLinearDualBackward:
-      case FusedOp::TttMlpDual: case FusedOp::TttMlpDualBackward:
-      case FusedOp::LayerNormRows: case FusedOp::LayerNormBackward: case FusedOp::LayerNormVjp:
-      case FusedOp::RmsNormRows: case FusedOp::RmsNormBackward:
-      case FusedOp::LayerNormAffine: case FusedOp::LayerNormAffineBackward:
-      case FusedOp::RmsNormAffine: case FusedOp::RmsNormAffineBackward:
-      case FusedOp::LnL2Grad: case FusedOp::LnL2GradVjp:
-      case FusedOp::ActMul: case FusedOp::ActMulBackward: case FusedOp::AdamwStep: case FusedOp::Rope:
-      case FusedOp::Attention: case FusedOp::AttentionBackward:
-      case FusedOp::TttPrefixSteps: case FusedOp::TttPrefixStepsBackward:
-        return true;
-      default:
-        return false;
-    }
-  }
-  void attention(const Tensor& y, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                 const AttnGeometry& g) override {
-    KernelTimer t(Kind::Fused, "attention");
-    cuda::attention(y, lse, q, k, v, g);
-  }
-  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
-                          const Tensor& v, const Tensor& y, const Tensor& lse, const Tensor& dy,
-                          const AttnGeometry& g) override {
-    KernelTimer t(Kind::Fused, "attention_backward");
-    cuda::attention_backward(dq, dk, dv, q, k, v, y, lse, dy, g);
-  }
-  void layer_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
-    KernelTimer t(Kind::Fused, "layer_norm");
-    cuda::layer_norm_rows(o, x, eps);
-  }
-  void layer_norm_backward(const Tensor& o, const Tensor& x, const Tensor& v, double eps) override {
-    KernelTimer t(Kind::Fused, "layer_norm_backward");
-    cuda::layer_norm_backward(o, x, v, eps);
-  }
-  void layer_norm_vjp(const Tensor& dx, const Tensor& dv, const Tensor& x, const Tensor& v, const Tensor& dz,
-                      double eps) override {
-    KernelTimer t(Kind::Fused, "layer_norm_vjp");
-    cuda::layer_norm_vjp(dx, dv, x, v, dz, eps);
-  }
-  void rms_norm_rows(const Tensor& o, const Tensor& x, double eps) override {
-    KernelTimer t(Kind::Fused, "rms_norm");
-    cuda::rms_norm_rows(o, x, eps);
-  }
-  void rms_norm_backward(const Tensor& o, const Tensor& x, const Tensor& g, double eps) override {
-    KernelTimer t(Kind::Fused, "rms_norm_backward");
-    cuda::rms_norm_backward(o, x, g, eps);
-  }
-  void layer_norm_affine(const Tensor& o, const Tensor& x, const Tensor& gm, const Tensor& bt, const RowOffsets& ro,
-                         double eps) override {
-    KernelTimer t(Kind::Fused, "layer_norm_affine");
-    cuda::layer_norm_affine(o, x, gm, bt, ro, eps);
-  }
-  void layer_norm_affine_backward(const Tensor& dx, const Tensor& dg, const Tensor& db, const Tensor& x,
-                                  const Tensor& gm, const Tensor& g, const RowOffsets& ro, double eps) override {
-    KernelTimer t(Kind::Fused, "layer_norm_affine_backward");
-    cuda::layer_norm_affine_backward(dx, dg, db, x, gm, g, ro, eps);
-  }
-  void rms_norm_affine(const Tensor& o, const Tensor& x, const Tensor& w, const RowOffsets& ro, double eps) override {
-    KernelTimer t(Kind::Fused, "rms_norm_affine");
-    cuda::rms_norm_affine(o, x, w, ro, eps);
-  }
-  void rms_norm_affine_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w, const Tensor& g,
-                                const RowOffsets& ro, double eps) override {
-    KernelTimer t(Kind::Fused, "rms_norm_affine_backward");
-    cuda::rms_norm_affine_backward(dx, dw, x, w, g, ro, eps);
-  }
-  void ln_l2_grad(const Tensor& o, const Tensor& z, const Tensor& tg, const Tensor& gm, const Tensor& bt,
-                  const RowOffsets& ro, double eps) override {
-    KernelTimer t(Kind::Fused, "ln_l2_grad");
-    cuda::ln_l2_grad(o, z, tg, gm, bt, ro, eps);
-  }
-  void ln_l2_grad_vjp(const Tensor& dz, const Tensor& dt, const Tensor& dg, const Tensor& db, const Tensor& z,
-                      const Tensor& tg, const Tensor& gm, const Tensor& bt, const Tensor& w, const RowOffsets& ro,
-                      double eps) override {
-    KernelTimer t(Kind::Fused, "ln_l2_grad_vjp");
-    cuda::ln_l2_grad_vjp(dz, dt, dg, db, z, tg, gm, bt, w, ro, eps);
-  }
-  void act_mul(GateAct act, const Tensor& o, const Tensor& a, const Tensor& b) override {
-    KernelTimer t(Kind::Fused, act == GateAct::Silu ? "silu_mul" : "gelu_tanh_mul");
-    cuda::act_mul(act, o, a, b);
-  }
-  void act_mul_backward(GateAct act, const Tensor& da, const Tensor& db, const Tensor& a, const Tensor& b,
-                        const Tensor& g) override {
-    KernelTimer t(Kind::Fused, act == GateAct::Silu ? "silu_mul_backward" : "gelu_tanh_mul_backward");
-    cuda::act_mul_backward(act, da, db, a, b, g);
-  }
-  void rope(const Tensor& out, const Tensor& x, const Tensor& cs, const Tensor& sn) override {
-    KernelTimer t(Kind::Fused, "rope");
-    cuda::rope(out, x, cs, sn);
-  }
-  void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, const AdamWCoeffs& c) override {
-    KernelTimer t(Kind::Fused, "adamw_step");
-    cuda::adamw_step(p, m, v, g, c);
-  }
-  bool row_offset_table() const override { return false; }  // offsets from the geometry (row_geom.h)
-  void ttt_linear_dual(const Tensor& y, const DualOperands& o) override {
-    KernelTimer t(Kind::Fused, "ttt_linear_dual");
-    cuda::ttt_linear_dual(y, o);
-  }
-  void ttt_linear_dual_backward(const std::array<Tensor, 8>& g, const DualOperands& o,
-                                const std::array<Tensor, 3>& dy) override {
-    KernelTimer t(Kind::Fused, "ttt_linear_dual_backward");
-    cuda::ttt_linear_dual_backward(g, o, dy);  // the three upstream head views, read where they lie
-  }
-  bool dual_scan() const override { return true; }
-  void ttt_linear_scan(const Tensor& Y, const Tensor& S, const ScanOperands& o) override {
-    KernelTimer t(Kind::Fused, "ttt_linear_scan");
-    cuda::ttt_linear_scan(Y, S, o);
-  }
-  void ttt_linear_scan_backward(const std::array<Tensor, 8>& g, const ScanOperands& o, const Tensor& Y,
-                                const Tensor& S, const std::array<Tensor, 3>& dy, int64_t step_dout) override {
-    KernelTimer t(Kind::Fused, "ttt_linear_scan_backward");
-    cuda::ttt_linear_scan_backward(g, o, Y, S, dy, step_dout);
-  }
-  void ttt_prefix_steps(const Tensor& a, const Tensor& saved, const PrefixOperands& o) override {
-    KernelTimer t(Kind::Fused, "ttt_prefix_steps");
-    cuda::ttt_prefix_steps(a, saved, o);
-  }
-  void ttt_prefix_steps_backward(const std::array<Tensor, 6>& g, const PrefixOperands& o, const Tensor& saved,
-                                 const Tensor& da) override {
-    KernelTimer t(Kind::Fused, "ttt_prefix_steps_backward");
-    cuda::ttt_prefix_steps_backward(g, o, saved, da);
-  }
-  void ttt_mlp_dual(const std::array<Tensor, 5>& y, const Tensor& saved, const MlpDualOperands& o) override {
-    KernelTimer t(Kind::Fused, "ttt_mlp_dual");
-    cuda::ttt_mlp_dual(y, saved, o);
-  }
-  void ttt_mlp_dual_backward(const std::array<Tensor, 10>& g, const MlpDualOperands& o, const Tensor& saved,
-                             const std::array<Tensor, 5>& dy) override {
-    KernelTimer t(Kind::Fused, "ttt_mlp_dual_backward");
-    cuda::ttt_mlp_dual_backward(g, o, saved, dy);
-  }
-  bool mlp_scan() const override { return true; }
-  void ttt_mlp_scan(const std::array<Tensor, 5>& Y, const Tensor& S, const MlpScanOperands& o) override {
-    KernelTimer t(Kind::Fused, "ttt_mlp_scan");
-    cuda::ttt_mlp_scan(Y, S, o);
-  }
-  void ttt_mlp_scan_backward(const std::array<Tensor, 10>& g, const MlpScanOperands& o, const std::array<Tensor, 5>& Y,
-                             const Tensor& S, const std::array<Tensor, 5>& dy) override {
-    KernelTimer t(Kind::Fused, "ttt_mlp_scan_backward");
-    cuda::ttt_mlp_scan_backward(g, o, Y, S, dy);
-  }
 };
 
-CudaBackend g_backend;
+constinit CudaBackend g_backend;
 
 // Throughput units per SM of the CUDA cores, by compute capability (NVIDIA's tuning guides); 0 means
 // the architecture is not in the table and the peak is reported as unknown.

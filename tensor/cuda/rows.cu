@@ -1,6 +1,6 @@
 // Fused row kernels on CUDA: layer norm and RMS norm with per-element γ (and β) or without parameters, forward and
 // backward, the layer norm's double backward (layer_norm_vjp), and the TTT
-// inner loss's gradient through its layer norm (ln_l2_grad) with its VJP (the maps: tensor/backend.h; their
+// inner loss's gradient through its layer norm (ln_l2_grad) with its VJP (the maps: tensor/kernels.def; their
 // definitions: autograd/compose.cpp). One warp per row: its lanes take columns lane,
 // lane + 32, … and add their partial sums in a butterfly of shuffles, in double, in an order fixed by D alone, so
 // every lane holds the same total and a run repeats bit for bit. dγ, dβ sum over rows in two fixed-order stages:

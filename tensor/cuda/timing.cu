@@ -55,24 +55,24 @@ void flush_kernel_times() {
   flush_locked();
 }
 
-KernelTimer::KernelTimer(prof::Kind kind, const char* label) : kind_(kind), label_(label), on_(prof::enabled()) {
-  if (!on_) return;
+uint64_t kernel_timer_start() {
   const std::lock_guard<std::mutex> lk(g_mu);
-  start_ = take_event();
-  cuda_check(cudaEventRecord(start_, stream()));
+  cudaEvent_t start = take_event();
+  cuda_check(cudaEventRecord(start, stream()));
+  return uint64_t(reinterpret_cast<uintptr_t>(start));
 }
 
-KernelTimer::~KernelTimer() {
-  if (!on_) return;
+void kernel_timer_stop(uint64_t token, prof::Kind kind, const char* label) {
+  cudaEvent_t start = reinterpret_cast<cudaEvent_t>(uintptr_t(token));
   const std::lock_guard<std::mutex> lk(g_mu);
   cudaEvent_t end = take_event();
-  // A destructor must not throw: a failed record leaves this call out of the profile.
+  // Called from a destructor, so it must not throw: a failed record leaves this call out of the profile.
   if (cudaEventRecord(end, stream()) != cudaSuccess) {
-    g_spare.push_back(start_);
+    g_spare.push_back(start);
     g_spare.push_back(end);
     return;
   }
-  g_pending.push_back({kind_, label_, start_, end});
+  g_pending.push_back({kind, label, start, end});
   if (g_pending.size() >= kMaxPending) flush_locked();
 }
 

@@ -2,25 +2,17 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "tensor/profile.h"
 
 namespace ponder::cuda {
 
-// Times the GPU work queued during its lifetime into prof kind `kind` and `label` (a literal or a static name),
-// when profiling is on; one relaxed load when it is off.
-class KernelTimer {
- public:
-  KernelTimer(prof::Kind kind, const char* label);
-  ~KernelTimer();
-  KernelTimer(const KernelTimer&) = delete;
-  KernelTimer& operator=(const KernelTimer&) = delete;
-
- private:
-  prof::Kind kind_;
-  const char* label_;
-  bool on_;
-  cudaEvent_t start_ = nullptr;
-};
+// The CUDA backend's KernelClock (tensor/backend.h), when profiling is on: start records an event on the stream and
+// returns it as the token; stop records a second one after the GPU work queued since, and files the time between
+// them under `kind` and `label` (a literal or a static name) when the profile is read.
+uint64_t kernel_timer_start();
+void kernel_timer_stop(uint64_t token, prof::Kind kind, const char* label);
 
 // Waits for the timed work queued so far and adds its times to the profile (registered with
 // prof::set_pending_flush by cuda_init).
