@@ -1,11 +1,11 @@
 #include "methods/registry.h"
 
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 
 namespace ponder::methods {
 
-using policy::Score;
 namespace {
 
 // A step count or period: digits only (no sign, no spaces), at most 4 digits so no value overflows an int.
@@ -20,14 +20,29 @@ int parse_count(const std::string& s, const std::string& method) {
   throw std::invalid_argument("unknown method '" + name + "' (" + method_forms() + ")");
 }
 
+#define PONDER_LEARNER_NAME(id, name, kind) name,
+constexpr const char* kLearnerNames[] = {PONDER_LEARNERS(PONDER_LEARNER_NAME)};
+#undef PONDER_LEARNER_NAME
+
+// The learner a learned method's name (without its brackets) names, or nullopt.
+std::optional<Learner> find_learner(const std::string& base) {
+  for (size_t i = 0; i < std::size(kLearnerNames); ++i)
+    if (base == kLearnerNames[i]) return Learner(i);
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* method_forms() {
-  return "uniform-K, every-K/N, front-K, random, entropy, loss, ttt-loss, gradnorm, easy-<one of those four scores>, "
-         "gate-<any of those eight>, "
-         "learned-reinforce, learned-ppo-pid, "
-         "pondernet (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle, "
-         "replay:<oracle.json>[+<oracle.json>...][@<order.json>], replay-shuffled-S:<oracle.json>[+<oracle.json>...]";
+  static const std::string forms = [] {
+    std::string learners;
+    for (const char* n : kLearnerNames) learners += std::string(n) + ", ";
+    return "uniform-K, every-K/N, front-K, random, " + policy::score_names() +
+           ", easy-<one of those scores>, gate-<any of those>, " + learners.substr(0, learners.size() - 2) +
+           " (learned methods may carry overrides: learned-reinforce[gamma=0.5,net=lstm]), oracle, "
+           "replay:<oracle.json>[+<oracle.json>...][@<order.json>], replay-shuffled-S:<oracle.json>[+<oracle.json>...]";
+  }();
+  return forms.c_str();
 }
 
 MethodSpec parse_method(const std::string& name) {
@@ -90,11 +105,12 @@ MethodSpec parse_method(const std::string& name) {
     m.name = name;
   } else {
     const std::string base = name.substr(0, name.find('['));
-    if (base != "learned-reinforce" && base != "learned-ppo-pid" && base != "pondernet") unknown(name);
+    const std::optional<Learner> learner = find_learner(base);
+    if (!learner) unknown(name);
     if (base.size() < name.size() && name.back() != ']')
       throw std::invalid_argument("method '" + name + "': overrides must end with ']'");
     m.family = MethodFamily::Learned;
-    m.learner = base == "pondernet" ? Learner::PonderNet : base == "learned-ppo-pid" ? Learner::PpoPid : Learner::Reinforce;
+    m.learner = *learner;
     m.overrides = parse_learn_overrides(name);
     m.name = name;
   }
@@ -112,9 +128,11 @@ std::vector<MethodSpec> parse_methods(const std::vector<std::string>& names) {
   return out;
 }
 
-#define PONDER_KIND_NAME(id, name) name,
-constexpr const char* kKindNames[] = {PONDER_METHOD_KINDS(PONDER_KIND_NAME)};
-#undef PONDER_KIND_NAME
+#define PONDER_LEARNER_KIND(id, name, kind) kind,
+constexpr const char* kKindNames[] = {"uniform", "every",  "front", "random", "heuristic", "gate",
+                                      PONDER_LEARNERS(PONDER_LEARNER_KIND) "oracle", "replay"};
+#undef PONDER_LEARNER_KIND
+static_assert(std::size(kKindNames) == size_t(MethodKind::Replay) + 1, "every MethodKind has its name");
 
 const char* kind_name(MethodKind k) { return kKindNames[size_t(k)]; }
 
@@ -134,9 +152,7 @@ MethodKind MethodSpec::kind() const {
     case MethodFamily::Oracle: return MethodKind::Oracle;
     case MethodFamily::Replay: return MethodKind::Replay;
     case MethodFamily::Learned:
-      return learner == Learner::PonderNet ? MethodKind::PonderNet
-             : learner == Learner::PpoPid  ? MethodKind::PpoPid
-                                           : MethodKind::Reinforce;
+      return MethodKind(size_t(MethodKind::Gate) + 1 + size_t(learner));  // the learners' kinds follow Gate
   }
   return MethodKind::Uniform;
 }
@@ -153,8 +169,8 @@ std::unique_ptr<policy::Policy> schedule_policy(const MethodSpec& m, double budg
 }
 
 std::string fast_weight_refusal(const MethodSpec& m) {
-  const Score d = policy::difficulty_of(m.score);
-  if (m.family == MethodFamily::Heuristic && (d == Score::TTTLoss || d == Score::GradNorm))
+  const policy::FeatureNeeds n = policy::score_needs(m.score);
+  if (m.family == MethodFamily::Heuristic && (n.probe_loss || n.probe_grad))
     return m.name + " probes the TTT layers' inner loss, which fast weights on a frozen base do not have";
   return "";
 }

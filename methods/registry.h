@@ -37,16 +37,20 @@
 namespace ponder::methods {
 
 enum class MethodFamily { Uniform, Every, Front, Random, Heuristic, Learned, Oracle, Replay };
-enum class Learner { Reinforce, PpoPid, PonderNet };
+
+// The learned methods, one line each: X(id, method name, kind) — the Learner, the name a config lists (which may
+// carry bracketed overrides) and its kind in results. Its training is a branch of methods/learned.cpp.
+#define PONDER_LEARNERS(X)                                                                                     \
+  X(Reinforce, "learned-reinforce", "reinforce") X(PpoPid, "learned-ppo-pid", "ppo-pid")                     \
+  X(PonderNet, "pondernet", "pondernet")
+#define PONDER_ENUM_ID(id, ...) id,
+enum class Learner : uint8_t { PONDER_LEARNERS(PONDER_ENUM_ID) };
 
 // What a method is, as results.json's `kind` names it: its family, a heuristic split by whether an EMA adapts its
-// threshold (gate), a learned method by its learner. X(id, name).
-#define PONDER_METHOD_KINDS(X)                                                                                 \
-  X(Uniform, "uniform") X(Every, "every") X(Front, "front") X(Random, "random") X(Heuristic, "heuristic")      \
-  X(Gate, "gate") X(Reinforce, "reinforce") X(PpoPid, "ppo-pid") X(PonderNet, "pondernet") X(Oracle, "oracle") \
-  X(Replay, "replay")
-#define PONDER_ENUM_ID(id, ...) id,
-enum class MethodKind : uint8_t { PONDER_METHOD_KINDS(PONDER_ENUM_ID) };
+// threshold (gate), a learned method by its learner (one kind per line of PONDER_LEARNERS).
+enum class MethodKind : uint8_t {
+  Uniform, Every, Front, Random, Heuristic, Gate, PONDER_LEARNERS(PONDER_ENUM_ID) Oracle, Replay
+};
 #undef PONDER_ENUM_ID
 const char* kind_name(MethodKind k);
 // The kind a results file names; an std::invalid_argument names an unknown one.

@@ -79,14 +79,16 @@ ThresholdPolicy::ThresholdPolicy(Score score, std::vector<double> thresholds, st
                                 std::to_string(thresholds_.size()));
 }
 
-FeatureNeeds ThresholdPolicy::needs() const {
+FeatureNeeds score_needs(Score s) {
   FeatureNeeds n;
-  const Score d = difficulty_of(score_);
+  const Score d = difficulty_of(s);
 #define PONDER_SCORE_NEED(id, name, feature, need) n.need = n.need || d == Score::id;
   PONDER_SCORES(PONDER_SCORE_NEED)
 #undef PONDER_SCORE_NEED
   return n;
 }
+
+FeatureNeeds ThresholdPolicy::needs() const { return score_needs(score_); }
 
 int ThresholdPolicy::decide(const UnitFeatures& f) {
   double s = score_of(score_, f);
@@ -104,7 +106,7 @@ EmaGatePolicy::EmaGatePolicy(Score score, double tau0, int low, int high, double
                                 std::to_string(alpha) + ")");
 }
 
-FeatureNeeds EmaGatePolicy::needs() const { return ThresholdPolicy(score_, {0}, {low_, high_}, low_).needs(); }
+FeatureNeeds EmaGatePolicy::needs() const { return score_needs(score_); }
 
 void EmaGatePolicy::begin_sequence(uint64_t) {
   tau_ = tau0_;

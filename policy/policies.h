@@ -92,6 +92,7 @@ Score difficulty_of(Score s);  // the feature an easy-* score negates (easy-loss
 // The score names, "entropy, loss, …", for messages and --help.
 const std::string& score_names();
 double score_of(Score s, const UnitFeatures& f);  // NaN when unknown (first unit)
+FeatureNeeds score_needs(Score s);  // what a rollout must compute for the score (its line's need)
 
 // Maps a difficulty score to K by thresholds: score ≤ thresholds[0] → levels[0], …, above the last
 // threshold → levels.back(). Units without a score (the first one) get `fallback`.
