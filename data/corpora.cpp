@@ -6,7 +6,8 @@
 #include <stdexcept>
 
 #include "data/dir_corpus.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
+#include "util/files.h"
 
 namespace ponder::data {
 namespace {
@@ -156,7 +157,7 @@ namespace {
 
 // "libpython3.11-stdlib 3.11.2-6+deb12u6" from dpkg's database, or "" when it cannot be read.
 std::string debian_version(const std::string& package) {
-  const std::optional<std::string> status = read_file("/var/lib/dpkg/status");
+  const std::optional<std::string> status = util::read_file("/var/lib/dpkg/status");
   if (!status) return "";
   const std::string key = "Package: " + package + "\n";
   const size_t at = status->find(key);
@@ -221,7 +222,7 @@ Corpus load_pycode(const std::string& data_dir, int64_t max_file_bytes) {
   Corpus c = load_dir_corpus(dir + "/repos", opt);
   if (!c.repositories) throw std::runtime_error("corpus 'pycode': '" + dir + "/repos' must hold one folder per package");
   c.name = "pycode";
-  const std::optional<std::string> packages = read_file(dir + "/PACKAGES.txt");
+  const std::optional<std::string> packages = util::read_file(dir + "/PACKAGES.txt");
   c.source = dir + "/repos (" + std::to_string(c.docs.size()) + " files of pinned Debian python3-* packages" +
              (packages ? ", listed with versions and .deb sha256 in PACKAGES.txt" : ", PACKAGES.txt missing") +
              "), manifest sha256 " + c.sha256;

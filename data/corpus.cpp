@@ -5,7 +5,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "data/sha256.h"
+#include "util/sha256.h"
 
 namespace ponder::data {
 namespace {
@@ -80,7 +80,7 @@ namespace {
 // adaptation, the rest evaluation; each part in path order.
 HeldOut held_out_repo(const std::string& name, std::vector<Document> files, double adapt_frac) {
   std::vector<std::pair<std::string, size_t>> ranked;
-  for (size_t i = 0; i < files.size(); ++i) ranked.push_back({sha256_hex(files[i].name), i});
+  for (size_t i = 0; i < files.size(); ++i) ranked.push_back({util::sha256_hex(files[i].name), i});
   std::sort(ranked.begin(), ranked.end());
   const long n = long(files.size());
   const long n_adapt = std::min(n - 1, std::lround(adapt_frac * double(n)));
@@ -103,7 +103,7 @@ Split split_by_repository(const Corpus& corpus, double valid_frac, double test_f
   std::map<std::string, std::vector<Document>> repos;  // documents keep corpus (path) order inside a repository
   for (const Document& d : corpus.docs) repos[d.repo].push_back(d);
   std::vector<std::pair<std::string, std::string>> order;  // (sha256 of the name, name)
-  for (const auto& [name, docs] : repos) order.push_back({sha256_hex(name), name});
+  for (const auto& [name, docs] : repos) order.push_back({util::sha256_hex(name), name});
   std::sort(order.begin(), order.end());
   const long n = long(order.size());
   const long n_valid = std::lround(valid_frac * double(n)), n_test = std::lround(test_frac * double(n));

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "data/files.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
+#include "util/files.h"
 
 namespace ponder::data {
 namespace fs = std::filesystem;
@@ -60,9 +60,9 @@ class Walker {
     if (!wanted_suffix(p, opt_.extensions)) return skip(p, repo, size, "extension");
     if (size > opt_.max_file_bytes) return skip(p, repo, size, "over size cap");
     if (size == 0) return skip(p, repo, 0, "empty");
-    std::optional<std::string> bytes = read_file(p.string());
+    std::optional<std::string> bytes = util::read_file(p.string());
     if (!bytes) throw std::runtime_error("cannot open '" + p.string() + "'");
-    ManifestEntry m{relative(p), repo, int64_t(bytes->size()), sha256_hex(*bytes), ""};
+    ManifestEntry m{relative(p), repo, int64_t(bytes->size()), util::sha256_hex(*bytes), ""};
     if (!is_text(*bytes)) {
       m.skipped = "binary";
       out_.manifest.push_back(m);
@@ -156,7 +156,7 @@ Corpus load_dir_corpus(const std::string& path, const DirCorpusOptions& opt) {
   }
   if (c.docs.empty())
     throw std::runtime_error("corpus path '" + path + "' holds no usable document (" + skip_summary(c) + ")");
-  c.sha256 = sha256_hex(manifest_text(c));
+  c.sha256 = util::sha256_hex(manifest_text(c));
   c.source = path + " (" + std::string(c.repositories ? "repository" : "document") + " layout, " +
              std::to_string(c.docs.size()) + " documents, manifest sha256 " + c.sha256 + ")";
   return c;

@@ -21,12 +21,14 @@
 #include "data/files.h"
 #include "data/dir_corpus.h"
 #include "data/planted.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "data/windows.h"
 #include "test_util.h"
+#include "util/files.h"
 
 using namespace ponder;
 using namespace ponder::data;
+using ponder::util::sha256_hex;
 namespace fs = std::filesystem;
 using ponder::test::error_of;
 
@@ -724,8 +726,8 @@ TEST_CASE("write_atomically: a failed write replaces nothing and leaves no .tmp;
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string target = (dir / "results.json").string();
-  ponder::data::write_atomically(target, "old\n");
-  CHECK(ponder::data::read_file(target).value() == "old\n");
+  ponder::util::write_atomically(target, "old\n");
+  CHECK(ponder::util::read_file(target).value() == "old\n");
   {
     // A file-size limit makes the write fail part-way, as a full disk does (EFBIG instead of ENOSPC).
     rlimit before{};
@@ -736,7 +738,7 @@ TEST_CASE("write_atomically: a failed write replaces nothing and leaves no .tmp;
     REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
     std::string error;
     try {
-      ponder::data::write_atomically(target, std::string(5000, 'x'));
+      ponder::util::write_atomically(target, std::string(5000, 'x'));
     } catch (const std::runtime_error& e) {
       error = e.what();
     }
@@ -745,17 +747,17 @@ TEST_CASE("write_atomically: a failed write replaces nothing and leaves no .tmp;
     CHECK(error.find("cannot write '" + target + "'") != std::string::npos);
     CHECK(error.find("nothing was replaced") != std::string::npos);
   }
-  CHECK(ponder::data::read_file(target).value() == "old\n");
+  CHECK(ponder::util::read_file(target).value() == "old\n");
   CHECK_FALSE(fs::exists(target + ".tmp"));
   fs::create_symlink(target, dir / "link.json");
   mkfifo((dir / "fifo.json").c_str(), 0600);
   fs::create_directories(dir / "folder.json");
   for (const char* name : {"link.json", "fifo.json", "folder.json"}) {
     const std::string path = (dir / name).string(), expected = "'" + path + "' exists and is a";
-    CHECK_THROWS_WITH_AS(ponder::data::write_atomically(path, "x"), doctest::Contains(expected.c_str()), std::runtime_error);
+    CHECK_THROWS_WITH_AS(ponder::util::write_atomically(path, "x"), doctest::Contains(expected.c_str()), std::runtime_error);
   }
-  CHECK_THROWS_WITH_AS(ponder::data::write_atomically("/dev/null", "x"), doctest::Contains("a device"), std::runtime_error);
-  CHECK(ponder::data::read_file(target).value() == "old\n");  // the link's target is untouched
+  CHECK_THROWS_WITH_AS(ponder::util::write_atomically("/dev/null", "x"), doctest::Contains("a device"), std::runtime_error);
+  CHECK(ponder::util::read_file(target).value() == "old\n");  // the link's target is untouched
   fs::remove_all(dir);
 }
 

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "data/files.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "tensor/kernels.h"
 #include "util/fault.h"
+#include "util/files.h"
 
 namespace ponder::ttt {
 namespace {
@@ -202,7 +202,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
   bytes.append(reinterpret_cast<const char*>(&version), sizeof version);
   bytes.append(reinterpret_cast<const char*>(&size), sizeof size);
   bytes += payload;
-  bytes += data::sha256_hex(payload);
+  bytes += util::sha256_hex(payload);
 
   const std::filesystem::path target(path);
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
@@ -225,7 +225,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ck) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  const std::optional<std::string> read = data::read_file(path);
+  const std::optional<std::string> read = util::read_file(path);
   if (!read) throw std::runtime_error("cannot open checkpoint '" + path + "': " + std::strerror(errno));
   const std::string& bytes = *read;
   const std::string where = "checkpoint '" + path + "'";
@@ -245,7 +245,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     throw std::runtime_error(where + " is " + (bytes.size() < expected ? "truncated" : "too long") + ": " +
                              std::to_string(bytes.size()) + " bytes, the header says " + std::to_string(expected));
   const std::string_view payload(bytes.data() + kHeader, size);
-  const std::string stored = bytes.substr(kHeader + size), actual = data::sha256_hex(payload);
+  const std::string stored = bytes.substr(kHeader + size), actual = util::sha256_hex(payload);
   if (stored != actual)
     throw std::runtime_error(where + " is corrupt: sha256 of the payload is " + actual + ", the file records " +
                              stored);

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "data/byte_tokenizer.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "experiments/study/adapt_models.h"
 #include "experiments/study/adapt_report.h"
 #include "experiments/codebench/tasks.h"
@@ -44,7 +44,7 @@ std::vector<data::StreamTokens> bench_streams(const BenchArgs& b, std::string& s
     if (s.scored() > 0) out.push_back(std::move(s));
     all += t.id + '\0' + t.prompt + '\0' + t.solution + '\0';
   }
-  sha = data::sha256_hex(all);
+  sha = util::sha256_hex(all);
   return out;
 }
 

@@ -10,8 +10,7 @@
 #include <stdexcept>
 #include <unistd.h>
 
-#include "data/files.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "experiments/cli/commands.h"
 #include "experiments/process/bench_util.h"
 #include "experiments/process/build_info.h"
@@ -27,6 +26,7 @@
 #include "experiments/model/checkpoint_cache.h"
 #include "experiments/model/config.h"
 #include "tensor/cpu/runtime.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 
@@ -104,7 +104,7 @@ CheckpointJob load_checkpoint_job(const CheckpointJobArgs& a, const std::string&
   TrainedModel m = load_trained(checkpoint_for_model(a.checkpoint), a.checkpoint, device);
   Dataset ds = load_dataset(m.config.data);
   check_corpus(m, ds, a.checkpoint, a.other_corpus);
-  data::lock_output_dir(a.out);  // one writer per folder (under mpirun each rank has its own shard folder)
+  util::lock_output_dir(a.out);  // one writer per folder (under mpirun each rank has its own shard folder)
   return {std::move(cfg), std::move(opt), device, std::move(m), std::move(ds)};
 }
 
@@ -145,9 +145,9 @@ nlohmann::ordered_json provenance(const TrainedModel& m, const Dataset& ds, cons
 namespace {
 
 std::string file_sha256(const std::string& path) {
-  const std::optional<std::string> bytes = data::read_file(path);
+  const std::optional<std::string> bytes = util::read_file(path);
   if (!bytes) throw std::runtime_error("cannot read " + path);
-  return data::sha256_hex(*bytes);
+  return util::sha256_hex(*bytes);
 }
 
 }  // namespace
@@ -184,8 +184,8 @@ Journal open_journal(const std::string& dir, const std::string& label, const std
 }
 
 CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, const std::function<CompareResult()>& run) {
-  const std::optional<std::string> old = data::read_file(dir + "/fingerprint.json");
-  const std::optional<std::string> results = data::read_file(dir + "/results.json");
+  const std::optional<std::string> old = util::read_file(dir + "/fingerprint.json");
+  const std::optional<std::string> results = util::read_file(dir + "/results.json");
   if (old && results && nlohmann::json::parse(*old, nullptr, false) == fp) {
     const nlohmann::json j = nlohmann::json::parse(*results, nullptr, false);
     if (j.is_object() && j.contains("methods")) {
@@ -201,7 +201,7 @@ CompareResult reuse_or_run(const std::string& dir, const nlohmann::json& fp, con
 void merge_outputs(const std::string& dir, const nlohmann::ordered_json& fields, const std::string& before,
                    const std::string& after) {
   const std::string results = dir + "/results.json", report = dir + "/report.md";
-  const std::optional<std::string> rj = data::read_file(results), rm = data::read_file(report);
+  const std::optional<std::string> rj = util::read_file(results), rm = util::read_file(report);
   if (!rj || !rm) throw std::runtime_error("cannot read the comparison's outputs in '" + dir + "'");
   nlohmann::ordered_json all = nlohmann::ordered_json::parse(*rj);
   nlohmann::ordered_json merged = fields;  // the new fields first, so readers see them at the top
@@ -351,14 +351,14 @@ void run_replicates(const CheckpointJobArgs& a, const std::string& label, const 
                                 {"version", version()}, {"commit", git_commit()}, {"build_type", build_type()},
                                 {"models", s.models.size()},
                                 {"oracle_headroom", {{"mean", s.headroom.delta}, {"ci", {s.headroom.ci.lo, s.headroom.ci.hi}}}}};
-  const nlohmann::json first = nlohmann::json::parse(*data::read_file(a.out + "/model-1/results.json"));
+  const nlohmann::json first = nlohmann::json::parse(*util::read_file(a.out + "/model-1/results.json"));
   if (first.contains("scored_fraction")) top["scored_fraction"] = first["scored_fraction"];
   top["replicates"] = replicates_json(s);
   std::string section;
   if (extra) {
     std::vector<nlohmann::json> per_model;
     for (size_t i = 0; i < a.checkpoints.size(); ++i)
-      per_model.push_back(nlohmann::json::parse(*data::read_file(model_dir(i) + "/results.json")));
+      per_model.push_back(nlohmann::json::parse(*util::read_file(model_dir(i) + "/results.json")));
     extra(per_model, top, section);
   }
   write_atomically(a.out + "/results.json", top.dump(1) + "\n");

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "experiments/cli/config_cli.h"
-#include "data/files.h"
 #include "experiments/process/journal.h"
 #include "experiments/process/ranks.h"
 #include "experiments/study/shard.h"
 #include "experiments/model/training.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 
@@ -88,7 +88,7 @@ std::string run_compare_job(const TrainedModel& m, const Dataset& ds, const Comp
 
 // Adds `fields` at the top level of DIR/results.json and wraps DIR/report.md in `before` and `after` (markdown);
 // each file is replaced atomically (written beside, then renamed), so an interruption leaves the old one whole.
-using data::write_atomically;  // data/files.h
+using util::write_atomically;  // util/files.h
 // What a finished comparison of `checkpoint` depends on: the command line, this binary, the checkpoint's bytes and
 // the config text. A journal or a finished model's outputs are reused only under the same fingerprint.
 nlohmann::json run_fingerprint(const std::string& checkpoint, const std::string& config_text);

@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 
-#include "data/files.h"
 
 #include "experiments/process/build_info.h"
 #include "experiments/cli/commands.h"
@@ -14,6 +13,7 @@
 #include "experiments/study/control.h"
 #include "experiments/model/device.h"
 #include "experiments/model/training.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 
@@ -24,7 +24,7 @@ namespace {
 // commit) from the same config text, if any: rerunning `ponder quick` need not redo a control whose answer cannot
 // have changed.
 std::optional<ControlVerdict> finished_control(const std::string& dir, const RunConfig& cfg) {
-  const std::optional<std::string> text = data::read_file(dir + "/results.json");
+  const std::optional<std::string> text = util::read_file(dir + "/results.json");
   if (!text) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   const std::string commit = git_commit();
@@ -46,7 +46,7 @@ ControlVerdict run_positive_control(const ControlArgs& a) {
     throw std::invalid_argument("control: " + cfg.source + " trains on '" + cfg.data.corpus +
                                 "'; the positive control needs data.corpus: planted");
   const std::string report = (std::filesystem::path(a.out) / "report.md").string();
-  data::lock_output_dir(a.out);
+  util::lock_output_dir(a.out);
   if (!a.retrain)
     if (const std::optional<ControlVerdict> done = finished_control(a.out, cfg)) {
       std::fprintf(stderr, "control: %s (reused: %s was made by this build from the same config)\n",

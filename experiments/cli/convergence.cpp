@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
-#include "data/files.h"
 #include "data/windows.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/compare_job.h"
@@ -20,6 +19,7 @@
 #include "experiments/study/result_util.h"
 #include "experiments/model/training.h"
 #include "tensor/kernels.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace cmd_convergence {
@@ -175,9 +175,9 @@ void run(const ConvergenceArgs& a) {
   j["step"] = "1/lambda_max of the Hessian [X 1]^T D [X 1], by power iteration";
   j["ridge"] = "1e-8*trace(A) added where Cholesky finds A singular";
   j["layers"] = jl;
-  data::lock_output_dir(a.out);
+  util::lock_output_dir(a.out);
   const std::string path = (std::filesystem::path(a.out) / "convergence.json").string();
-  data::write_atomically(path, j.dump(2) + "\n");
+  util::write_atomically(path, j.dump(2) + "\n");
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());
 }
 

@@ -4,10 +4,10 @@
 #include <fstream>
 #include <memory>
 
-#include "data/files.h"
 #include "experiments/cli/commands.h"
 #include "experiments/model/export.h"
 #include "experiments/model/training.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 
@@ -27,11 +27,11 @@ bool looks_like_safetensors(const std::string& path) {
 }
 
 // The output may replace an earlier export, nothing else: not the checkpoint itself, not a training log, not a
-// device, link or folder (data::write_atomically refuses those).
+// device, link or folder (util::write_atomically refuses those).
 void refuse_clobber(const std::string& out, const std::string& checkpoint) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  data::refuse_unless_replaceable(out);
+  util::refuse_unless_replaceable(out);
   if (fs::equivalent(out, checkpoint, ec)) throw std::invalid_argument("export: --out " + out + " is the checkpoint itself");
   if (fs::exists(out, ec) && !looks_like_safetensors(out))
     throw std::invalid_argument("export: --out " + out + " exists and is not a safetensors file; it would be "

@@ -11,6 +11,7 @@
 #include "experiments/cli/compare_job.h"
 #include "experiments/study/result_util.h"
 #include "experiments/model/training.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace cmd_oracle {
@@ -60,7 +61,7 @@ nlohmann::ordered_json write_hidden(const ttt::Model& model, const Dataset& ds, 
     throw std::runtime_error("oracle: " + std::to_string(units) + " units of hidden states do not line up with the " +
                              std::to_string(oracle_units) + " units the oracle read");
   const std::string path = (std::filesystem::path(dir) / "hidden.f32").string();
-  data::write_atomically(path, std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float)));
+  util::write_atomically(path, std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float)));
   return {{"file", "hidden.f32"}, {"format", "float32, little-endian, row-major (units, dims)"}, {"units", units},
           {"dims", dims}, {"reference", "uniform-" + std::to_string(k)},
           {"columns", "row u: mean over unit u-1's positions of the residual stream after the last block (d values), "
@@ -141,7 +142,7 @@ void run(const OracleArgs& a) {
   if (opt.streams) j["segments"] = segments_json(ds, opt, unit);
   if (a.hidden_k >= 0) j["hidden"] = write_hidden(m.model, ds, opt, unit, a.hidden_k, int64_t(ou.k.size()), a.out);
   const std::string path = (std::filesystem::path(a.out) / "oracle.json").string();
-  data::write_atomically(path, j.dump(2) + "\n");
+  util::write_atomically(path, j.dump(2) + "\n");
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());
 }
 

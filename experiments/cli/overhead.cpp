@@ -11,6 +11,7 @@
 #include "experiments/cli/compare_job.h"
 #include "experiments/study/result_util.h"
 #include "experiments/model/training.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace cmd_overhead {
@@ -79,7 +80,7 @@ void run(const CheckpointJobArgs& a) {
   j["references"] = {{"high", high}, {"budget", budget}};
   j["methods"] = methods;
   const std::string path = (std::filesystem::path(a.out) / "overhead.json").string();
-  data::write_atomically(path, j.dump(2) + "\n");
+  util::write_atomically(path, j.dump(2) + "\n");
   std::printf("%s\nwrote %s\n", txt.str().c_str(), path.c_str());
 }
 

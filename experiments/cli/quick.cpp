@@ -16,7 +16,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data/files.h"
 #include "data/tokens.h"
 #include "experiments/process/build_info.h"
 #include "experiments/cli/commands.h"
@@ -28,6 +27,7 @@
 #include "experiments/study/replicates.h"
 #include "experiments/model/training.h"
 #include "tensor/cpu/runtime.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace cmd_quick {
@@ -195,7 +195,7 @@ void run_quick(const QuickArgs& o) {
   const RunConfig cfg = apply_overrides(load_config(resolve_config(o.config)), o.over);
   const Device device = run_device(o.device, cfg);
   std::fprintf(stderr, "quick: device %s\n", describe_device(device).c_str());
-  data::lock_output_dir(o.out);  // its parts, forked below, share the lock
+  util::lock_output_dir(o.out);  // its parts, forked below, share the lock
   const int threads = cpu::num_threads();
   // A process forked after CUDA was initialised cannot use it: on a GPU the parts run one after another here.
   const int jobs = device == Device::CUDA ? 1 : o.jobs > 0 ? o.jobs : std::clamp(threads, 1, 4);
@@ -251,7 +251,7 @@ void run_quick(const QuickArgs& o) {
   if (attn) training["attention_baseline"] = {{"checkpoint", checkpoint_path(attn_dir)}, {"reused_checkpoint", attn_reused},
                                               {"parameters", attn->model.num_parameters()}};
   top["training"] = training;
-  const std::optional<std::string> compared = data::read_file(o.out + "/results.json");
+  const std::optional<std::string> compared = util::read_file(o.out + "/results.json");
   const nlohmann::json deg = compared ? nlohmann::json::parse(*compared).value("degenerate", nlohmann::json()) : nlohmann::json();
   std::string flag;
   if (deg.is_object() && deg.value("value", false))

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "data/files.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace checkpoint_cache {
@@ -81,10 +81,10 @@ const std::string& checkpoint_sha256(const std::string& path) {
   using namespace checkpoint_cache;
   Entry& e = entry(path);
   if (e.sha256.empty()) {
-    const std::optional<std::string> bytes = data::read_file(path);
+    const std::optional<std::string> bytes = util::read_file(path);
     if (!bytes) throw std::runtime_error("cannot read " + path);
     ++reads();
-    e.sha256 = data::sha256_hex(*bytes);
+    e.sha256 = util::sha256_hex(*bytes);
   }
   return e.sha256;
 }

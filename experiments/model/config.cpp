@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/corpus_table.h"
-#include "data/files.h"
+#include "util/files.h"
 
 #ifndef PONDER_SOURCE_ROOT
 #error "PONDER_SOURCE_ROOT must be defined by the build (experiments/meson.build)"
@@ -559,7 +559,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 
 RunConfig load_config(const std::string& path) {
   if (std::filesystem::is_directory(path)) throw std::runtime_error("config '" + path + "' is a folder, not a YAML file");
-  const std::optional<std::string> text = data::read_file(path);
+  const std::optional<std::string> text = util::read_file(path);
   if (!text) throw std::runtime_error("cannot open config '" + path + "'");
   return parse_config(*text, path);
 }

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "experiments/process/build_info.h"
-#include "data/files.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 
@@ -72,7 +72,7 @@ std::string safetensors_bytes(const ttt::Checkpoint& ck, const std::vector<std::
 }
 
 void export_safetensors(const ttt::Checkpoint& ck, const std::vector<std::string>& names, const std::string& path) {
-  data::write_atomically(path, safetensors_bytes(ck, names));
+  util::write_atomically(path, safetensors_bytes(ck, names));
 }
 
 nlohmann::ordered_json parameter_summary(const ttt::Checkpoint& ck, const std::vector<std::string>& names) {

@@ -17,8 +17,7 @@
 
 #include "data/corpora.h"
 #include "data/corpus_table.h"
-#include "data/files.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "data/dir_corpus.h"
 #include "data/planted.h"
 #include "experiments/process/bench_util.h"
@@ -27,6 +26,7 @@
 #include "tensor/dist.h"
 #include "tensor/cpu/runtime.h"
 #include "util/fault.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace {
@@ -365,7 +365,7 @@ void check_training_ranks(const TrainJob& job, const Dataset& ds) {
   check_ranks_agree("train", {{"config (its text after --set and --seed)", job.config.text},
                               {"step range", std::to_string(from) + ".." + std::to_string(job.config.train.steps) +
                                                  ", stop after " + std::to_string(job.stop_after)},
-                              {"resume state", job.resume ? "resuming " + data::sha256_hex(job.resume->config_text) +
+                              {"resume state", job.resume ? "resuming " + util::sha256_hex(job.resume->config_text) +
                                                                 " at step " + std::to_string(job.resume->step)
                                                           : "a fresh start"},
                               {"corpus (sha256 of its files)", ds.corpus.sha256}});
@@ -383,7 +383,7 @@ std::string corpus_mismatch(const std::string& trained_sha256, const Dataset& ds
 std::unique_ptr<TrainSetup> load_for_training(const TrainJob& job, const std::string& checkpoint) {
   const RunConfig& c = job.config;
   check_fits(c);
-  if (dist::rank() == 0) data::lock_output_dir(job.out_dir);  // before its files are looked at; ranks share the folder
+  if (dist::rank() == 0) util::lock_output_dir(job.out_dir);  // before its files are looked at; ranks share the folder
   if (!job.resume && std::filesystem::exists(checkpoint))
     throw std::runtime_error("'" + checkpoint + "' exists; pass --resume to continue that run, or choose another --out");
   if (job.resume) check_ranks(*job.resume, checkpoint);

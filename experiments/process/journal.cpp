@@ -11,9 +11,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "data/files.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "util/fault.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace {
@@ -25,7 +25,7 @@ std::runtime_error io_error(const std::string& what, const std::string& path) {
 // What a record line's sha256 covers: its key and its record as written. A record edited by hand, or damaged
 // on disk in a way that still parses, no longer matches and is dropped instead of changing the results.
 std::string record_digest(const std::string& key, const nlohmann::json& record) {
-  return data::sha256_hex(key + "\n" + record.dump());
+  return util::sha256_hex(key + "\n" + record.dump());
 }
 
 }  // namespace
@@ -99,7 +99,7 @@ std::string line_list(const std::vector<size_t>& numbers) {
 }  // namespace
 
 Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(std::move(path)) {
-  const std::string text = data::read_file(path_).value_or("");  // no file yet: a new journal
+  const std::string text = util::read_file(path_).value_or("");  // no file yet: a new journal
   Parsed p = parse(text);
   if (!p.head.is_object() || p.head.value("fingerprint", nlohmann::json()) != fingerprint) {
     if (!text.empty()) {  // another run's journal: kept, never silently deleted
@@ -120,7 +120,7 @@ Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(st
   if (!p.dropped.empty()) {
     std::fprintf(stderr, "journal %s: dropped %zu damaged or altered record(s) (line %s); those cells run again\n",
                  path_.c_str(), p.dropped.size(), line_list(p.dropped).c_str());
-    data::write_atomically(path_, p.kept);  // what is appended next starts after the records kept
+    util::write_atomically(path_, p.kept);  // what is appended next starts after the records kept
   } else if (p.good_end < text.size()) {
     std::filesystem::resize_file(path_, p.good_end);  // the torn tail, so the next record starts on a line of its own
   }
@@ -129,7 +129,7 @@ Journal::Journal(std::string path, const nlohmann::json& fingerprint) : path_(st
 void require_matching_journals(bool on) { strict_journals() = on; }
 
 JournalContents read_journal(const std::string& path) {
-  const std::optional<std::string> text = data::read_file(path);
+  const std::optional<std::string> text = util::read_file(path);
   if (!text) throw std::runtime_error("cannot read the journal '" + path + "'");
   Parsed p = parse(*text);
   if (!p.head.is_object() || !p.head.contains("fingerprint"))

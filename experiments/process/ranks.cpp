@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "tensor/dist.h"
 
 namespace ponder::cli {
@@ -17,7 +17,7 @@ void check_ranks_agree(const std::string& label, const RankFields& fields) {
                               " fields of the run, rank 0 " + std::to_string(counts[0]) + "; every rank must run the "
                               "same ponder");
   std::vector<uint64_t> mine;
-  for (const auto& [name, value] : fields) mine.push_back(std::stoull(data::sha256_hex(value).substr(0, 16), nullptr, 16));
+  for (const auto& [name, value] : fields) mine.push_back(std::stoull(util::sha256_hex(value).substr(0, 16), nullptr, 16));
   const std::vector<uint64_t> all = dist::allgather(mine);
   const size_t n = fields.size();
   for (int r = 1; r < dist::size(); ++r)

@@ -8,9 +8,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data/files.h"
 #include "experiments/study/plots.h"
 #include "experiments/study/result_util.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace {
@@ -189,8 +189,8 @@ std::string write_ablation_outputs(const CompareResult& r, const std::vector<Abl
   out["seeds"] = opt.seeds;
   out["windows_per_seed"] = opt.windows_per_seed;
   out["groups"] = groups_json;
-  data::write_atomically(dir + "/ablation.json", out.dump(1) + "\n");
-  data::write_atomically(dir + "/ablation.md", md.str());
+  util::write_atomically(dir + "/ablation.json", out.dump(1) + "\n");
+  util::write_atomically(dir + "/ablation.md", md.str());
   for (const AblationGroup& g : groups) plot_group(g, st, base_name, dir);  // the figures after the numbers
   return md.str();
 }

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <sstream>
 
-#include "data/files.h"
 
 #include "experiments/study/result_util.h"
 #include "methods/registry.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace {
@@ -110,7 +110,7 @@ ControlVerdict control_from_json(const nlohmann::json& j) {
 
 std::string control_status(const std::string& dir, const std::string& commit) {
   const std::string results = dir + "/results.json";
-  const std::optional<std::string> text = data::read_file(results);
+  const std::optional<std::string> text = util::read_file(results);
   const nlohmann::json j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
   const std::string how = " Run `ponder control` (results in results/control/) to check that this build finds the "
                           "effect planted in generated data; without it, a null result here says nothing about allocation.";

@@ -7,13 +7,13 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data/files.h"
 #include "experiments/study/frontier.h"
 #include "experiments/study/plots.h"
 #include "experiments/study/result_json.h"
 #include "experiments/study/result_util.h"
 #include "stats/rliable.h"
 #include "stats/stats.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace {
@@ -473,7 +473,7 @@ void write_report_md(const CompareResult& r, const CompareOptions& opt, const or
      << "\n## Figures\n\n![Pareto](pareto.png)\n\n![Distance to the uniform frontier](forest.png)\n\n"
      << "![K histogram](k_hist.png)\n\n"
      << "[Per-token view of a held-out passage](tokens.html) under `" << p.best_method << "`.\n";
-  data::write_atomically(path, md.str());
+  util::write_atomically(path, md.str());
 }
 
 }  // namespace
@@ -507,7 +507,7 @@ std::string write_compare_outputs(const CompareResult& r, const CompareOptions& 
   p.best_method = best_method_name(r);
 
   const ordered_json out = results_json(r, opt, provenance, p);
-  data::write_atomically(dir + "/results.json", out.dump(1) + "\n");
+  util::write_atomically(dir + "/results.json", out.dump(1) + "\n");
   write_report_md(r, opt, provenance, p, out["options"]["mode"].get<std::string>(), dir + "/report.md");
   // The figures last: a machine without gnuplot then fails naming it with the results and report already written.
   std::vector<std::string> shown;  // the oracle beside the best non-uniform method

@@ -7,10 +7,10 @@
 #include <optional>
 #include <stdexcept>
 
-#include "data/files.h"
 #include "experiments/process/command_line.h"
 #include "experiments/process/journal.h"
 #include "tensor/dist.h"
+#include "util/files.h"
 
 namespace ponder::cli {
 namespace {
@@ -139,12 +139,12 @@ void write_manifest(const std::string& dir, const ShardManifest& m) {
   fs::create_directories(dir);
   const nlohmann::ordered_json j = {{"ponder_shard", {{"index", m.shard.index}, {"count", m.shard.count}}},
                                     {"command", m.command}, {"args", m.args}, {"finished", m.finished}};
-  data::write_atomically((fs::path(dir) / "shard.json").string(), j.dump(1) + "\n");
+  util::write_atomically((fs::path(dir) / "shard.json").string(), j.dump(1) + "\n");
 }
 
 ShardManifest read_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / "shard.json").string();
-  const std::optional<std::string> text = data::read_file(path);
+  const std::optional<std::string> text = util::read_file(path);
   if (!text)
     throw std::invalid_argument("merge: '" + dir + "' holds no shard.json: it is not a folder written by ponder "
                                 "compare or ablate with --shard i/n (or under mpirun)");
@@ -165,7 +165,7 @@ ShardManifest read_manifest(const std::string& dir) {
 
 ShardManifest merge_shard_journals(const std::vector<std::string>& dirs, const std::string& out) {
   const std::vector<ShardManifest> ms = check_shards(dirs, out);
-  data::lock_output_dir(out);  // after the checks: a refused merge writes nothing
+  util::lock_output_dir(out);  // after the checks: a refused merge writes nothing
   std::map<std::string, bool> rels;
   for (const std::string& d : dirs)
     for (const std::string& rel : journals_in(d)) rels[rel] = true;

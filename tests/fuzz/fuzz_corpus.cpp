@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "data/dir_corpus.h"
-#include "data/sha256.h"
+#include "util/sha256.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const ponder::data::Corpus c = ponder::data::load_dir_corpus(dir, opt);
     check(!c.docs.empty(), "a corpus loaded without documents");
     for (const auto& d : c.docs) check(ponder::data::is_text(d.text) && !d.text.empty(), "a document is not text");
-    check(ponder::data::sha256_hex(ponder::data::manifest_text(c)) == c.sha256, "manifest sha256 differs");
+    check(ponder::util::sha256_hex(ponder::data::manifest_text(c)) == c.sha256, "manifest sha256 differs");
     check(c.manifest.size() >= c.docs.size(), "a document missing from the manifest");
   });
   return 0;

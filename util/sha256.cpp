@@ -1,9 +1,9 @@
-#include "data/sha256.h"
+#include "util/sha256.h"
 
 #include <array>
 #include <cstdint>
 
-namespace ponder::data {
+namespace ponder::util {
 namespace {
 
 constexpr std::array<uint32_t, 64> kRound = {
@@ -65,4 +65,4 @@ std::string sha256_hex(std::string_view bytes) {
   return out;
 }
 
-}  // namespace ponder::data
+}  // namespace ponder::util

@@ -3,9 +3,9 @@
 #include <string>
 #include <string_view>
 
-namespace ponder::data {
+namespace ponder::util {
 
 // Lower-case hex digest (64 characters) of `bytes`.
 std::string sha256_hex(std::string_view bytes);
 
-}  // namespace ponder::data
+}  // namespace ponder::util
