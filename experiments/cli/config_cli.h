@@ -1,12 +1,15 @@
 // Config overrides on the command line, the same for every command that reads a run config (train, control,
 // quick, compare, oracle, overhead, ablate): `--set section.key=value` (repeatable) and `--seed N` (train.seed).
 #pragma once
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "experiments/model/config.h"
+
+namespace CLI {
+class App;  // CLI11: only the files that add options include it (cli/commands.h)
+}
 
 namespace ponder::cli {
 

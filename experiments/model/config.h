@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "experiments/study/adapt_options.h"
-#include "experiments/study/compare.h"
+#include "experiments/study/compare_options.h"
 #include "policy/adapt_rollout.h"
 #include "tensor/precision.h"
 #include "ttt/eval.h"
