@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-LAYERS = ["util", "tensor", "data", "autograd", "ttt", "policy", "rl", "methods", "stats", "experiments/process",
+LAYERS = ["util", "tensor", "stats", "data", "autograd", "ttt", "policy", "rl", "methods", "experiments/process",
           "experiments/study", "experiments/model", "experiments/codebench", "experiments/bench", "experiments/cli"]
 LIMIT = 80
 SOURCE = (".cpp", ".h", ".cu", ".cuh")
