@@ -62,7 +62,8 @@ LearnedMethod build_learned(const MethodSpec& m, const policy::Rollouts& rollout
   out.rollout.unit_batches = learned_unit_batches(m, learn, b, base, rollouts.layer_steps());
   rl::TTTEnv env(rollouts, windows, out.rollout);
   const int64_t F = policy::feature_count();
-  const policy::FeatureNeeds needs{true, true, lo.probe, false};  // losses, entropies[, inner-loss probe]
+  // losses, entropies[, the inner-loss probe and, at carry mode's After stage, the unit's own reconstruction loss]
+  const policy::FeatureNeeds needs{true, true, lo.probe, false, lo.probe, lo.probe};
   const policy::ActMode act = lo.act == "greedy" ? policy::ActMode::Greedy : policy::ActMode::Sample;
   if (lo.act != "greedy" && lo.act != "sample")
     throw std::invalid_argument("compare: learn.act must be sample or greedy, got '" + lo.act + "'");

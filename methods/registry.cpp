@@ -170,9 +170,17 @@ std::unique_ptr<policy::Policy> schedule_policy(const MethodSpec& m, double budg
 
 std::string fast_weight_refusal(const MethodSpec& m) {
   const policy::FeatureNeeds n = policy::score_needs(m.score);
-  if (m.family == MethodFamily::Heuristic && (n.probe_loss || n.probe_grad))
+  if (m.family == MethodFamily::Heuristic && (n.probe_loss || n.probe_grad || n.recon || n.recon_drop))
     return m.name + " probes the TTT layers' inner loss, which fast weights on a frozen base do not have";
   return "";
+}
+
+std::string posthoc_refusal(const MethodSpec& m, const policy::RolloutOptions& opt) {
+  const policy::FeatureNeeds n = policy::score_needs(m.score);
+  if (m.family != MethodFamily::Heuristic || !(n.recon || n.recon_drop)) return "";
+  if (opt.mode == ttt::StepMode::Carry && opt.two_stage) return "";
+  return m.name + " reads a unit's own reconstruction loss, which only carry mode's two stages give (compare.mode: "
+                  "carry with compare.two_stage: true): deciding a unit's K from it before the unit runs would leak";
 }
 
 }  // namespace ponder::methods

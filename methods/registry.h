@@ -33,6 +33,7 @@
 
 #include "methods/learn_options.h"
 #include "policy/policies.h"
+#include "policy/rollout.h"
 
 namespace ponder::methods {
 
@@ -83,6 +84,9 @@ const char* method_forms();
 // Why `m` cannot run on the fast-weight path (ponder adapt), or "" when it can: the ttt-loss / gradnorm scores probe
 // the TTT layers' inner loss, which fast weights on a frozen base do not have.
 std::string fast_weight_refusal(const MethodSpec& m);
+// Why a method cannot run under these rollout options, or "": the recon scores exist only at carry mode's After
+// stage (policy/unit_features.h).
+std::string posthoc_refusal(const MethodSpec& m, const policy::RolloutOptions& opt);
 
 // The policy of a method that needs no fitting: uniform-K and every-K/N, and front-K given the budget in steps per
 // unit and the step options (K is rounded down to them as the budget runs out). Other families are an error here.

@@ -70,6 +70,32 @@ Calibration calibrate_budget(const ttt::Model& model, const std::vector<Window>&
   return calibrate_budget(LayerRollouts(model), windows, score, low, high, fallback, target, opt, tol, max_iter);
 }
 
+namespace {
+// The thresholds closest to the target from either side: spending above it (`over`, a threshold too low) and at or
+// below it (`under`). Spending falls as the threshold rises.
+struct Bracket {
+  double over = NAN, under = NAN, over_gap = INFINITY, under_gap = INFINITY;
+  void add(double threshold, double achieved, double target) {
+    const double gap = std::abs(achieved - target);
+    if (achieved > target && gap < over_gap) over = threshold, over_gap = gap;
+    if (achieved <= target && gap < under_gap) under = threshold, under_gap = gap;
+  }
+  bool closed() const { return std::isfinite(over) && std::isfinite(under) && over != under; }
+};
+
+// The share of the units with a score that got the high level: the rate an EMA gate then aims for.
+double share_high(const std::vector<Episode>& eps, Score score, int high) {
+  double scored = 0, at_high = 0;
+  for (const Episode& ep : eps)
+    for (const UnitRecord& r : ep.units)
+      if (!std::isnan(score_of(score, r.features))) {
+        scored += 1;
+        at_high += r.k == high;
+      }
+  return scored > 0 ? at_high / scored : 0;
+}
+}  // namespace
+
 Calibration calibrate_budget(const Rollouts& rollouts, const std::vector<Window>& windows, Score score, int low,
                              int high, int fallback, double target, const RolloutOptions& opt, double tol,
                              int max_iter) {
@@ -85,22 +111,38 @@ Calibration calibrate_budget(const Rollouts& rollouts, const std::vector<Window>
   best.target = target;
   double q = (target - c_lo) / (c_hi - c_lo);  // share of high units if costs were exactly per unit
   ThresholdPolicy policy(score, {INFINITY}, {low, high}, fallback);
-  std::vector<double> scores;  // scores seen under the current thresholds
-  for (int it = 0; it <= max_iter; ++it) {
-    std::vector<Episode> eps;
+  Bracket bracket;
+  auto run = [&](std::vector<Episode>& eps, int it) {
+    eps.clear();
     const double achieved = run_windows(rollouts, windows, policy, opt, 0, &eps).inner_per_token;
+    if (it > 0) bracket.add(policy.thresholds()[0], achieved, target);
     if (it > 0 && (best.iterations == 0 || std::abs(achieved - target) < std::abs(best.achieved - target))) {
       best.threshold = policy.thresholds()[0];
-      best.fraction_high = q;
+      best.fraction_high = share_high(eps, score, high);
       best.achieved = achieved;
       best.iterations = it;
-      if (std::abs(achieved - target) <= tol * target) break;
     }
+    return achieved;
+  };
+  const auto met = [&] { return best.iterations > 0 && std::abs(best.achieved - target) <= tol * target; };
+  std::vector<double> scores;  // scores seen under the current thresholds
+  int it = 0;
+  for (; it <= max_iter && !met(); ++it) {
+    std::vector<Episode> eps;
+    const double achieved = run(eps, it);
+    if (met()) break;
     if (it > 0) q = std::clamp(q + (target - achieved) / (c_hi - c_lo), 0.0, 1.0);
     scores.clear();
     for (const Episode& ep : eps)
       for (const UnitRecord& r : ep.units) scores.push_back(score_of(score, r.features));
     policy.set_thresholds(quantile_thresholds(scores, {1 - q, q}));
+  }
+  // The quantile step can cycle between two thresholds when a decision moves later units' scores (every decision
+  // changes the state they are read under): bisect between the closest thresholds on either side of the target.
+  for (int b = 0; b < max_iter && !met() && bracket.closed(); ++b) {
+    policy.set_thresholds({0.5 * (bracket.over + bracket.under)});
+    std::vector<Episode> eps;
+    run(eps, ++it);
   }
   best.iterations = std::max(best.iterations, 1);
   return best;

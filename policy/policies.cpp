@@ -98,6 +98,10 @@ int ThresholdPolicy::decide(const UnitFeatures& f) {
   return levels_[i];
 }
 
+bool ThresholdPolicy::may_skip() const {
+  return fallback_ == 0 || std::find(levels_.begin(), levels_.end(), 0) != levels_.end();
+}
+
 EmaGatePolicy::EmaGatePolicy(Score score, double tau0, int low, int high, double rate, double alpha)
     : score_(score), tau0_(tau0), rate_(rate), alpha_(alpha), low_(low), high_(high), tau_(tau0), ema_(rate) {
   if (!std::isfinite(tau0) || !(rate >= 0 && rate <= 1) || !(alpha > 0 && alpha < 1))
@@ -117,6 +121,7 @@ int EmaGatePolicy::decide(const UnitFeatures& f) {
   const double s = score_of(score_, f);
   if (std::isnan(s)) return low_;
   const bool high = s > tau_;
+  if (f.stage == Stage::Before && (high ? high_ : low_) > 0) return high ? high_ : low_;  // provisional: After decides
   ema_ = (1 - alpha_) * ema_ + alpha_ * (high ? 1.0 : 0.0);
   tau_ += (ema_ - rate_) * alpha_ * std::abs(tau_);
   return high ? high_ : low_;
@@ -146,7 +151,7 @@ int HardBudgetPolicy::decide(const UnitFeatures& f) {
   int k = 0;
   for (int o : options_)
     if (o <= cap) k = o;
-  spent_ += k;
+  if (f.stage != Stage::Before || k == 0) spent_ += k;  // a stepped unit's K is spent when After settles it
   return k;
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policy/unit_features.h"
@@ -20,7 +21,14 @@ class Policy {
   // Which window of the set being run the next sequence is (run_windows numbers them from 0 in the set's order):
   // only a replayed schedule needs it.
   virtual void begin_window(int64_t index) { (void)index; }
+  // K for the unit f describes. In carry mode the rollout asks twice (f.stage, policy/unit_features.h): at Before an
+  // answer of 0 skips the unit and is final, any other only says it is stepped; at After the answer is its whole K
+  // (at least 1). Whatever a policy updates per decision it updates once per unit, at the final answer.
   virtual int decide(const UnitFeatures& f) = 0;
+  // Whether it reads the After stage. One that does not is asked once, at Before, and its answer is the unit's K.
+  virtual bool posthoc() const { return true; }
+  // Whether it may answer 0 (skip a unit). One that never does is not given the Before stage's probes.
+  virtual bool may_skip() const { return true; }
   // An independent copy that decides as this one does from begin_sequence() on: run_windows gives one to each thread
   // that runs episodes side by side (policy/episodes.h). So whatever a decision depends on besides the features must
   // be set up again by begin_sequence(), as the sequence's seed alone decides it.
@@ -40,6 +48,7 @@ class UniformPolicy final : public Copyable<UniformPolicy> {
   explicit UniformPolicy(int k) : k_(k) {}
   std::string name() const override { return "uniform-" + std::to_string(k_); }
   int decide(const UnitFeatures&) override { return k_; }
+  bool may_skip() const override { return k_ == 0; }
  private:
   int k_;
 };
@@ -63,12 +72,23 @@ class RandomPolicy final : public Copyable<RandomPolicy> {
  public:
   RandomPolicy(int low, int high, double q) : low_(low), high_(high), q_(q) {}
   std::string name() const override { return "random"; }
-  void begin_sequence(uint64_t seed) override { gen_ = Generator(seed); }
-  int decide(const UnitFeatures&) override { return gen_.uniform01() < q_ ? high_ : low_; }
+  void begin_sequence(uint64_t seed) override {
+    gen_ = Generator(seed);
+    drawn_ = -1;
+  }
+  // One draw a unit, at its first question; After gives the level drawn at Before (so P(high) stays q).
+  int decide(const UnitFeatures& f) override {
+    if (f.stage == Stage::After && drawn_ >= 0) return std::exchange(drawn_, -1);
+    const int k = gen_.uniform01() < q_ ? high_ : low_;
+    drawn_ = f.stage == Stage::Before && k > 0 ? k : -1;
+    return k;
+  }
+  bool may_skip() const override { return low_ == 0 || high_ == 0; }
  private:
   int low_, high_;
   double q_;
   Generator gen_{0};
+  int drawn_ = -1;
 };
 
 // Difficulty scores a heuristic can use; each reads one causal feature. The easy-* scores are the same features
@@ -78,7 +98,8 @@ class RandomPolicy final : public Copyable<RandomPolicy> {
 // the rollout compute it. A score on a feature units already carry is one line here (docs/adding_a_method.md).
 #define PONDER_SCORES(X)                                                                                       \
   X(Entropy, "entropy", prev_entropy, entropy) X(Loss, "loss", prev_loss, loss)                               \
-  X(GradNorm, "gradnorm", grad_norm, probe_grad) X(TTTLoss, "ttt-loss", ttt_loss, probe_loss)
+  X(GradNorm, "gradnorm", grad_norm, probe_grad) X(TTTLoss, "ttt-loss", ttt_loss, probe_loss)                 \
+  X(Recon, "recon", recon_before, recon) X(ReconDrop, "recon-drop", recon_drop, recon_drop)
 #define PONDER_SCORE_ID(id, ...) id,
 #define PONDER_EASY_SCORE_ID(id, ...) Easy##id,
 enum class Score { PONDER_SCORES(PONDER_SCORE_ID) PONDER_SCORES(PONDER_EASY_SCORE_ID) };
@@ -102,6 +123,7 @@ class ThresholdPolicy final : public Copyable<ThresholdPolicy> {
   std::string name() const override { return score_name(score_); }
   FeatureNeeds needs() const override;
   int decide(const UnitFeatures& f) override;
+  bool may_skip() const override;
   const std::vector<double>& thresholds() const { return thresholds_; }
   void set_thresholds(std::vector<double> t) { thresholds_ = std::move(t); }
  private:
@@ -123,6 +145,7 @@ class EmaGatePolicy final : public Copyable<EmaGatePolicy> {
   FeatureNeeds needs() const override;
   void begin_sequence(uint64_t seed) override;
   int decide(const UnitFeatures& f) override;
+  bool may_skip() const override { return low_ == 0 || high_ == 0; }
   double threshold() const { return tau_; }
  private:
   Score score_;
@@ -156,6 +179,7 @@ class HardBudgetPolicy final : public Policy {
   HardBudgetPolicy(std::unique_ptr<Policy> inner, double steps_per_unit, std::vector<int> options);
   std::string name() const override { return inner_->name(); }
   FeatureNeeds needs() const override { return inner_->needs(); }
+  bool posthoc() const override { return inner_->posthoc(); }
   void begin_sequence(uint64_t seed) override;
   void begin_window(int64_t index) override { inner_->begin_window(index); }
   int decide(const UnitFeatures& f) override;

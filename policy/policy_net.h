@@ -3,6 +3,7 @@
 // policy (PonderNet) gives a conditional halting probability per inner step. Their forward FLOPs are
 // counted by the engine while a rollout decides, so the overhead they report is measured.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,7 +101,13 @@ class LearnedPolicy final : public Policy, public VectorActor {
   std::string name() const override { return name_; }
   FeatureNeeds needs() const override { return needs_; }
   void begin_sequence(uint64_t seed) override;
-  int decide(const UnitFeatures& f) override { return act(f.vector()); }
+  // One decision a unit (its log-probability is what rl/ trains): at After when no option is 0, so it reads the unit's
+  // own signals (Before only says "stepped"); otherwise at Before, the unit's K then fixed.
+  int decide(const UnitFeatures& f) override {
+    return f.stage == Stage::Before && posthoc() ? *std::min_element(options_.begin(), options_.end()) : act(f.vector());
+  }
+  bool posthoc() const override { return *std::min_element(options_.begin(), options_.end()) >= 1; }
+  bool may_skip() const override { return !posthoc(); }
   std::unique_ptr<Policy> clone() const override;  // the same parameters, its own recurrent state and generator
   // Decides from a raw feature vector (synthetic environments call this directly); returns K.
   int act(const std::vector<double>& x) override;
@@ -133,7 +140,9 @@ class HaltingPolicy final : public Policy, public VectorActor {
   std::string name() const override { return name_; }
   FeatureNeeds needs() const override { return needs_; }
   void begin_sequence(uint64_t seed) override;
-  int decide(const UnitFeatures& f) override { return act(f.vector()); }
+  // Every n is at least 1, so it decides at After, from the unit's own signals (Before only says "stepped").
+  int decide(const UnitFeatures& f) override { return f.stage == Stage::Before ? 1 : act(f.vector()); }
+  bool may_skip() const override { return false; }
   int act(const std::vector<double>& x) override;  // returns the number of steps n ∈ 1..N
   std::unique_ptr<Policy> clone() const override;  // the same parameters, its own recurrent state and generator
   int64_t max_steps() const { return net_->outputs(); }

@@ -12,8 +12,12 @@ struct UnitRun {
   uint64_t base = 0, inner = 0;
 };
 
-// One unit with k steps, from `state` (advanced in place).
-UnitRun step_unit(const ttt::Model& model, const Tensor& ids, ttt::ModelState& state, int k, const RolloutOptions& opt) {
+bool staged(const RolloutOptions& opt) { return opt.mode == ttt::StepMode::Carry && opt.two_stage; }
+
+// Unit `ids` run by the model's schedule with k steps on each mini-batch, from `state` (advanced in place); with
+// `keep` its projections stay in the state for extra_steps().
+UnitRun scheduled_unit(const ttt::Model& model, const Tensor& ids, ttt::ModelState& state, int k,
+                       const RolloutOptions& opt, bool keep) {
   ttt::UniformSchedule sched(k);
   std::vector<ttt::UnitCost> costs;
   ttt::TTTRun run;
@@ -21,12 +25,32 @@ UnitRun step_unit(const ttt::Model& model, const Tensor& ids, ttt::ModelState& s
   run.mode = opt.mode;
   run.schedule = &sched;
   run.costs = &costs;
+  run.keep_chunk = keep;
   FlopScope scope;
   UnitRun r;
   r.logits = model.forward_chunk(ids, state, run);
   uint64_t total = scope.counts().total();
   for (const ttt::UnitCost& c : costs) r.inner += c.inner_forward + c.inner_grad + c.update;
   r.base = total - r.inner;
+  return r;
+}
+
+// The further steps of a unit just run with its first (staged mode): inner FLOPs, all of them.
+uint64_t extra_steps(const ttt::Model& model, ttt::ModelState& state, int steps, const RolloutOptions& opt) {
+  if (steps <= 0) return 0;
+  ttt::TTTRun run;
+  run.path = opt.path;
+  run.mode = opt.mode;
+  FlopScope scope;
+  model.extra_steps(state, steps, run, nullptr);
+  return scope.counts().total();
+}
+
+// One unit with k steps, from `state` (advanced in place): in two stages, its first step and then k − 1 at its end.
+UnitRun step_unit(const ttt::Model& model, const Tensor& ids, ttt::ModelState& state, int k, const RolloutOptions& opt) {
+  if (!staged(opt)) return scheduled_unit(model, ids, state, k, opt, false);
+  UnitRun r = scheduled_unit(model, ids, state, std::min(k, 1), opt, k > 1);
+  r.inner += extra_steps(model, state, k - 1, opt);
   return r;
 }
 
@@ -78,6 +102,33 @@ double mean_of(const std::vector<double>& v) {
 
 double Episode::mean_loss() const { return mean_of(token_loss); }
 
+namespace {
+// Unit u of a sequence under the policy, in two stages where it reads them (staged mode): rec.k from Before, the
+// unit run with min(K, 1) steps and scored, then After's K from the unit's own signals and its K − 1 further steps.
+UnitRun policy_unit(const ttt::Model& model, const Tensor& ids, const Tensor& tgt, ttt::ModelState& state,
+                    Policy& policy, FeatureTracker& tracker, const RolloutOptions& opt, UnitRecord& rec) {
+  if (!staged(opt)) {
+    UnitRun r = step_unit(model, ids, state, rec.k, opt);
+    FlopScope observe;
+    tracker.observe(rec.k, r.logits, tgt);
+    rec.overhead_flops += observe.counts().total();
+    return r;
+  }
+  const ttt::ModelState before = state;  // handles: a snapshot costs nothing
+  UnitRun r = scheduled_unit(model, ids, state, std::min(rec.k, 1), opt, true);
+  FlopScope observe;  // the unit's own loss, entropy and probes, then the After question
+  tracker.observe_logits(r.logits, tgt);
+  if (rec.k > 0 && policy.posthoc()) {
+    rec.features = tracker.after_step(rec.unit, model, before, state);
+    rec.k = std::max(1, policy.decide(rec.features));
+  }
+  tracker.record_k(rec.k);
+  rec.overhead_flops += observe.counts().total();
+  r.inner += extra_steps(model, state, rec.k - 1, opt);
+  return r;
+}
+}  // namespace
+
 Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& target, Policy& policy,
                    const RolloutOptions& opt, uint64_t seed) {
   check_inputs(model, input, target, opt);
@@ -93,7 +144,9 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
     UnitRecord rec;
     rec.unit = u;
     FlopScope decide;
-    rec.features = tracker.next(u, model, state);
+    const bool two = staged(opt) && policy.posthoc();
+    rec.features = tracker.next(u, model, state, !two || policy.may_skip());
+    rec.features.stage = two ? Stage::Before : Stage::Whole;
     rec.k = policy.decide(rec.features);
     rec.overhead_flops = decide.counts().total();
     for (int k : opt.trial_ks) {
@@ -102,7 +155,7 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
       rec.measure_flops += trials.counts().total();
     }
     Tensor ids = raw::slice(input, 1, u * b, (u + 1) * b), tgt = raw::slice(target, 1, u * b, (u + 1) * b);
-    UnitRun r = step_unit(model, ids, state, rec.k, opt);
+    UnitRun r = policy_unit(model, ids, tgt, state, policy, tracker, opt, rec);
     rec.base_flops = r.base;
     rec.inner_flops = r.inner;
     FlopScope measure;
@@ -110,9 +163,6 @@ Episode run_policy(const ttt::Model& model, const Tensor& input, const Tensor& t
     rec.measure_flops += measure.counts().total();
     rec.loss = mean_of(losses);
     ep.token_loss.insert(ep.token_loss.end(), losses.begin(), losses.end());
-    FlopScope observe;
-    tracker.observe(rec.k, r.logits, tgt);
-    rec.overhead_flops += observe.counts().total();
     ep.base += rec.base_flops;
     ep.inner += rec.inner_flops;
     ep.overhead += rec.overhead_flops;

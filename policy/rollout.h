@@ -11,6 +11,11 @@ namespace ponder::policy {
 struct RolloutOptions {
   ttt::StepMode mode = ttt::StepMode::Carry;
   ttt::InnerPath path = ttt::InnerPath::Dual;
+  // Carry mode asks a policy in two stages (policy/unit_features.h, Stage): whether the unit is stepped, before it;
+  // its K, after its first step has scored it. A unit of K ≥ 1 steps is run as that first step, then K − 1 steps on
+  // its mini-batches at its end (ttt::Model::extra_steps). false: K is decided before the unit and run by the
+  // schedule, each mini-batch its K steps in turn (the protocol before two stages). Prefix mode always decides once.
+  bool two_stage = true;
   double step_budget = 0;  // total steps a sequence may spend (feeds budget_left; 0 = none)
   // A decision unit spans this many TTT mini-batches (1: the mini-batch; more: a chunk), all run with its K.
   int64_t unit_batches = 1;
@@ -40,7 +45,7 @@ struct UnitRecord {
   int64_t unit = 0;
   int k = 0;
   double loss = 0;            // mean next-token loss of the unit's tokens (nats)
-  UnitFeatures features;      // what the decision saw
+  UnitFeatures features;      // what the decision saw (its last question's, After for a stepped unit in two stages)
   uint64_t base_flops = 0;    // forward pass without the inner steps
   uint64_t inner_flops = 0;   // inner forward + inner gradient + update, all TTT layers
   uint64_t overhead_flops = 0;  // features and the policy itself

@@ -20,7 +20,8 @@ std::vector<std::string> UnitFeatures::vector_names() {
           "ttt_loss",        "has_ttt_loss", "grad_norm",  "has_grad",     "hidden_mean",  "hidden_std",
           "hidden_sparsity", "budget_left", "prev_k",      "mean_k",       "prev_k_is_0",  "prev_k_is_1",
           "prev_k_is_2",     "prev_k_ge_4", "loss_minus_ema", "entropy_minus_ema", "first_unit",
-          "first_is_newline", "first_is_space", "first_is_letter", "first_is_digit", "first_is_punct", "bias"};
+          "first_is_newline", "first_is_space", "first_is_letter", "first_is_digit", "first_is_punct", "after_first_step",
+          "recon_before", "recon_drop", "has_recon", "bias"};
 }
 
 namespace {
@@ -69,18 +70,23 @@ std::vector<double> UnitFeatures::vector() const {
           cls[2],
           cls[3],
           cls[4],
+          stage == Stage::After ? 1.0 : 0.0,
+          v(recon_before),
+          v(recon_drop),
+          std::isnan(recon_before) ? 0.0 : 1.0,
           1.0};
 }
 
 FeatureTracker::FeatureTracker(int64_t n_units, FeatureNeeds needs, double step_budget)
     : n_units_(n_units), needs_(needs), step_budget_(step_budget) {}
 
-UnitFeatures FeatureTracker::next(int64_t unit, const ttt::Model& model, const ttt::ModelState& state) const {
+UnitFeatures FeatureTracker::next(int64_t unit, const ttt::Model& model, const ttt::ModelState& state,
+                                  bool probe) const {
   UnitFeatures f = last_;
   f.unit = unit;
   f.n_units = n_units_;
   f.budget_left = step_budget_ > 0 ? std::max(0.0, 1.0 - steps_spent_ / step_budget_) : 1.0;
-  if (unit > 0 && (needs_.probe_loss || needs_.probe_grad)) {
+  if (probe && unit > 0 && (needs_.probe_loss || needs_.probe_grad)) {
     double loss = 0, gn = 0;
     auto probes = model.probe(state, needs_.probe_grad);
     for (const ttt::Probe& p : probes) {
@@ -93,6 +99,35 @@ UnitFeatures FeatureTracker::next(int64_t unit, const ttt::Model& model, const t
   return f;
 }
 
+namespace {
+double mean_over_layers(const std::vector<ttt::Probe>& probes, double ttt::Probe::*field) {
+  double s = 0;
+  for (const ttt::Probe& p : probes) s += p.*field / double(probes.size());
+  return s;
+}
+}  // namespace
+
+UnitFeatures FeatureTracker::after_step(int64_t unit, const ttt::Model& model, const ttt::ModelState& before,
+                                        const ttt::ModelState& after) const {
+  UnitFeatures f = last_;
+  f.stage = Stage::After;
+  f.unit = unit;
+  f.first_token = read_first_;
+  f.n_units = n_units_;
+  f.budget_left = step_budget_ > 0 ? std::max(0.0, 1.0 - steps_spent_ / step_budget_) : 1.0;
+  if (needs_.probe_loss) f.ttt_loss = mean_over_layers(model.probe(after, false), &ttt::Probe::loss);
+  if (needs_.recon || needs_.recon_drop || needs_.probe_grad) {
+    const std::vector<ttt::Probe> start = model.probe_chunk(before, after, needs_.probe_grad);
+    if (needs_.probe_grad) f.grad_norm = mean_over_layers(start, &ttt::Probe::grad_norm);
+    f.recon_before = mean_over_layers(start, &ttt::Probe::loss);
+    if (needs_.recon_drop) {
+      f.recon_after = mean_over_layers(model.probe_chunk(after, after, false), &ttt::Probe::loss);
+      f.recon_drop = f.recon_before - f.recon_after;
+    }
+  }
+  return f;
+}
+
 void FeatureTracker::observe(int k, const Tensor& logits, const Tensor& targets) {
   observe_logits(logits, targets);
   record_k(k);
@@ -101,6 +136,7 @@ void FeatureTracker::observe(int k, const Tensor& logits, const Tensor& targets)
 void FeatureTracker::observe_logits(const Tensor& logits, const Tensor& targets) {
   NoGradGuard ng;
   const std::vector<int64_t> ids = targets.to_ints();
+  read_first_ = last_.first_token;
   last_.first_token = ids.empty() ? -1 : int(ids.back());  // the next unit's first input token
   const int64_t V = logits.shape().back();
   Tensor flat = reshape(logits, {-1, V});

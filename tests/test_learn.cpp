@@ -143,6 +143,10 @@ TEST_CASE("learned and halting policies are causal on the language model") {
   for (const char* kind : {"mlp", "lstm"})
     ps.push_back(std::make_unique<LearnedPolicy>(std::string("learned-") + kind, net(kind, F, 4, 5),
                                                  std::vector<int>{0, 1, 2, 4}, FeatureNorm{}, kNeeds));
+  // No option 0: it decides at carry mode's After stage, from the unit's own signals.
+  ps.push_back(std::make_unique<LearnedPolicy>("learned-after", net("mlp", F, 3, 7), std::vector<int>{1, 2, 4},
+                                               FeatureNorm{}, kNeeds));
+  CHECK((ps.back()->posthoc() && !ps.front()->posthoc()));
   ps.push_back(std::make_unique<HaltingPolicy>("pondernet", net("mlp", F, 4, 6), FeatureNorm{}, kNeeds));
   for (auto& p : ps) {
     INFO(p->name());

@@ -41,6 +41,19 @@ TEST_CASE("method registry: every form parses to its family and canonical name, 
   CHECK_THROWS_WITH_AS(parse_method("easy-random"), doctest::Contains("unknown method 'easy-random'"), std::invalid_argument);
   CHECK(fast_weight_refusal(parse_method("gate-loss")).empty());
   CHECK(fast_weight_refusal(parse_method("pondernet")).empty());  // its trials run on fast weights too
+  // The recon scores exist only at carry mode's After stage: refused wherever a unit's K is decided before it runs.
+  policy::RolloutOptions carry, one_stage, prefix;
+  one_stage.two_stage = false;
+  prefix.mode = ttt::StepMode::Prefix;
+  for (const char* name : {"recon", "gate-recon", "easy-recon-drop"}) {
+    INFO(name);
+    const MethodSpec r = parse_method(name);
+    CHECK(posthoc_refusal(r, carry).empty());
+    CHECK(posthoc_refusal(r, one_stage).find("would leak") != std::string::npos);
+    CHECK(posthoc_refusal(r, prefix).find("compare.mode: carry") != std::string::npos);
+    CHECK(!fast_weight_refusal(r).empty());
+  }
+  CHECK(posthoc_refusal(parse_method("loss"), prefix).empty());
   const MethodSpec rp = parse_method("replay:a/oracle.json+b.json");
   CHECK((rp.family == MethodFamily::Replay && kind_name(rp.kind()) == std::string("replay") && rp.name == "replay:a/oracle.json+b.json"));
   CHECK(rp.files == std::vector<std::string>{"a/oracle.json", "b.json"});

@@ -433,3 +433,44 @@ TEST_CASE("a traced training step: the forward sections of the profile, every ba
     CHECK(seen == labels);
   }
 }
+
+TEST_CASE("a unit's further carry steps taken after it is scored: K steps exactly, its outputs untouched") {
+  // One mini-batch a unit: its first step, then extra_steps(K − 1), is the schedule's K-step unit (TTT-Linear and
+  // TTT-MLP, both inner paths); the next unit then reads the same state. Several mini-batches: the further steps run at
+  // the unit's end, so they differ from K per mini-batch, and their cost is K − 1 steps on each mini-batch.
+  for (const char* inner : {"linear", "mlp"})
+    for (InnerPath path : {InnerPath::Dual, InnerPath::Iterative}) {
+      INFO(inner);
+      Model model(test::test_model({"ttt", "attention", "ttt"}, "transformer", false, inner), 3, DType::F64);
+      Generator gen(4);
+      const Tensor ids = random_ids(gen, 1, 8, 32);
+      const Tensor first = raw::slice(ids, 1, 0, 4), next = raw::slice(ids, 1, 4, 8);
+      NoGradGuard ng;
+      UniformSchedule three(3), one(1);
+      TTTRun whole, staged;
+      whole.path = staged.path = path;
+      whole.schedule = &three;
+      staged.schedule = &one;
+      staged.keep_chunk = true;
+      ModelState a, b;
+      const std::vector<double> out_a = model.forward_chunk(first, a, whole).to_vector();
+      const std::vector<double> out_b = model.forward_chunk(first, b, staged).to_vector();
+      std::vector<UnitCost> costs;
+      model.extra_steps(b, 2, staged, &costs);
+      REQUIRE(costs.size() == 2);  // one per TTT layer
+      CHECK((costs[0].steps == 2 && costs[0].inner_grad > 0 && costs[0].output == 0));
+      double d_out = 0, d_next = 0;
+      for (size_t i = 0; i < out_a.size(); ++i) d_out = std::max(d_out, std::abs(out_a[i] - out_b[i]));
+      const std::vector<double> na = model.forward_chunk(next, a, staged).to_vector(),
+                                nb = model.forward_chunk(next, b, staged).to_vector();
+      for (size_t i = 0; i < na.size(); ++i) d_next = std::max(d_next, std::abs(na[i] - nb[i]));
+      CHECK(d_out < 1e-12);
+      CHECK(d_next < 1e-12);
+    }
+  // Without the chunk kept there is nothing to step on.
+  Model model(test::test_model({"ttt"}), 3, DType::F64);
+  ModelState st;
+  Generator gen(5);
+  model.forward_chunk(random_ids(gen, 1, 4, 32), st, {});
+  CHECK_THROWS_WITH_AS(model.extra_steps(st, 1, {}, nullptr), doctest::Contains("keep_chunk"), std::logic_error);
+}

@@ -18,18 +18,59 @@ std::vector<std::unique_ptr<Policy>> all_policies() {
   p.push_back(std::make_unique<UniformPolicy>(2));
   p.push_back(std::make_unique<EveryPolicy>(4, 3));
   p.push_back(std::make_unique<RandomPolicy>(1, 4, 0.4));
-  for (const char* s : {"entropy", "loss", "gradnorm", "ttt-loss", "easy-loss", "easy-ttt-loss"})
+  for (const char* s : {"entropy", "loss", "gradnorm", "ttt-loss", "easy-loss", "easy-ttt-loss", "recon", "recon-drop"})
     p.push_back(std::make_unique<ThresholdPolicy>(parse_score(s), std::vector<double>{0.5, 3.0}, std::vector<int>{0, 1, 4}, 1));
   p.push_back(std::make_unique<EmaGatePolicy>(Score::Loss, 3.0, 0, 4, 0.3, 0.1));
+  p.push_back(std::make_unique<EmaGatePolicy>(Score::Recon, 0.5, 1, 4, 0.3, 0.1));
+  p.push_back(std::make_unique<HardBudgetPolicy>(std::make_unique<RandomPolicy>(0, 4, 0.6), 1.0, std::vector<int>{0, 1, 4}));
   return p;
 }
+
+// A deliberately leaky policy: it reads the sequence's tokens directly. `after` false: whether unit u is stepped
+// from the unit's third token (which Before may not see); true: the unit's K at After from the next unit's third.
+class Peeking final : public Copyable<Peeking> {
+ public:
+  explicit Peeking(bool after) : after_(after) {}
+  std::string name() const override { return after_ ? "peek-after" : "peek-before"; }
+  int decide(const UnitFeatures& f) override {
+    const size_t at = size_t(f.unit * 4 + (after_ ? 4 : 0) + 2);
+    const bool odd = at < tokens->size() && (*tokens)[at] % 2 == 1;
+    if (after_) return f.stage == Stage::After && odd ? 4 : 1;
+    return f.stage == Stage::After ? 1 : (odd ? 0 : 1);
+  }
+  std::shared_ptr<std::vector<int64_t>> tokens = std::make_shared<std::vector<int64_t>>();
+ private:
+  bool after_;
+};
 }  // namespace
 
-TEST_CASE("every policy is causal: future tokens never change earlier decisions") {
+TEST_CASE("the causality check fails a policy that reads later tokens, at either stage") {
+  ttt::Model model(test::small_hybrid(), 1, DType::F64);
+  for (bool after : {false, true}) {
+    Peeking p(after);
+    INFO(p.name());
+    const test::Causality c = test::policy_causality(model, p, {}, [&](const std::vector<int64_t>& t) { *p.tokens = t; });
+    CHECK(c.losses > 0);
+    CHECK((after ? c.ks : c.stepped) > 0);
+  }
+  // The same leak one stage later is legitimate: K at After from the unit's own third token moves no scored loss.
+  class OwnTokens final : public Copyable<OwnTokens> {
+   public:
+    std::string name() const override { return "own-tokens"; }
+    int decide(const UnitFeatures& f) override {
+      const size_t at = size_t(f.unit * 4 + 3);
+      return f.stage == Stage::After && at < tokens->size() && (*tokens)[at] % 2 == 1 ? 4 : 1;
+    }
+    std::shared_ptr<std::vector<int64_t>> tokens = std::make_shared<std::vector<int64_t>>();
+  } own;
+  CHECK(test::policy_causality(model, own, {}, [&](const std::vector<int64_t>& t) { *own.tokens = t; }).losses == 0);
+}
+
+TEST_CASE("every policy is causal: future tokens never change scored losses, nor whether a unit is stepped") {
   ttt::Model model(test::small_hybrid(), 1, DType::F64);
   for (auto& p : all_policies()) {
     INFO(p->name());
-    CHECK(test::check_policy_causal(model, *p).units.size() > 4);  // the helper compares units 0..4 and 17 tokens
+    CHECK(test::check_policy_causal(model, *p).units.size() == 8);
   }
 }
 

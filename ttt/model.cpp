@@ -273,6 +273,28 @@ std::vector<Probe> Model::probe(const ModelState& st, bool with_grad) const {
   return out;
 }
 
+std::vector<Probe> Model::probe_chunk(const ModelState& weights, const ModelState& st, bool with_grad) const {
+  std::vector<Probe> out;
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    if (blocks_[l].is_ttt && l < st.ttt.size()) {
+      // A chunk that is the sequence's first starts from the learned W0, which the state before it does not hold yet.
+      const bool fresh = l >= weights.ttt.size() || !weights.ttt[l].inner.W1.defined();
+      const TTTLayer& layer = blocks_[l].ttt;
+      out.push_back(layer.probe_chunk(fresh ? layer.initial_state(st.ttt[l].chunk_xk.shape()[0]) : weights.ttt[l].inner,
+                                      st.ttt[l], with_grad));
+    }
+  return out;
+}
+
+void Model::extra_steps(ModelState& st, int steps, const TTTRun& run, std::vector<UnitCost>* costs) const {
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    if (!blocks_[l].is_ttt || l >= st.ttt.size()) continue;
+    UnitCost cost{blocks_[l].ttt_index, st.ttt[l].units - 1, 0, 0, 0, 0, 0};
+    blocks_[l].ttt.extra_steps(st.ttt[l], steps, run, cost);
+    if (costs) costs->push_back(cost);
+  }
+}
+
 std::vector<Tensor> Model::parameters() const {
   std::vector<Tensor> p;
   for (auto& [name, t] : named_parameters()) p.push_back(t);

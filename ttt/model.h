@@ -115,6 +115,13 @@ class Model {
   Tensor token_losses(const Tensor& inputs, const Tensor& targets, ModelState& state, const TTTRun& run) const;
   // Probes of every TTT layer (see TTTLayer::probe), in layer order.
   std::vector<Probe> probe(const ModelState& state, bool with_grad) const;
+  // Probes of every TTT layer over the whole chunk last run with TTTRun::keep_chunk (TTTLayer::probe_chunk): the
+  // chunk's keys and values from `state`, the inner weights from `weights` (the state before the chunk, for its
+  // reconstruction loss before the first step; `state` itself for after it).
+  std::vector<Probe> probe_chunk(const ModelState& weights, const ModelState& state, bool with_grad) const;
+  // Carry mode's further steps on the chunk last run with TTTRun::keep_chunk, in every TTT layer
+  // (TTTLayer::extra_steps): what the chunk's scored outputs never see. Appends one UnitCost per layer.
+  void extra_steps(ModelState& state, int steps, const TTTRun& run, std::vector<UnitCost>* costs) const;
   std::vector<Tensor> parameters() const;
   // Named parameters in a fixed order (checkpoints).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

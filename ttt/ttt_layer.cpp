@@ -186,21 +186,21 @@ Tensor TTTLayer::scan(InnerState& state, const Tensor& xq, const Tensor& xk, con
   return outs.size() == 1 ? outs[0] : cat(outs, 2);
 }
 
-Probe TTTLayer::probe(const TTTLayerState& st, bool with_grad) const {
-  if (!st.last_xk.defined()) return {};
-  const int64_t H = cfg_.heads, f = cfg_.head_dim();
-  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
-  Tensor target = sub(st.last_xv, st.last_xk);
+namespace {
+// ℓ rows of keys xk (B, H, r, f) against targets xv − xk under `w`, and the norm of their gradient when asked.
+Probe probe_rows(const InnerState& w0, const Tensor& xk, const Tensor& xv, const InnerNorm& n4, bool mlp,
+                 bool with_grad) {
+  Tensor target = sub(xv, xk);
   Probe p;
   if (!with_grad) {
     NoGradGuard ng;
-    p.loss = mean(inner_loss_rows(st.inner, st.last_xk, target, n4)).item();
+    p.loss = mean(inner_loss_rows(w0, xk, target, n4)).item();
     return p;
   }
   SetGradGuard on(true);
-  std::vector<Tensor> w = st.inner.tensors();
+  std::vector<Tensor> w = w0.tensors();
   for (Tensor& t : w) t = tracked(detach(t));
-  Tensor rows = inner_loss_rows(InnerState::from(w, cfg_.mlp), detach(st.last_xk), detach(target), n4);
+  Tensor rows = inner_loss_rows(InnerState::from(w, mlp), detach(xk), detach(target), n4);
   p.loss = mean(rows).item();
   std::vector<Tensor> g = grad({sum(rows)}, w);
   NoGradGuard ng;
@@ -211,6 +211,40 @@ Probe TTTLayer::probe(const TTTLayerState& st, bool with_grad) const {
   }
   p.grad_norm = mean(sqrt(sq)).item();
   return p;
+}
+}  // namespace
+
+Probe TTTLayer::probe(const TTTLayerState& st, bool with_grad) const {
+  if (!st.last_xk.defined()) return {};
+  const int64_t H = cfg_.heads, f = cfg_.head_dim();
+  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
+  return probe_rows(st.inner, st.last_xk, st.last_xv, n4, cfg_.mlp, with_grad);
+}
+
+Probe TTTLayer::probe_chunk(const InnerState& w, const TTTLayerState& st, bool with_grad) const {
+  if (!st.chunk_xk.defined()) throw std::logic_error("TTT layer: probe_chunk needs the chunk kept (TTTRun::keep_chunk)");
+  const int64_t H = cfg_.heads, f = cfg_.head_dim();
+  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
+  return probe_rows(w, st.chunk_xk, st.chunk_xv, n4, cfg_.mlp, with_grad);
+}
+
+void TTTLayer::extra_steps(TTTLayerState& st, int steps, const TTTRun& run, UnitCost& cost) const {
+  if (steps < 0) throw std::invalid_argument("TTT layer: extra steps must be >= 0, got " + std::to_string(steps));
+  if (steps == 0) return;
+  if (!st.chunk_xk.defined()) throw std::logic_error("TTT layer: extra_steps needs the chunk kept (TTTRun::keep_chunk)");
+  const int64_t H = cfg_.heads, f = cfg_.head_dim(), b = cfg_.mini_batch, n = st.chunk_xk.shape()[2] / b;
+  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
+  CostMeter meter(&cost);
+  const bool dual = run.path == InnerPath::Dual;
+  for (int s = 0; s < steps; ++s)
+    for (int64_t m = 0; m < n; ++m) {
+      const Tensor xk = units(st.chunk_xk, m, m + 1, b), xv = units(st.chunk_xv, m, m + 1, b);
+      const Tensor eta = squeeze(slice(st.chunk_eta, 2, m, m + 1), 2);  // (B, H, b, b)
+      const Tensor eta_last = transpose(slice(eta, 2, b - 1, b), -1, -2);  // (B, H, b, 1)
+      st.inner = dual ? carry_step_closed(st.inner, xk, xv, eta_last, n4, &meter)
+                      : carry_step_autograd(st.inner, xk, xv, eta_last, n4, &meter);
+    }
+  cost.steps += steps;
 }
 
 Tensor TTTLayer::token_factor(DType dtype, Device device) const {
@@ -303,6 +337,15 @@ Tensor TTTLayer::scan_rematerialised(InnerState& state, const Tensor& xq, const 
   return outs.size() == 1 ? outs[0] : cat(outs, 2);
 }
 
+InnerState TTTLayer::initial_state(int64_t B) const {
+  auto batch = [&](const Tensor& p) {
+    Shape s = p.shape();
+    s.insert(s.begin(), B);
+    return expand(unsqueeze(p, 0), s);
+  };
+  return {batch(W1), batch(b1), W2.defined() ? batch(W2) : Tensor(), b2.defined() ? batch(b2) : Tensor()};
+}
+
 Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun& run) const {
   if (u.dim() != 3 || u.shape()[2] != cfg_.d)
     throw std::invalid_argument("TTT layer: input must be (B, N, " + std::to_string(cfg_.d) + "), got " +
@@ -314,14 +357,7 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
                                 "mini-batch size " + std::to_string(b));
   const auto [xq, xk, xv, eta] = project(u, st, run);
 
-  // The inner state starts from the learned W0 for every sequence.
-  auto batch = [&](const Tensor& p) {
-    Shape s = p.shape();
-    s.insert(s.begin(), B);
-    return expand(unsqueeze(p, 0), s);
-  };
-  if (!st.inner.W1.defined())
-    st.inner = {batch(W1), batch(b1), W2.defined() ? batch(W2) : Tensor(), b2.defined() ? batch(b2) : Tensor()};
+  if (!st.inner.W1.defined()) st.inner = initial_state(B);  // every sequence starts from the learned W0
   InnerState& state = st.inner;
   const int64_t u_base = st.units;
   st.units += n;
@@ -335,6 +371,9 @@ Tensor TTTLayer::forward_chunk(const Tensor& u, TTTLayerState& st, const TTTRun&
   }
   st.last_xk = units(xk, n - 1, n, b);
   st.last_xv = units(xv, n - 1, n, b);
+  st.chunk_xk = run.keep_chunk ? xk : Tensor();
+  st.chunk_xv = run.keep_chunk ? xv : Tensor();
+  st.chunk_eta = run.keep_chunk ? eta : Tensor();
   if (run.final_state) *run.final_state = state;
   // Heads back together, post-norm, gate, output projection (docs/ttt.md §1.10).
   Tensor z = reshape(permute(out, {0, 2, 1, 3}), {B, N, d});

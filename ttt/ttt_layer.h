@@ -49,6 +49,9 @@ struct TTTRun {
   // (tests compare the two).
   bool prefix_path_at_one = false;
   std::vector<UnitCost>* costs = nullptr;
+  // Keep the chunk's keys, values and η in the layer's state (TTTLayerState::chunk_*), so that carry mode's further
+  // steps can be taken after the chunk is scored (TTTLayer::extra_steps; the two-stage rollout of policy/rollout.h).
+  bool keep_chunk = false;
   InnerState* final_state = nullptr;  // receives the state after the last unit (B, H, …)
   // When set, sees the main activations of the pass in forward order, by name ("xq", "eta", "unit3.out",
   // …; the model prefixes "block<l>.ttt."): how a non-finite loss is traced to where it began.
@@ -66,6 +69,9 @@ struct TTTLayerState {
   Tensor conv_hist;  // (B, w−1, d): last inputs of the Q/K convs
   int64_t units = 0;  // units already processed
   Tensor last_xk, last_xv;  // (B, H, b, f): views of the last unit processed (for probes)
+  // The last chunk's projections when TTTRun::keep_chunk was set (undefined otherwise): views, no copies.
+  Tensor chunk_xk, chunk_xv;  // (B, H, N, f)
+  Tensor chunk_eta;           // (B, H, n, b, b)
 };
 
 // Inner-loop statistics of the last processed unit under the weights now carried: what a policy
@@ -92,6 +98,16 @@ class TTTLayer : public Module {
   std::vector<std::pair<std::string, Tensor*>> named_refs();
   const TTTConfig& config() const { return cfg_; }
   Probe probe(const TTTLayerState& state, bool with_grad) const;
+  // The learned W0 (b1, W2, b2) for a batch of B sequences: where every sequence's inner state starts.
+  InnerState initial_state(int64_t B) const;
+  // The same statistics over every row of the kept chunk (TTTRun::keep_chunk) under the weights `w`: the chunk's
+  // reconstruction loss before its first step (w the weights it started from) or after it (w = state.inner).
+  Probe probe_chunk(const InnerState& w, const TTTLayerState& state, bool with_grad) const;
+  // Carry mode's further steps on the kept chunk, taken after it was scored: `steps` passes over its mini-batches in
+  // order, each one carry step (the rule every step after a unit's first follows, docs/ttt.md §3.2). The chunk's
+  // outputs are not touched; state.inner moves. With a chunk of one mini-batch this is exactly the carry branch of a
+  // unit run with 1 + steps steps.
+  void extra_steps(TTTLayerState& state, int steps, const TTTRun& run, UnitCost& cost) const;
   // tok (b) on `device`, differentiable in token_idx (see TTTConfig::softplus_token_factor).
   Tensor token_factor(DType dtype, Device device) const;
   // tok[b−1], the factor of η's last row that every carried update is scaled by: 0 means the state handed to

@@ -274,6 +274,7 @@ void read_compare(Section& s, CompareOptions& c) {
   s.get("criteria_control_headroom", c.criteria.control_headroom);
   s.get<ttt::StepMode>("mode", c.rollout.mode, to_mode);
   s.get<ttt::InnerPath>("path", c.rollout.path, to_path);
+  s.get("two_stage", c.rollout.two_stage);
 }
 
 // learn: settings of the learned methods (learned-reinforce, learned-ppo-pid, pondernet).
@@ -457,6 +458,10 @@ void check(const RunConfig& c) {
   need(c.eval.stream_tokens >= 0, "eval.stream_tokens must be >= 0 (0: no stream validation), got " +
        std::to_string(c.eval.stream_tokens));
   const CompareOptions& k = c.compare;
+  for (const methods::MethodSpec& m : k.methods) {
+    const std::string why = methods::posthoc_refusal(m, k.rollout);
+    need(why.empty(), "compare.methods: " + why);
+  }
   need(k.calibrate_from == "windows" || k.streams,
        "compare.calibrate_from: streams calibrates on validation streams cut as the scored ones are, so it needs "
        "compare.streams: true");

@@ -404,6 +404,7 @@ ordered_json results_json(const CompareResult& r, const CompareOptions& opt, con
                     {"calibrate_from", opt.calibrate_from}, {"oracle_lookahead", opt.oracle_lookahead},
                     {"oracle_lookahead_k", opt.rollout.oracle_lookahead_k},
                     {"mode", opt.rollout.mode == ttt::StepMode::Carry ? "carry" : "prefix"},
+                    {"decisions", opt.rollout.mode == ttt::StepMode::Carry && opt.rollout.two_stage ? "two-stage" : "before-unit"},
                     {"path", opt.rollout.path == ttt::InnerPath::Dual ? "dual" : "iterative"}};
   out["budget_inner_flops_per_token"] = r.budget_inner_per_token;
   out["cost_multiples"] = p.costs.json;
