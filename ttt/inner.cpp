@@ -68,7 +68,6 @@ InnerState carried_update(const InnerState& s, const Tensor& eta_last, const Ten
 // carried state (docs/ttt.md §1.7–§1.8). g1: ∂ℓ/∂Z1 (B,H,b,h); g2: ∂ℓ/∂Z2 (B,H,b,f) for the MLP.
 Tensor dual_combine(const InnerState& s, const Tensor& xq, const Tensor& x1, const Tensor& x2, const Tensor& g1,
                     const Tensor& g2, const Tensor& eta, const InnerNorm& n, InnerState& next, CostMeter* meter) {
-  const int64_t b = xq.shape()[2];
   Tensor eta_tril = tril(eta);                                            // (B,H,b,b): η[i,j], j ≤ i
   // Layer 1: Z̄1 = XQ·W1 − (η ⊙ tril(XQ·X1ᵀ))·G1 + b1 − tril(η)·G1
   Tensor a1 = mul(eta_tril, matmul(xq, transpose(x1, -1, -2)));
@@ -83,8 +82,7 @@ Tensor dual_combine(const InnerState& s, const Tensor& xq, const Tensor& x1, con
     out = add(xq, inner_ln(zbar2, n));
   }
   if (meter) meter->charge(&UnitCost::output);
-  Tensor eta_last = transpose(slice(eta, 2, b - 1, b), -1, -2);  // (B,H,b,1): ηlast_j
-  next = carried_update(s, eta_last, x1, g1, x2, g2, meter);
+  next = carried_update(s, eta_last_row(eta), x1, g1, x2, g2, meter);
   return out;
 }
 
@@ -113,6 +111,11 @@ namespace {
 constexpr uint64_t UnitCost::*kDualPhase[] = {&UnitCost::inner_forward, &UnitCost::inner_grad, &UnitCost::output,
                                                &UnitCost::update};
 }  // namespace
+
+Tensor eta_last_row(const Tensor& eta) {
+  const int64_t b = eta.shape()[2];
+  return transpose(slice(eta, 2, b - 1, b), -1, -2);
+}
 
 Tensor dual_step(const InnerState& s, const Tensor& xq, const Tensor& xk, const Tensor& xv, const Tensor& eta,
                  const InnerNorm& n, InnerState& next, CostMeter* meter) {

@@ -75,6 +75,10 @@ Tensor dual_step_autograd(const InnerState& s, const Tensor& xq, const Tensor& x
 
 namespace ponder::ttt {
 
+// η's last row as a column, (B, H, b, b) → (B, H, b, 1): the per-token rates every step after a unit's first (and the
+// state a unit hands on) is taken with.
+Tensor eta_last_row(const Tensor& eta);
+
 // One more full step of the carry rule, closed form: W ← W − ∇_W Σ_j ηlast_j·ℓ_j(W) with the
 // gradient written out (docs/ttt.md §3.2). eta_last: (B, H, b, 1).
 InnerState carry_step_closed(const InnerState& s, const Tensor& xk, const Tensor& xv, const Tensor& eta_last,

@@ -121,7 +121,7 @@ Tensor TTTLayer::unit_step(InnerState& state, const Tensor& xq, const Tensor& xk
   Tensor out = dual ? dual_step(state, xq, xk, xv, eta, n4, next, &meter)
                     : dual_step_autograd(state, xq, xk, xv, eta, n4, next, &meter);
   // Further carry steps improve only the state handed to later units.
-  Tensor eta_last = transpose(slice(eta, 2, b - 1, b), -1, -2);  // (B, H, b, 1)
+  const Tensor eta_last = eta_last_row(eta);  // (B, H, b, 1)
   for (int s = 1; s < steps; ++s)
     next = dual ? carry_step_closed(next, xk, xv, eta_last, n4, &meter)
                 : carry_step_autograd(next, xk, xv, eta_last, n4, &meter);
@@ -214,33 +214,34 @@ Probe probe_rows(const InnerState& w0, const Tensor& xk, const Tensor& xv, const
 }
 }  // namespace
 
+InnerNorm TTTLayer::inner_norm() const {
+  const int64_t H = cfg_.heads, f = cfg_.head_dim();
+  return {reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
+}
+
 Probe TTTLayer::probe(const TTTLayerState& st, bool with_grad) const {
   if (!st.last_xk.defined()) return {};
-  const int64_t H = cfg_.heads, f = cfg_.head_dim();
-  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
-  return probe_rows(st.inner, st.last_xk, st.last_xv, n4, cfg_.mlp, with_grad);
+  return probe_rows(st.inner, st.last_xk, st.last_xv, inner_norm(), cfg_.mlp, with_grad);
 }
 
 Probe TTTLayer::probe_chunk(const InnerState& w, const TTTLayerState& st, bool with_grad) const {
   if (!st.chunk_xk.defined()) throw std::logic_error("TTT layer: probe_chunk needs the chunk kept (TTTRun::keep_chunk)");
-  const int64_t H = cfg_.heads, f = cfg_.head_dim();
-  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
-  return probe_rows(w, st.chunk_xk, st.chunk_xv, n4, cfg_.mlp, with_grad);
+  return probe_rows(w, st.chunk_xk, st.chunk_xv, inner_norm(), cfg_.mlp, with_grad);
 }
 
 void TTTLayer::extra_steps(TTTLayerState& st, int steps, const TTTRun& run, UnitCost& cost) const {
   if (steps < 0) throw std::invalid_argument("TTT layer: extra steps must be >= 0, got " + std::to_string(steps));
   if (steps == 0) return;
   if (!st.chunk_xk.defined()) throw std::logic_error("TTT layer: extra_steps needs the chunk kept (TTTRun::keep_chunk)");
-  const int64_t H = cfg_.heads, f = cfg_.head_dim(), b = cfg_.mini_batch, n = st.chunk_xk.shape()[2] / b;
-  InnerNorm n4{reshape(ln_gamma, {1, H, 1, f}), reshape(ln_beta, {1, H, 1, f})};
+  const int64_t b = cfg_.mini_batch, n = st.chunk_xk.shape()[2] / b;
+  const InnerNorm n4 = inner_norm();
   CostMeter meter(&cost);
   const bool dual = run.path == InnerPath::Dual;
   for (int s = 0; s < steps; ++s)
     for (int64_t m = 0; m < n; ++m) {
       const Tensor xk = units(st.chunk_xk, m, m + 1, b), xv = units(st.chunk_xv, m, m + 1, b);
       const Tensor eta = squeeze(slice(st.chunk_eta, 2, m, m + 1), 2);  // (B, H, b, b)
-      const Tensor eta_last = transpose(slice(eta, 2, b - 1, b), -1, -2);  // (B, H, b, 1)
+      const Tensor eta_last = eta_last_row(eta);  // (B, H, b, 1)
       st.inner = dual ? carry_step_closed(st.inner, xk, xv, eta_last, n4, &meter)
                       : carry_step_autograd(st.inner, xk, xv, eta_last, n4, &meter);
     }

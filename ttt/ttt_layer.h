@@ -125,6 +125,7 @@ class TTTLayer : public Module {
   Tensor post_gamma, post_beta;        // (d)
 
  private:
+  InnerNorm inner_norm() const;  // the inner LayerNorm's γ, β shaped (1, H, 1, f)
   // Runs units [u0, u1) from `state`; xq, xk, xv (B, H, (u1−u0)·b, f) and eta (B, H, u1−u0, b, b)
   // hold just those units. Returns the outputs (B, H, (u1−u0)·b, f). `decided` receives the step
   // counts, or supplies them when replaying a rematerialised group.
